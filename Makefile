@@ -1,0 +1,33 @@
+# seqlab: `make demo` trains on the bundled corpus, `make test` runs the tests. Both set up .venv.
+VENV ?= .venv
+PYTHON ?= python3
+BIN = $(VENV)/bin
+DATA ?= ../shared/data
+
+.PHONY: install demo test test-slow lint bench clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0          # the CPU build; install it before anything needing torch
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+demo: install
+	$(BIN)/seqlab train lm --config configs/demo.yaml --overwrite
+	@echo "---- a sample from the trained model:"
+	$(BIN)/seqlab generate runs/demo --prompt "ROMEO:" --max-tokens 300 --temperature 0.8 --seed 1
+
+test: install
+	$(BIN)/python -m pytest -q
+
+test-slow: install
+	$(BIN)/python -m pytest -q -m slow
+
+lint: install
+	$(BIN)/ruff check src tests benchmarks
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache

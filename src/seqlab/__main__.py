@@ -1,0 +1,3 @@
+from seqlab.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,188 @@
+"""`seqlab <command>`: each command parses its options and calls one library function.
+
+Options are generated from the config dataclasses (seqlab.config.option), so the command line,
+config files and config.json share one set of names. Any error in the user's input is one line on
+stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import warnings
+
+from seqlab import __version__
+from seqlab.config import coerce, field_type, read_config_file
+from seqlab.errors import SeqlabError
+
+TRAIN_GROUPS = ("data", "model", "train")
+
+
+def add_options(parser: argparse.ArgumentParser, cls, title: str, skip=()) -> None:
+    group = parser.add_argument_group(title)
+    for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
+        names = [f"--{f.name.replace('_', '-')}"]
+        if f.metadata.get("flag"):
+            names.insert(0, f"--{f.metadata['flag']}")
+        kind = field_type(cls, f)
+        default = f.default
+        shown = "" if default in ("", 0) and kind is not bool else f" (default: {default})"
+        help_text = (f.metadata.get("help", "") + shown).replace("%", "%%")
+        kwargs = {"dest": f.name, "default": argparse.SUPPRESS, "help": help_text}
+        if kind is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["type"] = kind
+            kwargs["metavar"] = f.name.upper() if not f.metadata.get("choices") else None
+            if f.metadata.get("choices"):
+                kwargs["choices"] = f.metadata["choices"]
+                kwargs.pop("metavar")
+        group.add_argument(*names, **kwargs)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from seqlab.lm import LMDataConfig
+    from seqlab.models.lm import LMConfig
+    from seqlab.training.trainer import TrainConfig
+
+    parser = argparse.ArgumentParser(prog="seqlab", description="Train, evaluate and decode the neural "
+                                     "sequence models of Jurafsky & Martin's SLP chapters.")
+    parser.add_argument("--version", action="version", version=f"seqlab {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    train = commands.add_parser("train", help="train a model")
+    tasks = train.add_subparsers(dest="task", required=True, metavar="TASK")
+    lm = tasks.add_parser("lm", help="a language model (ffn, rnn, lstm, gru, transformer)")
+    lm.add_argument("--config", help="YAML or TOML file of options; the command line overrides it")
+    lm.add_argument("--resume", action="store_true",
+                    help="continue the run in --output from its last checkpoint, exactly")
+    lm.add_argument("--overwrite", action="store_true", help="replace a run already in --output")
+    add_options(lm, LMDataConfig, "data")
+    add_options(lm, LMConfig, "model", skip=("vocab_size",))
+    add_options(lm, TrainConfig, "training")
+
+    evaluate = commands.add_parser("evaluate", help="perplexity of a trained language model on a file")
+    evaluate.add_argument("run_dir", metavar="DIR", help="run directory")
+    evaluate.add_argument("file", metavar="FILE", help="text file to score")
+    evaluate.add_argument("--json", action="store_true", help="print one JSON object with the figures")
+    evaluate.add_argument("--batch-size", type=int, default=10, help="parallel streams (default: 10)")
+    evaluate.add_argument("--stride", type=int, default=0,
+                          help="transformer: sliding-window stride (default: context / 2)")
+    evaluate.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
+    evaluate.add_argument("--rnn-impl", choices=("fused", "textbook"), help="run the recurrent layers this way")
+
+    generate = commands.add_parser("generate", help="continue a prompt with a trained language model")
+    generate.add_argument("run_dir", metavar="DIR", help="run directory")
+    generate.add_argument("--prompt", default="", help="text to continue (default: start a new line)")
+    generate.add_argument("--max-tokens", type=int, default=200, help="tokens to generate (default: 200)")
+    generate.add_argument("--greedy", action="store_true", help="always take the most likely token")
+    generate.add_argument("--temperature", type=float, default=1.0, help="softmax temperature (default: 1.0)")
+    generate.add_argument("--top-k", type=int, default=0, help="sample among the k most likely tokens (0: all)")
+    generate.add_argument("--top-p", type=float, default=1.0,
+                          help="sample among the most likely tokens holding probability p (default: 1.0)")
+    generate.add_argument("--seed", type=int, default=None, help="random seed for reproducible samples")
+    generate.add_argument("--stop-at-eos", action=argparse.BooleanOptionalAction, default=None,
+                          help="stop at </s> (default: yes for word and BPE models, no for characters, "
+                          "whose </s> is a line break)")
+    generate.add_argument("--truncate-prompt", action="store_true",
+                          help="keep the end of a prompt longer than the model's context")
+    generate.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
+    return parser
+
+
+def train_lm_command(args: argparse.Namespace) -> int:
+    from seqlab.lm import LMDataConfig, LMTrainConfig, read_run_config, train_lm
+    from seqlab.models.lm import LMConfig
+    from seqlab.training.trainer import TrainConfig
+
+    classes = {"data": LMDataConfig, "model": LMConfig, "train": TrainConfig}
+    owner = {f.name: group for group, cls in classes.items() for f in dataclasses.fields(cls)}
+    given = read_config_file(args.config) if args.config else {}
+    for name, value in given.items():
+        if name not in owner:
+            raise SeqlabError(f"config file {args.config}: unknown option {name!r}")
+        given[name] = coerce(classes[owner[name]], name, value, f"config file {args.config}")
+    cli = {k: v for k, v in vars(args).items() if k in owner}
+    given.update(cli)
+    if args.resume:
+        output = given.get("output", TrainConfig.output)
+        saved = read_run_config(output)
+        for name, value in given.items():
+            group = owner[name]
+            if group != "train" and getattr(getattr(saved, group), name) != value:
+                raise SeqlabError(f"--resume continues the run in {output} as it was configured; "
+                                  f"--{name.replace('_', '-')} cannot change ({getattr(getattr(saved, group), name)!r} "
+                                  f"-> {value!r})")
+        train = dataclasses.replace(saved.train, **{k: v for k, v in given.items() if owner[k] == "train"})
+        config = dataclasses.replace(saved, train=train)
+    else:
+        parts = {group: {k: v for k, v in given.items() if owner[k] == group} for group in classes}
+        config = LMTrainConfig(*(classes[g](**parts[g]) for g in TRAIN_GROUPS))
+    train_lm(config, resume=args.resume, overwrite=args.overwrite)
+    return 0
+
+
+def evaluate_command(args: argparse.Namespace) -> int:
+    from tqdm.auto import tqdm
+
+    import seqlab
+
+    lm = seqlab.load(args.run_dir, device=args.device, rnn_impl=args.rnn_impl)
+    with tqdm(desc="scoring", unit="batch", leave=False, disable=args.json) as bar:
+        result = lm.evaluate_file(args.file, args.batch_size, args.stride, progress=bar)
+    result["file"] = args.file
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    eos_note = " (one </s> per line counted, as in PTB)"
+    print(f"file:          {args.file}")
+    print(f"tokens:        {result['tokens']:,} {result['unit']} tokens{eos_note}")
+    print(f"unknown:       {result['unknown']:,} read as <unk>")
+    print(f"cross-entropy: {result['loss']:.4f} nats per {result['unit']} token")
+    print(f"               {result['bits_per_token']:.4f} bits per {result['unit']} token")
+    print(f"perplexity:    {result['perplexity']:.2f} (per {result['unit']} token)")
+    return 0
+
+
+def generate_command(args: argparse.Namespace) -> int:
+    import seqlab
+
+    lm = seqlab.load(args.run_dir, device=args.device)
+    options = {"max_tokens": args.max_tokens, "greedy": args.greedy, "temperature": args.temperature,
+               "top_k": args.top_k, "top_p": args.top_p, "seed": args.seed}
+    if args.stop_at_eos is not None:
+        options["stop_at_eos"] = args.stop_at_eos
+    sys.stdout.write(args.prompt)
+    sys.stdout.flush()
+    for piece in lm.stream(args.prompt, truncate_prompt=args.truncate_prompt, **options):
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+    sys.stdout.write("\n")
+    return 0
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"seqlab: warning: {message}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    warnings.showwarning = _show_warning
+    commands = {"train": train_lm_command, "evaluate": evaluate_command, "generate": generate_command}
+    try:
+        return commands[args.command](args)
+    except SeqlabError as error:
+        print(f"seqlab: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("seqlab: interrupted; the last checkpoint (if any) is intact", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Files -> tokens -> ids -> batches."""

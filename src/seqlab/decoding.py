@@ -1,0 +1,101 @@
+"""Autoregressive generation (SLP 9.2.3; prompted completion, 9.4.1), kept outside the models.
+
+Each new token costs one `model.step` on the state of the tokens before it: the carried hidden
+state of an RNN, the last N-1 tokens of the window LM, the KV cache of the transformer. When a
+transformer's cache reaches its context length, the most recent half of the context is re-encoded
+into a fresh cache and generation goes on (one pass per context/2 tokens, not one per token).
+
+Choosing the next token: greedy (argmax), or sampling from softmax(logits / temperature) restricted
+to the k most likely tokens (top-k) and/or the smallest set whose probability reaches p (top-p,
+nucleus sampling, Holtzman et al. 2020).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from seqlab.data.vocab import BOS, EOS, PAD, SEP
+from seqlab.errors import SeqlabError
+
+NEVER_GENERATED = (PAD, BOS, SEP)       # ids that are never a language model's target
+
+
+@dataclass
+class SamplingOptions:
+    max_tokens: int = 200
+    greedy: bool = False
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int | None = None
+    stop_at_eos: bool = True
+
+    def __post_init__(self):
+        if self.max_tokens < 0:
+            raise SeqlabError(f"--max-tokens must be at least 0, got {self.max_tokens}")
+        if self.temperature <= 0:
+            raise SeqlabError(f"--temperature must be positive, got {self.temperature} (use --greedy "
+                              "for the most likely token)")
+        if self.top_k < 0:
+            raise SeqlabError(f"--top-k must be at least 0, got {self.top_k}")
+        if not 0 < self.top_p <= 1:
+            raise SeqlabError(f"--top-p must be in (0, 1], got {self.top_p}")
+
+
+def filter_logits(logits: Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> Tensor:
+    """Logits (B, V) -> logits with the excluded tokens at -inf, divided by the temperature."""
+    logits = logits.float() / temperature
+    logits[:, list(NEVER_GENERATED)] = float("-inf")
+    if top_k and top_k < logits.size(-1):
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]                 # (B, 1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)            # (B, V)
+        probs = sorted_logits.softmax(dim=-1)
+        before = probs.cumsum(dim=-1) - probs                                  # mass of better tokens
+        sorted_logits = sorted_logits.masked_fill(before >= top_p, float("-inf"))
+        logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+    return logits
+
+
+def choose(logits: Tensor, options: SamplingOptions, generator: torch.Generator | None = None) -> Tensor:
+    """The next token (B,) from the last position's logits (B, V)."""
+    if options.greedy:
+        logits = logits.float().clone()
+        logits[:, list(NEVER_GENERATED)] = float("-inf")
+        return logits.argmax(dim=-1)
+    probs = filter_logits(logits, options.temperature, options.top_k, options.top_p).softmax(dim=-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(1)
+
+
+@torch.no_grad()
+def generate_ids(model, context: list[int], options: SamplingOptions, device=None) -> Iterator[int]:
+    """Yield new token ids one at a time after `context` (which starts with `</s>`, a line start)."""
+    model.eval()
+    window = model.context_length
+    if window is not None and len(context) > window:
+        raise SeqlabError(f"the prompt is {len(context)} tokens (with the leading </s>), longer than the "
+                          f"model's context of {window} tokens; shorten it or keep its end "
+                          f"(--truncate-prompt)")
+    generator = None
+    if options.seed is not None:
+        generator = torch.Generator(device=device or "cpu").manual_seed(options.seed)
+    history = list(context)
+    state = model.init_state(1, device)
+    logits, state = model.step(torch.tensor([history], device=device), state)   # (1, T, V)
+    for _ in range(options.max_tokens):
+        token = int(choose(logits[:, -1], options, generator))
+        yield token
+        if options.stop_at_eos and token == EOS:
+            return
+        history.append(token)
+        if window is not None and state.length >= window:    # the cache is full: keep the recent half
+            keep = history[-max(1, window // 2):]
+            state = model.init_state(1, device)
+            logits, state = model.step(torch.tensor([keep], device=device), state)
+        else:
+            logits, state = model.step(torch.tensor([[token]], device=device), state)

@@ -1,0 +1,310 @@
+"""Language modelling, end to end: `train_lm(config)` and `load(run_dir)`.
+
+    import seqlab
+    results = seqlab.train_lm(seqlab.LMTrainConfig())          # the bundled corpus, char-level LSTM
+    lm = seqlab.load("runs/lm")
+    lm.perplexity("To be, or not to be")
+    print(lm.generate("ROMEO:", max_tokens=200, temperature=0.8, seed=1))
+
+A run directory holds config.json (the three config groups and a format version), tokenizer.json,
+vocab.json, model.safetensors (the best weights), checkpoint.safetensors (the last training state,
+for --resume), metrics.jsonl, train_log.jsonl and curves.png.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from seqlab import __version__
+from seqlab.config import check_choices, from_dict, option, to_dict
+from seqlab.data.batching import StreamBatches, sliding_windows
+from seqlab.data.readers import count_tokens, default_corpus, encode_lines, load_stream, read_lines
+from seqlab.data.tokenizers import TOKENIZERS, Tokenizer, make_tokenizer, tokenizer_from_dict
+from seqlab.data.vocab import EOS, UNK, Vocab
+from seqlab.decoding import SamplingOptions, generate_ids
+from seqlab.errors import SeqlabError
+from seqlab.fileio import atomic_write_json, read_json
+from seqlab.models.lm import LMConfig, build_lm
+from seqlab.tasks.lm import LanguageModelingTask, evaluate_lm, summarize
+from seqlab.training import distributed
+from seqlab.training.checkpoint import FORMAT_VERSION, load_model
+from seqlab.training.trainer import TrainConfig, Trainer, configure_threads, resolve_device
+
+
+class SeqlabWarning(UserWarning):
+    """Something the user should know that does not stop the work (e.g. unknown prompt tokens)."""
+
+
+@dataclass
+class LMDataConfig:
+    """Where the text comes from and how it becomes tokens (saved under "data")."""
+
+    train: str = option("", "training text file (default: the bundled Tiny Shakespeare, first 90%)")
+    valid: str = option("", "validation text file (default with the bundled corpus: its last 10%)")
+    test: str = option("", "test text file, scored with the best weights at the end")
+    tokenizer: str = option("char", "tokens: characters, whitespace words (PTB, wikitext) or BPE",
+                            choices=tuple(TOKENIZERS))
+    min_freq: int = option(1, "keep tokens seen at least this often in training; the rest become <unk>")
+    max_vocab: int = option(0, "keep at most this many tokens, specials included (0: no limit)")
+    bpe_vocab_size: int = option(8000, "BPE: learn merges until the vocabulary has this many pieces")
+
+    def __post_init__(self):
+        check_choices(self)
+        if self.train and not self.valid:
+            raise SeqlabError("--train needs --valid (a held-out file for perplexity and early stopping)")
+        if self.valid and not self.train:
+            raise SeqlabError("--valid needs --train")
+
+
+@dataclass
+class LMTrainConfig:
+    """A language-model training run: data, model and training options."""
+
+    data: LMDataConfig = field(default_factory=LMDataConfig)
+    model: LMConfig = field(default_factory=LMConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+
+def log(message: str) -> None:
+    if distributed.world()[0] == 0:
+        print(message, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------- training
+
+def train_lm(config: LMTrainConfig, resume: bool = False, overwrite: bool = False,
+             callback: Callable[[dict], None] | None = None) -> dict:
+    """Train a language model into `config.train.output`; return the final valid/test metrics."""
+    run_dir = Path(config.train.output)
+    if (run_dir / "config.json").exists() and not (resume or overwrite):
+        raise SeqlabError(f"{run_dir} already holds a run: pass --resume to continue it, --overwrite to "
+                          "replace it, or choose another --output")
+    if resume and not (run_dir / "checkpoint.safetensors").exists():
+        raise SeqlabError(f"--resume: {run_dir} has no checkpoint.safetensors to resume from")
+    device = resolve_device(config.train.device)
+    configure_threads(config.train.threads, device)
+    distributed.setup(device)
+    try:
+        return _train_lm(config, run_dir, device, resume, overwrite, callback)
+    finally:
+        distributed.teardown()
+
+
+def _train_lm(config, run_dir, device, resume, overwrite, callback) -> dict:
+    data = config.data
+    if data.train:
+        train_lines = read_lines(data.train, "training file")
+        valid_lines = read_lines(data.valid, "validation file")
+    else:
+        train_lines, valid_lines = default_corpus()
+        log(f"no --train given: using the bundled Tiny Shakespeare ({len(train_lines):,} training lines, "
+            f"{len(valid_lines):,} validation lines)")
+    if resume:
+        tokenizer, vocab = read_tokenizer_and_vocab(run_dir)
+        train_tokens = tokenizer.tokenize_lines(train_lines)
+    else:
+        tokenizer = make_tokenizer(data.tokenizer, data.bpe_vocab_size)
+        tokenizer.fit(train_lines)
+        train_tokens = tokenizer.tokenize_lines(train_lines)
+        vocab = Vocab.build(count_tokens(train_tokens), data.min_freq, data.max_vocab or None)
+    train_ids = encode_lines(train_tokens, vocab)
+    valid_ids = load_stream(data.valid or valid_lines, tokenizer, vocab, "validation file")
+    test_ids = load_stream(data.test, tokenizer, vocab, "test file") if data.test else None
+    model_config = dataclasses.replace(config.model, vocab_size=len(vocab))
+    config = dataclasses.replace(config, model=model_config)
+    torch.manual_seed(config.train.seed)
+    model = build_lm(model_config).to(device)
+    rank = distributed.world()[0]
+    torch.manual_seed(config.train.seed + rank)
+    log(f"vocabulary: {len(vocab):,} {tokenizer.unit} types from {len(train_ids):,} training tokens; "
+        f"{model_config.arch} with {model.num_parameters():,} parameters on {device}")
+    if rank == 0:
+        if overwrite and not resume:
+            for name in ("metrics.jsonl", "train_log.jsonl", "model.safetensors", "checkpoint.safetensors",
+                         "curves.png"):
+                (run_dir / name).unlink(missing_ok=True)
+        if not resume:
+            write_run_files(run_dir, config, tokenizer, vocab)
+    distributed.barrier()
+    task = LanguageModelingTask(model, train_ids, valid_ids, test_ids, config.train.batch_size,
+                                config.train.seq_len, config.train.eval_batch_size,
+                                config.train.eval_stride, config.train.seed)
+    trainer = Trainer(task, model, config.train, run_dir, device, callback)
+    return trainer.fit(resume=resume)
+
+
+def write_run_files(run_dir: Path, config: LMTrainConfig, tokenizer: Tokenizer, vocab: Vocab) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(run_dir / "config.json", {"format_version": FORMAT_VERSION, "seqlab_version": __version__,
+                                                "task": "lm", **to_dict(config)})
+    atomic_write_json(run_dir / "tokenizer.json", tokenizer.to_dict())
+    atomic_write_json(run_dir / "vocab.json", vocab.to_dict())
+
+
+def read_run_config(run_dir: str | Path) -> LMTrainConfig:
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise SeqlabError(f"{run_dir} is not a directory; expected a seqlab run directory")
+    if not (run_dir / "config.json").exists():
+        raise SeqlabError(f"{run_dir} is not a seqlab run directory: it has no config.json")
+    raw = read_json(run_dir / "config.json", "run config")
+    version = raw.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise SeqlabError(f"{run_dir}/config.json has format version {version!r}; this seqlab reads "
+                          f"versions up to {FORMAT_VERSION}")
+    if raw.get("task") != "lm":
+        raise SeqlabError(f"{run_dir} holds a {raw.get('task')!r} run, not a language model")
+    try:
+        return LMTrainConfig(from_dict(LMDataConfig, raw["data"], "config.json data"),
+                             from_dict(LMConfig, raw["model"], "config.json model"),
+                             from_dict(TrainConfig, raw["train"], "config.json train"))
+    except (KeyError, TypeError) as error:
+        raise SeqlabError(f"{run_dir}/config.json is incomplete or malformed ({error})") from None
+
+
+def read_tokenizer_and_vocab(run_dir: Path) -> tuple[Tokenizer, Vocab]:
+    try:
+        tokenizer = tokenizer_from_dict(read_json(run_dir / "tokenizer.json", "tokenizer file"))
+        vocab = Vocab.from_dict(read_json(run_dir / "vocab.json", "vocabulary file"))
+    except (KeyError, TypeError) as error:
+        raise SeqlabError(f"{run_dir}: tokenizer.json or vocab.json is malformed ({error})") from None
+    return tokenizer, vocab
+
+
+# ---------------------------------------------------------------------------- a trained model
+
+def load(run_dir: str | Path, device: str = "cpu", rnn_impl: str | None = None) -> TrainedLM:
+    """A trained language model from its run directory (the best weights)."""
+    run_dir = Path(run_dir)
+    config = read_run_config(run_dir)
+    tokenizer, vocab = read_tokenizer_and_vocab(run_dir)
+    if rnn_impl is not None:
+        config.model = dataclasses.replace(config.model, rnn_impl=rnn_impl)
+    model = build_lm(config.model)
+    weights = run_dir / "model.safetensors"
+    if not weights.exists():
+        raise SeqlabError(f"{run_dir} has no model.safetensors yet (training has not reached its first "
+                          "evaluation)")
+    load_model(weights, model)
+    device = resolve_device(device)
+    return TrainedLM(model.to(device).eval(), tokenizer, vocab, config, device)
+
+
+class TrainedLM:
+    """A loaded language model with its tokenizer and vocabulary."""
+
+    def __init__(self, model, tokenizer: Tokenizer, vocab: Vocab, config: LMTrainConfig, device):
+        self.model, self.tokenizer, self.vocab, self.config, self.device = model, tokenizer, vocab, config, device
+
+    @property
+    def unit(self) -> str:
+        return self.tokenizer.unit
+
+    def encode(self, text: str) -> torch.Tensor:
+        """Text -> the id stream the model is scored on (one `</s>` per line)."""
+        lines = text.split("\n")
+        if lines and lines[-1] == "" and len(lines) > 1:
+            lines.pop()
+        return encode_lines(self.tokenizer.tokenize_lines(lines), self.vocab)
+
+    def _batches(self, ids: torch.Tensor, batch_size: int, stride: int):
+        context = self.model.context_length
+        if context is None:
+            return list(StreamBatches(ids, batch_size, self.config.train.seq_len, exact=True))
+        return sliding_windows(ids, batch_size, context, stride or max(1, context // 2))
+
+    def evaluate_ids(self, ids: torch.Tensor, batch_size: int = 10, stride: int = 0, progress=None) -> dict:
+        batches = self._batches(ids, batch_size, stride)
+        stats = evaluate_lm(self.model, batches, self.model.context_length is None, self.device,
+                            progress=progress)
+        result = summarize(stats["loss_sum"], stats["tokens"])
+        result["unknown"] = int((ids == UNK).sum())
+        result["unit"] = self.unit
+        return result
+
+    def evaluate_file(self, path: str | Path, batch_size: int = 10, stride: int = 0, progress=None) -> dict:
+        """Tokens, loss (nats/token), bits per token and perplexity of a text file."""
+        ids = load_stream(path, self.tokenizer, self.vocab, "evaluation file")
+        return self.evaluate_ids(ids, batch_size, stride, progress)
+
+    def perplexity(self, text: str) -> float:
+        """exp of the mean negative log-likelihood per token of `text` (SLP 9.1)."""
+        return self.evaluate_ids(self.encode(text), batch_size=1)["perplexity"]
+
+    @torch.no_grad()
+    def score(self, text: str) -> list[tuple[str, float]]:
+        """(token, natural-log probability) for every token of `text`, `</s>` at each line end."""
+        ids = self.encode(text)
+        logprobs = []
+        state = None
+        for batch in self._batches(ids, 1, 0):
+            batch = batch.to(self.device)
+            if self.model.context_length is None and state is None:
+                state = self.model.init_state(1, self.device)
+            logits, new_state = self.model(batch.inputs, state if self.model.context_length is None else None)
+            state = new_state if self.model.context_length is None else None
+            lp = torch.log_softmax(logits.float(), dim=-1).gather(-1, batch.targets.unsqueeze(-1)).squeeze(-1)
+            logprobs.extend(lp[batch.targets != 0].tolist())
+        return list(zip(self.vocab.decode(ids.tolist()), logprobs))
+
+    def prompt_ids(self, prompt: str, truncate: bool = False) -> list[int]:
+        """`</s>` (a line start) + the prompt's tokens; unknown tokens become <unk> with a warning."""
+        lines = prompt.split("\n")
+        tokens: list[str] = []
+        for k, line in enumerate(lines):
+            tokens.extend(self.tokenizer.tokenize(line))
+            if k < len(lines) - 1:
+                tokens.append("</s>")
+        unknown = sorted({t for t in tokens if t not in self.vocab})
+        if unknown:
+            shown = ", ".join(repr(t) for t in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
+            warnings.warn(f"{len(unknown)} prompt token type(s) are not in the vocabulary and are read as "
+                          f"<unk>: {shown}", SeqlabWarning, stacklevel=2)
+        ids = [EOS] + self.vocab.encode(tokens)
+        window = self.model.context_length
+        if truncate and window is not None and len(ids) > window:
+            ids = ids[-window:]
+        return ids
+
+    def detokenize(self, ids: list[int]) -> str:
+        """Ids -> text, `</s>` as a line break."""
+        lines, current = [], []
+        for token in self.vocab.decode(ids):
+            if token == "</s>":
+                lines.append(self.tokenizer.detokenize(current))
+                current = []
+            else:
+                current.append(token)
+        lines.append(self.tokenizer.detokenize(current))
+        return "\n".join(lines)
+
+    def stream(self, prompt: str, truncate_prompt: bool = False, **options) -> Iterator[str]:
+        """Yield the continuation of `prompt` piece by piece as it is generated."""
+        options.setdefault("stop_at_eos", self.tokenizer.stop_at_eos)
+        sampling = SamplingOptions(**options)
+        context = self.prompt_ids(prompt, truncate_prompt)
+        prompt_body = context[1:]
+        shown = len(self.detokenize(prompt_body)) if prompt_body else 0
+        generated: list[int] = []
+        for token in generate_ids(self.model, context, sampling, self.device):
+            if sampling.stop_at_eos and token == EOS:
+                break
+            generated.append(token)
+            text = self.detokenize(prompt_body + generated)
+            if text.endswith("\ufffd"):          # half a UTF-8 character (byte-level BPE): wait
+                continue
+            piece = text[shown:]
+            shown = len(text)
+            if piece:
+                yield piece
+
+    def generate(self, prompt: str = "", **options) -> str:
+        """The prompt's continuation as one string (see `SamplingOptions` for the options)."""
+        return "".join(self.stream(prompt, **options))

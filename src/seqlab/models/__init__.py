@@ -1,0 +1,1 @@
+"""Task models: each maps a batch to logits (and state), never to a loss."""

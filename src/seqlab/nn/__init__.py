@@ -1,0 +1,1 @@
+"""Building blocks: cells, recurrent stacks, attention, transformer blocks. Shapes in comments."""

@@ -1,0 +1,118 @@
+"""Scaled dot-product attention, multi-head attention with W^O, the causal mask, and a KV cache.
+
+SLP 9.4: each head projects the input to queries, keys and values (W^Q, W^K, W^V), scores every
+query against every key by a dot product scaled by sqrt(d_k), masks the future (the causal mask)
+and takes the softmax-weighted sum of the values (eqs. 9.20-9.21); the heads are concatenated and
+projected by W^O. Two implementations compute the same thing: the textbook one below (readable,
+returns the attention weights) and PyTorch's fused `F.scaled_dot_product_attention` (the default).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from seqlab.errors import SeqlabError
+
+ATTENTION_IMPLS = ("sdpa", "textbook")
+
+
+def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
+                                 dropout: float = 0.0) -> tuple[Tensor, Tensor]:
+    """SLP eqs. 9.20-9.21: softmax(Q K^T / sqrt(d_k)) V.
+
+    q (B, nh, T, hs), k and v (B, nh, S, hs); mask broadcastable to (B, nh, T, S), True = may attend.
+    Returns the outputs (B, nh, T, hs) and the attention weights (B, nh, T, S).
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))        # (B, nh, T, S)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)                         # (B, nh, T, S)
+    if dropout > 0:
+        weights = F.dropout(weights, dropout, training=True)
+    return weights @ v, weights                                     # (B, nh, T, hs)
+
+
+def causal_mask(queries: int, keys: int, device=None) -> Tensor:
+    """(T, S) True where query i may attend key j: j <= i + (S - T), the queries being the last T."""
+    offset = keys - queries
+    return torch.ones(queries, keys, dtype=torch.bool, device=device).tril(diagonal=offset)
+
+
+class KVCache:
+    """Keys and values of every layer for the tokens seen so far: a transformer's decoding state.
+
+    Preallocated to `capacity` positions, so each new token writes one slot and costs one step.
+    """
+
+    def __init__(self, num_layers: int, batch_size: int, num_heads: int, head_size: int,
+                 capacity: int, device=None, dtype=None):
+        shape = (num_layers, batch_size, num_heads, capacity, head_size)
+        self.keys = torch.zeros(shape, device=device, dtype=dtype)      # (L, B, nh, C, hs)
+        self.values = torch.zeros(shape, device=device, dtype=dtype)    # (L, B, nh, C, hs)
+        self.length = 0
+        self.capacity = capacity
+
+    def append(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Store k, v (B, nh, T, hs) after the cached ones; return all keys and values so far."""
+        end = self.length + k.size(2)
+        if end > self.capacity:
+            raise SeqlabError(f"the KV cache holds {self.capacity} positions; {end} were asked for")
+        self.keys[layer, :, :, self.length:end] = k
+        self.values[layer, :, :, self.length:end] = v
+        return self.keys[layer, :, :, :end], self.values[layer, :, :, :end]   # (B, nh, S, hs)
+
+    def advance(self, steps: int) -> None:
+        self.length += steps
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep batch rows `index` (beam search)."""
+        self.keys = self.keys.index_select(1, index)
+        self.values = self.values.index_select(1, index)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head self-attention: x (B, T, D) -> (B, T, D)."""
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, causal: bool = True,
+                 impl: str = "sdpa"):
+        super().__init__()
+        if d_model % num_heads:
+            raise SeqlabError(f"the model width {d_model} must be a multiple of the number of heads "
+                              f"{num_heads}")
+        if impl not in ATTENTION_IMPLS:
+            raise SeqlabError(f"unknown attention implementation {impl!r}: choose sdpa or textbook")
+        self.num_heads, self.head_size = num_heads, d_model // num_heads
+        self.causal, self.dropout, self.impl = causal, dropout, impl
+        self.qkv = nn.Linear(d_model, 3 * d_model)     # W^Q, W^K, W^V of every head, stacked
+        self.out = nn.Linear(d_model, d_model)         # W^O
+        self.last_weights: Tensor | None = None        # (B, nh, T, S) of the last textbook call
+
+    def forward(self, x: Tensor, cache: KVCache | None = None, layer: int = 0,
+                key_padding_mask: Tensor | None = None) -> Tensor:
+        B, T, D = x.shape
+        q, k, v = self.qkv(x).split(D, dim=-1)                           # (B, T, D) each
+        q = q.view(B, T, self.num_heads, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, self.num_heads, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
+        v = v.view(B, T, self.num_heads, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
+        if cache is not None:
+            k, v = cache.append(layer, k, v)                             # (B, nh, S, hs)
+        S = k.size(2)
+        mask = None
+        if self.causal and T > 1:
+            mask = causal_mask(T, S, x.device)                           # (T, S)
+        if key_padding_mask is not None:                                 # (B, S) True = padding
+            keep = ~key_padding_mask[:, None, None, :]                   # (B, 1, 1, S)
+            mask = keep if mask is None else mask & keep                 # (B, 1, T, S)
+        p = self.dropout if self.training else 0.0
+        if self.impl == "sdpa":
+            is_causal = mask is not None and key_padding_mask is None and S == T
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=None if is_causal else mask,
+                                               dropout_p=p, is_causal=is_causal)   # (B, nh, T, hs)
+        else:
+            y, self.last_weights = scaled_dot_product_attention(q, k, v, mask, p)
+        y = y.transpose(1, 2).reshape(B, T, D)                           # (B, T, D): heads concatenated
+        return self.out(y)                                               # (B, T, D)

@@ -1,0 +1,122 @@
+"""Stacked (and bidirectional) recurrent layers, run on PyTorch's fused kernels or the textbook cells.
+
+Each layer is one single-layer `nn.RNN` / `nn.LSTM` / `nn.GRU`, so both paths share the same
+parameters and a checkpoint runs either way: `impl="fused"` calls the kernel (oneDNN on CPU, cuDNN
+on GPU), `impl="textbook"` unrolls `seqlab.nn.cells` over time. Keeping one module per layer (not one
+multi-layer module) lets us apply our own dropout between layers, including variational dropout
+(one mask for every time step of a sequence, Gal & Ghahramani 2016), at no measurable cost in speed.
+
+Dropout applies between layers only; the model applies it to the embeddings and the top layer's
+output. Dropout on the recurrent connection h_{t-1} -> h_t is not offered: the fused kernels
+cannot apply it.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from seqlab.errors import SeqlabError
+from seqlab.nn.cells import Weights, run_cell
+
+CELLS = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
+IMPLS = ("fused", "textbook")
+
+
+def dropout(x: Tensor, p: float, training: bool, variational: bool = False) -> Tensor:
+    """Standard dropout, or with variational=True the same mask at every time step. x (B, T, D)."""
+    if not training or p == 0:
+        return x
+    if not variational:
+        return F.dropout(x, p, training=True)
+    mask = x.new_empty(x.size(0), 1, x.size(2)).bernoulli_(1 - p) / (1 - p)   # (B, 1, D)
+    return x * mask
+
+
+class RecurrentStack(nn.Module):
+    """L layers of one cell type: x (B, T, I) -> outputs (B, T, dirs*H), final state.
+
+    The state is h (L*dirs, B, H), or (h, c) for the LSTM: the layout of PyTorch's modules.
+    """
+
+    def __init__(self, cell: str, input_size: int, hidden_size: int, num_layers: int = 1,
+                 dropout: float = 0.0, variational: bool = False, bidirectional: bool = False,
+                 impl: str = "fused", nonlinearity: str = "tanh", gru_reset: str = "after"):
+        super().__init__()
+        if cell not in CELLS:
+            raise SeqlabError(f"unknown recurrent cell {cell!r}: choose one of {', '.join(CELLS)}")
+        if nonlinearity not in ("tanh", "relu"):
+            raise SeqlabError(f"unknown Elman nonlinearity {nonlinearity!r}: choose tanh or relu")
+        if gru_reset not in ("after", "before"):
+            raise SeqlabError(f"unknown GRU reset variant {gru_reset!r}: choose after or before")
+        self.cell, self.hidden_size, self.num_layers = cell, hidden_size, num_layers
+        self.directions = 2 if bidirectional else 1
+        self.dropout, self.variational = dropout, variational
+        self.nonlinearity, self.gru_reset = nonlinearity, gru_reset
+        extra = {"nonlinearity": nonlinearity} if cell == "rnn" else {}
+        self.layers = nn.ModuleList(
+            CELLS[cell](input_size if l == 0 else hidden_size * self.directions, hidden_size, 1,
+                        batch_first=True, bidirectional=bidirectional, **extra)
+            for l in range(num_layers))
+        self.impl = impl
+        self.set_impl(impl)
+
+    def set_impl(self, impl: str) -> None:
+        if impl not in IMPLS:
+            raise SeqlabError(f"unknown recurrent implementation {impl!r}: choose fused or textbook")
+        if impl == "fused" and self.cell == "gru" and self.gru_reset == "before":
+            raise SeqlabError("the fused GRU kernel applies the reset gate after U (r * (U h + b)); "
+                              "the book's variant (U (r * h)) needs --rnn-impl textbook")
+        self.impl = impl
+
+    def init_state(self, batch_size: int, device=None, dtype=None):
+        h = torch.zeros(self.num_layers * self.directions, batch_size, self.hidden_size,
+                        device=device, dtype=dtype)                       # (L*dirs, B, H)
+        return (h, torch.zeros_like(h)) if self.cell == "lstm" else h
+
+    def forward(self, x: Tensor, state=None):
+        if state is None:
+            state = self.init_state(x.size(0), x.device, x.dtype)
+        d = self.directions
+        final = []
+        for l, layer in enumerate(self.layers):
+            if l > 0:
+                x = dropout(x, self.dropout, self.training, self.variational)
+            if self.cell == "lstm":
+                layer_state = (state[0][l * d:(l + 1) * d], state[1][l * d:(l + 1) * d])
+            else:
+                layer_state = state[l * d:(l + 1) * d]
+            if self.impl == "fused":
+                x, layer_state = layer(x, layer_state)                   # (B, T, dirs*H)
+            else:
+                x, layer_state = self._textbook_layer(layer, x, layer_state)
+            final.append(layer_state)
+        if self.cell == "lstm":
+            return x, (torch.cat([s[0] for s in final]), torch.cat([s[1] for s in final]))
+        return x, torch.cat(final)                                        # (L*dirs, B, H)
+
+    def _textbook_layer(self, layer: nn.Module, x: Tensor, state):
+        options = {"rnn": {"nonlinearity": self.nonlinearity}, "gru": {"reset": self.gru_reset},
+                   "lstm": {}}[self.cell]
+        outputs, finals = [], []
+        for direction, suffix in enumerate(["_l0", "_l0_reverse"][: self.directions]):
+            w = Weights(getattr(layer, "weight_ih" + suffix), getattr(layer, "weight_hh" + suffix),
+                        getattr(layer, "bias_ih" + suffix), getattr(layer, "bias_hh" + suffix))
+            s = (state[0][direction], state[1][direction]) if self.cell == "lstm" else state[direction]
+            out, s = run_cell(self.cell, x, s, w, reverse=direction == 1, **options)
+            outputs.append(out)
+            finals.append(s)
+        output = torch.cat(outputs, dim=-1)                                # (B, T, dirs*H)
+        if self.cell == "lstm":
+            return output, (torch.stack([s[0] for s in finals]), torch.stack([s[1] for s in finals]))
+        return output, torch.stack(finals)                                 # (dirs, B, H)
+
+
+def detach_state(state):
+    """Cut the graph at a segment boundary (truncated BPTT), keeping the values."""
+    if state is None:
+        return None
+    if isinstance(state, tuple):
+        return tuple(s.detach() for s in state)
+    return state.detach()

@@ -1,0 +1,74 @@
+"""Transformer blocks and positional embeddings (SLP 9.4).
+
+A block is self-attention then a position-wise feedforward network, each wrapped in a residual
+connection and a layer norm. The book normalises after each sublayer (post-LN, "LayerNorm after
+each sublayer"):
+    T1 = LayerNorm(X + MultiHeadAttention(X));  H = LayerNorm(T1 + FFN(T1))
+pre-LN (GPT-2, nanoGPT) normalises the input of each sublayer and keeps the residual stream clean:
+    T1 = X + MultiHeadAttention(LayerNorm(X));  H = T1 + FFN(LayerNorm(T1))
+which trains more stably in deep stacks and needs a final LayerNorm before the output layer.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from seqlab.errors import SeqlabError
+from seqlab.nn.attention import KVCache, MultiHeadAttention
+
+ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
+
+
+class TransformerBlock(nn.Module):
+    """x (B, T, D) -> (B, T, D)."""
+
+    def __init__(self, d_model: int, num_heads: int, ff_size: int, dropout: float = 0.0,
+                 norm_position: str = "post", causal: bool = True, attention_impl: str = "sdpa",
+                 activation: str = "relu"):
+        super().__init__()
+        if norm_position not in ("post", "pre"):
+            raise SeqlabError(f"unknown norm position {norm_position!r}: choose post or pre")
+        if activation not in ACTIVATIONS:
+            raise SeqlabError(f"unknown activation {activation!r}: choose one of {', '.join(ACTIVATIONS)}")
+        self.pre_norm = norm_position == "pre"
+        self.attention = MultiHeadAttention(d_model, num_heads, dropout, causal, attention_impl)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.feedforward = nn.Sequential(                 # FFN(x) = ReLU(x W1 + b1) W2 + b2
+            nn.Linear(d_model, ff_size), ACTIVATIONS[activation](), nn.Linear(ff_size, d_model))
+        self.norm2 = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, cache: KVCache | None = None, layer: int = 0,
+                key_padding_mask: Tensor | None = None) -> Tensor:
+        if self.pre_norm:
+            x = x + self.dropout(self.attention(self.norm1(x), cache, layer, key_padding_mask))
+            return x + self.dropout(self.feedforward(self.norm2(x)))
+        x = self.norm1(x + self.dropout(self.attention(x, cache, layer, key_padding_mask)))
+        return self.norm2(x + self.dropout(self.feedforward(x)))           # (B, T, D)
+
+
+class PositionalEmbedding(nn.Module):
+    """Absolute positions -> (T, D) vectors: learned (a table) or sinusoidal (Vaswani et al. 2017)."""
+
+    def __init__(self, max_positions: int, d_model: int, kind: str = "learned"):
+        super().__init__()
+        if kind not in ("learned", "sinusoidal"):
+            raise SeqlabError(f"unknown positional embedding {kind!r}: choose learned or sinusoidal")
+        self.kind = kind
+        if kind == "learned":
+            self.table = nn.Embedding(max_positions, d_model)
+        else:
+            position = torch.arange(max_positions).unsqueeze(1)                         # (C, 1)
+            frequency = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
+            table = torch.zeros(max_positions, d_model)
+            table[:, 0::2] = torch.sin(position * frequency)
+            table[:, 1::2] = torch.cos(position * frequency[: d_model // 2])
+            self.register_buffer("table_values", table, persistent=False)
+
+    def forward(self, positions: Tensor) -> Tensor:
+        if self.kind == "learned":
+            return self.table(positions)                                             # (T, D)
+        return self.table_values[positions]                                         # (T, D)

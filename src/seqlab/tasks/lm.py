@@ -1,0 +1,115 @@
+"""Language modelling: batches, the loss as (sum, count), and perplexity (SLP 9.1).
+
+Cross-entropy per token is the negative log-probability the model gave the token that came next;
+over a text of N tokens the loss is the mean, L = -(1/N) sum_t log P(w_t | w_<t), in nats.
+Perplexity is exp(L) (SLP 9.1: the inverse probability of the text, normalised by its length) and
+bits per token are L / ln 2. N counts every token of the file, one `</s>` per line included
+(the PTB convention); the first token is predicted from `</s>`, as at the start of a line.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from seqlab.data.batching import Batch, StreamBatches, WindowBatches, sliding_windows
+from seqlab.data.vocab import PAD
+
+
+def token_loss(logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+    """Summed cross-entropy over the non-padding targets, and their count. logits (B, T, V)."""
+    loss_sum = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), targets.reshape(-1),
+                               ignore_index=PAD, reduction="sum")
+    return loss_sum, (targets != PAD).sum()
+
+
+def summarize(loss_sum: float, count: int) -> dict:
+    loss = loss_sum / max(count, 1)
+    return {"tokens": int(count), "loss": loss, "bits_per_token": loss / math.log(2),
+            "perplexity": math.exp(min(loss, 700.0))}
+
+
+class LanguageModelingTask:
+    """Everything the trainer needs to know about language modelling, and nothing about models."""
+
+    name = "lm"
+    metric, lower_is_better = "loss", True
+
+    def __init__(self, model, train_ids: Tensor, valid_ids: Tensor, test_ids: Tensor | None,
+                 batch_size: int, seq_len: int, eval_batch_size: int, eval_stride: int, seed: int):
+        self.context = model.context_length          # None: a stream model that carries its state
+        self.train_ids, self.valid_ids, self.test_ids = train_ids, valid_ids, test_ids
+        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
+        self.seq_len = self.context or seq_len
+        self.eval_stride = eval_stride or max(1, (self.context or 2) // 2)
+        self.seed = seed
+        self._stream = StreamBatches(train_ids, batch_size, self.seq_len) if self.context is None else None
+
+    @property
+    def carries_state(self) -> bool:
+        return self.context is None
+
+    def train_batches(self, epoch: int):
+        """The global batches of one epoch (indexable, so a resumed run can start mid-epoch)."""
+        if self._stream is not None:
+            return self._stream
+        return WindowBatches(self.train_ids, self.batch_size, self.context, self.seed, epoch)
+
+    def initial_state(self, model, rows: int, device):
+        return model.init_state(rows, device) if self.carries_state else None
+
+    def loss(self, model, batch: Batch, state):
+        logits, state = model(batch.inputs, state)                     # (B, T, V)
+        loss_sum, count = token_loss(logits, batch.targets)
+        return loss_sum, count, state
+
+    def eval_batches(self, ids: Tensor) -> list[Batch]:
+        if self.carries_state:
+            return list(StreamBatches(ids, self.eval_batch_size, self.seq_len, exact=True))
+        return sliding_windows(ids, self.eval_batch_size, self.context, self.eval_stride)
+
+    @torch.no_grad()
+    def evaluate(self, model, ids: Tensor, device, rows: slice = slice(None)) -> dict:
+        """Summed loss and token count over `ids` (the rows of each batch in `rows`, for DDP)."""
+        return evaluate_lm(model, self.eval_batches(ids), self.carries_state, device, rows)
+
+    summarize = staticmethod(summarize)
+
+    @staticmethod
+    def progress_fields(loss: float) -> dict:
+        return {"loss": f"{loss:.3f}", "ppl": f"{math.exp(min(loss, 700)):.2f}"}
+
+    @staticmethod
+    def describe(record: dict) -> str:
+        where = f"step {record['step']}" + (f" (epoch {record['epoch']})" if "epoch" in record else "")
+        return (f"{where} {record['split']}: loss {record['loss']:.4f} nats/token, "
+                f"{record['bits_per_token']:.4f} bits/token, perplexity {record['perplexity']:.2f} "
+                f"over {record['tokens']:,} tokens")
+
+
+@torch.no_grad()
+def evaluate_lm(model, batches: list[Batch], carries_state: bool, device, rows: slice = slice(None),
+                progress=None) -> dict:
+    """Sum of token losses and token count; the state is carried across stream segments."""
+    was_training = model.training
+    model.eval()
+    loss_sum, count, state = torch.zeros((), device=device), 0, None
+    for batch in batches:
+        batch = batch.rows(rows.start or 0, rows.stop if rows.stop is not None else batch.inputs.size(0))
+        if batch.inputs.size(0) == 0:
+            continue
+        batch = batch.to(device)
+        if carries_state and state is None:
+            state = model.init_state(batch.inputs.size(0), device)
+        logits, new_state = model(batch.inputs, state if carries_state else None)
+        state = new_state if carries_state else None
+        batch_loss, batch_count = token_loss(logits, batch.targets)
+        loss_sum += batch_loss
+        count += int(batch_count)
+        if progress is not None:
+            progress.update(1)
+    model.train(was_training)
+    return {"loss_sum": float(loss_sum), "tokens": count}

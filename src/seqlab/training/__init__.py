@@ -1,0 +1,1 @@
+"""One training loop for every task; optimizers, schedules, checkpoints, distributed helpers."""

@@ -1,0 +1,135 @@
+"""Checkpoints as data: safetensors for every tensor, JSON for everything else. Nothing is unpickled.
+
+Two kinds of file, each written atomically (seqlab.fileio.atomic_write):
+  model.safetensors       the weights (the best so far, in a run directory): what `seqlab.load` reads
+  checkpoint.safetensors  the last training state: weights, optimizer tensors, carried recurrent
+                          state, RNG states, and the trainer's position as JSON in the header, so a
+                          killed run resumes exactly from one self-consistent file
+
+Each file carries a SHA-256 of its tensors in the header; loading recomputes it, so a truncated or
+damaged file is refused with a clear message instead of loading garbage. Tied parameters (one tensor
+under two names) are stored once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+
+from seqlab.errors import SeqlabError
+from seqlab.fileio import atomic_write_bytes
+
+FORMAT_VERSION = 1
+
+
+def tensor_digest(tensors: dict[str, torch.Tensor]) -> str:
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name].detach().cpu().contiguous()
+        digest.update(name.encode())
+        digest.update(str(t.dtype).encode() + str(tuple(t.shape)).encode())
+        digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def save_tensors(path: str | Path, tensors: dict[str, torch.Tensor], metadata: dict | None = None) -> None:
+    tensors = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
+    header = {"format": "seqlab", "format_version": str(FORMAT_VERSION), "sha256": tensor_digest(tensors)}
+    header.update({k: v if isinstance(v, str) else json.dumps(v) for k, v in (metadata or {}).items()})
+    atomic_write_bytes(path, st_save(tensors, metadata=header))
+
+
+def load_tensors(path: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
+    """Tensors and header metadata; raises SeqlabError for a missing, truncated or damaged file."""
+    path = Path(path)
+    if not path.exists():
+        raise SeqlabError(f"checkpoint {path} does not exist")
+    data = path.read_bytes()
+    try:
+        tensors = st_load(data)
+        metadata = _header(data)
+    except (SafetensorError, ValueError, OSError, RuntimeError) as error:
+        raise SeqlabError(f"checkpoint {path} is truncated or corrupted and cannot be read ({error})") from None
+    expected = metadata.get("sha256")
+    if metadata.get("format") != "seqlab" or expected is None:
+        raise SeqlabError(f"checkpoint {path} was not written by seqlab (no seqlab header)")
+    if tensor_digest(tensors) != expected:
+        raise SeqlabError(f"checkpoint {path} is corrupted: its contents do not match the checksum "
+                          f"written with it")
+    version = int(metadata.get("format_version", 0))
+    if version > FORMAT_VERSION:
+        raise SeqlabError(f"checkpoint {path} has format version {version}; this seqlab reads up to "
+                          f"{FORMAT_VERSION}: upgrade seqlab")
+    return tensors, metadata
+
+
+def _header(data: bytes) -> dict:
+    size = int.from_bytes(data[:8], "little")
+    return json.loads(data[8:8 + size]).get("__metadata__", {}) or {}
+
+
+def model_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """state_dict with each shared tensor (tied weights) kept under its first name only."""
+    seen, out = set(), {}
+    for name, t in model.state_dict().items():
+        key = (t.data_ptr(), t.shape, t.dtype) if t.numel() else None
+        if key is not None and key in seen:
+            continue
+        seen.add(key)
+        out[name] = t
+    return out
+
+
+def load_model_tensors(model: torch.nn.Module, tensors: dict[str, torch.Tensor], path) -> None:
+    expected = model_tensors(model)
+    missing = sorted(set(expected) - set(tensors))
+    unexpected = sorted(set(tensors) - set(model.state_dict()))
+    if missing or unexpected:
+        raise SeqlabError(f"checkpoint {path} does not fit the model in config.json "
+                          f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
+    for name, t in tensors.items():
+        if t.shape != model.state_dict()[name].shape:
+            raise SeqlabError(f"checkpoint {path}: {name} has shape {tuple(t.shape)}, the model in "
+                              f"config.json expects {tuple(model.state_dict()[name].shape)}")
+    model.load_state_dict(tensors, strict=False)
+
+
+def save_model(path: str | Path, model: torch.nn.Module, metadata: dict | None = None) -> None:
+    save_tensors(path, model_tensors(model), metadata)
+
+
+def load_model(path: str | Path, model: torch.nn.Module) -> dict:
+    tensors, metadata = load_tensors(path)
+    load_model_tensors(model, tensors, path)
+    return metadata
+
+
+def optimizer_to_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict]:
+    """Split an optimizer state_dict into tensors and JSON (no pickling)."""
+    state = optimizer.state_dict()
+    tensors, scalars = {}, {}
+    for pid, param_state in state["state"].items():
+        for key, value in param_state.items():
+            if torch.is_tensor(value):
+                tensors[f"optimizer.{pid}.{key}"] = value
+            else:
+                scalars[f"{pid}.{key}"] = value
+    return tensors, {"param_groups": state["param_groups"], "scalars": scalars}
+
+
+def optimizer_from_tensors(tensors: dict[str, torch.Tensor], meta: dict) -> dict:
+    state: dict[int, dict] = {}
+    for name, value in tensors.items():
+        if name.startswith("optimizer."):
+            _, pid, key = name.split(".", 2)
+            state.setdefault(int(pid), {})[key] = value
+    for name, value in meta["scalars"].items():
+        pid, key = name.split(".", 1)
+        state.setdefault(int(pid), {})[key] = value
+    return {"state": state, "param_groups": meta["param_groups"]}

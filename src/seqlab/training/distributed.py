@@ -1,0 +1,68 @@
+"""PyTorch DDP under torchrun: set-up, rank helpers and reductions (no-ops in one process)."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.distributed as dist
+
+
+def world() -> tuple[int, int, int]:
+    """(rank, world size, local rank) from torchrun's environment; (0, 1, 0) otherwise."""
+    return (int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)),
+            int(os.environ.get("LOCAL_RANK", 0)))
+
+
+def setup(device: torch.device) -> None:
+    rank, size, _ = world()
+    if size > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=rank, world_size=size)
+
+
+def teardown() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def is_distributed() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
+def all_reduce_sum(values: list[float], device) -> list[float]:
+    if not is_distributed():
+        return values
+    t = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(t)
+    return t.tolist()
+
+
+def barrier() -> None:
+    if is_distributed():
+        dist.barrier()
+
+
+def broadcast_flag(flag: bool, device) -> bool:
+    """Rank 0's decision, for every rank."""
+    if not is_distributed():
+        return flag
+    t = torch.tensor([1.0 if flag else 0.0], device=device)
+    dist.broadcast(t, 0)
+    return bool(t.item())
+
+
+def gather_rows(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """Concatenate every rank's rows along `dim`, in rank order (equal shapes required)."""
+    if not is_distributed():
+        return t
+    parts = [torch.empty_like(t) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, t.contiguous())
+    return torch.cat(parts, dim=dim)
+
+
+def gather_objects(obj) -> list:
+    if not is_distributed():
+        return [obj]
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out

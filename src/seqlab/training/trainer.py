@@ -1,0 +1,358 @@
+"""One training loop for every task (minGPT's trainer that knows nothing about any one model).
+
+The loop asks the task for global batches, keeps this process's rows (DDP), lets the task compute
+the loss as (sum, count), and divides once by the global count, so padding, gradient accumulation
+and data parallelism leave the gradient exactly that of one big batch. Models that carry a state
+across segments (truncated BPTT) get it from the task at each epoch start and detach it after each
+step. Every evaluation appends a line to metrics.jsonl and writes the last checkpoint; an
+improvement also writes model.safetensors (the best weights). `resume=True` restores everything
+from checkpoint.safetensors, so the resumed run continues exactly as an uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from seqlab.config import check_choices, option
+from seqlab.errors import SeqlabError
+from seqlab.fileio import append_line, atomic_write_text
+from seqlab.training import distributed
+from seqlab.training.checkpoint import (
+    load_model,
+    load_model_tensors,
+    load_tensors,
+    model_tensors,
+    optimizer_from_tensors,
+    optimizer_to_tensors,
+    save_model,
+    save_tensors,
+)
+from seqlab.training.optim import OPTIMIZERS, SCHEDULES, Schedule, make_optimizer, set_lr
+from seqlab.training.plots import plot_curves
+
+
+@dataclass
+class TrainConfig:
+    """How to train (saved in config.json under "train")."""
+
+    output: str = option("runs/lm", "run directory for the config, vocabulary, checkpoints and metrics")
+    epochs: int = option(10, "passes over the training data")
+    max_steps: int = option(0, "stop after this many optimizer steps (0: no limit)")
+    batch_size: int = option(20, "sequences per optimizer step, over all processes")
+    seq_len: int = option(35, "tokens per segment for truncated BPTT (rnn, lstm, gru, ffn); the "
+                          "transformer trains on windows of its context")
+    eval_batch_size: int = option(10, "parallel streams (or windows) in evaluation")
+    eval_stride: int = option(0, "transformer evaluation: sliding-window stride (default context / 2)")
+    optimizer: str = option("adamw", "optimizer", choices=OPTIMIZERS)
+    lr: float = option(1e-3, "base learning rate")
+    momentum: float = option(0.0, "SGD momentum")
+    weight_decay: float = option(0.0, "weight decay on matrices and embeddings (decoupled for adamw)")
+    beta1: float = option(0.9, "Adam beta1")
+    beta2: float = option(0.999, "Adam beta2")
+    schedule: str = option("cosine", "learning-rate schedule", choices=SCHEDULES)
+    warmup_steps: int = option(0, "linear warm-up steps")
+    lr_decay: float = option(0.25, "step/plateau schedules: multiply the rate by this")
+    decay_start: int = option(0, "step schedule: the epoch (1-based) after which decay begins")
+    min_lr: float = option(0.0, "cosine schedule: the final rate")
+    grad_clip: float = option(1.0, "clip the gradient norm to this (0: no clipping)")
+    accumulate: int = option(1, "micro-batches per optimizer step (gradient accumulation)")
+    patience: int = option(0, "early stopping: evaluations without improvement before stopping (0: never)")
+    eval_every: int = option(0, "evaluate and checkpoint every N steps (0: at the end of each epoch)")
+    log_every: int = option(50, "steps between training-loss records")
+    seed: int = option(1111, "random seed (initialisation, dropout, data order)")
+    device: str = option("auto", "auto (CUDA when present), cpu, cuda, cuda:N or mps")
+    precision: str = option("auto", "auto (bf16 autocast on CUDA, fp32 elsewhere), fp32 or bf16",
+                            choices=("auto", "fp32", "bf16"))
+    compile: bool = option(False, "torch.compile the model")
+    threads: int = option(0, "CPU threads for PyTorch (0: PyTorch's default, split between local processes)")
+    progress: bool = option(True, "show a progress bar")
+
+    def __post_init__(self):
+        check_choices(self)
+        for name in ("epochs", "batch_size", "seq_len", "eval_batch_size", "accumulate", "log_every"):
+            if getattr(self, name) < 1:
+                raise SeqlabError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        if self.lr <= 0:
+            raise SeqlabError(f"--lr must be positive, got {self.lr}")
+
+
+def resolve_device(name: str) -> torch.device:
+    _, _, local_rank = distributed.world()
+    if name == "auto":
+        return torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise SeqlabError(f"--device {name!r} is not a device: use auto, cpu, cuda, cuda:N or mps") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SeqlabError(f"--device {name}: CUDA is not available on this machine")
+    if device.type == "cuda" and device.index is None:
+        device = torch.device(f"cuda:{local_rank}")
+    return device
+
+
+def autocast(device: torch.device, precision: str):
+    use_bf16 = precision == "bf16" or (precision == "auto" and device.type == "cuda")
+    if not use_bf16:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+
+@dataclass
+class Position:
+    """Where training is: what the next step will do, and the early-stopping bookkeeping."""
+
+    epoch: int = 0
+    batch: int = 0            # next global batch of this epoch
+    step: int = 0             # optimizer steps taken
+    tokens: int = 0           # training tokens seen
+    best: float | None = None
+    bad_evals: int = 0
+    elapsed: float = 0.0      # training seconds before this process started
+
+
+class Trainer:
+    def __init__(self, task, model: torch.nn.Module, config: TrainConfig, run_dir: str | Path,
+                 device: torch.device, callback: Callable[[dict], None] | None = None):
+        self.task, self.model, self.config = task, model, config
+        self.run_dir, self.device, self.callback = Path(run_dir), device, callback
+        self.rank, self.world, _ = distributed.world()
+        if config.batch_size % self.world:
+            raise SeqlabError(f"--batch-size {config.batch_size} must be divisible by the number of "
+                              f"processes ({self.world})")
+        self.rows = config.batch_size // self.world
+        self.my_rows = slice(self.rank * self.rows, (self.rank + 1) * self.rows)
+        per_rank = math.ceil(config.eval_batch_size / self.world)
+        self.my_eval_rows = slice(self.rank * per_rank, (self.rank + 1) * per_rank)
+        self.optimizer = make_optimizer(model, config.optimizer, config.lr, config.weight_decay,
+                                        config.momentum, (config.beta1, config.beta2))
+        self.steps_per_epoch = len(task.train_batches(0)) // config.accumulate
+        if self.steps_per_epoch < 1:
+            raise SeqlabError(f"the training data is too small for one step of --batch-size "
+                              f"{config.batch_size} x {task.seq_len} tokens (x --accumulate "
+                              f"{config.accumulate}); lower them or add data")
+        self.total_steps = config.max_steps or self.steps_per_epoch * config.epochs
+        if config.max_steps:
+            self.total_steps = min(config.max_steps, self.steps_per_epoch * config.epochs)
+        self.schedule = Schedule(config.schedule, config.lr, self.total_steps, config.warmup_steps,
+                                 config.lr_decay, config.decay_start, config.min_lr)
+        self.position = Position()
+        self.state = None
+        self.is_main = self.rank == 0
+
+    # ------------------------------------------------------------------ the loop
+
+    def fit(self, resume: bool = False) -> dict:
+        cfg, task, model, pos = self.config, self.task, self.model, self.position
+        if resume:
+            self._restore()
+        train_model = model
+        if self.world > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            train_model = DistributedDataParallel(model, device_ids=ids)
+        if cfg.compile:
+            train_model = torch.compile(train_model)
+        bar = tqdm(total=self.total_steps, initial=pos.step, unit="step", dynamic_ncols=True,
+                   disable=not (cfg.progress and self.is_main), mininterval=0.5)
+        start, mark_time, mark_tokens = time.time(), time.time(), pos.tokens
+        window_loss = torch.zeros((), device=self.device)
+        window_count, since_eval_loss, since_eval_count = 0, 0.0, 0
+        stop = pos.step >= self.total_steps
+        model.train()
+        while not stop and pos.epoch < cfg.epochs:
+            batches = task.train_batches(pos.epoch)
+            if pos.batch == 0 or self.state is None:
+                self.state = task.initial_state(model, self.rows, self.device)
+            last_step_of_epoch = len(batches) // cfg.accumulate
+            while pos.batch // cfg.accumulate < last_step_of_epoch:
+                group = [batches[pos.batch + j] for j in range(cfg.accumulate)]
+                counts = [b.rows(self.my_rows.start, self.my_rows.stop).num_tokens for b in group]
+                total = distributed.all_reduce_sum([float(sum(counts))], self.device)[0]
+                for j, batch in enumerate(group):
+                    batch = batch.rows(self.my_rows.start, self.my_rows.stop).to(self.device)
+                    sync = self.world == 1 or j == cfg.accumulate - 1
+                    with (contextlib.nullcontext() if sync else train_model.no_sync()):
+                        with autocast(self.device, cfg.precision):
+                            loss_sum, count, self.state = task.loss(train_model, batch, self.state)
+                        (loss_sum * (self.world / total)).backward()
+                    self.state = model.detach_state(self.state)
+                    window_loss += loss_sum.detach()
+                window_count += sum(counts)
+                if cfg.grad_clip > 0:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+                lr = self.schedule.lr(pos.step, pos.epoch)
+                set_lr(self.optimizer, lr)
+                self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
+                pos.step += 1
+                pos.batch += cfg.accumulate
+                pos.tokens += int(total)
+                bar.update(1)
+                if pos.step % cfg.log_every == 0 or pos.step == self.total_steps:
+                    loss_total, count_total = distributed.all_reduce_sum(
+                        [float(window_loss), float(window_count)], self.device)
+                    now = time.time()
+                    speed = (pos.tokens - mark_tokens) / max(now - mark_time, 1e-9)
+                    record = {"step": pos.step, "epoch": pos.epoch + 1, "loss": loss_total / max(count_total, 1),
+                              "lr": lr, "tokens_per_s": speed}
+                    since_eval_loss += loss_total
+                    since_eval_count += count_total
+                    window_loss.zero_()
+                    window_count = 0
+                    mark_time, mark_tokens = now, pos.tokens
+                    bar.set_postfix(task.progress_fields(record["loss"]) | {"tok/s": f"{speed:,.0f}",
+                                                                            "lr": f"{lr:.3g}"})
+                    if self.is_main:
+                        append_line(self.run_dir / "train_log.jsonl", json.dumps(record))
+                    self._emit({"event": "log", **record})
+                at_epoch_end = pos.batch // cfg.accumulate >= last_step_of_epoch
+                if at_epoch_end:
+                    pos.epoch, pos.batch = pos.epoch + 1, 0
+                done = pos.step >= self.total_steps
+                if (cfg.eval_every and pos.step % cfg.eval_every == 0) or (not cfg.eval_every and at_epoch_end) \
+                        or done:
+                    train_loss = since_eval_loss / since_eval_count if since_eval_count else None
+                    since_eval_loss, since_eval_count = 0.0, 0
+                    improved, early_stop = self._evaluate_and_save(train_loss, start)
+                    stop = done or early_stop
+                else:
+                    stop = done
+                if stop or at_epoch_end:
+                    break
+        bar.close()
+        return self._finish()
+
+    # ------------------------------------------------------------------ evaluation and checkpoints
+
+    def evaluate(self, ids) -> dict:
+        stats = self.task.evaluate(self.model, ids, self.device, self.my_eval_rows)
+        loss_sum, tokens = distributed.all_reduce_sum([stats["loss_sum"], float(stats["tokens"])], self.device)
+        return self.task.summarize(loss_sum, int(tokens))
+
+    def _evaluate_and_save(self, train_loss: float | None, start: float) -> tuple[bool, bool]:
+        pos, task = self.position, self.task
+        metrics = self.evaluate(task.valid_ids)
+        value = metrics[task.metric]
+        improved = pos.best is None or (value < pos.best if task.lower_is_better else value > pos.best)
+        if improved:
+            pos.best, pos.bad_evals = value, 0
+        else:
+            pos.bad_evals += 1
+        self.schedule.evaluated(improved)
+        elapsed = pos.elapsed + time.time() - start
+        record = {"step": pos.step, "epoch": pos.epoch if pos.batch == 0 else pos.epoch + 1,
+                  "split": "valid", **metrics, "train_loss": train_loss,
+                  "lr": self.schedule.lr(pos.step, pos.epoch), "elapsed_s": round(elapsed, 2),
+                  "best": improved}
+        if self.is_main:
+            append_line(self.run_dir / "metrics.jsonl", json.dumps(record))
+            if improved:
+                save_model(self.run_dir / "model.safetensors", self.model,
+                           {"step": str(pos.step), task.metric: str(value)})
+        self._save_checkpoint(elapsed)
+        if self.is_main:
+            plot_curves(self.run_dir)
+            tqdm.write(task.describe(record))
+        self._emit({"event": "evaluate", **record})
+        early_stop = bool(self.config.patience) and pos.bad_evals >= self.config.patience
+        if early_stop and self.is_main:
+            tqdm.write(f"early stopping: {pos.bad_evals} evaluations without improvement")
+        return improved, early_stop
+
+    def _save_checkpoint(self, elapsed: float) -> None:
+        tensors = {f"model.{k}": v for k, v in model_tensors(self.model).items()}
+        optimizer_tensors, optimizer_meta = optimizer_to_tensors(self.optimizer)
+        tensors.update(optimizer_tensors)
+        state = self.state if self.position.batch > 0 else None
+        parts = state if isinstance(state, tuple) else (() if state is None else (state,))
+        for i, part in enumerate(parts):
+            tensors[f"state.{i}"] = distributed.gather_rows(part, self.model.state_batch_dim)
+        rng = {"cpu": torch.get_rng_state()}
+        if torch.cuda.is_available():
+            rng["cuda"] = torch.cuda.get_rng_state(self.device if self.device.type == "cuda" else None)
+        for rank, rank_rng in enumerate(distributed.gather_objects({k: v.cpu() for k, v in rng.items()})):
+            for kind, value in rank_rng.items():
+                tensors[f"rng.{kind}.{rank}"] = value
+        pos = self.position
+        trainer = {"epoch": pos.epoch, "batch": pos.batch, "step": pos.step, "tokens": pos.tokens,
+                   "best": pos.best, "bad_evals": pos.bad_evals, "elapsed": elapsed,
+                   "schedule": self.schedule.state_dict(), "world": self.world,
+                   "state_is_tuple": isinstance(state, tuple)}
+        if self.is_main:
+            save_tensors(self.run_dir / "checkpoint.safetensors", tensors,
+                         {"trainer": trainer, "optimizer": optimizer_meta})
+        distributed.barrier()
+
+    def _restore(self) -> None:
+        path = self.run_dir / "checkpoint.safetensors"
+        if not path.exists():
+            raise SeqlabError(f"--resume: {self.run_dir} has no checkpoint.safetensors to resume from")
+        tensors, meta = load_tensors(path)
+        trainer = json.loads(meta["trainer"])
+        load_model_tensors(self.model, {k[6:]: v for k, v in tensors.items() if k.startswith("model.")}, path)
+        self.optimizer.load_state_dict(optimizer_from_tensors(tensors, json.loads(meta["optimizer"])))
+        self.schedule.load_state_dict(trainer["schedule"])
+        pos = self.position
+        pos.epoch, pos.batch, pos.step, pos.tokens = trainer["epoch"], trainer["batch"], trainer["step"], trainer["tokens"]
+        pos.best, pos.bad_evals, pos.elapsed = trainer["best"], trainer["bad_evals"], trainer["elapsed"]
+        parts = [tensors[f"state.{i}"] for i in range(len([k for k in tensors if k.startswith("state.")]))]
+        if parts:
+            dim = self.model.state_batch_dim
+            parts = [p.narrow(dim, self.my_rows.start, self.rows).to(self.device) for p in parts]
+            self.state = tuple(parts) if trainer["state_is_tuple"] else parts[0]
+        if trainer["world"] == self.world and f"rng.cpu.{self.rank}" in tensors:
+            torch.set_rng_state(tensors[f"rng.cpu.{self.rank}"])
+            if f"rng.cuda.{self.rank}" in tensors and self.device.type == "cuda":
+                torch.cuda.set_rng_state(tensors[f"rng.cuda.{self.rank}"], self.device)
+        elif self.is_main:
+            tqdm.write(f"resuming with {self.world} processes instead of {trainer['world']}: "
+                       "dropout masks will differ from the uninterrupted run")
+        if self.is_main:   # forget records written after the checkpoint (the run died after writing them)
+            for name in ("metrics.jsonl", "train_log.jsonl"):
+                file = self.run_dir / name
+                if file.exists():
+                    kept = [line for line in file.read_text(encoding="utf-8").splitlines()
+                            if line.strip() and json.loads(line).get("step", 0) <= pos.step]
+                    atomic_write_text(file, "".join(line + "\n" for line in kept))
+        distributed.barrier()
+
+    def _finish(self) -> dict:
+        """Reload the best weights and report valid (and test) with them."""
+        best = self.run_dir / "model.safetensors"
+        distributed.barrier()
+        if best.exists():
+            load_model(best, self.model)
+        results = {"valid": self.evaluate(self.task.valid_ids)}
+        if self.task.test_ids is not None:
+            results["test"] = self.evaluate(self.task.test_ids)
+        if self.is_main:
+            for split, metrics in results.items():
+                record = {"step": self.position.step, "split": split, "final": True, **metrics}
+                append_line(self.run_dir / "metrics.jsonl", json.dumps(record))
+                tqdm.write(self.task.describe(record))
+            plot_curves(self.run_dir)
+        self._emit({"event": "finish", **results})
+        return results
+
+    def _emit(self, event: dict) -> None:
+        if self.callback is not None and self.is_main:
+            self.callback(event)
+
+
+def configure_threads(threads: int, device: torch.device) -> None:
+    if threads > 0:
+        torch.set_num_threads(threads)
+    elif device.type == "cpu" and int(os.environ.get("LOCAL_WORLD_SIZE", 1)) > 1:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["LOCAL_WORLD_SIZE"])))
