@@ -12,6 +12,7 @@ import dataclasses
 import json
 import sys
 import warnings
+from pathlib import Path
 
 from seqlab import __version__
 from seqlab.config import coerce, field_type, read_config_file
@@ -110,6 +111,8 @@ def train_lm_command(args: argparse.Namespace) -> int:
     given.update(cli)
     if args.resume:
         output = given.get("output", TrainConfig.output)
+        if not (Path(output) / "checkpoint.safetensors").exists():
+            raise SeqlabError(f"--resume: {output} has no checkpoint.safetensors to resume from")
         saved = read_run_config(output)
         for name, value in given.items():
             group = owner[name]

@@ -207,12 +207,16 @@ class TrainedLM:
     def unit(self) -> str:
         return self.tokenizer.unit
 
-    def encode(self, text: str) -> torch.Tensor:
-        """Text -> the id stream the model is scored on (one `</s>` per line)."""
+    def tokenize(self, text: str) -> list[list[str]]:
+        """Text -> the tokens of each line (a final newline adds no line)."""
         lines = text.split("\n")
         if lines and lines[-1] == "" and len(lines) > 1:
             lines.pop()
-        return encode_lines(self.tokenizer.tokenize_lines(lines), self.vocab)
+        return self.tokenizer.tokenize_lines(lines)
+
+    def encode(self, text: str) -> torch.Tensor:
+        """Text -> the id stream the model is scored on (one `</s>` per line)."""
+        return encode_lines(self.tokenize(text), self.vocab)
 
     def _batches(self, ids: torch.Tensor, batch_size: int, stride: int):
         context = self.model.context_length
@@ -240,8 +244,11 @@ class TrainedLM:
 
     @torch.no_grad()
     def score(self, text: str) -> list[tuple[str, float]]:
-        """(token, natural-log probability) for every token of `text`, `</s>` at each line end."""
-        ids = self.encode(text)
+        """(token, natural-log probability) for every token of `text`, `</s>` at each line end.
+
+        Tokens are the text's own; one the vocabulary lacks is scored as `<unk>`."""
+        token_lines = self.tokenize(text)
+        ids = encode_lines(token_lines, self.vocab)
         logprobs = []
         state = None
         for batch in self._batches(ids, 1, 0):
@@ -252,7 +259,8 @@ class TrainedLM:
             state = new_state if self.model.context_length is None else None
             lp = torch.log_softmax(logits.float(), dim=-1).gather(-1, batch.targets.unsqueeze(-1)).squeeze(-1)
             logprobs.extend(lp[batch.targets != 0].tolist())
-        return list(zip(self.vocab.decode(ids.tolist()), logprobs))
+        tokens = [t for line in token_lines for t in [*line, "</s>"]]
+        return list(zip(tokens, logprobs, strict=True))
 
     def prompt_ids(self, prompt: str, truncate: bool = False) -> list[int]:
         """`</s>` (a line start) + the prompt's tokens; unknown tokens become <unk> with a warning."""

@@ -21,7 +21,9 @@ from seqlab.data.vocab import PAD
 
 def token_loss(logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
     """Summed cross-entropy over the non-padding targets, and their count. logits (B, T, V)."""
-    loss_sum = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), targets.reshape(-1),
+    if logits.dtype not in (torch.float32, torch.float64):
+        logits = logits.float()                                        # bf16 autocast: softmax in fp32
+    loss_sum = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1),
                                ignore_index=PAD, reduction="sum")
     return loss_sum, (targets != PAD).sum()
 
@@ -96,7 +98,7 @@ def evaluate_lm(model, batches: list[Batch], carries_state: bool, device, rows: 
     """Sum of token losses and token count; the state is carried across stream segments."""
     was_training = model.training
     model.eval()
-    loss_sum, count, state = torch.zeros((), device=device), 0, None
+    loss_sum, count, state = torch.zeros((), dtype=torch.float64, device=device), 0, None
     for batch in batches:
         batch = batch.rows(rows.start or 0, rows.stop if rows.stop is not None else batch.inputs.size(0))
         if batch.inputs.size(0) == 0:

@@ -1,0 +1,103 @@
+"""The Python API: perplexity = exp(mean NLL) by brute force, score, generate, load."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import seqlab
+from conftest import VALID, tiny_config
+from seqlab.data.batching import StreamBatches, sliding_windows
+from seqlab.data.vocab import EOS
+from seqlab.lm import SeqlabWarning
+from seqlab.models.lm import LMConfig, build_lm
+from seqlab.tasks.lm import evaluate_lm, summarize
+
+
+def brute_force_nll(model, ids: torch.Tensor) -> float:
+    """-log P(w_t | </s> w_1 .. w_{t-1}) for every t, each from a fresh full pass over the prefix."""
+    total = 0.0
+    with torch.no_grad():
+        for t in range(len(ids)):
+            prefix = torch.cat([torch.tensor([EOS]), ids[:t]])[None]
+            state = None if model.context_length else model.init_state(1)
+            logits, _ = model(prefix, state)
+            total -= torch.log_softmax(logits[0, -1].double(), -1)[ids[t]].item()
+    return total / len(ids)
+
+
+@pytest.mark.parametrize("arch", ["ffn", "lstm", "gru", "transformer"])
+def test_lm_perplexity_is_exp_mean_nll_by_brute_force(arch):
+    torch.manual_seed(0)
+    model = build_lm(LMConfig(arch=arch, vocab_size=30, embedding_size=8, hidden_size=8, num_layers=2,
+                              num_heads=2, context=64 if arch == "transformer" else 0)).double().eval()
+    ids = torch.randint(3, 30, (40,))
+    if model.context_length:
+        batches = sliding_windows(ids, 1, model.context_length, model.context_length)
+    else:
+        batches = list(StreamBatches(ids, 1, 7, exact=True))   # segments of 7, state carried across
+    stats = evaluate_lm(model, batches, model.context_length is None, "cpu")
+    figures = summarize(stats["loss_sum"], stats["tokens"])
+    expected = brute_force_nll(model, ids)
+    assert figures["tokens"] == 40
+    assert figures["loss"] == pytest.approx(expected, rel=1e-9)
+    assert figures["perplexity"] == pytest.approx(math.exp(expected), rel=1e-9)
+    assert figures["bits_per_token"] == pytest.approx(expected / math.log(2), rel=1e-9)
+
+
+def test_lm_sliding_window_scores_every_token_with_context(tmp_path):
+    """A transformer evaluated with stride < context scores each token once (count = tokens)."""
+    torch.manual_seed(0)
+    model = build_lm(LMConfig(arch="transformer", vocab_size=30, embedding_size=8, num_layers=1,
+                              num_heads=2, context=8)).eval()
+    ids = torch.randint(3, 30, (50,))
+    for stride in (1, 3, 8):
+        stats = evaluate_lm(model, sliding_windows(ids, 4, 8, stride), False, "cpu")
+        assert stats["tokens"] == 50
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    run = tmp_path_factory.mktemp("api") / "run"
+    seqlab.train_lm(tiny_config(run, "lstm", max_steps=6, eval_every=3))
+    return run
+
+
+def test_lm_api_score_perplexity_and_evaluate_agree(trained):
+    lm = seqlab.load(trained)
+    text = "First Citizen:\nWe are accounted poor citizens"
+    scores = lm.score(text)
+    assert [t for t, _ in scores] == ["First", "Citizen:", "</s>", "We", "are", "accounted", "poor",
+                                      "citizens", "</s>"]
+    mean_nll = -sum(lp for _, lp in scores) / len(scores)
+    assert lm.perplexity(text) == pytest.approx(math.exp(mean_nll), rel=1e-5)
+    figures = lm.evaluate_file(VALID, batch_size=1)
+    lines = VALID.read_text().splitlines()
+    assert figures["tokens"] == sum(len(line.split()) + 1 for line in lines)
+    assert figures["perplexity"] == pytest.approx(lm.perplexity(VALID.read_text()), rel=1e-5)
+    assert figures["unit"] == "word"
+
+
+def test_lm_api_textbook_cells_give_the_same_perplexity(trained):
+    fused = seqlab.load(trained).evaluate_file(VALID)
+    textbook = seqlab.load(trained, rnn_impl="textbook").evaluate_file(VALID)
+    assert textbook["loss"] == pytest.approx(fused["loss"], rel=1e-5)
+
+
+def test_lm_api_generate_is_reproducible_and_warns_on_unknown_prompt_tokens(trained):
+    lm = seqlab.load(trained)
+    first = lm.generate("We are", max_tokens=12, seed=3, stop_at_eos=False)
+    assert first == lm.generate("We are", max_tokens=12, seed=3, stop_at_eos=False)
+    assert first.startswith(" ") and len(first.split()) == 12
+    assert lm.generate("We are", max_tokens=12, greedy=True) == lm.generate("We are", max_tokens=12, greedy=True)
+    with pytest.warns(SeqlabWarning, match="zyzzyva"):
+        lm.generate("zyzzyva citizens", max_tokens=3, seed=1)
+
+
+def test_lm_api_streamed_pieces_join_to_the_generated_text(trained):
+    lm = seqlab.load(trained)
+    pieces = list(lm.stream("We are", max_tokens=10, seed=5, stop_at_eos=False))
+    assert len(pieces) == 10
+    assert "".join(pieces) == lm.generate("We are", max_tokens=10, seed=5, stop_at_eos=False)

@@ -1,0 +1,213 @@
+"""The training loop: exact resume, DDP = one process, accumulation, early stopping, schedules."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import TEST, TRAIN, VALID, tiny_config
+from seqlab.data.batching import Batch
+from seqlab.errors import SeqlabError
+from seqlab.lm import train_lm
+from seqlab.training.optim import Schedule
+from seqlab.training.trainer import TrainConfig, Trainer
+
+
+def losses(run_dir: Path) -> list[tuple[int, float]]:
+    rows = [json.loads(line) for line in (run_dir / "train_log.jsonl").read_text().splitlines()]
+    return [(r["step"], r["loss"]) for r in rows]
+
+
+class Killed(Exception):
+    pass
+
+
+def kill_after_evaluation(step: int):
+    def callback(event):
+        if event["event"] == "evaluate" and event["step"] == step:
+            raise Killed
+    return callback
+
+
+@pytest.mark.parametrize("arch", ["lstm", "transformer", "ffn"])
+def test_trainer_resume_equals_uninterrupted(tmp_path, arch):
+    """Kill after the checkpoint at step 4 (mid-epoch, carried state, dropout on), resume: same losses."""
+    full = tiny_config(tmp_path / "full", arch, max_steps=10)
+    train_lm(full)
+    broken = tiny_config(tmp_path / "broken", arch, max_steps=10)
+    with pytest.raises(Killed):
+        train_lm(broken, callback=kill_after_evaluation(4))
+    assert [s for s, _ in losses(tmp_path / "broken")] == [1, 2, 3, 4]
+    train_lm(broken, resume=True)
+    assert losses(tmp_path / "broken") == losses(tmp_path / "full")
+    metrics = [json.loads(line) for line in (tmp_path / "broken" / "metrics.jsonl").read_text().splitlines()]
+    expected = [json.loads(line) for line in (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["loss"] for m in metrics] == [m["loss"] for m in expected]
+
+
+def test_trainer_resume_drops_records_written_after_the_checkpoint(tmp_path):
+    config = tiny_config(tmp_path / "run", max_steps=8)
+    with pytest.raises(Killed):
+        train_lm(config, callback=kill_after_evaluation(4))
+    with open(tmp_path / "run" / "train_log.jsonl", "a") as handle:   # a record the checkpoint never saw
+        handle.write(json.dumps({"step": 5, "loss": 99.0}) + "\n")
+    train_lm(config, resume=True)
+    assert 99.0 not in [loss for _, loss in losses(tmp_path / "run")]
+    assert [s for s, _ in losses(tmp_path / "run")] == list(range(1, 9))
+
+
+def test_trainer_gradient_accumulation_equals_one_big_batch(tmp_path):
+    """Windows of batch 8 in one step = the same windows as 2 micro-batches of 4."""
+    big = tiny_config(tmp_path / "big", "transformer", max_steps=3, batch_size=8, eval_every=3)
+    big.model.dropout = 0.0
+    train_lm(big)
+    small = tiny_config(tmp_path / "small", "transformer", max_steps=3, batch_size=4, accumulate=2, eval_every=3)
+    small.model.dropout = 0.0
+    train_lm(small)
+    for (s1, l1), (s2, l2) in zip(losses(tmp_path / "big"), losses(tmp_path / "small"), strict=True):
+        assert s1 == s2 and l1 == pytest.approx(l2, rel=1e-5)
+
+
+def test_trainer_writes_run_directory(tmp_path):
+    results = train_lm(tiny_config(tmp_path / "run"))
+    names = {p.name for p in (tmp_path / "run").iterdir()}
+    assert {"config.json", "tokenizer.json", "vocab.json", "model.safetensors", "checkpoint.safetensors",
+            "metrics.jsonl", "train_log.jsonl", "curves.png"} <= names
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["format_version"] == 1 and config["task"] == "lm"
+    assert config["model"]["vocab_size"] > 5 and config["train"]["max_steps"] == 8
+    assert set(results) == {"valid", "test"}
+    assert results["test"]["perplexity"] == pytest.approx(math.exp(results["test"]["loss"]))
+    assert (tmp_path / "run" / "curves.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_trainer_refuses_to_overwrite_a_run(tmp_path):
+    train_lm(tiny_config(tmp_path / "run", max_steps=2, eval_every=2))
+    before = (tmp_path / "run" / "model.safetensors").read_bytes()
+    with pytest.raises(SeqlabError, match="already holds a run"):
+        train_lm(tiny_config(tmp_path / "run", max_steps=2, eval_every=2))
+    assert (tmp_path / "run" / "model.safetensors").read_bytes() == before
+
+
+# ---------------------------------------------------------------- a fake task: the loop knows no models
+
+class FakeModel(torch.nn.Module):
+    state_batch_dim = 0
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(3))
+
+    def detach_state(self, state):
+        return state
+
+
+class FakeTask:
+    """A task whose validation metric follows a script, to test early stopping."""
+
+    metric, lower_is_better, seq_len = "loss", True, 1
+
+    def __init__(self, scripted_losses):
+        self.scripted = list(scripted_losses)
+        self.valid_ids, self.test_ids = "valid", None
+        self.evaluations = 0
+
+    def train_batches(self, epoch):
+        return [Batch(torch.ones(2, 1, dtype=torch.long), torch.ones(2, 1, dtype=torch.long))] * 5
+
+    def initial_state(self, model, rows, device):
+        return None
+
+    def loss(self, model, batch, state):
+        return (model.weight ** 2).sum() + 1.0, torch.tensor(2), state
+
+    def evaluate(self, model, ids, device, rows):
+        value = self.scripted[min(self.evaluations, len(self.scripted) - 1)]
+        self.evaluations += 1
+        return {"loss_sum": value, "tokens": 1}
+
+    @staticmethod
+    def summarize(loss_sum, count):
+        return {"loss": loss_sum / count, "tokens": count}
+
+    @staticmethod
+    def progress_fields(loss):
+        return {"loss": loss}
+
+    @staticmethod
+    def describe(record):
+        return str(record)
+
+
+def test_trainer_early_stopping_after_patience(tmp_path):
+    task = FakeTask([3.0, 2.0, 2.5, 2.6, 2.7, 1.0])
+    config = TrainConfig(output=str(tmp_path), epochs=20, eval_every=1, patience=3, progress=False, log_every=1)
+    Trainer(task, FakeModel(), config, tmp_path, torch.device("cpu")).fit()
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    periodic = [r for r in rows if not r.get("final")]
+    assert [r["loss"] for r in periodic] == [3.0, 2.0, 2.5, 2.6, 2.7]   # stopped: 3 without improvement
+    assert [r["best"] for r in periodic] == [True, True, False, False, False]
+
+
+def test_trainer_plateau_schedule_decays_on_no_improvement(tmp_path):
+    task = FakeTask([3.0, 3.5, 2.0, 2.5])
+    config = TrainConfig(output=str(tmp_path), optimizer="sgd", lr=1.0, schedule="plateau", lr_decay=0.25,
+                         epochs=4, progress=False, log_every=1)
+    Trainer(task, FakeModel(), config, tmp_path, torch.device("cpu")).fit()
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()][:4]
+    assert [r["lr"] for r in rows] == [1.0, 0.25, 0.25, 0.0625]
+
+
+def test_optim_schedules():
+    zaremba = Schedule("step", 1.0, 1000, lr_decay=0.5, decay_start=4)   # Zaremba et al. 2014, small
+    assert [zaremba.lr(0, epoch) for epoch in range(7)] == [1, 1, 1, 1, 0.5, 0.25, 0.125]
+    cosine = Schedule("cosine", 1e-3, 100, warmup_steps=10, min_lr=1e-4)
+    assert cosine.lr(0, 0) == pytest.approx(1e-4)            # warm-up: (step + 1) / 10
+    assert cosine.lr(9, 0) == pytest.approx(1e-3)
+    assert cosine.lr(55, 0) == pytest.approx(5.5e-4)          # half-way down the cosine
+    assert cosine.lr(100, 0) == pytest.approx(1e-4)
+    assert Schedule("constant", 0.5, 10).lr(7, 3) == 0.5
+
+
+def test_trainer_batch_must_split_over_processes(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    with pytest.raises(SeqlabError, match="divisible"):
+        Trainer(FakeTask([1.0]), FakeModel(), TrainConfig(output=str(tmp_path), batch_size=4), tmp_path,
+                torch.device("cpu"))
+
+
+# ---------------------------------------------------------------- DDP
+
+def run_cli(args, env=None, nproc=None):
+    command = [sys.executable, "-m", "seqlab", *args]
+    if nproc:
+        command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
+                   "--master_port", str(29500 + os.getpid() % 1000), "-m", "seqlab", *args]
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    return subprocess.run(command, capture_output=True, text=True, env=environment, timeout=300)
+
+
+def test_trainer_ddp_two_processes_equal_one(tmp_path):
+    """torchrun with 2 CPU processes (gloo) gives the loss curve of 1 process with the same global batch."""
+    common = ["train", "lm", "--train", str(TRAIN), "--valid", str(VALID), "--test", str(TEST),
+              "--tokenizer", "word", "--arch", "lstm", "--embedding-size", "16", "--hidden-size", "16",
+              "--dropout", "0", "--batch-size", "4", "--seq-len", "8", "--max-steps", "6", "--eval-every", "3",
+              "--log-every", "1", "--no-progress", "--threads", "1"]
+    single = run_cli([*common, "--output", str(tmp_path / "one")])
+    assert single.returncode == 0, single.stderr
+    double = run_cli([*common, "--output", str(tmp_path / "two")], nproc=2)
+    assert double.returncode == 0, double.stderr
+    one, two = losses(tmp_path / "one"), losses(tmp_path / "two")
+    assert [s for s, _ in one] == [s for s, _ in two] == list(range(1, 7))
+    for (_, a), (_, b) in zip(one, two, strict=True):
+        assert a == pytest.approx(b, rel=1e-4)
+    valid_one = [json.loads(x)["loss"] for x in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()]
+    valid_two = [json.loads(x)["loss"] for x in (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()]
+    assert valid_one == pytest.approx(valid_two, rel=1e-4)
