@@ -12,13 +12,10 @@ import dataclasses
 import json
 import sys
 import warnings
-from pathlib import Path
 
 from seqlab import __version__
-from seqlab.config import coerce, field_type, read_config_file
+from seqlab.config import field_type
 from seqlab.errors import SeqlabError
-
-TRAIN_GROUPS = ("data", "model", "train")
 
 
 def add_options(parser: argparse.ArgumentParser, cls, title: str, skip=()) -> None:
@@ -96,35 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def train_lm_command(args: argparse.Namespace) -> int:
-    from seqlab.lm import LMDataConfig, LMTrainConfig, read_run_config, train_lm
-    from seqlab.models.lm import LMConfig
-    from seqlab.training.trainer import TrainConfig
+    from seqlab.lm import OPTION_GROUPS, resolve_train_config, train_lm
 
-    classes = {"data": LMDataConfig, "model": LMConfig, "train": TrainConfig}
-    owner = {f.name: group for group, cls in classes.items() for f in dataclasses.fields(cls)}
-    given = read_config_file(args.config) if args.config else {}
-    for name, value in given.items():
-        if name not in owner:
-            raise SeqlabError(f"config file {args.config}: unknown option {name!r}")
-        given[name] = coerce(classes[owner[name]], name, value, f"config file {args.config}")
-    cli = {k: v for k, v in vars(args).items() if k in owner}
-    given.update(cli)
-    if args.resume:
-        output = given.get("output", TrainConfig.output)
-        if not (Path(output) / "checkpoint.safetensors").exists():
-            raise SeqlabError(f"--resume: {output} has no checkpoint.safetensors to resume from")
-        saved = read_run_config(output)
-        for name, value in given.items():
-            group = owner[name]
-            if group != "train" and getattr(getattr(saved, group), name) != value:
-                raise SeqlabError(f"--resume continues the run in {output} as it was configured; "
-                                  f"--{name.replace('_', '-')} cannot change ({getattr(getattr(saved, group), name)!r} "
-                                  f"-> {value!r})")
-        train = dataclasses.replace(saved.train, **{k: v for k, v in given.items() if owner[k] == "train"})
-        config = dataclasses.replace(saved, train=train)
-    else:
-        parts = {group: {k: v for k, v in given.items() if owner[k] == group} for group in classes}
-        config = LMTrainConfig(*(classes[g](**parts[g]) for g in TRAIN_GROUPS))
+    overrides = {k: v for k, v in vars(args).items() if k in OPTION_GROUPS}
+    config = resolve_train_config(args.config, overrides, resume=args.resume)
     train_lm(config, resume=args.resume, overwrite=args.overwrite)
     return 0
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from seqlab import __version__
-from seqlab.config import check_choices, from_dict, option, to_dict
+from seqlab.config import check_choices, coerce, from_dict, option, read_config_file, to_dict
 from seqlab.data.batching import StreamBatches, sliding_windows
 from seqlab.data.readers import count_tokens, default_corpus, encode_lines, load_stream, read_lines
 from seqlab.data.tokenizers import TOKENIZERS, Tokenizer, make_tokenizer, tokenizer_from_dict
@@ -70,6 +70,40 @@ class LMTrainConfig:
     data: LMDataConfig = field(default_factory=LMDataConfig)
     model: LMConfig = field(default_factory=LMConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+
+
+CONFIG_GROUPS = {"data": LMDataConfig, "model": LMConfig, "train": TrainConfig}
+OPTION_GROUPS = {f.name: group for group, cls in CONFIG_GROUPS.items() for f in dataclasses.fields(cls)}
+
+
+def resolve_train_config(config_file: str | Path | None = None, overrides: dict | None = None,
+                         resume: bool = False) -> LMTrainConfig:
+    """Defaults < the config file < overrides (the command line). With `resume`, the run's own
+    config.json is the base and only options of the `train` group may change."""
+    given = read_config_file(config_file) if config_file else {}
+    for name, value in given.items():
+        if name not in OPTION_GROUPS:
+            raise SeqlabError(f"config file {config_file}: unknown option {name!r}")
+        given[name] = coerce(CONFIG_GROUPS[OPTION_GROUPS[name]], name, value, f"config file {config_file}")
+    for name in overrides or {}:
+        if name not in OPTION_GROUPS:
+            raise SeqlabError(f"unknown option {name!r}")
+    given.update(overrides or {})
+    if not resume:
+        parts = {group: {k: v for k, v in given.items() if OPTION_GROUPS[k] == group} for group in CONFIG_GROUPS}
+        return LMTrainConfig(*(cls(**parts[group]) for group, cls in CONFIG_GROUPS.items()))
+    output = Path(given.get("output", TrainConfig.output))
+    if not (output / "checkpoint.safetensors").exists():
+        raise SeqlabError(f"--resume: {output} has no checkpoint.safetensors to resume from")
+    saved = read_run_config(output)
+    for name, value in given.items():
+        group = OPTION_GROUPS[name]
+        before = getattr(getattr(saved, group), name)
+        if group != "train" and before != value:
+            raise SeqlabError(f"--resume continues the run in {output} as it was configured; "
+                              f"--{name.replace('_', '-')} cannot change ({before!r} -> {value!r})")
+    train = dataclasses.replace(saved.train, **{k: v for k, v in given.items() if OPTION_GROUPS[k] == "train"})
+    return dataclasses.replace(saved, train=train)
 
 
 def log(message: str) -> None:

@@ -29,12 +29,11 @@ def default_corpus() -> tuple[list[str], list[str]]:
     """The bundled Tiny Shakespeare, split 90/10 at the line nearest 90% of the characters."""
     text = resources.files("seqlab.corpora").joinpath(DEFAULT_CORPUS).read_text(encoding="utf-8")
     lines = text.split("\n")[:-1]
-    target, seen = 0.9 * len(text), 0
-    for cut, line in enumerate(lines):
-        seen += len(line) + 1
-        if seen >= target:
-            break
-    return lines[: cut + 1], lines[cut + 1:]
+    target, seen, cut = 0.9 * len(text), 0, 0
+    while seen < target:
+        seen += len(lines[cut]) + 1
+        cut += 1
+    return lines[:cut], lines[cut:]
 
 
 def count_tokens(token_lines: list[list[str]]) -> Counter:

@@ -81,7 +81,7 @@ class BPETokenizer(Tokenizer):
         trainer = trainers.BpeTrainer(vocab_size=self.vocab_size, min_frequency=self.min_frequency,
                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                       show_progress=False)
-        hf.train_from_iterator(lines, trainer=trainer)
+        hf.train_from_iterator((_prefix_space(line) for line in lines), trainer=trainer)
         self._hf = hf
 
     @property
@@ -91,10 +91,10 @@ class BPETokenizer(Tokenizer):
         return self._hf
 
     def tokenize(self, line: str) -> list[str]:
-        return self.hf.encode(line).tokens
+        return self.hf.encode(_prefix_space(line)).tokens
 
     def tokenize_lines(self, lines: list[str]) -> list[list[str]]:
-        return [encoding.tokens for encoding in self.hf.encode_batch(lines)]
+        return [encoding.tokens for encoding in self.hf.encode_batch([_prefix_space(x) for x in lines])]
 
     def detokenize(self, tokens: list[str]) -> str:
         text = self.hf.decoder.decode(tokens)
@@ -103,6 +103,16 @@ class BPETokenizer(Tokenizer):
     def to_dict(self) -> dict:
         return {"kind": self.kind, "vocab_size": self.vocab_size, "min_frequency": self.min_frequency,
                 "state": json.loads(self.hf.to_str())}
+
+
+def _prefix_space(line: str) -> str:
+    """The line as the byte-level pre-tokenizer must see it for `detokenize` to give it back.
+
+    `add_prefix_space` adds a space only to a line that does not start with one, and `detokenize`
+    removes one, so a line that starts with a space (every wikitext-2 line) would lose it: give such
+    a line its prefix space explicitly. Other lines are unchanged.
+    """
+    return " " + line if line.startswith(" ") else line
 
 
 TOKENIZERS = {"char": CharTokenizer, "word": WordTokenizer, "bpe": BPETokenizer}

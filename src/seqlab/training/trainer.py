@@ -149,6 +149,8 @@ class Trainer:
         self.position = Position()
         self.state = None
         self.is_main = self.rank == 0
+        if self.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
 
     # ------------------------------------------------------------------ the loop
 
@@ -305,7 +307,8 @@ class Trainer:
         self.optimizer.load_state_dict(optimizer_from_tensors(tensors, json.loads(meta["optimizer"])))
         self.schedule.load_state_dict(trainer["schedule"])
         pos = self.position
-        pos.epoch, pos.batch, pos.step, pos.tokens = trainer["epoch"], trainer["batch"], trainer["step"], trainer["tokens"]
+        pos.epoch, pos.batch = trainer["epoch"], trainer["batch"]
+        pos.step, pos.tokens = trainer["step"], trainer["tokens"]
         pos.best, pos.bad_evals, pos.elapsed = trainer["best"], trainer["bad_evals"], trainer["elapsed"]
         parts = [tensors[f"state.{i}"] for i in range(len([k for k in tensors if k.startswith("state.")]))]
         if parts:

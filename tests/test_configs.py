@@ -1,0 +1,32 @@
+"""Every shipped config file parses, validates and builds its model (as litgpt tests its configs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from seqlab.errors import SeqlabError
+from seqlab.lm import resolve_train_config
+from seqlab.models.lm import build_lm
+
+CONFIGS = sorted((Path(__file__).parent.parent / "configs").glob("*.yaml"))
+
+
+def test_configs_are_shipped():
+    assert len(CONFIGS) >= 8
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_configs_parse_and_build(path):
+    config = resolve_train_config(path)
+    assert path.read_text().startswith("#"), "each config starts with a comment saying how to run it"
+    model = build_lm(config.model.__class__(**{**config.model.__dict__, "vocab_size": 100}))
+    assert model.num_parameters() > 0
+
+
+def test_configs_command_line_overrides_the_file(tmp_path):
+    config = resolve_train_config(CONFIGS[0], {"hidden_size": 7, "epochs": 2})
+    assert config.model.hidden_size == 7 and config.train.epochs == 2
+    with pytest.raises(SeqlabError, match="unknown option"):
+        resolve_train_config(None, {"hiden_size": 7})
