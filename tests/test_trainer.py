@@ -211,3 +211,14 @@ def test_trainer_ddp_two_processes_equal_one(tmp_path):
     valid_one = [json.loads(x)["loss"] for x in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()]
     valid_two = [json.loads(x)["loss"] for x in (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()]
     assert valid_one == pytest.approx(valid_two, rel=1e-4)
+
+
+def test_trainer_bf16_autocast_on_cpu(tmp_path):
+    results = train_lm(tiny_config(tmp_path / "run", "lstm", precision="bf16", max_steps=4))
+    assert math.isfinite(results["valid"]["loss"])
+
+
+@pytest.mark.slow
+def test_trainer_torch_compile(tmp_path):
+    results = train_lm(tiny_config(tmp_path / "run", "transformer", compile=True, max_steps=4))
+    assert math.isfinite(results["valid"]["loss"])

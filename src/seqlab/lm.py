@@ -260,6 +260,8 @@ class TrainedLM:
 
     def evaluate_ids(self, ids: torch.Tensor, batch_size: int = 10, stride: int = 0, progress=None) -> dict:
         batches = self._batches(ids, batch_size, stride)
+        if progress is not None:
+            progress.reset(total=len(batches))
         stats = evaluate_lm(self.model, batches, self.model.context_length is None, self.device,
                             progress=progress)
         result = summarize(stats["loss_sum"], stats["tokens"])

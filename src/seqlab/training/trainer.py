@@ -155,86 +155,95 @@ class Trainer:
     # ------------------------------------------------------------------ the loop
 
     def fit(self, resume: bool = False) -> dict:
-        cfg, task, model, pos = self.config, self.task, self.model, self.position
+        """Train to `max_steps` / `epochs` (or early stopping); return the best weights' figures."""
+        cfg, task, pos = self.config, self.task, self.position
         if resume:
             self._restore()
-        train_model = model
+        train_model = self._wrap(self.model)
+        bar = tqdm(total=self.total_steps, initial=pos.step, unit="step", dynamic_ncols=True,
+                   disable=not (cfg.progress and self.is_main), mininterval=0.5)
+        self._start = self._mark_time = time.time()
+        self._mark_tokens = pos.tokens
+        self._window = [torch.zeros((), device=self.device), 0]      # loss sum, tokens since the last log
+        self._since_eval = [0.0, 0]                                  # the same since the last evaluation
+        stop = pos.step >= self.total_steps
+        self.model.train()
+        while not stop and pos.epoch < cfg.epochs:
+            batches = task.train_batches(pos.epoch)
+            if pos.batch == 0 or self.state is None:
+                self.state = task.initial_state(self.model, self.rows, self.device)
+            steps_in_epoch = len(batches) // cfg.accumulate
+            at_epoch_end = False
+            while not (stop or at_epoch_end):
+                group = [batches[pos.batch + j] for j in range(cfg.accumulate)]
+                lr = self._optimizer_step(train_model, group)
+                bar.update(1)
+                if pos.step % cfg.log_every == 0 or pos.step == self.total_steps:
+                    bar.set_postfix(self._log(lr))
+                at_epoch_end = pos.batch // cfg.accumulate >= steps_in_epoch
+                if at_epoch_end:
+                    pos.epoch, pos.batch = pos.epoch + 1, 0
+                stop = pos.step >= self.total_steps
+                if stop or (cfg.eval_every and pos.step % cfg.eval_every == 0) or (at_epoch_end and not cfg.eval_every):
+                    stop = self._evaluate_and_save() or stop
+        bar.close()
+        return self._finish()
+
+    def _wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        """The module the loop calls: DDP around the model under torchrun, compiled on request."""
         if self.world > 1:
             from torch.nn.parallel import DistributedDataParallel
 
             ids = [self.device.index] if self.device.type == "cuda" else None
-            train_model = DistributedDataParallel(model, device_ids=ids)
-        if cfg.compile:
-            train_model = torch.compile(train_model)
-        bar = tqdm(total=self.total_steps, initial=pos.step, unit="step", dynamic_ncols=True,
-                   disable=not (cfg.progress and self.is_main), mininterval=0.5)
-        start, mark_time, mark_tokens = time.time(), time.time(), pos.tokens
-        window_loss = torch.zeros((), device=self.device)
-        window_count, since_eval_loss, since_eval_count = 0, 0.0, 0
-        stop = pos.step >= self.total_steps
-        model.train()
-        while not stop and pos.epoch < cfg.epochs:
-            batches = task.train_batches(pos.epoch)
-            if pos.batch == 0 or self.state is None:
-                self.state = task.initial_state(model, self.rows, self.device)
-            last_step_of_epoch = len(batches) // cfg.accumulate
-            while pos.batch // cfg.accumulate < last_step_of_epoch:
-                group = [batches[pos.batch + j] for j in range(cfg.accumulate)]
-                counts = [b.rows(self.my_rows.start, self.my_rows.stop).num_tokens for b in group]
-                total = distributed.all_reduce_sum([float(sum(counts))], self.device)[0]
-                for j, batch in enumerate(group):
-                    batch = batch.rows(self.my_rows.start, self.my_rows.stop).to(self.device)
-                    sync = self.world == 1 or j == cfg.accumulate - 1
-                    with (contextlib.nullcontext() if sync else train_model.no_sync()):
-                        with autocast(self.device, cfg.precision):
-                            loss_sum, count, self.state = task.loss(train_model, batch, self.state)
-                        (loss_sum * (self.world / total)).backward()
-                    self.state = model.detach_state(self.state)
-                    window_loss += loss_sum.detach()
-                window_count += sum(counts)
-                if cfg.grad_clip > 0:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-                lr = self.schedule.lr(pos.step, pos.epoch)
-                set_lr(self.optimizer, lr)
-                self.optimizer.step()
-                self.optimizer.zero_grad(set_to_none=True)
-                pos.step += 1
-                pos.batch += cfg.accumulate
-                pos.tokens += int(total)
-                bar.update(1)
-                if pos.step % cfg.log_every == 0 or pos.step == self.total_steps:
-                    loss_total, count_total = distributed.all_reduce_sum(
-                        [float(window_loss), float(window_count)], self.device)
-                    now = time.time()
-                    speed = (pos.tokens - mark_tokens) / max(now - mark_time, 1e-9)
-                    record = {"step": pos.step, "epoch": pos.epoch + 1, "loss": loss_total / max(count_total, 1),
-                              "lr": lr, "tokens_per_s": speed}
-                    since_eval_loss += loss_total
-                    since_eval_count += count_total
-                    window_loss.zero_()
-                    window_count = 0
-                    mark_time, mark_tokens = now, pos.tokens
-                    bar.set_postfix(task.progress_fields(record["loss"]) | {"tok/s": f"{speed:,.0f}",
-                                                                            "lr": f"{lr:.3g}"})
-                    if self.is_main:
-                        append_line(self.run_dir / "train_log.jsonl", json.dumps(record))
-                    self._emit({"event": "log", **record})
-                at_epoch_end = pos.batch // cfg.accumulate >= last_step_of_epoch
-                if at_epoch_end:
-                    pos.epoch, pos.batch = pos.epoch + 1, 0
-                done = pos.step >= self.total_steps
-                if (cfg.eval_every and pos.step % cfg.eval_every == 0) or (not cfg.eval_every and at_epoch_end) \
-                        or done:
-                    train_loss = since_eval_loss / since_eval_count if since_eval_count else None
-                    since_eval_loss, since_eval_count = 0.0, 0
-                    improved, early_stop = self._evaluate_and_save(train_loss, start)
-                    stop = done or early_stop
-                else:
-                    stop = done
-                if stop or at_epoch_end:
-                    break
-        bar.close()
-        return self._finish()
+            model = DistributedDataParallel(model, device_ids=ids)
+        return torch.compile(model) if self.config.compile else model
+
+    def _optimizer_step(self, train_model: torch.nn.Module, group: list) -> float:
+        """One optimizer step over `accumulate` global batches (this process's rows of each).
+
+        Each micro-batch's loss sum is divided by the token count of the whole global step; DDP
+        averages gradients over processes, hence the factor `world`. Returns the learning rate used.
+        """
+        cfg, pos = self.config, self.position
+        rows = [batch.rows(self.my_rows.start, self.my_rows.stop) for batch in group]
+        counts = sum(batch.num_tokens for batch in rows)
+        total = distributed.all_reduce_sum([float(counts)], self.device)[0]
+        for j, batch in enumerate(rows):
+            sync = self.world == 1 or j == len(rows) - 1
+            with contextlib.nullcontext() if sync else train_model.no_sync():
+                with autocast(self.device, cfg.precision):
+                    loss_sum, _, self.state = self.task.loss(train_model, batch.to(self.device), self.state)
+                (loss_sum * (self.world / total)).backward()
+            self.state = self.model.detach_state(self.state)
+            self._window[0] += loss_sum.detach()
+        self._window[1] += counts
+        if cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+        lr = self.schedule.lr(pos.step, pos.epoch)
+        set_lr(self.optimizer, lr)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        pos.step += 1
+        pos.batch += len(group)
+        pos.tokens += int(total)
+        return lr
+
+    def _log(self, lr: float) -> dict:
+        """Append the training loss since the last record to train_log.jsonl; fields for the bar."""
+        pos = self.position
+        loss_sum, count = distributed.all_reduce_sum([float(self._window[0]), float(self._window[1])], self.device)
+        now = time.time()
+        speed = (pos.tokens - self._mark_tokens) / max(now - self._mark_time, 1e-9)
+        record = {"step": pos.step, "epoch": pos.epoch + 1, "loss": loss_sum / max(count, 1), "lr": lr,
+                  "tokens_per_s": speed}
+        self._since_eval[0] += loss_sum
+        self._since_eval[1] += count
+        self._window = [torch.zeros((), device=self.device), 0]
+        self._mark_time, self._mark_tokens = now, pos.tokens
+        if self.is_main:
+            append_line(self.run_dir / "train_log.jsonl", json.dumps(record))
+        self._emit({"event": "log", **record})
+        return self.task.progress_fields(record["loss"]) | {"tok/s": f"{speed:,.0f}", "lr": f"{lr:.3g}"}
 
     # ------------------------------------------------------------------ evaluation and checkpoints
 
@@ -243,8 +252,11 @@ class Trainer:
         loss_sum, tokens = distributed.all_reduce_sum([stats["loss_sum"], float(stats["tokens"])], self.device)
         return self.task.summarize(loss_sum, int(tokens))
 
-    def _evaluate_and_save(self, train_loss: float | None, start: float) -> tuple[bool, bool]:
+    def _evaluate_and_save(self) -> bool:
+        """Evaluate on the validation data, record, checkpoint; return whether to stop early."""
         pos, task = self.position, self.task
+        train_loss = self._since_eval[0] / self._since_eval[1] if self._since_eval[1] else None
+        self._since_eval = [0.0, 0]
         metrics = self.evaluate(task.valid_ids)
         value = metrics[task.metric]
         improved = pos.best is None or (value < pos.best if task.lower_is_better else value > pos.best)
@@ -253,7 +265,7 @@ class Trainer:
         else:
             pos.bad_evals += 1
         self.schedule.evaluated(improved)
-        elapsed = pos.elapsed + time.time() - start
+        elapsed = pos.elapsed + time.time() - self._start
         record = {"step": pos.step, "epoch": pos.epoch if pos.batch == 0 else pos.epoch + 1,
                   "split": "valid", **metrics, "train_loss": train_loss,
                   "lr": self.schedule.lr(pos.step, pos.epoch), "elapsed_s": round(elapsed, 2),
@@ -271,7 +283,7 @@ class Trainer:
         early_stop = bool(self.config.patience) and pos.bad_evals >= self.config.patience
         if early_stop and self.is_main:
             tqdm.write(f"early stopping: {pos.bad_evals} evaluations without improvement")
-        return improved, early_stop
+        return early_stop
 
     def _save_checkpoint(self, elapsed: float) -> None:
         tensors = {f"model.{k}": v for k, v in model_tensors(self.model).items()}
