@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import warnings
 
@@ -98,6 +99,10 @@ def train_lm_command(args: argparse.Namespace) -> int:
     overrides = {k: v for k, v in vars(args).items() if k in OPTION_GROUPS}
     config = resolve_train_config(args.config, overrides, resume=args.resume)
     train_lm(config, resume=args.resume, overwrite=args.overwrite)
+    output = config.train.output
+    if int(os.environ.get("RANK", 0)) == 0:
+        print(f"saved to {output}/ (model.safetensors, metrics.jsonl, curves.png); try:\n"
+              f"  seqlab generate {output} --prompt '...'\n  seqlab evaluate {output} FILE", file=sys.stderr)
     return 0
 
 
