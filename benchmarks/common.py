@@ -20,7 +20,7 @@ import torch
 
 RESULTS = Path(__file__).parent / "results"
 KEY = ("task", "dataset", "split", "arch", "config", "metric")
-COLUMNS = ("task", "dataset", "split", "arch", "config", "metric", "value", "params", "tokens_per_s",
+COLUMNS = ("task", "dataset", "split", "arch", "config", "metric", "value", "stdev", "params", "tokens_per_s",
            "wall_s", "epochs", "target", "device", "date")
 
 

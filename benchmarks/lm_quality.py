@@ -4,7 +4,8 @@
 
 Runs `seqlab train lm` (the command line, exactly as a user would) with the dataset's files from
 --data-dir, then records valid and test figures, parameters, training tokens/s (median over the
-logging windows) and wall time into benchmarks/results/<results>.json and .md.
+logging windows) and wall time (with --seeds: one run per seed, the mean recorded beside every
+seed's figure and the standard deviation) into benchmarks/results/<results>.json and .md.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ def main() -> int:
     parser.add_argument("--target", type=float, help="the published figure to compare with")
     parser.add_argument("--metric", default="perplexity", choices=["perplexity", "loss"])
     parser.add_argument("--note", default="", help="a remark stored with the records")
+    parser.add_argument("--seeds", type=int, nargs="+",
+                        help="train once per seed and record the mean (with every seed's figure and the spread)")
     parser.add_argument("seqlab_options", nargs=argparse.REMAINDER,
                         help="further `seqlab train lm` options after --, e.g. -- --epochs 6")
     args = parser.parse_args()
@@ -58,32 +61,48 @@ def main() -> int:
     else:
         train, valid, test = (data_dir / f for f in FILES[args.dataset])
     extra = [a for a in args.seqlab_options if a != "--"]
-    command = ["train", "lm", "--config", args.config, "--train", str(train), "--valid", str(valid),
-               "--output", str(output), "--overwrite", *extra]
-    if test is not None:
-        command += ["--test", str(test)]
-    start = time.time()
-    code = seqlab_main(command)
-    if code:
-        return code
-    wall = time.time() - start
-    metrics = [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
-    log = [json.loads(line) for line in (output / "train_log.jsonl").read_text().splitlines()]
+    runs = []                                       # one (metrics, log, wall, output) per seed
+    for seed in args.seeds or [None]:
+        run_output = output if seed is None or len(args.seeds) == 1 else output.with_name(f"{output.name}-seed{seed}")
+        command = ["train", "lm", "--config", args.config, "--train", str(train), "--valid", str(valid),
+                   "--output", str(run_output), "--overwrite", *extra]
+        if seed is not None:
+            command += ["--seed", str(seed)]
+        if test is not None:
+            command += ["--test", str(test)]
+        start = time.time()
+        code = seqlab_main(command)
+        if code:
+            return code
+        wall = time.time() - start
+        metrics = [json.loads(line) for line in (run_output / "metrics.jsonl").read_text().splitlines()]
+        log = [json.loads(line) for line in (run_output / "train_log.jsonl").read_text().splitlines()]
+        runs.append((metrics, log, wall, run_output))
+    metrics, log, wall, output = runs[0]
     lm = seqlab.load(output)
     periodic = [m for m in metrics if not m.get("final")]
     common = {"task": "lm", "dataset": args.dataset, "arch": lm.config.model.arch, "config": name,
-              "params": lm.model.num_parameters(), "tokens_per_s": statistics.median(r["tokens_per_s"] for r in log),
-              "wall_s": round(wall, 1), "device": device_name(lm.config.train.device if
-                                                              lm.config.train.device != "auto" else "cpu"),
+              "params": lm.model.num_parameters(),
+              "tokens_per_s": statistics.median(r["tokens_per_s"] for run in runs for r in run[1]),
+              "wall_s": round(statistics.mean(run[2] for run in runs), 1),
+              "device": device_name(lm.config.train.device if lm.config.train.device != "auto" else "cpu"),
               "epochs": round(log[-1]["step"] / max(1, periodic[-1]["step"]) * periodic[-1]["epoch"], 2),
               "unit": lm.unit}
     if args.note:
         common["note"] = args.note
     records = []
     for m in metrics:
-        if m.get("final"):
-            records.append(record(**common, split=m["split"], metric=args.metric, value=m[args.metric],
-                                  target=args.target if m["split"] == ("test" if test else "valid") else None))
+        if not m.get("final"):
+            continue
+        values = [next(r[args.metric] for r in run[0] if r.get("final") and r["split"] == m["split"])
+                  for run in runs]
+        extra_fields = {}
+        if len(runs) > 1:                            # the mean over seeds, every seed's figure beside it
+            extra_fields = {"seeds": args.seeds, "values": values,
+                            "stdev": statistics.stdev(values), "min": min(values), "max": max(values)}
+        records.append(record(**common, split=m["split"], metric=args.metric, value=statistics.mean(values),
+                              target=args.target if m["split"] == ("test" if test else "valid") else None,
+                              **extra_fields))
     write_records(args.results, records, "Language-model quality",
                   notes="Perplexity per token (`</s>` counted once per line, PTB convention); `loss` in nats "
                         "per token. `target` is the published figure the issue names.")
