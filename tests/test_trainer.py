@@ -63,6 +63,17 @@ def test_trainer_resume_drops_records_written_after_the_checkpoint(tmp_path):
     assert [s for s, _ in losses(tmp_path / "run")] == list(range(1, 9))
 
 
+def test_trainer_resume_drops_a_half_written_log_line(tmp_path):
+    """The training-loss log is flushed, not fsynced: a crash may cut its last line; resume drops it."""
+    config = tiny_config(tmp_path / "run", max_steps=8)
+    with pytest.raises(Killed):
+        train_lm(config, callback=kill_after_evaluation(4))
+    with open(tmp_path / "run" / "train_log.jsonl", "a") as handle:
+        handle.write('{"step": 5, "loss": 9')
+    train_lm(config, resume=True)
+    assert [s for s, _ in losses(tmp_path / "run")] == list(range(1, 9))
+
+
 def test_trainer_gradient_accumulation_equals_one_big_batch(tmp_path):
     """Windows of batch 8 in one step = the same windows as 2 micro-batches of 4."""
     big = tiny_config(tmp_path / "big", "transformer", max_steps=3, batch_size=8, eval_every=3)
@@ -189,7 +200,7 @@ def run_cli(args, env=None, nproc=None):
     command = [sys.executable, "-m", "seqlab", *args]
     if nproc:
         command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
-                   "--master_port", str(29500 + os.getpid() % 1000), "-m", "seqlab", *args]
+                   "--standalone", "-m", "seqlab", *args]   # --standalone: a free port
     environment = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
     return subprocess.run(command, capture_output=True, text=True, env=environment, timeout=300)
 

@@ -69,12 +69,15 @@ def atomic_write_json(path: str | os.PathLike, obj) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
-def append_line(path: str | os.PathLike, line: str) -> None:
-    """Append one line and fsync (metrics.jsonl): a crash loses at most the line being written."""
+def append_line(path: str | os.PathLike, line: str, sync: bool = True) -> None:
+    """Append one line, and fsync it unless sync=False (metrics.jsonl is synced: a crash loses at most
+    the line being written; the frequent training-loss log is only flushed, as a lost tail of it
+    costs a few points of a curve and fsync costs milliseconds on slow disks)."""
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(line.rstrip("\n") + "\n")
         handle.flush()
-        os.fsync(handle.fileno())
+        if sync:
+            os.fsync(handle.fileno())
 
 
 def read_json(path: str | os.PathLike, what: str = "file") -> dict:

@@ -241,7 +241,7 @@ class Trainer:
         self._window = [torch.zeros((), device=self.device), 0]
         self._mark_time, self._mark_tokens = now, pos.tokens
         if self.is_main:
-            append_line(self.run_dir / "train_log.jsonl", json.dumps(record))
+            append_line(self.run_dir / "train_log.jsonl", json.dumps(record), sync=False)
         self._emit({"event": "log", **record})
         return self.task.progress_fields(record["loss"]) | {"tok/s": f"{speed:,.0f}", "lr": f"{lr:.3g}"}
 
@@ -339,7 +339,7 @@ class Trainer:
                 file = self.run_dir / name
                 if file.exists():
                     kept = [line for line in file.read_text(encoding="utf-8").splitlines()
-                            if line.strip() and json.loads(line).get("step", 0) <= pos.step]
+                            if _record_step(line) <= pos.step]
                     atomic_write_text(file, "".join(line + "\n" for line in kept))
         distributed.barrier()
 
@@ -364,6 +364,14 @@ class Trainer:
     def _emit(self, event: dict) -> None:
         if self.callback is not None and self.is_main:
             self.callback(event)
+
+
+def _record_step(line: str) -> float:
+    """The step of a metrics/log line; infinity for a blank or half-written line (dropped on resume)."""
+    try:
+        return json.loads(line).get("step", 0)
+    except (json.JSONDecodeError, AttributeError):
+        return math.inf
 
 
 def configure_threads(threads: int, device: torch.device) -> None:
