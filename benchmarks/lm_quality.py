@@ -46,6 +46,7 @@ def main() -> int:
     parser.add_argument("--results", default="lm_quality", help="results file name under benchmarks/results")
     parser.add_argument("--target", type=float, help="the published figure to compare with")
     parser.add_argument("--metric", default="perplexity", choices=["perplexity", "loss"])
+    parser.add_argument("--title", default="Language-model quality", help="the Markdown table's title")
     parser.add_argument("--note", default="", help="a remark stored with the records")
     parser.add_argument("--seeds", type=int, nargs="+",
                         help="train once per seed and record the mean (with every seed's figure and the spread)")
@@ -103,7 +104,7 @@ def main() -> int:
         records.append(record(**common, split=m["split"], metric=args.metric, value=statistics.mean(values),
                               target=args.target if m["split"] == ("test" if test else "valid") else None,
                               **extra_fields))
-    write_records(args.results, records, "Language-model quality",
+    write_records(args.results, records, args.title,
                   notes="Perplexity per token (`</s>` counted once per line, PTB convention); `loss` in nats "
                         "per token. `target` is the published figure the issue names.")
     for r in records:
