@@ -188,6 +188,21 @@ def test_models_transformer_variants_build_run_and_decode(norm_position, positio
     assert (out[0, 0] - out[0, 3]).abs().max() > 1e-6
 
 
+@pytest.mark.parametrize("norm_position", ["post", "pre"])
+def test_models_transformer_without_bias_has_no_bias_and_decodes_exactly(norm_position):
+    """--no-bias (GPT-style): no additive bias anywhere; still causal, cached decoding = full pass."""
+    model = model_for("transformer", norm_position=norm_position, bias=False, tie_weights=True)
+    with_bias = model_for("transformer", norm_position=norm_position, tie_weights=True)
+    assert not [name for name, _ in model.named_parameters() if name.endswith("bias")]
+    assert [name for name, _ in with_bias.named_parameters() if name.endswith("bias")]
+    batch = tokens()
+    logits = full_pass(model, batch)
+    torch.testing.assert_close(chunked(model, batch, [3, 1, 7]), logits, rtol=0, atol=1e-10)
+    changed = batch.clone()
+    changed[:, 5] = (changed[:, 5] + 1) % V
+    torch.testing.assert_close(full_pass(model, changed)[:, :5], logits[:, :5], rtol=0, atol=0)
+
+
 def test_models_transformer_sinusoidal_positions_follow_vaswani():
     d = 6
     table = PositionalEmbedding(10, d, "sinusoidal")(torch.arange(10))      # (10, d)
@@ -292,8 +307,9 @@ def test_models_variational_dropout_in_recurrent_lm():
     ({"arch": "transformer", "activation": "tanh"}, "does not apply to --arch transformer"),
     ({"arch": "ffn", "activation": "gelu"}, "does not apply to --arch ffn"),
     ({"hidden_size": 0}, "--hidden-size must be at least 1"),
+    ({"arch": "lstm", "bias": False}, "--no-bias applies to --arch transformer only"),
 ], ids=["arch", "heads", "dropout-1", "dropout-neg", "gru-before-fused", "lstm-relu", "transformer-tanh",
-        "ffn-gelu", "hidden-0"])
+        "ffn-gelu", "hidden-0", "lstm-no-bias"])
 def test_models_config_validation_errors(overrides, message):
     options = {"arch": "lstm", "vocab_size": V}
     options.update(overrides)

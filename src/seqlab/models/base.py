@@ -22,12 +22,12 @@ class OutputLayer(nn.Module):
     projected to E by a learned (E, H) matrix.
     """
 
-    def __init__(self, input_size: int, embedding: nn.Embedding, tie: bool):
+    def __init__(self, input_size: int, embedding: nn.Embedding, tie: bool, bias: bool = True):
         super().__init__()
         vocab_size, embedding_size = embedding.weight.shape
         self.projection = (nn.Linear(input_size, embedding_size, bias=False)
                            if tie and input_size != embedding_size else None)
-        self.decoder = nn.Linear(embedding_size if tie else input_size, vocab_size)
+        self.decoder = nn.Linear(embedding_size if tie else input_size, vocab_size, bias=bias)
         if tie:
             self.decoder.weight = embedding.weight                    # (V, E), shared
 

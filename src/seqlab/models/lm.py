@@ -49,6 +49,8 @@ class LMConfig:
     positions: str = option("learned", "transformer positional embeddings", choices=("learned", "sinusoidal"))
     attention_impl: str = option("sdpa", "attention by PyTorch's fused kernel or the textbook code",
                                  choices=("sdpa", "textbook"))
+    bias: bool = option(True, "transformer: additive biases in its linear layers, LayerNorms and output "
+                        "layer (--no-bias as GPT-style models such as nanoGPT)")
     init_range: float = option(0.1, "rnn/lstm/gru/ffn: embeddings and output layer ~ U(-r, r); "
                                "0 keeps PyTorch's defaults (the transformer uses GPT-2's N(0, 0.02))")
     init_all: bool = option(False, "rnn/lstm/gru/ffn: every weight ~ U(-r, r), as Zaremba et al. 2014")
@@ -72,6 +74,8 @@ class LMConfig:
         if self.arch == "transformer" and self.embedding_size % self.num_heads:
             raise SeqlabError(f"--embedding-size {self.embedding_size} must be a multiple of --heads "
                               f"{self.num_heads}")
+        if not self.bias and self.arch != "transformer":
+            raise SeqlabError(f"--no-bias applies to --arch transformer only, not {self.arch}")
         if self.arch == "gru" and self.gru_reset == "before" and self.rnn_impl == "fused":
             raise SeqlabError("--gru-reset before is the book's GRU, which the fused kernel does not "
                               "compute: add --rnn-impl textbook (or use --gru-reset after)")

@@ -34,10 +34,10 @@ class TransformerLM(LanguageModel):
         self.blocks = nn.ModuleList(
             TransformerBlock(d, config.num_heads, config.ff_size, config.dropout, config.norm_position,
                              causal=True, attention_impl=config.attention_impl,
-                             activation=config.activation)
+                             activation=config.activation, bias=config.bias)
             for _ in range(config.num_layers))
-        self.final_norm = nn.LayerNorm(d) if config.norm_position == "pre" else nn.Identity()
-        self.output = OutputLayer(d, self.embedding, config.tie_weights)
+        self.final_norm = nn.LayerNorm(d, bias=config.bias) if config.norm_position == "pre" else nn.Identity()
+        self.output = OutputLayer(d, self.embedding, config.tie_weights, config.bias)
         self._init_weights(config.num_layers)
 
     def _init_weights(self, num_layers: int) -> None:

@@ -78,7 +78,7 @@ class MultiHeadAttention(nn.Module):
     """Multi-head self-attention: x (B, T, D) -> (B, T, D)."""
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, causal: bool = True,
-                 impl: str = "sdpa"):
+                 impl: str = "sdpa", bias: bool = True):
         super().__init__()
         if d_model % num_heads:
             raise SeqlabError(f"the model width {d_model} must be a multiple of the number of heads "
@@ -87,8 +87,8 @@ class MultiHeadAttention(nn.Module):
             raise SeqlabError(f"unknown attention implementation {impl!r}: choose sdpa or textbook")
         self.num_heads, self.head_size = num_heads, d_model // num_heads
         self.causal, self.dropout, self.impl = causal, dropout, impl
-        self.qkv = nn.Linear(d_model, 3 * d_model)     # W^Q, W^K, W^V of every head, stacked
-        self.out = nn.Linear(d_model, d_model)         # W^O
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)   # W^Q, W^K, W^V of every head, stacked
+        self.out = nn.Linear(d_model, d_model, bias=bias)       # W^O
         self.last_weights: Tensor | None = None        # (B, nh, T, S) of the last textbook call
 
     def forward(self, x: Tensor, cache: KVCache | None = None, layer: int = 0,

@@ -27,18 +27,19 @@ class TransformerBlock(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, ff_size: int, dropout: float = 0.0,
                  norm_position: str = "post", causal: bool = True, attention_impl: str = "sdpa",
-                 activation: str = "relu"):
+                 activation: str = "relu", bias: bool = True):
         super().__init__()
         if norm_position not in ("post", "pre"):
             raise SeqlabError(f"unknown norm position {norm_position!r}: choose post or pre")
         if activation not in ACTIVATIONS:
             raise SeqlabError(f"unknown activation {activation!r}: choose one of {', '.join(ACTIVATIONS)}")
         self.pre_norm = norm_position == "pre"
-        self.attention = MultiHeadAttention(d_model, num_heads, dropout, causal, attention_impl)
-        self.norm1 = nn.LayerNorm(d_model)
+        self.attention = MultiHeadAttention(d_model, num_heads, dropout, causal, attention_impl, bias)
+        self.norm1 = nn.LayerNorm(d_model, bias=bias)
         self.feedforward = nn.Sequential(                 # FFN(x) = ReLU(x W1 + b1) W2 + b2
-            nn.Linear(d_model, ff_size), ACTIVATIONS[activation](), nn.Linear(ff_size, d_model))
-        self.norm2 = nn.LayerNorm(d_model)
+            nn.Linear(d_model, ff_size, bias=bias), ACTIVATIONS[activation](),
+            nn.Linear(ff_size, d_model, bias=bias))
+        self.norm2 = nn.LayerNorm(d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, cache: KVCache | None = None, layer: int = 0,
