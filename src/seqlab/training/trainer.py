@@ -37,6 +37,7 @@ from seqlab.training.checkpoint import (
     save_model,
     save_tensors,
 )
+from seqlab.training.memory import keep_freed_memory
 from seqlab.training.optim import OPTIMIZERS, SCHEDULES, Schedule, make_optimizer, set_lr
 from seqlab.training.plots import plot_curves
 
@@ -76,6 +77,9 @@ class TrainConfig:
     compile: bool = option(False, "torch.compile the model")
     threads: int = option(0, "CPU threads for PyTorch (0: PyTorch's default, split between local processes)")
     progress: bool = option(True, "show a progress bar")
+    keep_memory: bool = option(True, "on CPU (glibc), keep freed memory in the process for the next step "
+                               "instead of returning it to the system (saves ~15k page faults per step; "
+                               "see seqlab.training.memory)")
 
     def __post_init__(self):
         check_choices(self)
@@ -156,7 +160,7 @@ class Trainer:
 
     def fit(self, resume: bool = False) -> dict:
         """Train to `max_steps` / `epochs` (or early stopping); return the best weights' figures."""
-        cfg, task, pos = self.config, self.task, self.position
+        cfg, pos = self.config, self.position
         if resume:
             self._restore()
         train_model = self._wrap(self.model)
@@ -168,26 +172,37 @@ class Trainer:
         self._since_eval = [0.0, 0]                                  # the same since the last evaluation
         stop = pos.step >= self.total_steps
         self.model.train()
-        while not stop and pos.epoch < cfg.epochs:
-            batches = task.train_batches(pos.epoch)
-            if pos.batch == 0 or self.state is None:
-                self.state = task.initial_state(self.model, self.rows, self.device)
-            steps_in_epoch = len(batches) // cfg.accumulate
-            at_epoch_end = False
-            while not (stop or at_epoch_end):
-                group = [batches[pos.batch + j] for j in range(cfg.accumulate)]
-                lr = self._optimizer_step(train_model, group)
-                bar.update(1)
-                if pos.step % cfg.log_every == 0 or pos.step == self.total_steps:
-                    bar.set_postfix(self._log(lr))
-                at_epoch_end = pos.batch // cfg.accumulate >= steps_in_epoch
-                if at_epoch_end:
-                    pos.epoch, pos.batch = pos.epoch + 1, 0
-                stop = pos.step >= self.total_steps
-                if stop or (cfg.eval_every and pos.step % cfg.eval_every == 0) or (at_epoch_end and not cfg.eval_every):
-                    stop = self._evaluate_and_save() or stop
-        bar.close()
+        if cfg.keep_memory and self.device.type == "cpu":
+            keep_freed_memory()
+        try:
+            while not stop and pos.epoch < cfg.epochs:
+                stop = self._run_epoch(train_model, bar)
+        finally:
+            bar.close()
         return self._finish()
+
+    def _run_epoch(self, train_model: torch.nn.Module, bar) -> bool:
+        """Steps to the end of the current epoch, the last step or early stopping; True to stop training."""
+        cfg, task, pos = self.config, self.task, self.position
+        batches = task.train_batches(pos.epoch)
+        if pos.batch == 0 or self.state is None:
+            self.state = task.initial_state(self.model, self.rows, self.device)
+        steps_in_epoch = len(batches) // cfg.accumulate
+        while True:
+            group = [batches[pos.batch + j] for j in range(cfg.accumulate)]
+            lr = self._optimizer_step(train_model, group)
+            bar.update(1)
+            if pos.step % cfg.log_every == 0 or pos.step == self.total_steps:
+                bar.set_postfix(self._log(lr))
+            at_epoch_end = pos.batch // cfg.accumulate >= steps_in_epoch
+            if at_epoch_end:
+                pos.epoch, pos.batch = pos.epoch + 1, 0
+            stop = pos.step >= self.total_steps
+            periodic = cfg.eval_every and pos.step % cfg.eval_every == 0
+            if stop or periodic or (at_epoch_end and not cfg.eval_every):
+                stop = self._evaluate_and_save() or stop
+            if stop or at_epoch_end:
+                return stop
 
     def _wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         """The module the loop calls: DDP around the model under torchrun, compiled on request."""
