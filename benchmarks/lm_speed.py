@@ -136,13 +136,17 @@ def time_recurrent(cell: str, impl: str, repeats: int) -> float:
     return repeats * 20 * 35 / (time.perf_counter() - start)
 
 
-def median_of_rounds(functions: dict, rounds: int) -> dict:
-    """Each contender once per round, the order reversed every other round; the median of each."""
+def run_rounds(functions: dict, rounds: int) -> dict[str, list[float]]:
+    """Each contender once per round, the order reversed every other round; every round's figure."""
     samples = {name: [] for name in functions}
     for round_ in range(rounds):
         for name, fn in list(functions.items())[:: -1 if round_ % 2 else 1]:
             samples[name].append(fn())
-    return {name: statistics.median(values) for name, values in samples.items()}
+    return samples
+
+
+def median_of_rounds(functions: dict, rounds: int) -> dict:
+    return {name: statistics.median(values) for name, values in run_rounds(functions, rounds).items()}
 
 
 def main() -> int:
@@ -165,18 +169,23 @@ def main() -> int:
 
     ids, vocab_size = ptb_ids(Path(args.data_dir), 6000 if args.quick else 20000)
     tmp = Path("runs/bench/speed-trainer")
-    speeds = median_of_rounds({"seqlab": lambda: time_seqlab_trainer(ids, vocab_size, args.steps, tmp),
-                               "plain": lambda: time_plain_loop(ids, vocab_size, args.steps)}, args.rounds)
+    rounds = run_rounds({"seqlab": lambda: time_seqlab_trainer(ids, vocab_size, args.steps, tmp),
+                         "plain": lambda: time_plain_loop(ids, vocab_size, args.steps)}, args.rounds)
+    speeds = {name: statistics.median(values) for name, values in rounds.items()}
+    ratios = [ours / plain for ours, plain in zip(rounds["seqlab"], rounds["plain"], strict=True)]
     config = "lstm 2x200 tied, dropout 0.2, batch 20x35, SGD, clip 0.25"
     for name, value in speeds.items():
         records.append(record(**common, dataset="ptb", split="train", arch="lstm",
                               config=f"training, {'seqlab trainer' if name == 'seqlab' else 'plain PyTorch loop'}: "
-                                     f"{config}", metric="tokens_per_s", value=value, tokens_per_s=value))
+                                     f"{config}", metric="tokens_per_s", value=value, tokens_per_s=value,
+                              rounds=rounds[name]))
     records.append(record(**common, dataset="ptb", split="train", arch="lstm",
                           config=f"training, seqlab trainer / plain PyTorch loop: {config}", metric="speedup",
-                          value=speeds["seqlab"] / speeds["plain"], target=1.0))
+                          value=speeds["seqlab"] / speeds["plain"], target=1.0, rounds=ratios,
+                          stdev=statistics.stdev(ratios) if len(ratios) > 1 else None))
     print(f"training: seqlab {speeds['seqlab']:,.0f} tok/s, plain {speeds['plain']:,.0f} tok/s, "
-          f"ratio {speeds['seqlab'] / speeds['plain']:.3f}", flush=True)
+          f"ratio {speeds['seqlab'] / speeds['plain']:.3f} (round by round: "
+          f"{', '.join(f'{r:.3f}' for r in ratios)})", flush=True)
 
     generators = {
         "transformer": LMConfig(arch="transformer", vocab_size=65, embedding_size=128, num_layers=4, num_heads=4,
@@ -211,7 +220,9 @@ def main() -> int:
               f"ratio {layer['fused'] / layer['textbook']:.2f}", flush=True)
     if not args.quick:
         write_records("lm_speed", records, "Language-model speed (side by side, one run)",
-                      notes="`speedup` rows are ratios of medians over alternating rounds in the same process.")
+                      notes="`speedup` rows are ratios of medians over alternating rounds in the same process; "
+                            "the training rows' JSON holds every round's figure (`rounds`), and `stdev` is "
+                            "that of the round-by-round ratios.")
     return 0
 
 
