@@ -1,0 +1,116 @@
+"""Entity tag schemes (SLP 17.3 / 9.2.4: IOB tagging): IOB1, IOB2 (BIO) and BIOES, detected,
+checked and converted through the entity spans they encode.
+
+    token:  Barack  Obama  visited  New    York   City   .
+    IOB1:   I-PER   I-PER  O        I-LOC  I-LOC  I-LOC  O     B- only between two adjacent same-type entities
+    IOB2:   B-PER   I-PER  O        B-LOC  I-LOC  I-LOC  O     B- begins every entity
+    BIOES:  B-PER   E-PER  O        B-LOC  I-LOC  E-LOC  O     E- ends one, S- is a one-token entity
+
+Spans are read the way conlleval reads chunks, which accepts every scheme and scores an invalid
+sequence (an I- after O in IOB2, say) without crashing: an I- that cannot continue the previous
+entity starts a new one.
+"""
+
+from __future__ import annotations
+
+SCHEMES = ("iob1", "iob2", "bioes")
+PREFIXES = frozenset("BIES")
+
+Span = tuple[str, int, int]            # (type, start, end): tokens start..end-1
+
+
+def split_tag(tag: str) -> tuple[str, str]:
+    """'B-PER' -> ('B', 'PER'); 'O' -> ('O', ''). A tag without a known prefix is (tag, '')."""
+    if tag == "O":
+        return "O", ""
+    prefix, dash, kind = tag.partition("-")
+    if dash and prefix in PREFIXES and kind:
+        return prefix, kind
+    return tag, ""
+
+
+def is_entity_tagset(labels) -> bool:
+    """Whether every label is O or PREFIX-TYPE with PREFIX in B, I, E, S (else: plain tags, like POS)."""
+    labels = set(labels)
+    return bool(labels) and labels != {"O"} and all(split_tag(t)[1] or t == "O" for t in labels)
+
+
+def _ends(prev: str, prev_type: str, tag: str, kind: str) -> bool:
+    """conlleval's endOfChunk: does the chunk open before this tag end here?"""
+    if prev in ("E", "S"):
+        return True
+    if prev in ("B", "I") and tag in ("B", "S", "O"):
+        return True
+    return prev != "O" and prev_type != kind
+
+
+def _starts(prev: str, prev_type: str, tag: str, kind: str) -> bool:
+    """conlleval's startOfChunk: does a chunk begin at this tag?"""
+    if tag in ("B", "S"):
+        return True
+    if prev in ("E", "S", "O") and tag in ("E", "I"):
+        return True
+    return tag != "O" and prev_type != kind
+
+
+def spans(tags: list[str]) -> list[Span]:
+    """The entity spans of one sentence's tags, read as conlleval reads them (any scheme)."""
+    result: list[Span] = []
+    prev, prev_type, start = "O", "", 0
+    for i, tag in enumerate([*tags, "O"]):
+        prefix, kind = split_tag(tag)
+        if not kind:
+            prefix = "O"                     # an unprefixed non-O tag counts as outside, as in conlleval
+        if prev != "O" and _ends(prev, prev_type, prefix, kind):
+            result.append((prev_type, start, i))
+        if prefix != "O" and _starts(prev, prev_type, prefix, kind):
+            start = i
+        prev, prev_type = prefix, kind
+    return result
+
+
+def detect_scheme(sequences) -> str:
+    """iob1, iob2 or bioes, from the tags seen: E-/S- mean BIOES; an I- that begins an entity means
+    IOB1; otherwise IOB2."""
+    iob1 = False
+    for tags in sequences:
+        prev, prev_type = "O", ""
+        for tag in tags:
+            prefix, kind = split_tag(tag)
+            if prefix in ("E", "S"):
+                return "bioes"
+            if prefix == "I" and (prev == "O" or prev_type != kind):
+                iob1 = True
+            prev, prev_type = (prefix, kind) if kind else ("O", "")
+    return "iob1" if iob1 else "iob2"
+
+
+def invalid_positions(tags: list[str], scheme: str) -> list[int]:
+    """Indices where the sequence breaks `scheme` (e.g. I-PER after O in IOB2); empty when valid."""
+    target = from_spans(spans(tags), len(tags), scheme)      # what the spans these tags encode should be
+    return [i for i, (tag, expected) in enumerate(zip(tags, target, strict=True)) if tag != expected]
+
+
+def from_spans(entity_spans: list[Span], length: int, scheme: str) -> list[str]:
+    """The tags of `length` tokens in `scheme` that encode these (non-overlapping) spans."""
+    if scheme not in SCHEMES:
+        raise ValueError(f"unknown tag scheme {scheme!r}; use one of {', '.join(SCHEMES)}")
+    tags = ["O"] * length
+    previous_end, previous_type = -1, ""
+    for kind, start, end in sorted(entity_spans, key=lambda s: s[1]):
+        for i in range(start, end):
+            tags[i] = f"I-{kind}"
+        if scheme == "iob2" or (scheme == "iob1" and start == previous_end and kind == previous_type):
+            tags[start] = f"B-{kind}"
+        elif scheme == "bioes":
+            if end - start == 1:
+                tags[start] = f"S-{kind}"
+            else:
+                tags[start], tags[end - 1] = f"B-{kind}", f"E-{kind}"
+        previous_end, previous_type = end, kind
+    return tags
+
+
+def convert(tags: list[str], scheme: str) -> list[str]:
+    """The same entities written in `scheme` (IOB1, IOB2 or BIOES), from tags in any scheme."""
+    return from_spans(spans(tags), len(tags), scheme)

@@ -1,0 +1,91 @@
+"""Scores of predictions against gold labels: token accuracy, and entity precision / recall / F1
+(conlleval's definition: an entity counts as found only with its exact type, start and end).
+
+    P = found correctly / predicted,  R = found correctly / in gold,  F1 = 2PR / (P + R)   (percent)
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from seqlab.data.tags import spans
+
+
+@dataclass
+class PRF:
+    """Precision, recall and F1 in percent, with the counts they come from."""
+
+    correct: int = 0
+    predicted: int = 0
+    gold: int = 0
+
+    @property
+    def precision(self) -> float:
+        return 100.0 * self.correct / self.predicted if self.predicted else 0.0
+
+    @property
+    def recall(self) -> float:
+        return 100.0 * self.correct / self.gold if self.gold else 0.0
+
+    @property
+    def f1(self) -> float:
+        p, r = self.precision, self.recall
+        return 2 * p * r / (p + r) if p + r else 0.0
+
+    def as_dict(self) -> dict:
+        return {"precision": self.precision, "recall": self.recall, "f1": self.f1,
+                "correct": self.correct, "predicted": self.predicted, "gold": self.gold}
+
+
+@dataclass
+class SpanScores:
+    """Entity-level scores, overall and per entity type."""
+
+    overall: PRF = field(default_factory=PRF)
+    by_type: dict[str, PRF] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {**self.overall.as_dict(), "by_type": {k: v.as_dict() for k, v in sorted(self.by_type.items())}}
+
+
+def span_scores(gold: list[list[str]], predicted: list[list[str]]) -> SpanScores:
+    """conlleval-compatible entity P/R/F1 over sentences of tags (any of IOB1, IOB2, BIOES)."""
+    if len(gold) != len(predicted):
+        raise ValueError(f"{len(gold)} gold sentences but {len(predicted)} predicted")
+    scores = SpanScores()
+    for number, (gold_tags, predicted_tags) in enumerate(zip(gold, predicted, strict=True)):
+        if len(gold_tags) != len(predicted_tags):
+            raise ValueError(f"sentence {number}: {len(gold_tags)} gold tags but {len(predicted_tags)} predicted")
+        gold_spans, predicted_spans = set(spans(gold_tags)), set(spans(predicted_tags))
+        for kind, *_ in gold_spans | predicted_spans:
+            scores.by_type.setdefault(kind, PRF())
+        for span in gold_spans:
+            scores.by_type[span[0]].gold += 1
+        for span in predicted_spans:
+            scores.by_type[span[0]].predicted += 1
+            if span in gold_spans:
+                scores.by_type[span[0]].correct += 1
+    for part in scores.by_type.values():
+        scores.overall.correct += part.correct
+        scores.overall.predicted += part.predicted
+        scores.overall.gold += part.gold
+    return scores
+
+
+def accuracy(gold: list[list[str]], predicted: list[list[str]]) -> float:
+    """Token accuracy in percent."""
+    right = total = 0
+    for gold_tags, predicted_tags in zip(gold, predicted, strict=True):
+        if len(gold_tags) != len(predicted_tags):
+            raise ValueError(f"{len(gold_tags)} gold tags but {len(predicted_tags)} predicted in one sentence")
+        right += sum(g == p for g, p in zip(gold_tags, predicted_tags, strict=True))
+        total += len(gold_tags)
+    return 100.0 * right / total if total else 0.0
+
+
+def confusions(gold: list[list[str]], predicted: list[list[str]], top: int = 10) -> list[tuple[str, str, int]]:
+    """The most frequent (gold, predicted, count) mistakes."""
+    counts = Counter((g, p) for gs, ps in zip(gold, predicted, strict=True)
+                     for g, p in zip(gs, ps, strict=True) if g != p)
+    return [(g, p, n) for (g, p), n in counts.most_common(top)]
