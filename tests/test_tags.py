@@ -5,7 +5,15 @@ import random
 
 import pytest
 
-from seqlab.data.tags import convert, detect_scheme, from_spans, invalid_positions, is_entity_tagset, spans
+from seqlab.data.tags import (
+    allowed_transitions,
+    convert,
+    detect_scheme,
+    from_spans,
+    invalid_positions,
+    is_entity_tagset,
+    spans,
+)
 
 # Barack Obama visited New York City . ; two adjacent PER entities ; a one-token LOC
 IOB1 = ["I-PER", "I-PER", "O", "I-LOC", "I-LOC", "I-LOC", "O", "I-PER", "B-PER", "O", "I-LOC"]
@@ -69,3 +77,16 @@ def test_tags_entity_tagset_or_plain_tags():
     assert not is_entity_tagset(["NOUN", "VERB", "DET"])
     assert not is_entity_tagset(["O"])
     assert not is_entity_tagset(["B-PER", "PER"])
+
+
+def test_tags_allowed_transitions_of_iob2_and_bioes():
+    labels = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+    allowed, start, end = allowed_transitions(labels, "iob2")
+    index = {label: i for i, label in enumerate(labels)}
+    assert not allowed[index["O"]][index["I-PER"]] and not allowed[index["B-LOC"]][index["I-PER"]]
+    assert allowed[index["B-PER"]][index["I-PER"]] and allowed[index["I-PER"]][index["B-LOC"]]
+    assert start == [True, True, False, True, False] and all(end)
+    labels = ["O", "B-PER", "I-PER", "E-PER", "S-PER"]
+    allowed, start, end = allowed_transitions(labels, "bioes")
+    assert not allowed[1][0] and not allowed[1][4] and allowed[1][2] and allowed[1][3] and allowed[3][4]
+    assert end == [True, False, False, True, True]

@@ -114,3 +114,30 @@ def from_spans(entity_spans: list[Span], length: int, scheme: str) -> list[str]:
 def convert(tags: list[str], scheme: str) -> list[str]:
     """The same entities written in `scheme` (IOB1, IOB2 or BIOES), from tags in any scheme."""
     return from_spans(spans(tags), len(tags), scheme)
+
+
+def allowed_transitions(labels: list[str], scheme: str):
+    """Which tag may follow which, begin and end a sentence, for a CRF that must never produce an
+    invalid sequence in `scheme`: (allowed[i, j] for label i then label j, allowed_start, allowed_end)
+    as nested lists of booleans."""
+    parts = [split_tag(label) for label in labels]
+
+    def may_follow(prev: tuple[str, str] | None, tag: tuple[str, str]) -> bool:
+        prefix, kind = tag
+        prev_prefix, prev_kind = prev if prev is not None else ("O", "")
+        if not kind:                                     # O (or a plain label): after anything but an open entity
+            return scheme != "bioes" or prev_prefix not in ("B", "I")
+        if scheme == "iob2":
+            return prefix == "B" or (prefix == "I" and prev_prefix in ("B", "I") and prev_kind == kind)
+        if scheme == "iob1":
+            return prefix == "I" or (prefix == "B" and prev_prefix in ("B", "I") and prev_kind == kind)
+        open_entity = prev_prefix in ("B", "I")           # bioes
+        if prefix in ("B", "S"):
+            return not open_entity
+        return open_entity and prev_kind == kind         # I- or E- continue the same entity
+
+    def may_end(tag: tuple[str, str]) -> bool:
+        return scheme != "bioes" or tag[0] not in ("B", "I") or not tag[1]
+
+    allowed = [[may_follow(a, b) for b in parts] for a in parts]
+    return allowed, [may_follow(None, b) for b in parts], [may_end(a) for a in parts]

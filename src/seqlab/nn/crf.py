@@ -1,0 +1,96 @@
+"""A linear-chain conditional random field over per-token tag scores (Lafferty et al. 2001; the
+output layer of Huang et al. 2015 and Lample et al. 2016; SLP 17.5 for the CRF, Viterbi as in 17.4).
+
+A tag sequence y_1..y_T of a sentence with emission scores e (from the encoder) scores
+
+    s(y) = start[y_1] + sum_t e_t[y_t] + sum_{t>1} A[y_{t-1}, y_t] + end[y_T]
+
+and p(y | x) = exp s(y) / Z with Z = sum over all K^T sequences, computed by the forward algorithm:
+
+    alpha_1[j] = start[j] + e_1[j]
+    alpha_t[j] = logsumexp_i (alpha_{t-1}[i] + A[i, j]) + e_t[j]
+    log Z      = logsumexp_j (alpha_T[j] + end[j])
+
+Training minimises -log p(y | x) = log Z - s(y); decoding is Viterbi, the same recursion with max.
+Both are batched: the only loop is over time. Transitions that a tag scheme forbids (I-PER after O
+in IOB2) get a score of -10^4, so they are never decoded and carry no probability.
+Masks are (B, T) booleans, True on the real tokens of each left-aligned sentence.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+FORBIDDEN = -1e4
+
+
+class CRF(nn.Module):
+    def __init__(self, num_tags: int, allowed: torch.Tensor | None = None,
+                 allowed_start: torch.Tensor | None = None, allowed_end: torch.Tensor | None = None):
+        super().__init__()
+        self.num_tags = num_tags
+        self.transitions = nn.Parameter(torch.zeros(num_tags, num_tags))   # A[i, j]: tag i then tag j
+        self.start = nn.Parameter(torch.zeros(num_tags))
+        self.end = nn.Parameter(torch.zeros(num_tags))
+
+        def penalty(mask, shape):
+            mask = torch.ones(shape, dtype=torch.bool) if mask is None else mask.to(torch.bool)
+            if mask.shape != shape:
+                raise ValueError(f"allowed mask of shape {tuple(mask.shape)}, expected {shape}")
+            return torch.where(mask, 0.0, FORBIDDEN)
+
+        self.register_buffer("transition_penalty", penalty(allowed, (num_tags, num_tags)))
+        self.register_buffer("start_penalty", penalty(allowed_start, (num_tags,)))
+        self.register_buffer("end_penalty", penalty(allowed_end, (num_tags,)))
+
+    def _scores(self):
+        return (self.transitions + self.transition_penalty, self.start + self.start_penalty,
+                self.end + self.end_penalty)
+
+    def log_partition(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """log Z for each sentence: emissions (B, T, K), mask (B, T) -> (B,)."""
+        transitions, start, end = self._scores()
+        alpha = start + emissions[:, 0]                                       # (B, K)
+        for t in range(1, emissions.shape[1]):
+            step = torch.logsumexp(alpha[:, :, None] + transitions, dim=1) + emissions[:, t]   # (B, K)
+            alpha = torch.where(mask[:, t, None], step, alpha)               # padding keeps alpha
+        return torch.logsumexp(alpha + end, dim=1)                            # (B,)
+
+    def score(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """s(y) of the given tags (B, T) -> (B,); tags at padded positions are ignored."""
+        transitions, start, end = self._scores()
+        mask_f = mask.to(emissions.dtype)
+        emitted = emissions.gather(2, tags[:, :, None]).squeeze(2)           # (B, T)
+        total = start[tags[:, 0]] + (emitted * mask_f).sum(1)
+        moves = transitions[tags[:, :-1], tags[:, 1:]]                        # (B, T-1)
+        total = total + (moves * mask_f[:, 1:]).sum(1)
+        last = tags.gather(1, (mask.sum(1, keepdim=True) - 1).clamp(min=0)).squeeze(1)   # (B,)
+        return total + end[last]
+
+    def nll(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """-log p(tags | x) per sentence, (B,)."""
+        return self.log_partition(emissions, mask) - self.score(emissions, tags, mask)
+
+    @torch.no_grad()
+    def decode(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Viterbi: the best tag sequence of each sentence, (B, T) (padded positions hold 0)."""
+        transitions, start, end = self._scores()
+        B, T, K = emissions.shape
+        delta = start + emissions[:, 0]                                      # (B, K)
+        pointers = []
+        for t in range(1, T):
+            best, argbest = (delta[:, :, None] + transitions).max(dim=1)     # (B, K): best previous tag
+            pointers.append(argbest)
+            delta = torch.where(mask[:, t, None], best + emissions[:, t], delta)
+        last = (delta + end).argmax(dim=1)                                   # (B,)
+        lengths = mask.sum(1)
+        path = torch.zeros(B, T, dtype=torch.long, device=emissions.device)
+        tag = last
+        for t in range(T - 1, -1, -1):
+            inside = t < lengths                                            # (B,)
+            path[:, t] = torch.where(inside, tag, 0)
+            if t > 0:
+                previous = pointers[t - 1].gather(1, tag[:, None]).squeeze(1)
+                tag = torch.where(t < lengths, previous, tag)               # follow pointers inside only
+        return path
