@@ -230,3 +230,39 @@ def test_cells_elman_cell_step_equals_torch_rnn_cell(nonlinearity):
     torch.testing.assert_close(mine, expected, rtol=0, atol=1e-12)
     if nonlinearity == "relu":
         assert (expected == 0).any() and (expected > 0).any()   # both sides of the ReLU are exercised
+
+
+def flat_state(state):
+    return torch.cat([s.flatten() for s in state]) if isinstance(state, tuple) else state.flatten()
+
+
+@pytest.mark.parametrize("cell", ["rnn", "lstm", "gru"])
+@pytest.mark.parametrize("impl", ["fused", "textbook"])
+def test_cells_padded_batch_equals_each_sequence_alone(cell, impl):
+    torch.manual_seed(0)
+    stack = RecurrentStack(cell, 4, 6, num_layers=2, bidirectional=True, impl=impl).double()
+    lengths = torch.tensor([5, 3, 1])
+    x = torch.randn(3, 5, 4, dtype=torch.float64)
+    outputs, state = stack(x, lengths=lengths)                            # (B, T, 2H)
+    for b, length in enumerate(lengths.tolist()):
+        alone, alone_state = stack(x[b:b + 1, :length])
+        torch.testing.assert_close(outputs[b:b + 1, :length], alone, rtol=0, atol=1e-12)
+        assert outputs[b, length:].eq(0).all()
+        mine = tuple(s[:, b:b + 1] for s in state) if isinstance(state, tuple) else state[:, b:b + 1]
+        torch.testing.assert_close(flat_state(mine), flat_state(alone_state), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("cell", ["rnn", "lstm", "gru"])
+def test_cells_textbook_equals_fused_on_padded_batches(cell):
+    torch.manual_seed(1)
+    stack = RecurrentStack(cell, 4, 6, num_layers=2, bidirectional=True).double()
+    lengths = torch.tensor([2, 5, 4])
+    x = torch.randn(3, 5, 4, dtype=torch.float64, requires_grad=True)
+    fused, fused_state = stack(x, lengths=lengths)
+    (grad_fused,) = torch.autograd.grad(fused.sum(), x)
+    stack.set_impl("textbook")
+    textbook, textbook_state = stack(x, lengths=lengths)
+    (grad_textbook,) = torch.autograd.grad(textbook.sum(), x)
+    torch.testing.assert_close(textbook, fused, rtol=0, atol=1e-10)
+    torch.testing.assert_close(flat_state(textbook_state), flat_state(fused_state), rtol=0, atol=1e-10)
+    torch.testing.assert_close(grad_textbook, grad_fused, rtol=0, atol=1e-10)

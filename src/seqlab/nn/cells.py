@@ -75,19 +75,28 @@ def gru_cell(wx: Tensor, h_prev: Tensor, w: Weights, reset: str = "after") -> Te
     return (1 - z) * h_prev + z * h_tilde                       # 9.13, (B, H)
 
 
-def run_cell(cell: str, x: Tensor, state, w: Weights, reverse: bool = False, **options):
-    """Unroll one layer over time: x (B, T, I) -> outputs (B, T, H) and the final state."""
+def run_cell(cell: str, x: Tensor, state, w: Weights, reverse: bool = False, mask: Tensor | None = None,
+             **options):
+    """Unroll one layer over time: x (B, T, I) -> outputs (B, T, H) and the final state.
+
+    With a mask (B, T), True on each sequence's real (left-aligned) tokens, padding neither changes
+    the state nor gets an output (zeros there): run in reverse, each sequence starts at its own last
+    token, as a packed sequence does in the fused kernels."""
     wx = x @ w.W.T + w.b_W                                      # (B, T, gates*H): W x_t for every t
     steps = range(x.size(1) - 1, -1, -1) if reverse else range(x.size(1))
     outputs = [None] * x.size(1)
     for t in steps:
         if cell == "lstm":
-            state = lstm_cell(wx[:, t], state, w)
-            outputs[t] = state[0]
+            new = lstm_cell(wx[:, t], state, w)
         elif cell == "gru":
-            state = gru_cell(wx[:, t], state, w, **options)
-            outputs[t] = state
+            new = gru_cell(wx[:, t], state, w, **options)
         else:
-            state = elman_cell(wx[:, t], state, w, **options)
-            outputs[t] = state
+            new = elman_cell(wx[:, t], state, w, **options)
+        if mask is not None:
+            keep = mask[:, t, None]                             # (B, 1)
+            new = tuple(torch.where(keep, n, s) for n, s in zip(new, state, strict=True)) \
+                if cell == "lstm" else torch.where(keep, new, state)
+        state = new
+        h = state[0] if cell == "lstm" else state
+        outputs[t] = h if mask is None else h * mask[:, t, None]
     return torch.stack(outputs, dim=1), state                   # (B, T, H)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seqlab.errors import SeqlabError
 from seqlab.nn.cells import Weights, run_cell
@@ -75,7 +76,10 @@ class RecurrentStack(nn.Module):
                         device=device, dtype=dtype)                       # (L*dirs, B, H)
         return (h, torch.zeros_like(h)) if self.cell == "lstm" else h
 
-    def forward(self, x: Tensor, state=None):
+    def forward(self, x: Tensor, state=None, lengths: Tensor | None = None):
+        """x (B, T, I); with `lengths` (B,) the rows are right-padded sequences, run as packed ones:
+        padding never reaches a real position (in either direction), padded outputs are zero, and the
+        final state is each sequence's own."""
         if state is None:
             state = self.init_state(x.size(0), x.device, x.dtype)
         d = self.directions
@@ -87,16 +91,20 @@ class RecurrentStack(nn.Module):
                 layer_state = (state[0][l * d:(l + 1) * d], state[1][l * d:(l + 1) * d])
             else:
                 layer_state = state[l * d:(l + 1) * d]
-            if self.impl == "fused":
+            if self.impl == "fused" and lengths is not None:
+                packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+                packed, layer_state = layer(packed, layer_state)
+                x, _ = pad_packed_sequence(packed, batch_first=True, total_length=x.size(1))  # (B, T, dirs*H)
+            elif self.impl == "fused":
                 x, layer_state = layer(x, layer_state)                   # (B, T, dirs*H)
             else:
-                x, layer_state = self._textbook_layer(layer, x, layer_state)
+                x, layer_state = self._textbook_layer(layer, x, layer_state, lengths)
             final.append(layer_state)
         if self.cell == "lstm":
             return x, (torch.cat([s[0] for s in final]), torch.cat([s[1] for s in final]))
         return x, torch.cat(final)                                        # (L*dirs, B, H)
 
-    def _textbook_layer(self, layer: nn.Module, x: Tensor, state):
+    def _textbook_layer(self, layer: nn.Module, x: Tensor, state, lengths: Tensor | None = None):
         options = {"rnn": {"nonlinearity": self.nonlinearity}, "gru": {"reset": self.gru_reset},
                    "lstm": {}}[self.cell]
         outputs, finals = [], []
@@ -104,7 +112,9 @@ class RecurrentStack(nn.Module):
             w = Weights(getattr(layer, "weight_ih" + suffix), getattr(layer, "weight_hh" + suffix),
                         getattr(layer, "bias_ih" + suffix), getattr(layer, "bias_hh" + suffix))
             s = (state[0][direction], state[1][direction]) if self.cell == "lstm" else state[direction]
-            out, s = run_cell(self.cell, x, s, w, reverse=direction == 1, **options)
+            mask = None if lengths is None else \
+                torch.arange(x.size(1), device=x.device)[None, :] < lengths.to(x.device)[:, None]   # (B, T)
+            out, s = run_cell(self.cell, x, s, w, reverse=direction == 1, mask=mask, **options)
             outputs.append(out)
             finals.append(s)
         output = torch.cat(outputs, dim=-1)                                # (B, T, dirs*H)
