@@ -1,0 +1,181 @@
+"""The sequence tagger (SLP 9.2.4 / 13.3.1): words -> per-token tag scores, from one composable model.
+
+    words (B, T) --embedding--+                                   +-- softmax per token (13.3.1)
+                              |-> (B, T, E) -> encoder -> (B, T, F) -> linear -> (B, T, K)
+    chars (B, T, C) --char BiLSTM / CNN per word--+                   +-- or a linear-chain CRF
+
+Encoders: `rnn`, `lstm`, `gru` (stacked, uni- or bidirectional, the two directions combined by
+concatenation, sum, product or mean, SLP 9.2.6), `transformer` (a bidirectional encoder: the
+blocks of SLP 9.4 without the causal mask) and `window` (the feedforward baseline: the embeddings
+of the 2w+1 tokens around each position, concatenated, through one hidden layer, SLP 6.5).
+Character features (Lample et al. 2016: a BiLSTM over each word's characters; Ma & Hovy 2016: a
+CNN with max-pooling) give unseen words a representation from their spelling.
+
+Sentences are right-padded; `lengths` (B,) says where each ends, and padding never changes a real
+token's scores. The model returns emission scores; the task turns them into a loss, through the
+CRF (`model.crf`) when there is one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from seqlab.config import check_choices, option
+from seqlab.data.vocab import PAD
+from seqlab.errors import SeqlabError
+from seqlab.nn.crf import CRF
+from seqlab.nn.recurrent import RecurrentStack
+from seqlab.nn.transformer import PositionalEmbedding, TransformerBlock
+
+ENCODERS = ("rnn", "lstm", "gru", "transformer", "window")
+COMBINE = ("concat", "sum", "product", "mean")
+CHAR_FEATURES = ("none", "lstm", "cnn")
+
+
+@dataclass
+class TaggerConfig:
+    """What the tagger is (saved in config.json under "model")."""
+
+    encoder: str = option("lstm", "the encoder", choices=ENCODERS)
+    vocab_size: int = option(0, "word vocabulary size (set from the data)")
+    num_labels: int = option(0, "number of tags (set from the data)")
+    char_vocab_size: int = option(0, "character vocabulary size (set from the data)")
+    embedding_size: int = option(100, "word embedding width")
+    hidden_size: int = option(128, "recurrent state per direction; the transformer's width; the window "
+                                   "tagger's hidden layer")
+    num_layers: int = option(1, "stacked encoder layers", flag="layers")
+    bidirectional: bool = option(True, "recurrent encoders: read the sentence both ways")
+    combine: str = option("concat", "how the two directions' states are combined (SLP 9.2.6)", choices=COMBINE)
+    dropout: float = option(0.5, "dropout on the embeddings, between layers and before the output")
+    char_features: str = option("none", "character-level word features", choices=CHAR_FEATURES)
+    char_embedding_size: int = option(25, "character embedding width")
+    char_hidden_size: int = option(25, "char BiLSTM state per direction, or the number of CNN filters")
+    char_kernel: int = option(3, "char CNN: characters per filter")
+    window: int = option(2, "window tagger: tokens on each side")
+    num_heads: int = option(4, "transformer: attention heads", flag="heads")
+    ff_size: int = option(0, "transformer: feedforward width (0: 4 x hidden)")
+    max_positions: int = option(512, "transformer: longest sentence (learned positions)")
+    positions: str = option("learned", "transformer positional embeddings", choices=("learned", "sinusoidal"))
+    norm_position: str = option("pre", "transformer LayerNorm after (post, as in the text) or before each "
+                                       "sublayer (pre)", choices=("post", "pre"))
+    crf: bool = option(False, "a linear-chain CRF output layer (Viterbi decoding) instead of per-token softmax")
+    rnn_impl: str = option("fused", "recurrent encoders: fused kernels or the textbook cells",
+                           choices=("fused", "textbook"))
+
+    def __post_init__(self):
+        check_choices(self)
+        if self.num_layers < 1:
+            raise SeqlabError(f"--layers must be at least 1, got {self.num_layers}")
+        if not 0 <= self.dropout < 1:
+            raise SeqlabError(f"--dropout must be in [0, 1), got {self.dropout}")
+        if self.encoder == "transformer" and self.hidden_size % self.num_heads:
+            raise SeqlabError(f"--hidden-size {self.hidden_size} must be a multiple of --heads {self.num_heads}")
+
+
+class CharEncoder(nn.Module):
+    """Each word's characters -> one vector: chars (N, C) -> (N, F)."""
+
+    def __init__(self, kind: str, vocab_size: int, embedding_size: int, hidden_size: int, kernel: int):
+        super().__init__()
+        self.kind = kind
+        self.embedding = nn.Embedding(vocab_size, embedding_size, padding_idx=PAD)
+        if kind == "lstm":                       # Lample et al. 2016: final states of a char BiLSTM
+            self.rnn = RecurrentStack("lstm", embedding_size, hidden_size, bidirectional=True)
+        else:                                    # Ma & Hovy 2016: convolution, max over positions
+            self.conv = nn.Conv1d(embedding_size, hidden_size, kernel, padding=kernel // 2)
+        self.output_size = 2 * hidden_size if kind == "lstm" else hidden_size
+
+    def forward(self, chars: Tensor) -> Tensor:
+        lengths = (chars != PAD).sum(1).clamp(min=1)                   # (N,)
+        x = self.embedding(chars)                                      # (N, C, e)
+        if self.kind == "lstm":
+            _, (h, _) = self.rnn(x, lengths=lengths)                   # h (2, N, h)
+            return torch.cat([h[0], h[1]], dim=-1)                     # (N, 2h)
+        y = self.conv(x.transpose(1, 2))                               # (N, F, C)
+        real = (chars != PAD)[:, None, :]                              # (N, 1, C)
+        y = y.masked_fill(~real, float("-inf")).amax(dim=2)            # (N, F): max over real chars
+        return torch.where(torch.isfinite(y), y, torch.zeros_like(y))  # a word of no characters -> 0
+
+
+class Tagger(nn.Module):
+    def __init__(self, config: TaggerConfig):
+        super().__init__()
+        if config.vocab_size < 1 or config.num_labels < 1:
+            raise SeqlabError("a tagger needs its vocabulary and label counts")
+        self.config = c = config
+        self.embedding = nn.Embedding(c.vocab_size, c.embedding_size, padding_idx=PAD)
+        width = c.embedding_size
+        self.chars = None
+        if c.char_features != "none":
+            if c.char_vocab_size < 1:
+                raise SeqlabError("character features need a character vocabulary")
+            self.chars = CharEncoder(c.char_features, c.char_vocab_size, c.char_embedding_size,
+                                     c.char_hidden_size, c.char_kernel)
+            width += self.chars.output_size
+        self.drop = nn.Dropout(c.dropout)
+        if c.encoder in ("rnn", "lstm", "gru"):
+            self.rnn = RecurrentStack(c.encoder, width, c.hidden_size, c.num_layers, c.dropout,
+                                      bidirectional=c.bidirectional, impl=c.rnn_impl)
+            features = c.hidden_size * (2 if c.bidirectional and c.combine == "concat" else 1)
+        elif c.encoder == "transformer":
+            self.project = nn.Linear(width, c.hidden_size) if width != c.hidden_size else nn.Identity()
+            self.positions = PositionalEmbedding(c.max_positions, c.hidden_size, c.positions)
+            self.blocks = nn.ModuleList(
+                TransformerBlock(c.hidden_size, c.num_heads, c.ff_size or 4 * c.hidden_size, c.dropout,
+                                 c.norm_position, causal=False, activation="gelu")
+                for _ in range(c.num_layers))
+            self.final_norm = nn.LayerNorm(c.hidden_size) if c.norm_position == "pre" else nn.Identity()
+            features = c.hidden_size
+        else:                                                          # window
+            self.hidden = nn.Linear((2 * c.window + 1) * width, c.hidden_size)
+            features = c.hidden_size
+        self.output = nn.Linear(features, c.num_labels)
+        self.crf = CRF(c.num_labels) if c.crf else None
+
+    def forward(self, words: Tensor, lengths: Tensor, chars: Tensor | None = None) -> Tensor:
+        """words (B, T), lengths (B,), chars (B, T, C) -> emission scores (B, T, K)."""
+        c = self.config
+        B, T = words.shape
+        x = self.embedding(words)                                      # (B, T, E)
+        if self.chars is not None:
+            if chars is None:
+                raise SeqlabError("this tagger uses character features: pass the characters of each word")
+            spelled = self.chars(chars.reshape(B * T, -1)).view(B, T, -1)   # (B, T, Fc)
+            x = torch.cat([x, spelled], dim=-1)                        # (B, T, E + Fc)
+        x = self.drop(x)
+        mask = torch.arange(T, device=words.device)[None, :] < lengths.to(words.device)[:, None]   # (B, T)
+        if c.encoder in ("rnn", "lstm", "gru"):
+            h, _ = self.rnn(x, lengths=lengths)                        # (B, T, dirs*H)
+            if c.bidirectional:
+                h = combine(h, c.combine)                              # (B, T, F)
+        elif c.encoder == "transformer":
+            h = self.project(x) + self.positions(torch.arange(T, device=words.device))   # (B, T, D)
+            for block in self.blocks:
+                h = block(h, key_padding_mask=~mask)                   # (B, T, D)
+            h = self.final_norm(h)
+        else:
+            x = x * mask[:, :, None]                                   # padding reads as outside the sentence
+            padded = F.pad(x, (0, 0, c.window, c.window))              # (B, T + 2w, E)
+            windows = padded.unfold(1, 2 * c.window + 1, 1)            # (B, T, E, 2w+1)
+            windows = windows.transpose(2, 3).reshape(B, T, -1)        # (B, T, (2w+1) E)
+            h = torch.relu(self.hidden(windows))                       # (B, T, H)
+        return self.output(self.drop(h))                               # (B, T, K)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+def combine(h: Tensor, how: str) -> Tensor:
+    """The forward and backward states of a bidirectional layer, (B, T, 2H) -> (B, T, 2H or H)."""
+    if how == "concat":
+        return h                                                       # [h_fwd ; h_bwd]
+    forward, backward = h.chunk(2, dim=-1)                             # (B, T, H) each
+    if how == "sum":
+        return forward + backward
+    if how == "product":
+        return forward * backward
+    return (forward + backward) / 2
