@@ -123,11 +123,11 @@ class FakeModel(torch.nn.Module):
 class FakeTask:
     """A task whose validation metric follows a script, to test early stopping."""
 
-    metric, lower_is_better, seq_len = "loss", True, 1
+    metric, lower_is_better, batch_unit = "loss", True, "1 token"
 
     def __init__(self, scripted_losses):
         self.scripted = list(scripted_losses)
-        self.valid_ids, self.test_ids = "valid", None
+        self.valid_data, self.test_data = "valid", None
         self.evaluations = 0
 
     def train_batches(self, epoch):
@@ -145,8 +145,8 @@ class FakeTask:
         return {"loss_sum": value, "tokens": 1}
 
     @staticmethod
-    def summarize(loss_sum, count):
-        return {"loss": loss_sum / count, "tokens": count}
+    def summarize(stats):
+        return {"loss": stats["loss_sum"] / stats["tokens"], "tokens": stats["tokens"]}
 
     @staticmethod
     def progress_fields(loss):

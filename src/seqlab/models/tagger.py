@@ -102,7 +102,9 @@ class CharEncoder(nn.Module):
 
 
 class Tagger(nn.Module):
-    def __init__(self, config: TaggerConfig):
+    def __init__(self, config: TaggerConfig, constraints: tuple | None = None):
+        """`constraints`: (allowed, allowed_start, allowed_end) boolean tensors for the CRF, from
+        `seqlab.data.tags.allowed_transitions`; they are saved with the weights."""
         super().__init__()
         if config.vocab_size < 1 or config.num_labels < 1:
             raise SeqlabError("a tagger needs its vocabulary and label counts")
@@ -134,7 +136,7 @@ class Tagger(nn.Module):
             self.hidden = nn.Linear((2 * c.window + 1) * width, c.hidden_size)
             features = c.hidden_size
         self.output = nn.Linear(features, c.num_labels)
-        self.crf = CRF(c.num_labels) if c.crf else None
+        self.crf = CRF(c.num_labels, *(constraints or ())) if c.crf else None
 
     def forward(self, words: Tensor, lengths: Tensor, chars: Tensor | None = None) -> Tensor:
         """words (B, T), lengths (B,), chars (B, T, C) -> emission scores (B, T, K)."""
@@ -167,6 +169,9 @@ class Tagger(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+    def detach_state(self, state):
+        return state                                                   # sentences carry no state
 
 
 def combine(h: Tensor, how: str) -> Tensor:

@@ -29,6 +29,7 @@ def token_loss(logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def summarize(loss_sum: float, count: int) -> dict:
+    """Loss in nats and bits per token and perplexity, from the summed loss and the token count."""
     loss = loss_sum / max(count, 1)
     return {"tokens": int(count), "loss": loss, "bits_per_token": loss / math.log(2),
             "perplexity": math.exp(min(loss, 700.0))}
@@ -43,7 +44,7 @@ class LanguageModelingTask:
     def __init__(self, model, train_ids: Tensor, valid_ids: Tensor, test_ids: Tensor | None,
                  batch_size: int, seq_len: int, eval_batch_size: int, eval_stride: int, seed: int):
         self.context = model.context_length          # None: a stream model that carries its state
-        self.train_ids, self.valid_ids, self.test_ids = train_ids, valid_ids, test_ids
+        self.train_ids, self.valid_data, self.test_data = train_ids, valid_ids, test_ids
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
         self.seq_len = self.context or seq_len
         self.eval_stride = eval_stride or max(1, (self.context or 2) // 2)
@@ -78,7 +79,13 @@ class LanguageModelingTask:
         """Summed loss and token count over `ids` (the rows of each batch in `rows`, for DDP)."""
         return evaluate_lm(model, self.eval_batches(ids), self.carries_state, device, rows)
 
-    summarize = staticmethod(summarize)
+    @staticmethod
+    def summarize(stats: dict) -> dict:
+        return summarize(stats["loss_sum"], int(stats["tokens"]))
+
+    @property
+    def batch_unit(self) -> str:
+        return f"{self.seq_len} tokens"
 
     @staticmethod
     def progress_fields(loss: float) -> dict:

@@ -143,7 +143,7 @@ class Trainer:
         self.steps_per_epoch = len(task.train_batches(0)) // config.accumulate
         if self.steps_per_epoch < 1:
             raise SeqlabError(f"the training data is too small for one step of --batch-size "
-                              f"{config.batch_size} x {task.seq_len} tokens (x --accumulate "
+                              f"{config.batch_size} x {task.batch_unit} (x --accumulate "
                               f"{config.accumulate}); lower them or add data")
         self.total_steps = config.max_steps or self.steps_per_epoch * config.epochs
         if config.max_steps:
@@ -262,17 +262,19 @@ class Trainer:
 
     # ------------------------------------------------------------------ evaluation and checkpoints
 
-    def evaluate(self, ids) -> dict:
-        stats = self.task.evaluate(self.model, ids, self.device, self.my_eval_rows)
-        loss_sum, tokens = distributed.all_reduce_sum([stats["loss_sum"], float(stats["tokens"])], self.device)
-        return self.task.summarize(loss_sum, int(tokens))
+    def evaluate(self, data) -> dict:
+        """The task's figures on `data`: its summable counts from every process, added, then summarized."""
+        stats = self.task.evaluate(self.model, data, self.device, self.my_eval_rows)
+        keys = sorted(stats)
+        totals = distributed.all_reduce_sum([float(stats[k]) for k in keys], self.device)
+        return self.task.summarize(dict(zip(keys, totals, strict=True)))
 
     def _evaluate_and_save(self) -> bool:
         """Evaluate on the validation data, record, checkpoint; return whether to stop early."""
         pos, task = self.position, self.task
         train_loss = self._since_eval[0] / self._since_eval[1] if self._since_eval[1] else None
         self._since_eval = [0.0, 0]
-        metrics = self.evaluate(task.valid_ids)
+        metrics = self.evaluate(task.valid_data)
         value = metrics[task.metric]
         improved = pos.best is None or (value < pos.best if task.lower_is_better else value > pos.best)
         if improved:
@@ -364,9 +366,9 @@ class Trainer:
         distributed.barrier()
         if best.exists():
             load_model(best, self.model)
-        results = {"valid": self.evaluate(self.task.valid_ids)}
-        if self.task.test_ids is not None:
-            results["test"] = self.evaluate(self.task.test_ids)
+        results = {"valid": self.evaluate(self.task.valid_data)}
+        if self.task.test_data is not None:
+            results["test"] = self.evaluate(self.task.test_data)
         if self.is_main:
             for split, metrics in results.items():
                 record = {"step": self.position.step, "split": split, "final": True, **metrics}

@@ -1,0 +1,234 @@
+"""Sequence labelling for the trainer: sentences -> padded batches, the loss as (sum, count), and the
+figures (token accuracy; entity precision / recall / F1 when the tags are IOB-style).
+
+The loss is the cross-entropy of each token's gold tag under its softmax (SLP 13.3.1), or with a CRF
+the negative log-likelihood of the whole gold sequence (summed over sentences; counted per token, so
+the printed loss is per token either way). A gold tag that training never saw (possible in
+validation or test files) cannot be scored by the loss and is left out of it, but it counts as an
+error in accuracy and F1: no prediction can equal it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from seqlab.data.conll import Sentence
+from seqlab.data.tags import is_entity_tagset, spans
+from seqlab.data.vocab import PAD, Vocab
+from seqlab.metrics import PRF
+
+UNKNOWN_LABEL = -1
+
+
+@dataclass
+class TagBatch:
+    """B right-padded sentences: words (B, T), lengths (B,), tags (B, T) (-1: padding or a tag
+    training never saw), chars (B, T, C) or None, and the gold tag strings."""
+
+    words: Tensor
+    lengths: Tensor
+    tags: Tensor
+    chars: Tensor | None
+    gold: list[list[str]]
+
+    def rows(self, start: int, stop: int) -> TagBatch:
+        chars = self.chars[start:stop] if self.chars is not None else None
+        return TagBatch(self.words[start:stop], self.lengths[start:stop], self.tags[start:stop], chars,
+                        self.gold[start:stop])
+
+    def to(self, device) -> TagBatch:
+        chars = self.chars.to(device) if self.chars is not None else None
+        return TagBatch(self.words.to(device), self.lengths.to(device), self.tags.to(device), chars, self.gold)
+
+    @property
+    def mask(self) -> Tensor:
+        return torch.arange(self.words.size(1), device=self.words.device)[None, :] < self.lengths[:, None]
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.lengths.sum())
+
+
+class Encoder:
+    """Words, characters and tags -> ids, with vocabularies from the training sentences only."""
+
+    def __init__(self, words: Vocab, labels: list[str], chars: Vocab | None = None, max_word_chars: int = 20):
+        self.words, self.labels, self.chars, self.max_word_chars = words, labels, chars, max_word_chars
+        self.label_index = {label: i for i, label in enumerate(labels)}
+
+    @classmethod
+    def build(cls, sentences: list[Sentence], min_freq: int = 1, max_size: int | None = None,
+              char_features: bool = False) -> Encoder:
+        words = Vocab.build(Counter(t for s in sentences for t in s.tokens), min_freq, max_size)
+        labels = sorted({label for s in sentences for label in s.labels})
+        chars = Vocab.build(Counter(c for s in sentences for t in s.tokens for c in t)) if char_features else None
+        return cls(words, labels, chars)
+
+    @property
+    def entity_tags(self) -> bool:
+        return is_entity_tagset(self.labels)
+
+    def batch(self, sentences: list[Sentence]) -> TagBatch:
+        B, T = len(sentences), max(len(s) for s in sentences)
+        words = torch.full((B, T), PAD, dtype=torch.long)
+        tags = torch.full((B, T), UNKNOWN_LABEL, dtype=torch.long)
+        chars = None
+        if self.chars is not None:
+            C = min(self.max_word_chars, max(len(t) for s in sentences for t in s.tokens))
+            chars = torch.full((B, T, C), PAD, dtype=torch.long)
+        for b, sentence in enumerate(sentences):
+            n = len(sentence)
+            words[b, :n] = torch.tensor(self.words.encode(sentence.tokens))
+            tags[b, :n] = torch.tensor([self.label_index.get(label, UNKNOWN_LABEL) for label in sentence.labels])
+            if chars is not None:
+                for t, token in enumerate(sentence.tokens):
+                    spelled = self.chars.encode(token[: chars.size(2)])
+                    chars[b, t, : len(spelled)] = torch.tensor(spelled)
+        lengths = torch.tensor([len(s) for s in sentences])
+        return TagBatch(words, lengths, tags, chars, [s.labels for s in sentences])
+
+
+def length_batches(sentences: list[Sentence], encoder: Encoder, batch_size: int, seed: int | None) -> list[TagBatch]:
+    """Batches of sentences of similar length (little padding).
+
+    With a seed (training) the order is shuffled, only whole batches are kept (the few sentences left
+    over are random ones, different every epoch), batches are formed within pools of 50 sorted by
+    length, and the batches are shuffled; it all depends on the seed alone, so a resumed run sees the
+    same batches. Without a seed (evaluation) every sentence is kept, shortest first."""
+    order = list(range(len(sentences)))
+    if seed is None:
+        order.sort(key=lambda i: len(sentences[i]))
+    else:
+        rng = random.Random(seed)
+        rng.shuffle(order)
+        whole = len(order) - len(order) % batch_size
+        order = order[:whole] or order
+        pool = 50 * batch_size
+        order = [i for k in range(0, len(order), pool)
+                 for i in sorted(order[k:k + pool], key=lambda i: len(sentences[i]))]
+    batches = [encoder.batch([sentences[i] for i in order[k:k + batch_size]])
+               for k in range(0, len(order), batch_size)]
+    if seed is not None:
+        rng.shuffle(batches)
+    return batches
+
+
+def best_tags(model, scores: Tensor, mask: Tensor) -> Tensor:
+    """The best tag ids (B, T) for emission scores (B, T, K): Viterbi through the CRF, or each argmax."""
+    if getattr(model, "crf", None) is not None:
+        return model.crf.decode(scores.float(), mask)
+    return scores.argmax(-1)
+
+
+class TaggingTask:
+    """Everything the trainer needs to know about sequence labelling, and nothing about models."""
+
+    name = "tagger"
+    lower_is_better = False
+    batch_unit = "sentences"
+
+    def __init__(self, encoder: Encoder, train: list[Sentence], valid: list[Sentence], test: list[Sentence] | None,
+                 batch_size: int, eval_batch_size: int, seed: int):
+        self.encoder, self.train, self.batch_size, self.seed = encoder, train, batch_size, seed
+        self.entity_tags = encoder.entity_tags
+        self.metric = "f1" if self.entity_tags else "accuracy"
+        self.types = sorted({label.split("-", 1)[1] for label in encoder.labels if label != "O"}) \
+            if self.entity_tags else []
+        self.valid_data = length_batches(valid, encoder, eval_batch_size, None)
+        self.test_data = length_batches(test, encoder, eval_batch_size, None) if test else None
+        self._epoch_batches: tuple[int, list[TagBatch]] | None = None
+
+    def train_batches(self, epoch: int) -> list[TagBatch]:
+        if self._epoch_batches is None or self._epoch_batches[0] != epoch:
+            self._epoch_batches = (epoch, length_batches(self.train, self.encoder, self.batch_size,
+                                                         self.seed * 1_000_003 + epoch))
+        return self._epoch_batches[1]
+
+    def initial_state(self, model, rows: int, device):
+        return None
+
+    def loss(self, model, batch: TagBatch, state):
+        scores = model(batch.words, batch.lengths, batch.chars)              # (B, T, K)
+        loss_sum, count = token_losses(model, scores, batch)
+        return loss_sum, count, None
+
+    @torch.no_grad()
+    def evaluate(self, model, batches: list[TagBatch], device, rows: slice = slice(None)) -> dict:
+        """Summable counts: loss, tokens, tokens right, and entity spans (overall and per type)."""
+        was_training = model.training
+        model.eval()
+        stats = Counter({"loss_sum": 0.0, "tokens": 0, "correct": 0})
+        if self.entity_tags:
+            for kind in ["", *self.types]:
+                for what in ("correct", "predicted", "gold"):
+                    stats[f"spans_{what}{'/' + kind if kind else ''}"] = 0
+        for batch in batches:
+            batch = batch.rows(rows.start or 0, rows.stop if rows.stop is not None else len(batch.gold))
+            if not batch.gold:
+                continue
+            batch = batch.to(device)
+            scores = model(batch.words, batch.lengths, batch.chars)
+            loss_sum, _ = token_losses(model, scores, batch)
+            stats["loss_sum"] += float(loss_sum)
+            stats["tokens"] += batch.num_tokens
+            best = best_tags(model, scores, batch.mask).tolist()
+            for gold, ids in zip(batch.gold, best, strict=True):
+                predicted = [self.encoder.labels[i] for i in ids[:len(gold)]]
+                stats["correct"] += sum(g == p for g, p in zip(gold, predicted, strict=True))
+                if self.entity_tags:
+                    self._count_spans(stats, gold, predicted)
+        model.train(was_training)
+        return dict(stats)
+
+    def _count_spans(self, stats: Counter, gold: list[str], predicted: list[str]) -> None:
+        gold_spans, predicted_spans = set(spans(gold)), set(spans(predicted))
+        for what, found in (("gold", gold_spans), ("predicted", predicted_spans),
+                            ("correct", gold_spans & predicted_spans)):
+            stats[f"spans_{what}"] += len(found)
+            for kind, *_ in found:
+                if kind in self.types:
+                    stats[f"spans_{what}/{kind}"] += 1
+
+    def summarize(self, stats: dict) -> dict:
+        tokens = int(stats["tokens"])
+        result = {"tokens": tokens, "loss": stats["loss_sum"] / max(tokens, 1),
+                  "accuracy": 100.0 * stats["correct"] / max(tokens, 1)}
+        if self.entity_tags:
+            result.update(span_figures(stats, ""))
+            result["by_type"] = {kind: span_figures(stats, "/" + kind) for kind in self.types}
+        return result
+
+    def progress_fields(self, loss: float) -> dict:
+        return {"loss": f"{loss:.3f}"}
+
+    def describe(self, record: dict) -> str:
+        where = f"step {record['step']}" + (f" (epoch {record['epoch']})" if "epoch" in record else "")
+        figures = f"accuracy {record['accuracy']:.2f}%"
+        if "f1" in record:
+            figures = (f"entity F1 {record['f1']:.2f} (precision {record['precision']:.2f}, recall "
+                       f"{record['recall']:.2f}), token {figures}")
+        return f"{where} {record['split']}: {figures}, loss {record['loss']:.4f} over {record['tokens']:,} tokens"
+
+
+def token_losses(model, scores: Tensor, batch: TagBatch) -> tuple[Tensor, Tensor]:
+    """Summed loss over the batch's tokens, and the count of scored tokens."""
+    known = batch.tags != UNKNOWN_LABEL                                       # (B, T); padding too
+    if scores.dtype not in (torch.float32, torch.float64):
+        scores = scores.float()
+    if getattr(model, "crf", None) is not None:
+        mask = batch.mask
+        tags = batch.tags.clamp(min=0)                 # an unseen gold tag is scored as tag 0 (documented)
+        return model.crf.nll(scores, tags, mask).sum(), mask.sum()
+    loss_sum = F.cross_entropy(scores[known], batch.tags[known], reduction="sum")
+    return loss_sum, known.sum()
+
+
+def span_figures(stats: dict, suffix: str) -> dict:
+    """Precision, recall and F1 (percent) with their counts, from the summed span counts."""
+    return PRF(*(int(stats[f"spans_{w}{suffix}"]) for w in ("correct", "predicted", "gold"))).as_dict()

@@ -1,0 +1,97 @@
+"""The tagging task under the one trainer: encoding from the training split only, length-bucketed
+batches, overfitting the fixtures (POS accuracy, NER F1 with a constrained CRF), unseen tags."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from seqlab.data.conll import Sentence, read_conll, read_conllu
+from seqlab.data.tags import allowed_transitions, invalid_positions
+from seqlab.data.vocab import UNK
+from seqlab.metrics import span_scores
+from seqlab.models.tagger import Tagger, TaggerConfig
+from seqlab.tasks.tagging import UNKNOWN_LABEL, Encoder, TaggingTask, best_tags, length_batches
+from seqlab.training.trainer import TrainConfig, Trainer
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_tagging_encoder_uses_the_training_split_only():
+    train = [Sentence(["the", "cat"], ["DET", "NOUN"])]
+    encoder = Encoder.build(train, char_features=True)
+    batch = encoder.batch([Sentence(["the", "dog", "ran"], ["DET", "NOUN", "VERB"]), Sentence(["cat"], ["NOUN"])])
+    assert batch.words.shape == (2, 3) and batch.lengths.tolist() == [3, 1]
+    assert batch.words[0, 1] == UNK                                      # "dog" never seen in training
+    assert batch.tags[0].tolist() == [0, 1, UNKNOWN_LABEL]              # VERB never seen: -1
+    assert batch.tags[1, 1:].eq(UNKNOWN_LABEL).all()                     # padding
+    assert batch.chars.shape == (2, 3, 3) and batch.chars[0, 1, 0] == UNK   # 'd' unseen
+    assert encoder.labels == ["DET", "NOUN"] and not encoder.entity_tags
+
+
+def test_tagging_batches_cover_every_sentence_once_and_repeat_with_the_seed():
+    sentences = [Sentence(["w"] * n, ["X"] * n) for n in range(1, 42)]
+    encoder = Encoder.build(sentences)
+    first = length_batches(sentences, encoder, 4, seed=7)
+    again = length_batches(sentences, encoder, 4, seed=7)
+    assert [b.lengths.tolist() for b in first] == [b.lengths.tolist() for b in again]
+    assert len(first) == 10 and all(len(b.gold) == 4 for b in first)    # whole batches for training
+    evaluation = length_batches(sentences, encoder, 4, seed=None)
+    lengths = [n for b in evaluation for n in b.lengths.tolist()]
+    assert lengths == list(range(1, 42))                                 # every sentence, shortest first
+
+
+def train_tagger(tmp_path, train, valid, **model):
+    encoder = Encoder.build(train, char_features=model.get("char_features", "none") != "none")
+    config = TaggerConfig(vocab_size=len(encoder.words), num_labels=len(encoder.labels),
+                          char_vocab_size=len(encoder.chars) if encoder.chars else 0, embedding_size=16,
+                          hidden_size=16, dropout=0.0, **model)
+    constraints = None
+    if config.crf and encoder.entity_tags:
+        constraints = tuple(torch.tensor(m) for m in allowed_transitions(encoder.labels, "iob2"))
+    torch.manual_seed(0)
+    tagger = Tagger(config, constraints)
+    task = TaggingTask(encoder, train, valid, None, batch_size=2, eval_batch_size=3, seed=1)
+    train_config = TrainConfig(output=str(tmp_path), optimizer="adam", lr=0.02, schedule="constant", epochs=1000,
+                               max_steps=120, eval_every=1000, progress=False, log_every=20, grad_clip=5.0)
+    results = Trainer(task, tagger, train_config, tmp_path, torch.device("cpu")).fit()
+    return results, tagger, task
+
+
+def test_tagging_overfits_pos_fixture(tmp_path):
+    sentences = read_conllu(FIXTURES / "tagging.conllu")
+    results, _, task = train_tagger(tmp_path, sentences, sentences, encoder="lstm", char_features="cnn")
+    assert task.metric == "accuracy"
+    assert results["valid"]["accuracy"] == 100.0
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert rows[-1]["final"] and rows[-1]["accuracy"] == 100.0
+
+
+@pytest.mark.parametrize("encoder", ["gru", "transformer", "window"])
+def test_tagging_overfits_ner_fixture_with_a_constrained_crf(tmp_path, encoder):
+    sentences = read_conll(FIXTURES / "ner.conll")
+    results, tagger, task = train_tagger(tmp_path, sentences, sentences, encoder=encoder, crf=True)
+    assert task.metric == "f1"
+    assert results["valid"]["f1"] == 100.0 and results["valid"]["gold"] == 7
+    assert results["valid"]["by_type"]["PER"]["f1"] == 100.0
+    tagger.eval()
+    for batch in task.valid_data:
+        for ids, n in zip(best_tags(tagger, tagger(batch.words, batch.lengths), batch.mask).tolist(),
+                          batch.lengths.tolist(), strict=True):
+            assert invalid_positions([task.encoder.labels[i] for i in ids[:n]], "iob2") == []
+
+
+def test_tagging_unseen_gold_tag_is_an_error_not_a_crash(tmp_path):
+    train = read_conll(FIXTURES / "ner.conll")
+    valid = [Sentence(["EU", "rejects"], ["B-GPE", "O"]), Sentence(["Peter", "Blackburn"], ["B-PER", "I-PER"])]
+    results, tagger, task = train_tagger(tmp_path, train, valid, encoder="lstm")
+    figures = results["valid"]
+    assert figures["accuracy"] < 100.0 and figures["gold"] == 2 and figures["recall"] <= 50.0
+    tagger.eval()
+    batch = task.valid_data[0]
+    predicted = [[task.encoder.labels[i] for i in ids[:n]] for ids, n in
+                 zip(best_tags(tagger, tagger(batch.words, batch.lengths), batch.mask).tolist(),
+                     batch.lengths.tolist(), strict=True)]
+    reference = span_scores(batch.gold, predicted).overall
+    assert (figures["recall"], figures["precision"]) == (reference.recall, reference.precision)
