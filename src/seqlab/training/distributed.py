@@ -21,7 +21,11 @@ def setup(device: torch.device) -> None:
 
 
 def teardown() -> None:
+    """Leave together: without the barrier, a process that finished first could close its connections
+    while another still writes its last files, and gloo aborts that one at exit ("terminate called
+    without an active exception")."""
     if dist.is_initialized():
+        dist.barrier()
         dist.destroy_process_group()
 
 
