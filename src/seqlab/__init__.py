@@ -3,9 +3,20 @@
 __version__ = "0.1.0"
 
 from seqlab.errors import SeqlabError  # noqa: E402
-from seqlab.lm import LMDataConfig, LMTrainConfig, TrainedLM, load, train_lm  # noqa: E402
+from seqlab.lm import LMDataConfig, LMTrainConfig, TrainedLM, train_lm  # noqa: E402
 from seqlab.models.lm import LMConfig  # noqa: E402
+from seqlab.models.tagger import TaggerConfig  # noqa: E402
+from seqlab.runs import load  # noqa: E402
+from seqlab.tagger import (  # noqa: E402
+    TaggerDataConfig,
+    TaggerTrainConfig,
+    TrainedTagger,
+    load_tagger,
+    resolve_tagger_config,
+    train_tagger,
+)
 from seqlab.training.trainer import TrainConfig  # noqa: E402
 
-__all__ = ["LMConfig", "LMDataConfig", "LMTrainConfig", "SeqlabError", "TrainConfig", "TrainedLM",
-           "__version__", "load", "train_lm"]
+__all__ = ["LMConfig", "LMDataConfig", "LMTrainConfig", "SeqlabError", "TaggerConfig", "TaggerDataConfig",
+           "TaggerTrainConfig", "TrainConfig", "TrainedLM", "TrainedTagger", "__version__", "load", "load_tagger",
+           "resolve_tagger_config", "train_lm", "train_tagger"]

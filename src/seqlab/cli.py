@@ -109,9 +109,9 @@ def train_lm_command(args: argparse.Namespace) -> int:
 def evaluate_command(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
-    import seqlab
+    from seqlab.lm import load
 
-    lm = seqlab.load(args.run_dir, device=args.device, rnn_impl=args.rnn_impl)
+    lm = load(args.run_dir, device=args.device, rnn_impl=args.rnn_impl)
     with tqdm(desc="scoring", unit="batch", leave=False, disable=args.json) as bar:
         result = lm.evaluate_file(args.file, args.batch_size, args.stride, progress=bar)
     result["file"] = args.file
@@ -129,9 +129,9 @@ def evaluate_command(args: argparse.Namespace) -> int:
 
 
 def generate_command(args: argparse.Namespace) -> int:
-    import seqlab
+    from seqlab.lm import load
 
-    lm = seqlab.load(args.run_dir, device=args.device)
+    lm = load(args.run_dir, device=args.device)
     options = {"max_tokens": args.max_tokens, "greedy": args.greedy, "temperature": args.temperature,
                "top_k": args.top_k, "top_p": args.top_p, "seed": args.seed}
     if args.stop_at_eos is not None:

@@ -14,7 +14,6 @@ for --resume), metrics.jsonl, train_log.jsonl and curves.png.
 from __future__ import annotations
 
 import dataclasses
-import sys
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -22,8 +21,7 @@ from pathlib import Path
 
 import torch
 
-from seqlab import __version__
-from seqlab.config import check_choices, coerce, from_dict, option, read_config_file, to_dict
+from seqlab.config import check_choices, coerce, option, read_config_file
 from seqlab.data.batching import StreamBatches, sliding_windows
 from seqlab.data.readers import count_tokens, default_corpus, encode_lines, load_stream, read_lines
 from seqlab.data.tokenizers import TOKENIZERS, Tokenizer, make_tokenizer, tokenizer_from_dict
@@ -32,10 +30,11 @@ from seqlab.decoding import SamplingOptions, generate_ids
 from seqlab.errors import SeqlabError
 from seqlab.fileio import atomic_write_json, read_json
 from seqlab.models.lm import LMConfig, build_lm
+from seqlab.runs import log, read_run_config_as, start_run, train_in_run
 from seqlab.tasks.lm import LanguageModelingTask, evaluate_lm, summarize
 from seqlab.training import distributed
-from seqlab.training.checkpoint import FORMAT_VERSION, load_model
-from seqlab.training.trainer import TrainConfig, Trainer, configure_threads, resolve_device
+from seqlab.training.checkpoint import load_model
+from seqlab.training.trainer import TrainConfig, Trainer, resolve_device
 
 
 class SeqlabWarning(UserWarning):
@@ -106,29 +105,13 @@ def resolve_train_config(config_file: str | Path | None = None, overrides: dict 
     return dataclasses.replace(saved, train=train)
 
 
-def log(message: str) -> None:
-    if distributed.world()[0] == 0:
-        print(message, file=sys.stderr, flush=True)
-
-
 # ---------------------------------------------------------------------------- training
 
 def train_lm(config: LMTrainConfig, resume: bool = False, overwrite: bool = False,
              callback: Callable[[dict], None] | None = None) -> dict:
     """Train a language model into `config.train.output`; return the final valid/test metrics."""
-    run_dir = Path(config.train.output)
-    if (run_dir / "config.json").exists() and not (resume or overwrite):
-        raise SeqlabError(f"{run_dir} already holds a run: pass --resume to continue it, --overwrite to "
-                          "replace it, or choose another --output")
-    if resume and not (run_dir / "checkpoint.safetensors").exists():
-        raise SeqlabError(f"--resume: {run_dir} has no checkpoint.safetensors to resume from")
-    device = resolve_device(config.train.device)
-    configure_threads(config.train.threads, device)
-    distributed.setup(device)
-    try:
-        return _train_lm(config, run_dir, device, resume, overwrite, callback)
-    finally:
-        distributed.teardown()
+    return train_in_run(config.train, resume, overwrite,
+                        lambda run_dir, device: _train_lm(config, run_dir, device, resume, overwrite, callback))
 
 
 def _train_lm(config, run_dir, device, resume, overwrite, callback) -> dict:
@@ -159,13 +142,8 @@ def _train_lm(config, run_dir, device, resume, overwrite, callback) -> dict:
     torch.manual_seed(config.train.seed + rank)
     log(f"vocabulary: {len(vocab):,} {tokenizer.unit} types from {len(train_ids):,} training tokens; "
         f"{model_config.arch} with {model.num_parameters():,} parameters on {device}")
-    if rank == 0:
-        if overwrite and not resume:
-            for name in ("metrics.jsonl", "train_log.jsonl", "model.safetensors", "checkpoint.safetensors",
-                         "curves.png"):
-                (run_dir / name).unlink(missing_ok=True)
-        if not resume:
-            write_run_files(run_dir, config, tokenizer, vocab)
+    if rank == 0 and not resume:
+        write_run_files(run_dir, config, tokenizer, vocab, overwrite)
     distributed.barrier()
     task = LanguageModelingTask(model, train_ids, valid_ids, test_ids, config.train.batch_size,
                                 config.train.seq_len, config.train.eval_batch_size,
@@ -174,33 +152,15 @@ def _train_lm(config, run_dir, device, resume, overwrite, callback) -> dict:
     return trainer.fit(resume=resume)
 
 
-def write_run_files(run_dir: Path, config: LMTrainConfig, tokenizer: Tokenizer, vocab: Vocab) -> None:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(run_dir / "config.json", {"format_version": FORMAT_VERSION, "seqlab_version": __version__,
-                                                "task": "lm", **to_dict(config)})
+def write_run_files(run_dir: Path, config: LMTrainConfig, tokenizer: Tokenizer, vocab: Vocab,
+                    overwrite: bool = False) -> None:
+    start_run(run_dir, "lm", config, overwrite)
     atomic_write_json(run_dir / "tokenizer.json", tokenizer.to_dict())
     atomic_write_json(run_dir / "vocab.json", vocab.to_dict())
 
 
 def read_run_config(run_dir: str | Path) -> LMTrainConfig:
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise SeqlabError(f"{run_dir} is not a directory; expected a seqlab run directory")
-    if not (run_dir / "config.json").exists():
-        raise SeqlabError(f"{run_dir} is not a seqlab run directory: it has no config.json")
-    raw = read_json(run_dir / "config.json", "run config")
-    version = raw.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise SeqlabError(f"{run_dir}/config.json has format version {version!r}; this seqlab reads "
-                          f"versions up to {FORMAT_VERSION}")
-    if raw.get("task") != "lm":
-        raise SeqlabError(f"{run_dir} holds a {raw.get('task')!r} run, not a language model")
-    try:
-        return LMTrainConfig(from_dict(LMDataConfig, raw["data"], "config.json data"),
-                             from_dict(LMConfig, raw["model"], "config.json model"),
-                             from_dict(TrainConfig, raw["train"], "config.json train"))
-    except (KeyError, TypeError) as error:
-        raise SeqlabError(f"{run_dir}/config.json is incomplete or malformed ({error})") from None
+    return read_run_config_as(run_dir, "lm", LMTrainConfig, CONFIG_GROUPS)
 
 
 def read_tokenizer_and_vocab(run_dir: Path) -> tuple[Tokenizer, Vocab]:

@@ -1,0 +1,244 @@
+"""Sequence labelling, end to end: `train_tagger(config)` and `load_tagger(run_dir)`.
+
+    import seqlab
+    config = seqlab.resolve_tagger_config(overrides={"train": "en_ewt-ud-train.conllu",
+                                                     "dev": "en_ewt-ud-dev.conllu", "format": "conllu"})
+    seqlab.train_tagger(config)
+    tagger = seqlab.load_tagger("runs/tagger")
+    tagger.tag(["The", "cat", "sat", "."])        # [("DET", 0.99), ("NOUN", 0.98), ...]
+
+A run directory holds config.json (data, model and train groups, a format version, "task":
+"tagger"), vocab.json (words), chars.json (characters, with character features), labels.json (the
+tags, and the entity scheme), model.safetensors (the best weights), checkpoint.safetensors (for
+--resume), metrics.jsonl, train_log.jsonl and curves.png.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from seqlab.config import check_choices, coerce, option, read_config_file
+from seqlab.data.conll import FORMATS, Sentence, read_labelled
+from seqlab.data.tags import (
+    SCHEMES,
+    allowed_transitions,
+    convert,
+    detect_scheme,
+    invalid_positions,
+    is_entity_tagset,
+)
+from seqlab.data.vocab import Vocab
+from seqlab.errors import SeqlabError
+from seqlab.fileio import atomic_write_json, read_json
+from seqlab.models.tagger import Tagger, TaggerConfig
+from seqlab.runs import log, read_run_config_as, start_run, train_in_run
+from seqlab.tasks.tagging import Encoder, TaggingTask, best_tags
+from seqlab.training import distributed
+from seqlab.training.checkpoint import load_model
+from seqlab.training.trainer import TrainConfig, Trainer, resolve_device
+
+# what a tagger trains with unless told otherwise (the trainer's defaults suit language models)
+TRAIN_DEFAULTS = {"output": "runs/tagger", "epochs": 20, "batch_size": 32, "eval_batch_size": 64,
+                  "optimizer": "adam", "lr": 2e-3, "grad_clip": 5.0, "log_every": 50}
+
+
+@dataclass
+class TaggerDataConfig:
+    """Where the labelled sentences come from (saved under "data")."""
+
+    train: str = option("", "training file (CoNLL-U or CoNLL-2003 columns)")
+    dev: str = option("", "development file: evaluated every epoch, for early stopping and the best weights")
+    test: str = option("", "test file, scored with the best weights at the end")
+    format: str = option("conllu", "file format", choices=FORMATS)
+    label_column: str = option("", "the label column: a CoNLL-U name (upos, xpos, ...) or index; for CoNLL, "
+                                   "an index (default: upos / the last column)")
+    scheme: str = option("auto", "entity tag scheme of the files (auto: detected; none: plain tags such as "
+                                 "POS)", choices=("auto", "none", *SCHEMES))
+    train_scheme: str = option("", "train and predict in this entity scheme (e.g. bioes); default: the "
+                                    "files' own", choices=("", *SCHEMES))
+    min_freq: int = option(1, "keep words seen at least this often in training; the rest become <unk>")
+    max_vocab: int = option(0, "keep at most this many words, specials included (0: no limit)")
+
+    def __post_init__(self):
+        check_choices(self)
+
+
+@dataclass
+class TaggerTrainConfig:
+    """A tagger training run: data, model and training options."""
+
+    data: TaggerDataConfig = field(default_factory=TaggerDataConfig)
+    model: TaggerConfig = field(default_factory=TaggerConfig)
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(**TRAIN_DEFAULTS))
+
+
+CONFIG_GROUPS = {"data": TaggerDataConfig, "model": TaggerConfig, "train": TrainConfig}
+OPTION_GROUPS = {f.name: group for group, cls in CONFIG_GROUPS.items() for f in dataclasses.fields(cls)}
+
+
+def resolve_tagger_config(config_file: str | Path | None = None, overrides: dict | None = None) -> TaggerTrainConfig:
+    """Defaults < the config file < overrides (the command line)."""
+    given = dict(TRAIN_DEFAULTS)
+    if config_file:
+        for name, value in read_config_file(config_file).items():
+            if name not in OPTION_GROUPS:
+                raise SeqlabError(f"config file {config_file}: unknown option {name!r}")
+            given[name] = coerce(CONFIG_GROUPS[OPTION_GROUPS[name]], name, value, f"config file {config_file}")
+    for name in overrides or {}:
+        if name not in OPTION_GROUPS:
+            raise SeqlabError(f"unknown option {name!r}")
+    given.update(overrides or {})
+    parts = {group: {k: v for k, v in given.items() if OPTION_GROUPS[k] == group} for group in CONFIG_GROUPS}
+    return TaggerTrainConfig(*(cls(**parts[group]) for group, cls in CONFIG_GROUPS.items()))
+
+
+def read_sentences(path: str, data: TaggerDataConfig, what: str) -> list[Sentence]:
+    return read_labelled(path, data.format, data.label_column or None, what)
+
+
+def prepare(sentences: list[Sentence], scheme: str, target: str, path: str) -> None:
+    """Report invalid entity sequences (file and line; scored as conlleval would) and convert the tags
+    to the scheme the model uses, in place."""
+    if scheme == "none":
+        return
+    for sentence in sentences:
+        bad = invalid_positions(sentence.labels, scheme)
+        if bad:
+            log(f"warning: {path}:{sentence.line + bad[0]}: {sentence.labels[bad[0]]!r} breaks the {scheme.upper()} "
+                "scheme; read as conlleval reads it")
+        if target != scheme:
+            sentence.labels = convert(sentence.labels, target)
+
+
+def train_tagger(config: TaggerTrainConfig, resume: bool = False, overwrite: bool = False,
+                 callback: Callable[[dict], None] | None = None) -> dict:
+    """Train a tagger into `config.train.output`; return the final dev/test figures."""
+    return train_in_run(config.train, resume, overwrite,
+                        lambda run_dir, device: _train_tagger(config, run_dir, device, resume, overwrite, callback))
+
+
+def _train_tagger(config, run_dir, device, resume, overwrite, callback) -> dict:
+    data = config.data
+    if not data.train or not data.dev:
+        raise SeqlabError("a tagger needs --train and --dev files")
+    train = read_sentences(data.train, data, "training file")
+    dev = read_sentences(data.dev, data, "development file")
+    test = read_sentences(data.test, data, "test file") if data.test else None
+    entity = data.scheme != "none" and is_entity_tagset(label for s in train for label in s.labels)
+    scheme = "none" if not entity else (detect_scheme(s.labels for s in train) if data.scheme == "auto"
+                                        else data.scheme)
+    target = data.train_scheme or scheme
+    for sentences, path in ((train, data.train), (dev, data.dev), (test or [], data.test)):
+        prepare(sentences, scheme, target if scheme != "none" else "none", path)
+    if resume:
+        encoder, _ = read_encoder(run_dir)
+    else:
+        encoder = Encoder.build(train, data.min_freq, data.max_vocab or None, config.model.char_features != "none")
+    model_config = dataclasses.replace(config.model, vocab_size=len(encoder.words), num_labels=len(encoder.labels),
+                                       char_vocab_size=len(encoder.chars) if encoder.chars else 0)
+    config = dataclasses.replace(config, model=model_config)
+    constraints = None
+    if model_config.crf and target != "none":
+        constraints = tuple(torch.tensor(m) for m in allowed_transitions(encoder.labels, target))
+    torch.manual_seed(config.train.seed)
+    model = Tagger(model_config, constraints).to(device)
+    rank = distributed.world()[0]
+    torch.manual_seed(config.train.seed + rank)
+    log(f"{len(train):,} training sentences, {len(encoder.words):,} words, {len(encoder.labels)} tags"
+        f"{f' ({target.upper()})' if target != 'none' else ''}; {model_config.encoder} tagger with "
+        f"{model.num_parameters():,} parameters on {device}")
+    if rank == 0 and not resume:
+        write_run_files(run_dir, config, encoder, target, overwrite)
+    distributed.barrier()
+    task = TaggingTask(encoder, train, dev, test, config.train.batch_size, config.train.eval_batch_size,
+                       config.train.seed)
+    return Trainer(task, model, config.train, run_dir, device, callback).fit(resume=resume)
+
+
+def write_run_files(run_dir: Path, config: TaggerTrainConfig, encoder: Encoder, scheme: str,
+                    overwrite: bool = False) -> None:
+    start_run(run_dir, "tagger", config, overwrite)
+    atomic_write_json(run_dir / "vocab.json", encoder.words.to_dict())
+    atomic_write_json(run_dir / "labels.json", {"labels": encoder.labels, "scheme": scheme})
+    if encoder.chars is not None:
+        atomic_write_json(run_dir / "chars.json", encoder.chars.to_dict())
+
+
+def read_run_config(run_dir: str | Path) -> TaggerTrainConfig:
+    return read_run_config_as(run_dir, "tagger", TaggerTrainConfig, CONFIG_GROUPS)
+
+
+def read_encoder(run_dir: Path) -> tuple[Encoder, str]:
+    try:
+        words = Vocab.from_dict(read_json(run_dir / "vocab.json", "vocabulary file"))
+        labels = read_json(run_dir / "labels.json", "labels file")
+        chars = Vocab.from_dict(read_json(run_dir / "chars.json", "characters file")) \
+            if (run_dir / "chars.json").exists() else None
+        return Encoder(words, list(labels["labels"]), chars), labels["scheme"]
+    except (KeyError, TypeError) as error:
+        raise SeqlabError(f"{run_dir}: vocab.json, labels.json or chars.json is malformed ({error})") from None
+
+
+# ---------------------------------------------------------------------------- a trained tagger
+
+def load_tagger(run_dir: str | Path, device: str = "cpu") -> TrainedTagger:
+    """A trained tagger from its run directory (the best weights)."""
+    run_dir = Path(run_dir)
+    config = read_run_config(run_dir)
+    encoder, scheme = read_encoder(run_dir)
+    model = Tagger(config.model)
+    weights = run_dir / "model.safetensors"
+    if not weights.exists():
+        raise SeqlabError(f"{run_dir} has no model.safetensors yet (training has not reached its first "
+                          "evaluation)")
+    load_model(weights, model)                  # the CRF's constraints come back with the weights
+    device = resolve_device(device)
+    return TrainedTagger(model.to(device).eval(), encoder, scheme, config, device)
+
+
+class TrainedTagger:
+    """A loaded tagger: tokens in, tags (with their probabilities) out."""
+
+    def __init__(self, model: Tagger, encoder: Encoder, scheme: str, config: TaggerTrainConfig, device):
+        self.model, self.encoder, self.scheme, self.config, self.device = model, encoder, scheme, config, device
+
+    @torch.no_grad()
+    def tag_sentences(self, sentences: list[list[str]], batch_size: int = 64) -> list[list[tuple[str, float]]]:
+        """(tag, probability) for every token of every sentence, batched; an empty sentence gets [].
+
+        The probability is the tag's softmax probability at its token (with a CRF: the emission
+        softmax, a per-token confidence, while the tags themselves come from Viterbi)."""
+        results: list[list[tuple[str, float]]] = [[] for _ in sentences]
+        items = [Sentence(list(tokens), ["O"] * len(tokens)) for tokens in sentences]
+        order = [i for i in sorted(range(len(items)), key=lambda i: len(items[i])) if len(items[i])]
+        for k in range(0, len(order), batch_size):
+            chunk = order[k:k + batch_size]
+            batch = self.encoder.batch([items[i] for i in chunk]).to(self.device)
+            scores = self.model(batch.words, batch.lengths, batch.chars)       # (B, T, K)
+            probabilities = torch.softmax(scores.float(), dim=-1)
+            best = best_tags(self.model, scores, batch.mask)                   # (B, T)
+            chosen = probabilities.gather(-1, best[:, :, None]).squeeze(-1)   # (B, T)
+            for row, i in enumerate(chunk):
+                n = len(items[i])
+                results[i] = [(self.encoder.labels[t], p) for t, p in
+                              zip(best[row, :n].tolist(), chosen[row, :n].tolist(), strict=True)]
+        return results
+
+    def tag(self, tokens: list[str]) -> list[tuple[str, float]]:
+        """(tag, probability) for each token of one sentence."""
+        return self.tag_sentences([tokens])[0]
+
+    def evaluate_file(self, path: str | Path, fmt: str | None = None) -> dict:
+        """Accuracy (and entity P/R/F1 for IOB-style tags) on a labelled file."""
+        data = self.config.data
+        sentences = read_labelled(path, fmt or data.format, data.label_column or None, "evaluation file")
+        if self.scheme != "none":
+            source = detect_scheme(s.labels for s in sentences)
+            prepare(sentences, source, self.scheme, str(path))
+        task = TaggingTask(self.encoder, [], sentences, None, batch_size=1, eval_batch_size=64, seed=0)
+        return task.summarize(task.evaluate(self.model, task.valid_data, self.device))
