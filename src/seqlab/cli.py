@@ -19,7 +19,7 @@ from seqlab.config import field_type
 from seqlab.errors import SeqlabError
 
 
-def add_options(parser: argparse.ArgumentParser, cls, title: str, skip=()) -> None:
+def add_options(parser: argparse.ArgumentParser, cls, title: str, skip=(), defaults=None) -> None:
     group = parser.add_argument_group(title)
     for f in dataclasses.fields(cls):
         if f.name in skip:
@@ -28,7 +28,7 @@ def add_options(parser: argparse.ArgumentParser, cls, title: str, skip=()) -> No
         if f.metadata.get("flag"):
             names.insert(0, f"--{f.metadata['flag']}")
         kind = field_type(cls, f)
-        default = f.default
+        default = (defaults or {}).get(f.name, f.default)
         shown = "" if default in ("", 0) and kind is not bool else f" (default: {default})"
         help_text = (f.metadata.get("help", "") + shown).replace("%", "%%")
         kwargs = {"dest": f.name, "default": argparse.SUPPRESS, "help": help_text}
@@ -46,6 +46,8 @@ def add_options(parser: argparse.ArgumentParser, cls, title: str, skip=()) -> No
 def build_parser() -> argparse.ArgumentParser:
     from seqlab.lm import LMDataConfig
     from seqlab.models.lm import LMConfig
+    from seqlab.models.tagger import TaggerConfig
+    from seqlab.tagger import TRAIN_DEFAULTS, TaggerDataConfig
     from seqlab.training.trainer import TrainConfig
 
     parser = argparse.ArgumentParser(prog="seqlab", description="Train, evaluate and decode the neural "
@@ -55,18 +57,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = commands.add_parser("train", help="train a model")
     tasks = train.add_subparsers(dest="task", required=True, metavar="TASK")
-    lm = tasks.add_parser("lm", help="a language model (ffn, rnn, lstm, gru, transformer)")
-    lm.add_argument("--config", help="YAML or TOML file of options; the command line overrides it")
-    lm.add_argument("--resume", action="store_true",
-                    help="continue the run in --output from its last checkpoint, exactly")
-    lm.add_argument("--overwrite", action="store_true", help="replace a run already in --output")
-    add_options(lm, LMDataConfig, "data")
-    add_options(lm, LMConfig, "model", skip=("vocab_size",))
-    add_options(lm, TrainConfig, "training")
+    for name, what, data, model, skip, defaults in (
+            ("lm", "a language model (ffn, rnn, lstm, gru, transformer)", LMDataConfig, LMConfig,
+             ("vocab_size",), None),
+            ("tagger", "a sequence tagger (POS, NER) on CoNLL-U or CoNLL-2003 files", TaggerDataConfig,
+             TaggerConfig, ("vocab_size", "num_labels", "char_vocab_size"), TRAIN_DEFAULTS)):
+        task = tasks.add_parser(name, help=what)
+        task.add_argument("--config", help="YAML or TOML file of options; the command line overrides it")
+        task.add_argument("--resume", action="store_true",
+                          help="continue the run in --output from its last checkpoint, exactly")
+        task.add_argument("--overwrite", action="store_true", help="replace a run already in --output")
+        add_options(task, data, "data")
+        add_options(task, model, "model", skip=skip)
+        add_options(task, TrainConfig, "training", defaults=defaults)
 
-    evaluate = commands.add_parser("evaluate", help="perplexity of a trained language model on a file")
+    evaluate = commands.add_parser("evaluate", help="score a trained model on a file: a language model's "
+                                   "perplexity, a tagger's accuracy and entity F1")
     evaluate.add_argument("run_dir", metavar="DIR", help="run directory")
-    evaluate.add_argument("file", metavar="FILE", help="text file to score")
+    evaluate.add_argument("file", metavar="FILE", help="text file to score (for a tagger: a labelled file "
+                          "in the format it was trained on)")
     evaluate.add_argument("--json", action="store_true", help="print one JSON object with the figures")
     evaluate.add_argument("--batch-size", type=int, default=10, help="parallel streams (default: 10)")
     evaluate.add_argument("--stride", type=int, default=0,
@@ -90,25 +99,89 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--truncate-prompt", action="store_true",
                           help="keep the end of a prompt longer than the model's context")
     generate.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
+
+    tag = commands.add_parser("tag", help="tag sentences with a trained tagger")
+    tag.add_argument("run_dir", metavar="DIR", help="run directory")
+    tag.add_argument("file", metavar="FILE", nargs="?", default="-",
+                     help="one sentence per line, tokens separated by whitespace (default: - for stdin)")
+    tag.add_argument("--output-format", choices=("conll", "json"), default="conll",
+                     help="conll: token, tag and probability per line, a blank line between sentences; json: one "
+                     "object per sentence, with entity spans for IOB-style tags (default: conll)")
+    tag.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default: 64)")
+    tag.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
     return parser
 
 
-def train_lm_command(args: argparse.Namespace) -> int:
-    from seqlab.lm import OPTION_GROUPS, resolve_train_config, train_lm
-
+def train_command(args: argparse.Namespace) -> int:
+    if args.task == "tagger":
+        from seqlab.tagger import OPTION_GROUPS
+        from seqlab.tagger import resolve_tagger_config as resolve
+        from seqlab.tagger import train_tagger as train
+        next_steps = ["seqlab tag {output} FILE", "seqlab evaluate {output} FILE"]
+    else:
+        from seqlab.lm import OPTION_GROUPS
+        from seqlab.lm import resolve_train_config as resolve
+        from seqlab.lm import train_lm as train
+        next_steps = ["seqlab generate {output} --prompt '...'", "seqlab evaluate {output} FILE"]
     overrides = {k: v for k, v in vars(args).items() if k in OPTION_GROUPS}
-    config = resolve_train_config(args.config, overrides, resume=args.resume)
-    train_lm(config, resume=args.resume, overwrite=args.overwrite)
+    config = resolve(args.config, overrides, resume=args.resume)
+    train(config, resume=args.resume, overwrite=args.overwrite)
     output = config.train.output
     if int(os.environ.get("RANK", 0)) == 0:
-        print(f"saved to {output}/ (model.safetensors, metrics.jsonl, curves.png); try:\n"
-              f"  seqlab generate {output} --prompt '...'\n  seqlab evaluate {output} FILE", file=sys.stderr)
+        print(f"saved to {output}/ (model.safetensors, metrics.jsonl, curves.png); try:\n" +
+              "\n".join("  " + step.format(output=output) for step in next_steps), file=sys.stderr)
+    return 0
+
+
+def tag_command(args: argparse.Namespace) -> int:
+    from seqlab.data.tags import spans
+    from seqlab.fileio import read_text
+    from seqlab.tagger import load_tagger
+
+    tagger = load_tagger(args.run_dir, args.device)
+    text = sys.stdin.read() if args.file == "-" else read_text(args.file, "input file")
+    sentences = [line.split() for line in text.splitlines()]
+    for tokens, tags in zip(sentences, tagger.tag_sentences(sentences, args.batch_size), strict=True):
+        if args.output_format == "json":
+            record = {"tokens": tokens, "tags": [t for t, _ in tags], "probabilities": [round(p, 4) for _, p in tags]}
+            if tagger.scheme != "none":
+                record["entities"] = [{"type": kind, "start": start, "end": end, "text": " ".join(tokens[start:end])}
+                                      for kind, start, end in spans(record["tags"])]
+            print(json.dumps(record, ensure_ascii=False))
+        else:
+            for token, (label, p) in zip(tokens, tags, strict=True):
+                print(f"{token}\t{label}\t{p:.4f}")
+            print()
+    return 0
+
+
+def evaluate_tagger(args: argparse.Namespace) -> int:
+    from seqlab.tagger import load_tagger
+
+    result = load_tagger(args.run_dir, args.device).evaluate_file(args.file)
+    result["file"] = args.file
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"file:      {args.file}")
+    print(f"tokens:    {result['tokens']:,}")
+    print(f"accuracy:  {result['accuracy']:.2f}%")
+    if "f1" in result:
+        print(f"entities:  precision {result['precision']:.2f}  recall {result['recall']:.2f}  "
+              f"F1 {result['f1']:.2f}  ({result['gold']:,} in the file)")
+        for kind, figures in result["by_type"].items():
+            print(f"  {kind:<8} precision {figures['precision']:6.2f}  recall {figures['recall']:6.2f}  "
+                  f"F1 {figures['f1']:6.2f}  ({figures['gold']:,})")
     return 0
 
 
 def evaluate_command(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
+    from seqlab.runs import read_run_json
+
+    if read_run_json(args.run_dir).get("task") == "tagger":
+        return evaluate_tagger(args)
     from seqlab.lm import load
 
     lm = load(args.run_dir, device=args.device, rnn_impl=args.rnn_impl)
@@ -153,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     warnings.showwarning = _show_warning
-    commands = {"train": train_lm_command, "evaluate": evaluate_command, "generate": generate_command}
+    commands = {"train": train_command, "evaluate": evaluate_command, "generate": generate_command,
+                "tag": tag_command}
     try:
         return commands[args.command](args)
     except SeqlabError as error:

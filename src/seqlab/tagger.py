@@ -81,8 +81,20 @@ CONFIG_GROUPS = {"data": TaggerDataConfig, "model": TaggerConfig, "train": Train
 OPTION_GROUPS = {f.name: group for group, cls in CONFIG_GROUPS.items() for f in dataclasses.fields(cls)}
 
 
-def resolve_tagger_config(config_file: str | Path | None = None, overrides: dict | None = None) -> TaggerTrainConfig:
-    """Defaults < the config file < overrides (the command line)."""
+def resolve_tagger_config(config_file: str | Path | None = None, overrides: dict | None = None,
+                          resume: bool = False) -> TaggerTrainConfig:
+    """Defaults < the config file < overrides (the command line). With `resume`, the run's own
+    config.json is the base and only options of the `train` group may change."""
+    if resume:
+        output = Path((overrides or {}).get("output", TRAIN_DEFAULTS["output"]))
+        saved = read_run_config(output)
+        changed = {k: v for k, v in (overrides or {}).items() if OPTION_GROUPS.get(k) == "train"}
+        fixed = [k for k, v in (overrides or {}).items() if OPTION_GROUPS.get(k) != "train"
+                 and getattr(getattr(saved, OPTION_GROUPS[k]), k) != v]
+        if fixed:
+            raise SeqlabError(f"--resume continues the run in {output} as it was configured; "
+                              f"--{fixed[0].replace('_', '-')} cannot change")
+        return dataclasses.replace(saved, train=dataclasses.replace(saved.train, **changed))
     given = dict(TRAIN_DEFAULTS)
     if config_file:
         for name, value in read_config_file(config_file).items():
