@@ -9,8 +9,12 @@ import pytest
 from seqlab.errors import SeqlabError
 from seqlab.lm import resolve_train_config
 from seqlab.models.lm import build_lm
+from seqlab.models.tagger import Tagger
+from seqlab.tagger import resolve_tagger_config
 
-CONFIGS = sorted((Path(__file__).parent.parent / "configs").glob("*.yaml"))
+ALL = sorted((Path(__file__).parent.parent / "configs").glob("*.yaml"))
+TAGGER_CONFIGS = [p for p in ALL if "tagging_quality.py" in p.read_text()]   # their run command says so
+CONFIGS = [p for p in ALL if p not in TAGGER_CONFIGS]
 
 
 def test_configs_are_shipped():
@@ -23,6 +27,19 @@ def test_configs_parse_and_build(path):
     assert path.read_text().startswith("#"), "each config starts with a comment saying how to run it"
     model = build_lm(config.model.__class__(**{**config.model.__dict__, "vocab_size": 100}))
     assert model.num_parameters() > 0
+
+
+@pytest.mark.parametrize("path", TAGGER_CONFIGS, ids=lambda p: p.name)
+def test_configs_tagger_parse_and_build(path):
+    config = resolve_tagger_config(path)
+    assert path.read_text().startswith("#"), "each config starts with a comment saying how to run it"
+    model = Tagger(config.model.__class__(**{**config.model.__dict__, "vocab_size": 100, "num_labels": 5,
+                                             "char_vocab_size": 20}))
+    assert model.num_parameters() > 0
+
+
+def test_configs_tagger_configs_found():
+    assert len(TAGGER_CONFIGS) >= 2
 
 
 def test_configs_command_line_overrides_the_file(tmp_path):
