@@ -95,3 +95,18 @@ def test_tagging_unseen_gold_tag_is_an_error_not_a_crash(tmp_path):
                      batch.lengths.tolist(), strict=True)]
     reference = span_scores(batch.gold, predicted).overall
     assert (figures["recall"], figures["precision"]) == (reference.recall, reference.precision)
+
+
+def test_tagging_unk_replace_touches_only_singletons_and_repeats_with_the_seed():
+    sentences = [Sentence(["the", "cat", "sat"], ["D", "N", "V"]), Sentence(["the", "dog", "sat"], ["D", "N", "V"])]
+    encoder = Encoder.build(sentences)
+    task = TaggingTask(encoder, sentences, sentences, None, batch_size=2, eval_batch_size=2, seed=3, unk_replace=1.0)
+    words = task.train_batches(0)[0].words
+    assert sorted(encoder.words.decode(words.flatten().tolist())) == ["<unk>", "<unk>", "sat", "sat", "the", "the"]
+    kept = TaggingTask(encoder, sentences, sentences, None, batch_size=2, eval_batch_size=2, seed=3)
+    assert (kept.train_batches(0)[0].words != UNK).all()
+    many = [Sentence(["the", f"w{i}"], ["D", "N"]) for i in range(100)]          # 100 words seen once
+    encoder = Encoder.build(many)
+    half = [TaggingTask(encoder, many, many, None, 100, 2, seed=3, unk_replace=0.5) for _ in range(2)]
+    first, second = (t.train_batches(1)[0].words for t in half)
+    assert torch.equal(first, second) and 25 < int((first == UNK).sum()) < 75

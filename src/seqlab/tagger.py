@@ -62,6 +62,9 @@ class TaggerDataConfig:
     train_scheme: str = option("", "train and predict in this entity scheme (e.g. bioes); default: the "
                                     "files' own", choices=("", *SCHEMES))
     min_freq: int = option(1, "keep words seen at least this often in training; the rest become <unk>")
+    unk_replace: float = option(0.0, "training: read each word seen only once as <unk> with this probability, "
+                                     "so that <unk> (any unseen word) gets a trained embedding (Lample et al. "
+                                     "2016 use 0.5)")
     max_vocab: int = option(0, "keep at most this many words, specials included (0: no limit)")
 
     def __post_init__(self):
@@ -168,7 +171,7 @@ def _train_tagger(config, run_dir, device, resume, overwrite, callback) -> dict:
         write_run_files(run_dir, config, encoder, target, overwrite)
     distributed.barrier()
     task = TaggingTask(encoder, train, dev, test, config.train.batch_size, config.train.eval_batch_size,
-                       config.train.seed)
+                       config.train.seed, data.unk_replace)
     return Trainer(task, model, config.train, run_dir, device, callback).fit(resume=resume)
 
 

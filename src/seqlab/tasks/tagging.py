@@ -20,7 +20,7 @@ from torch import Tensor
 
 from seqlab.data.conll import Sentence
 from seqlab.data.tags import is_entity_tagset, spans
-from seqlab.data.vocab import PAD, Vocab
+from seqlab.data.vocab import PAD, UNK, Vocab
 from seqlab.metrics import PRF
 
 UNKNOWN_LABEL = -1
@@ -134,8 +134,12 @@ class TaggingTask:
     batch_unit = "sentences"
 
     def __init__(self, encoder: Encoder, train: list[Sentence], valid: list[Sentence], test: list[Sentence] | None,
-                 batch_size: int, eval_batch_size: int, seed: int):
+                 batch_size: int, eval_batch_size: int, seed: int, unk_replace: float = 0.0):
         self.encoder, self.train, self.batch_size, self.seed = encoder, train, batch_size, seed
+        self.unk_replace = unk_replace
+        counts = Counter(token for sentence in train for token in sentence.tokens)
+        self.singletons = torch.tensor(encoder.words.encode(sorted(w for w, n in counts.items() if n == 1)),
+                                       dtype=torch.long)
         self.entity_tags = encoder.entity_tags
         self.metric = "f1" if self.entity_tags else "accuracy"
         self.types = sorted({label.split("-", 1)[1] for label in encoder.labels if label != "O"}) \
@@ -146,8 +150,15 @@ class TaggingTask:
 
     def train_batches(self, epoch: int) -> list[TagBatch]:
         if self._epoch_batches is None or self._epoch_batches[0] != epoch:
-            self._epoch_batches = (epoch, length_batches(self.train, self.encoder, self.batch_size,
-                                                         self.seed * 1_000_003 + epoch))
+            batches = length_batches(self.train, self.encoder, self.batch_size, self.seed * 1_000_003 + epoch)
+            if self.unk_replace > 0 and len(self.singletons):
+                # words seen once in training read as <unk> now and then, so that <unk> (every unseen
+                # word at test time) gets a trained embedding; the choice depends on seed and epoch only
+                generator = torch.Generator().manual_seed(self.seed * 7919 + epoch)
+                for batch in batches:
+                    chosen = torch.rand(batch.words.shape, generator=generator) < self.unk_replace
+                    batch.words = batch.words.masked_fill(chosen & torch.isin(batch.words, self.singletons), UNK)
+            self._epoch_batches = (epoch, batches)
         return self._epoch_batches[1]
 
     def initial_state(self, model, rows: int, device):
