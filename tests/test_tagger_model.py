@@ -98,3 +98,11 @@ def test_tagger_bad_configs():
         TaggerConfig(encoder="transformer", hidden_size=10, num_heads=4)
     with pytest.raises(SeqlabError, match="character features need"):
         Tagger(TaggerConfig(vocab_size=V, num_labels=K, char_features="lstm"))
+
+
+def test_tagger_sentences_longer_than_any_in_training():
+    words = torch.randint(5, V, (1, 40))
+    for encoder in ("lstm", "window"):                          # recurrent and window taggers take any length
+        assert tiny(encoder)(words, torch.tensor([40])).shape == (1, 40, K)
+    with pytest.raises(SeqlabError, match="longer than this transformer tagger's 16 positions"):
+        tiny("transformer", max_positions=16)(words, torch.tensor([40]))

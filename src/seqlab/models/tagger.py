@@ -155,6 +155,9 @@ class Tagger(nn.Module):
             if c.bidirectional:
                 h = combine(h, c.combine)                              # (B, T, F)
         elif c.encoder == "transformer":
+            if T > c.max_positions:
+                raise SeqlabError(f"a sentence of {T} tokens is longer than this transformer tagger's "
+                                  f"{c.max_positions} positions (--max-positions at training); split it")
             h = self.project(x) + self.positions(torch.arange(T, device=words.device))   # (B, T, D)
             for block in self.blocks:
                 h = block(h, key_padding_mask=~mask)                   # (B, T, D)
