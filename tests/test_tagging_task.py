@@ -33,11 +33,12 @@ def test_tagging_encoder_uses_the_training_split_only():
 def test_tagging_batches_cover_every_sentence_once_and_repeat_with_the_seed():
     sentences = [Sentence(["w"] * n, ["X"] * n) for n in range(1, 42)]
     encoder = Encoder.build(sentences)
-    first = length_batches(sentences, encoder, 4, seed=7)
-    again = length_batches(sentences, encoder, 4, seed=7)
+    items = [encoder.encode(s) for s in sentences]
+    first = length_batches(items, encoder, 4, seed=7)
+    again = length_batches(items, encoder, 4, seed=7)
     assert [b.lengths.tolist() for b in first] == [b.lengths.tolist() for b in again]
     assert len(first) == 10 and all(len(b.gold) == 4 for b in first)    # whole batches for training
-    evaluation = length_batches(sentences, encoder, 4, seed=None)
+    evaluation = length_batches(items, encoder, 4, seed=None)
     lengths = [n for b in evaluation for n in b.lengths.tolist()]
     assert lengths == list(range(1, 42))                                 # every sentence, shortest first
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from seqlab.config import check_choices, coerce, option, read_config_file
+from seqlab.config import check_choices, option
 from seqlab.data.batching import StreamBatches, sliding_windows
 from seqlab.data.readers import count_tokens, default_corpus, encode_lines, load_stream, read_lines
 from seqlab.data.tokenizers import TOKENIZERS, Tokenizer, make_tokenizer, tokenizer_from_dict
@@ -30,7 +30,7 @@ from seqlab.decoding import SamplingOptions, generate_ids
 from seqlab.errors import SeqlabError
 from seqlab.fileio import atomic_write_json, read_json
 from seqlab.models.lm import LMConfig, build_lm
-from seqlab.runs import log, read_run_config_as, start_run, train_in_run
+from seqlab.runs import log, read_run_config_as, resolve_run_config, start_run, train_in_run
 from seqlab.tasks.lm import LanguageModelingTask, evaluate_lm, summarize
 from seqlab.training import distributed
 from seqlab.training.checkpoint import load_model
@@ -79,30 +79,7 @@ def resolve_train_config(config_file: str | Path | None = None, overrides: dict 
                          resume: bool = False) -> LMTrainConfig:
     """Defaults < the config file < overrides (the command line). With `resume`, the run's own
     config.json is the base and only options of the `train` group may change."""
-    given = read_config_file(config_file) if config_file else {}
-    for name, value in given.items():
-        if name not in OPTION_GROUPS:
-            raise SeqlabError(f"config file {config_file}: unknown option {name!r}")
-        given[name] = coerce(CONFIG_GROUPS[OPTION_GROUPS[name]], name, value, f"config file {config_file}")
-    for name in overrides or {}:
-        if name not in OPTION_GROUPS:
-            raise SeqlabError(f"unknown option {name!r}")
-    given.update(overrides or {})
-    if not resume:
-        parts = {group: {k: v for k, v in given.items() if OPTION_GROUPS[k] == group} for group in CONFIG_GROUPS}
-        return LMTrainConfig(*(cls(**parts[group]) for group, cls in CONFIG_GROUPS.items()))
-    output = Path(given.get("output", TrainConfig.output))
-    if not (output / "checkpoint.safetensors").exists():
-        raise SeqlabError(f"--resume: {output} has no checkpoint.safetensors to resume from")
-    saved = read_run_config(output)
-    for name, value in given.items():
-        group = OPTION_GROUPS[name]
-        before = getattr(getattr(saved, group), name)
-        if group != "train" and before != value:
-            raise SeqlabError(f"--resume continues the run in {output} as it was configured; "
-                              f"--{name.replace('_', '-')} cannot change ({before!r} -> {value!r})")
-    train = dataclasses.replace(saved.train, **{k: v for k, v in given.items() if OPTION_GROUPS[k] == "train"})
-    return dataclasses.replace(saved, train=train)
+    return resolve_run_config(LMTrainConfig, CONFIG_GROUPS, config_file, overrides, resume, read_run_config)
 
 
 # ---------------------------------------------------------------------------- training

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from seqlab import __version__
-from seqlab.config import from_dict, to_dict
+from seqlab.config import coerce, from_dict, read_config_file, to_dict
 from seqlab.errors import SeqlabError
 from seqlab.fileio import atomic_write_json, read_json
 from seqlab.training import distributed
@@ -69,6 +70,39 @@ def read_run_json(run_dir: str | Path, task: str | None = None) -> dict:
     if task is not None and raw.get("task") != task:
         raise SeqlabError(f"{run_dir} holds a {raw.get('task')!r} run, not {names.get(task, task)}")
     return raw
+
+
+def resolve_run_config(cls: type, groups: dict[str, type], config_file: str | Path | None, overrides: dict | None,
+                       resume: bool, read_saved: Callable, defaults: dict | None = None):
+    """A run's configuration: `defaults` < the config file < `overrides` (the command line), split into
+    the groups of `cls`. With `resume`, the run's own config.json is the base and only options of the
+    `train` group may change."""
+    option_groups = {f.name: group for group, group_cls in groups.items() for f in dataclasses.fields(group_cls)}
+    given = read_config_file(config_file) if config_file else {}
+    for name, value in given.items():
+        if name not in option_groups:
+            raise SeqlabError(f"config file {config_file}: unknown option {name!r}")
+        given[name] = coerce(groups[option_groups[name]], name, value, f"config file {config_file}")
+    for name in overrides or {}:
+        if name not in option_groups:
+            raise SeqlabError(f"unknown option {name!r}")
+    given.update(overrides or {})
+    if not resume:
+        given = {**(defaults or {}), **given}
+        parts = {group: {k: v for k, v in given.items() if option_groups[k] == group} for group in groups}
+        return cls(*(group_cls(**parts[group]) for group, group_cls in groups.items()))
+    output = Path(given.get("output", (defaults or {}).get("output", TrainConfig.output)))
+    if not (output / "checkpoint.safetensors").exists():
+        raise SeqlabError(f"--resume: {output} has no checkpoint.safetensors to resume from")
+    saved = read_saved(output)
+    for name, value in given.items():
+        group = option_groups[name]
+        before = getattr(getattr(saved, group), name)
+        if group != "train" and before != value:
+            raise SeqlabError(f"--resume continues the run in {output} as it was configured; "
+                              f"--{name.replace('_', '-')} cannot change ({before!r} -> {value!r})")
+    train = dataclasses.replace(saved.train, **{k: v for k, v in given.items() if option_groups[k] == "train"})
+    return dataclasses.replace(saved, train=train)
 
 
 def read_run_config_as(run_dir: str | Path, task: str, cls: type, groups: dict[str, type]):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from seqlab.config import check_choices, coerce, option, read_config_file
+from seqlab.config import check_choices, option
 from seqlab.data.conll import FORMATS, Sentence, read_labelled
 from seqlab.data.tags import (
     SCHEMES,
@@ -36,7 +36,7 @@ from seqlab.data.vocab import Vocab
 from seqlab.errors import SeqlabError
 from seqlab.fileio import atomic_write_json, read_json
 from seqlab.models.tagger import Tagger, TaggerConfig
-from seqlab.runs import log, read_run_config_as, start_run, train_in_run
+from seqlab.runs import log, read_run_config_as, resolve_run_config, start_run, train_in_run
 from seqlab.tasks.tagging import Encoder, TaggingTask, best_tags
 from seqlab.training import distributed
 from seqlab.training.checkpoint import load_model
@@ -86,30 +86,10 @@ OPTION_GROUPS = {f.name: group for group, cls in CONFIG_GROUPS.items() for f in 
 
 def resolve_tagger_config(config_file: str | Path | None = None, overrides: dict | None = None,
                           resume: bool = False) -> TaggerTrainConfig:
-    """Defaults < the config file < overrides (the command line). With `resume`, the run's own
-    config.json is the base and only options of the `train` group may change."""
-    if resume:
-        output = Path((overrides or {}).get("output", TRAIN_DEFAULTS["output"]))
-        saved = read_run_config(output)
-        changed = {k: v for k, v in (overrides or {}).items() if OPTION_GROUPS.get(k) == "train"}
-        fixed = [k for k, v in (overrides or {}).items() if OPTION_GROUPS.get(k) != "train"
-                 and getattr(getattr(saved, OPTION_GROUPS[k]), k) != v]
-        if fixed:
-            raise SeqlabError(f"--resume continues the run in {output} as it was configured; "
-                              f"--{fixed[0].replace('_', '-')} cannot change")
-        return dataclasses.replace(saved, train=dataclasses.replace(saved.train, **changed))
-    given = dict(TRAIN_DEFAULTS)
-    if config_file:
-        for name, value in read_config_file(config_file).items():
-            if name not in OPTION_GROUPS:
-                raise SeqlabError(f"config file {config_file}: unknown option {name!r}")
-            given[name] = coerce(CONFIG_GROUPS[OPTION_GROUPS[name]], name, value, f"config file {config_file}")
-    for name in overrides or {}:
-        if name not in OPTION_GROUPS:
-            raise SeqlabError(f"unknown option {name!r}")
-    given.update(overrides or {})
-    parts = {group: {k: v for k, v in given.items() if OPTION_GROUPS[k] == group} for group in CONFIG_GROUPS}
-    return TaggerTrainConfig(*(cls(**parts[group]) for group, cls in CONFIG_GROUPS.items()))
+    """Defaults (TRAIN_DEFAULTS for the trainer) < the config file < overrides (the command line). With
+    `resume`, the run's own config.json is the base and only options of the `train` group may change."""
+    return resolve_run_config(TaggerTrainConfig, CONFIG_GROUPS, config_file, overrides, resume, read_run_config,
+                              TRAIN_DEFAULTS)
 
 
 def read_sentences(path: str, data: TaggerDataConfig, what: str) -> list[Sentence]:
@@ -149,7 +129,7 @@ def _train_tagger(config, run_dir, device, resume, overwrite, callback) -> dict:
                                         else data.scheme)
     target = data.train_scheme or scheme
     for sentences, path in ((train, data.train), (dev, data.dev), (test or [], data.test)):
-        prepare(sentences, scheme, target if scheme != "none" else "none", path)
+        prepare(sentences, scheme, target, path)
     if resume:
         encoder, _ = read_encoder(run_dir)
     else:

@@ -19,9 +19,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from seqlab.data.conll import Sentence
-from seqlab.data.tags import is_entity_tagset, spans
+from seqlab.data.tags import is_entity_tagset, split_tag
 from seqlab.data.vocab import PAD, UNK, Vocab
-from seqlab.metrics import PRF
+from seqlab.metrics import PRF, span_scores
 
 UNKNOWN_LABEL = -1
 
@@ -55,6 +55,16 @@ class TagBatch:
         return int(self.lengths.sum())
 
 
+@dataclass
+class Encoded:
+    """One sentence as ids: words (n,), tags (n,), chars (n, C) or None, and its gold tag strings."""
+
+    words: Tensor
+    tags: Tensor
+    chars: Tensor | None
+    gold: list[str]
+
+
 class Encoder:
     """Words, characters and tags -> ids, with vocabularies from the training sentences only."""
 
@@ -74,36 +84,49 @@ class Encoder:
     def entity_tags(self) -> bool:
         return is_entity_tagset(self.labels)
 
-    def batch(self, sentences: list[Sentence]) -> TagBatch:
-        B, T = len(sentences), max(len(s) for s in sentences)
+    def encode(self, sentence: Sentence) -> Encoded:
+        """One sentence as ids, once: training re-batches the same encodings every epoch."""
+        chars = None
+        if self.chars is not None:
+            C = min(self.max_word_chars, max((len(t) for t in sentence.tokens), default=1))
+            chars = torch.full((len(sentence), C), PAD, dtype=torch.long)        # (n, C)
+            for t, token in enumerate(sentence.tokens):
+                spelled = self.chars.encode(token[:C])
+                chars[t, :len(spelled)] = torch.tensor(spelled)
+        return Encoded(torch.tensor(self.words.encode(sentence.tokens), dtype=torch.long),
+                       torch.tensor([self.label_index.get(label, UNKNOWN_LABEL) for label in sentence.labels],
+                                    dtype=torch.long), chars, sentence.labels)
+
+    def collate(self, items: list[Encoded]) -> TagBatch:
+        """Encoded sentences -> one right-padded batch."""
+        B, T = len(items), max(len(item.words) for item in items)
         words = torch.full((B, T), PAD, dtype=torch.long)
         tags = torch.full((B, T), UNKNOWN_LABEL, dtype=torch.long)
         chars = None
         if self.chars is not None:
-            C = min(self.max_word_chars, max(len(t) for s in sentences for t in s.tokens))
-            chars = torch.full((B, T, C), PAD, dtype=torch.long)
-        for b, sentence in enumerate(sentences):
-            n = len(sentence)
-            words[b, :n] = torch.tensor(self.words.encode(sentence.tokens))
-            tags[b, :n] = torch.tensor([self.label_index.get(label, UNKNOWN_LABEL) for label in sentence.labels])
+            chars = torch.full((B, T, max(item.chars.size(1) for item in items)), PAD, dtype=torch.long)
+        for b, item in enumerate(items):
+            n = len(item.words)
+            words[b, :n], tags[b, :n] = item.words, item.tags
             if chars is not None:
-                for t, token in enumerate(sentence.tokens):
-                    spelled = self.chars.encode(token[: chars.size(2)])
-                    chars[b, t, : len(spelled)] = torch.tensor(spelled)
-        lengths = torch.tensor([len(s) for s in sentences])
-        return TagBatch(words, lengths, tags, chars, [s.labels for s in sentences])
+                chars[b, :n, :item.chars.size(1)] = item.chars
+        lengths = torch.tensor([len(item.words) for item in items])
+        return TagBatch(words, lengths, tags, chars, [item.gold for item in items])
+
+    def batch(self, sentences: list[Sentence]) -> TagBatch:
+        return self.collate([self.encode(s) for s in sentences])
 
 
-def length_batches(sentences: list[Sentence], encoder: Encoder, batch_size: int, seed: int | None) -> list[TagBatch]:
+def length_batches(items: list[Encoded], encoder: Encoder, batch_size: int, seed: int | None) -> list[TagBatch]:
     """Batches of sentences of similar length (little padding).
 
     With a seed (training) the order is shuffled, only whole batches are kept (the few sentences left
     over are random ones, different every epoch), batches are formed within pools of 50 sorted by
     length, and the batches are shuffled; it all depends on the seed alone, so a resumed run sees the
     same batches. Without a seed (evaluation) every sentence is kept, shortest first."""
-    order = list(range(len(sentences)))
+    order = list(range(len(items)))
     if seed is None:
-        order.sort(key=lambda i: len(sentences[i]))
+        order.sort(key=lambda i: len(items[i].words))
     else:
         rng = random.Random(seed)
         rng.shuffle(order)
@@ -111,9 +134,8 @@ def length_batches(sentences: list[Sentence], encoder: Encoder, batch_size: int,
         order = order[:whole] or order
         pool = 50 * batch_size
         order = [i for k in range(0, len(order), pool)
-                 for i in sorted(order[k:k + pool], key=lambda i: len(sentences[i]))]
-    batches = [encoder.batch([sentences[i] for i in order[k:k + batch_size]])
-               for k in range(0, len(order), batch_size)]
+                 for i in sorted(order[k:k + pool], key=lambda i: len(items[i].words))]
+    batches = [encoder.collate([items[i] for i in order[k:k + batch_size]]) for k in range(0, len(order), batch_size)]
     if seed is not None:
         rng.shuffle(batches)
     return batches
@@ -135,22 +157,23 @@ class TaggingTask:
 
     def __init__(self, encoder: Encoder, train: list[Sentence], valid: list[Sentence], test: list[Sentence] | None,
                  batch_size: int, eval_batch_size: int, seed: int, unk_replace: float = 0.0):
-        self.encoder, self.train, self.batch_size, self.seed = encoder, train, batch_size, seed
+        self.encoder, self.batch_size, self.seed = encoder, batch_size, seed
         self.unk_replace = unk_replace
         counts = Counter(token for sentence in train for token in sentence.tokens)
         self.singletons = torch.tensor(encoder.words.encode(sorted(w for w, n in counts.items() if n == 1)),
                                        dtype=torch.long)
         self.entity_tags = encoder.entity_tags
         self.metric = "f1" if self.entity_tags else "accuracy"
-        self.types = sorted({label.split("-", 1)[1] for label in encoder.labels if label != "O"}) \
-            if self.entity_tags else []
-        self.valid_data = length_batches(valid, encoder, eval_batch_size, None)
-        self.test_data = length_batches(test, encoder, eval_batch_size, None) if test else None
+        self.types = sorted({split_tag(label)[1] for label in encoder.labels} - {""}) if self.entity_tags else []
+        self.encoded_train = [encoder.encode(s) for s in train]
+        self.valid_data = length_batches([encoder.encode(s) for s in valid], encoder, eval_batch_size, None)
+        self.test_data = length_batches([encoder.encode(s) for s in test], encoder, eval_batch_size, None) \
+            if test else None
         self._epoch_batches: tuple[int, list[TagBatch]] | None = None
 
     def train_batches(self, epoch: int) -> list[TagBatch]:
         if self._epoch_batches is None or self._epoch_batches[0] != epoch:
-            batches = length_batches(self.train, self.encoder, self.batch_size, self.seed * 1_000_003 + epoch)
+            batches = length_batches(self.encoded_train, self.encoder, self.batch_size, self.seed * 1_000_003 + epoch)
             if self.unk_replace > 0 and len(self.singletons):
                 # words seen once in training read as <unk> now and then, so that <unk> (every unseen
                 # word at test time) gets a trained embedding; the choice depends on seed and epoch only
@@ -174,11 +197,8 @@ class TaggingTask:
         """Summable counts: loss, tokens, tokens right, and entity spans (overall and per type)."""
         was_training = model.training
         model.eval()
-        stats = Counter({"loss_sum": 0.0, "tokens": 0, "correct": 0})
-        if self.entity_tags:
-            for kind in ["", *self.types]:
-                for what in ("correct", "predicted", "gold"):
-                    stats[f"spans_{what}{'/' + kind if kind else ''}"] = 0
+        stats = {"loss_sum": 0.0, "tokens": 0, "correct": 0}
+        golds, predictions = [], []
         for batch in batches:
             batch = batch.rows(rows.start or 0, rows.stop if rows.stop is not None else len(batch.gold))
             if not batch.gold:
@@ -188,23 +208,18 @@ class TaggingTask:
             loss_sum, _ = token_losses(model, scores, batch)
             stats["loss_sum"] += float(loss_sum)
             stats["tokens"] += batch.num_tokens
-            best = best_tags(model, scores, batch.mask).tolist()
-            for gold, ids in zip(batch.gold, best, strict=True):
+            for gold, ids in zip(batch.gold, best_tags(model, scores, batch.mask).tolist(), strict=True):
                 predicted = [self.encoder.labels[i] for i in ids[:len(gold)]]
                 stats["correct"] += sum(g == p for g, p in zip(gold, predicted, strict=True))
-                if self.entity_tags:
-                    self._count_spans(stats, gold, predicted)
+                golds.append(gold)
+                predictions.append(predicted)
         model.train(was_training)
-        return dict(stats)
-
-    def _count_spans(self, stats: Counter, gold: list[str], predicted: list[str]) -> None:
-        gold_spans, predicted_spans = set(spans(gold)), set(spans(predicted))
-        for what, found in (("gold", gold_spans), ("predicted", predicted_spans),
-                            ("correct", gold_spans & predicted_spans)):
-            stats[f"spans_{what}"] += len(found)
-            for kind, *_ in found:
-                if kind in self.types:
-                    stats[f"spans_{what}/{kind}"] += 1
+        if self.entity_tags:            # the same keys in every process (the training types), for all_reduce
+            scores = span_scores(golds, predictions)
+            for suffix, part in [("", scores.overall), *((f"/{k}", scores.by_type.get(k, PRF())) for k in self.types)]:
+                for what in ("correct", "predicted", "gold"):
+                    stats[f"spans_{what}{suffix}"] = getattr(part, what)
+        return stats
 
     def summarize(self, stats: dict) -> dict:
         tokens = int(stats["tokens"])
