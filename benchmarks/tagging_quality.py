@@ -30,12 +30,29 @@ DATASETS = {  # train, dev, test, the metric the issue names
 }
 
 
+def describe(config) -> str:
+    """The model in a few words, e.g. `bi-lstm +char-lstm, crf` or `transformer x2, softmax`."""
+    model = config.model
+    encoder = model.encoder
+    if encoder in ("rnn", "lstm", "gru"):
+        encoder = ("bi-" if model.bidirectional else "uni-") + encoder
+    if model.num_layers > 1 and model.encoder != "window":
+        encoder += f" x{model.num_layers}"
+    if model.char_features != "none":
+        encoder += f" +char-{model.char_features}"
+    if config.data.vectors:
+        encoder += " +vectors" + (" (frozen)" if model.freeze_embeddings else "")
+    return f"{encoder}, {'crf' if model.crf else 'softmax'}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", required=True, choices=list(DATASETS))
     parser.add_argument("--config", required=True, help="a configs/*.yaml file")
     parser.add_argument("--data-dir", default="../shared/data")
-    parser.add_argument("--output", help="run directory (default: runs/bench/<config name>)")
+    parser.add_argument("--name", help="the row's config name (default: the config file's stem); name a variant "
+                                       "when further options change the config")
+    parser.add_argument("--output", help="run directory (default: runs/bench/<name>)")
     parser.add_argument("--results", default="tagging_quality", help="results file name under benchmarks/results")
     parser.add_argument("--target", type=float, help="the figure the issue asks for")
     parser.add_argument("--title", default="Tagging quality", help="the Markdown table's title")
@@ -43,7 +60,7 @@ def main() -> int:
     parser.add_argument("seqlab_options", nargs=argparse.REMAINDER,
                         help="further `seqlab train tagger` options after --, e.g. -- --epochs 5")
     args = parser.parse_args()
-    name = Path(args.config).stem
+    name = args.name or Path(args.config).stem
     output = Path(args.output or f"runs/bench/{name}")
     train, dev, test, metric = DATASETS[args.dataset]
     folder = Path(args.data_dir) / args.dataset
@@ -59,7 +76,7 @@ def main() -> int:
     log = [json.loads(line) for line in (output / "train_log.jsonl").read_text().splitlines()]
     tagger = seqlab.load(output)
     periodic = [m for m in metrics if not m.get("final")]
-    common = {"task": "tagging", "dataset": args.dataset, "arch": tagger.config.model.encoder, "config": name,
+    common = {"task": "tagging", "dataset": args.dataset, "arch": describe(tagger.config), "config": name,
               "params": tagger.model.num_parameters(),
               "tokens_per_s": statistics.median(r["tokens_per_s"] for r in log), "wall_s": round(wall, 1),
               "device": device_name("cpu" if tagger.config.train.device in ("auto", "cpu") else

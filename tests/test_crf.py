@@ -44,6 +44,25 @@ def test_crf_log_partition_and_viterbi_equal_brute_force():
         assert paths[b, length:].eq(0).all()
 
 
+@torch.no_grad()
+def test_crf_marginals_equal_brute_force_and_sum_to_one():
+    crf = random_crf(3, seed=2)
+    emissions = torch.randn(2, 4, 3, dtype=torch.float64)
+    lengths = torch.tensor([4, 2])
+    mask = torch.arange(4)[None, :] < lengths[:, None]
+    marginals = crf.marginals(emissions, mask)                              # (B, T, K)
+    for b, length in enumerate(lengths.tolist()):
+        expected = torch.zeros(length, 3, dtype=torch.float64)
+        log_z, _ = brute_force(crf, emissions[b], length)
+        for tags in itertools.product(range(3), repeat=length):
+            s = crf.score(emissions[None, b, :length], torch.tensor([tags]), torch.ones(1, length, dtype=torch.bool))
+            for t, k in enumerate(tags):
+                expected[t, k] += torch.exp(s[0] - log_z)
+        assert torch.allclose(marginals[b, :length], expected, atol=1e-9)
+        assert torch.allclose(marginals[b, :length].sum(-1), torch.ones(length, dtype=torch.float64))
+        assert marginals[b, length:].eq(0).all()
+
+
 def test_crf_padding_never_changes_a_sentence():
     crf = random_crf(4, seed=1)
     emissions = torch.randn(1, 4, 4, dtype=torch.float64)

@@ -62,3 +62,20 @@ def test_tagger_api_errors(tmp_path):
         seqlab.lm.load(tmp_path / "run")
     with pytest.raises(SeqlabError, match="unknown option 'layer'"):
         resolve_tagger_config(overrides={"layer": 2})
+
+
+def test_tagger_invalid_gold_sequence_is_reported_with_its_line_and_scored_like_conlleval(tmp_path, capsys):
+    ner = FIXTURES / "ner.conll"
+    train_tagger(config(tmp_path, train=str(ner), dev=str(ner), format="conll", max_steps=120))
+    tagger = seqlab.load(tmp_path / "run")
+    # "EU" (line 3) B-ORG -> I-ORG: an I- after O... no, here an I- opening an entity, which IOB2 forbids
+    lines = ner.read_text().splitlines()
+    assert lines[2] == "EU NNP O B-ORG"
+    lines[2] = "EU NNP O I-ORG"
+    broken = tmp_path / "broken.conll"
+    broken.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    result = tagger.evaluate_file(broken)
+    err = capsys.readouterr().err
+    assert "broken.conll:3: 'I-ORG' breaks the IOB2 scheme; read as conlleval reads it" in err
+    assert result["f1"] == 100.0               # conlleval reads I-ORG after O as the start of an ORG entity

@@ -49,3 +49,35 @@ def test_tagger_cli_errors(tmp_path, capsys):
     bad.write_text("1\tThe\tthe\tDET\n")
     assert main(["train", "tagger", "--train", str(bad), "--dev", pos, "--output", str(tmp_path / "y")]) == 2
     assert "bad.conllu:1: expected 10 tab-separated" in capsys.readouterr().err
+
+
+def test_tagger_cli_reads_conll_input_and_reports_confusions_and_unseen_tags(tmp_path, capsys, monkeypatch):
+    pos = FIXTURES / "tagging.conllu"
+    run = tmp_path / "pos"
+    assert main(["train", "tagger", "--train", str(pos), "--dev", str(pos), "--output", str(run),
+                 "--max-steps", "150", *SMALL]) == 0
+    capsys.readouterr()
+    assert main(["tag", str(run), str(pos), "--input-format", "conllu"]) == 0
+    rows = [r.split("\t") for r in capsys.readouterr().out.splitlines() if r]
+    assert [r[:2] for r in rows[:3]] == [["The", "DET"], ["cat", "NOUN"], ["sat", "VERB"]]
+    assert "barkloudly" not in {r[0] for r in rows}                  # the multiword range is not a token
+    monkeypatch.setattr("sys.stdin", __import__("io").StringIO("The O\ncat O\n\nDogs O\nbark O\n"))
+    assert main(["tag", str(run), "-", "--input-format", "conll", "--output-format", "json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["tokens"] for line in lines] == [["The", "cat"], ["Dogs", "bark"]]
+    assert lines[0]["tags"] == ["DET", "NOUN"]
+    # gold with one NOUN written as VERB (a confusion: gold VERB, predicted NOUN) and one tag never trained on
+    gold = pos.read_text().replace("2\tcat\tcat\tNOUN", "2\tcat\tcat\tVERB", 1).replace(
+        "3\tsat\tsat\tVERB", "3\tsat\tsat\tINTJ_NEW", 1)
+    wrong = tmp_path / "wrong.conllu"
+    wrong.write_text(gold)
+    assert main(["evaluate", str(run), str(wrong), "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert figures["unseen_tags"] == {"INTJ_NEW": 1}
+    assert {"gold": "VERB", "predicted": "NOUN", "count": 1} in figures["confusions"]
+    assert {"gold": "INTJ_NEW", "predicted": "VERB", "count": 1} in figures["confusions"]
+    assert figures["accuracy"] == 100.0 * (figures["tokens"] - 2) / figures["tokens"]
+    assert main(["evaluate", str(run), str(wrong)]) == 0
+    out = capsys.readouterr().out
+    assert "tags training never saw, each token counted as an error: INTJ_NEW (1)" in out
+    assert "most confused tags" in out and "VERB -> NOUN" in out

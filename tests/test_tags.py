@@ -61,8 +61,12 @@ def test_tags_round_trips_on_random_entities():
 def test_tags_detect_scheme():
     assert detect_scheme([IOB1]) == "iob1"
     assert detect_scheme([IOB2]) == "iob2"
-    assert detect_scheme([BIOES, IOB2]) == "bioes"
+    assert detect_scheme([BIOES]) == "bioes"
     assert detect_scheme([["O", "O"]]) == "iob2"
+    assert detect_scheme([BIOES, IOB2]) == "iob2"                    # a tie: IOB2 first ...
+    assert detect_scheme([BIOES, IOB2], prefer="bioes") == "bioes"   # ... unless another is preferred
+    stray = ["I-PER"] + IOB2[1:]                                     # IOB2 with one I- opening an entity
+    assert detect_scheme([stray, IOB2]) == "iob2"                    # one error does not make it IOB1
 
 
 def test_tags_invalid_sequences_are_found_and_read_like_conlleval():

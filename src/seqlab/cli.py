@@ -13,6 +13,7 @@ import json
 import os
 import sys
 import warnings
+from pathlib import Path
 
 from seqlab import __version__
 from seqlab.config import field_type
@@ -77,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("file", metavar="FILE", help="text file to score (for a tagger: a labelled file "
                           "in the format it was trained on)")
     evaluate.add_argument("--json", action="store_true", help="print one JSON object with the figures")
+    evaluate.add_argument("--confusions", type=int, default=10,
+                          help="taggers: list this many of the most confused tag pairs (default: 10)")
     evaluate.add_argument("--batch-size", type=int, default=10, help="parallel streams (default: 10)")
     evaluate.add_argument("--stride", type=int, default=0,
                           help="transformer: sliding-window stride (default: context / 2)")
@@ -104,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
     tag.add_argument("run_dir", metavar="DIR", help="run directory")
     tag.add_argument("file", metavar="FILE", nargs="?", default="-",
                      help="one sentence per line, tokens separated by whitespace (default: - for stdin)")
+    tag.add_argument("--input-format", choices=("text", "conllu", "conll"), default="text",
+                     help="text: one sentence per line, whitespace-tokenised; conllu / conll: the tokens of a "
+                     "CoNLL-U file (FORM column) or of CoNLL-2003 columns (the first), other columns ignored "
+                     "(default: text)")
     tag.add_argument("--output-format", choices=("conll", "json"), default="conll",
                      help="conll: token, tag and probability per line, a blank line between sentences; json: one "
                      "object per sentence, with entity spans for IOB-style tags (default: conll)")
@@ -139,8 +146,11 @@ def tag_command(args: argparse.Namespace) -> int:
     from seqlab.tagger import load_tagger
 
     tagger = load_tagger(args.run_dir, args.device)
-    text = sys.stdin.read() if args.file == "-" else read_text(args.file, "input file")
-    sentences = [line.split() for line in text.splitlines()]
+    if args.input_format == "text":
+        text = sys.stdin.read() if args.file == "-" else read_text(args.file, "input file")
+        sentences = [line.split() for line in text.splitlines()]
+    else:
+        sentences = [s.tokens for s in read_tokens(args.file, args.input_format)]
     for tokens, tags in zip(sentences, tagger.tag_sentences(sentences, args.batch_size), strict=True):
         if args.output_format == "json":
             record = {"tokens": tokens, "tags": [t for t, _ in tags], "probabilities": [round(p, 4) for _, p in tags]}
@@ -155,10 +165,24 @@ def tag_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def read_tokens(path: str, fmt: str):
+    """The sentences of a CoNLL-U or CoNLL file (or of standard input, "-")."""
+    import tempfile
+
+    from seqlab.data.conll import read_labelled
+
+    if path != "-":
+        return read_labelled(path, fmt, None if fmt == "conllu" else 0, "input file")
+    with tempfile.TemporaryDirectory() as folder:
+        copy = Path(folder) / "stdin"
+        copy.write_text(sys.stdin.read(), encoding="utf-8")
+        return read_labelled(copy, fmt, None if fmt == "conllu" else 0, "standard input")
+
+
 def evaluate_tagger(args: argparse.Namespace) -> int:
     from seqlab.tagger import load_tagger
 
-    result = load_tagger(args.run_dir, args.device).evaluate_file(args.file)
+    result = load_tagger(args.run_dir, args.device).evaluate_file(args.file, top_confusions=args.confusions)
     result["file"] = args.file
     if args.json:
         print(json.dumps(result))
@@ -172,6 +196,13 @@ def evaluate_tagger(args: argparse.Namespace) -> int:
         for kind, figures in result["by_type"].items():
             print(f"  {kind:<8} precision {figures['precision']:6.2f}  recall {figures['recall']:6.2f}  "
                   f"F1 {figures['f1']:6.2f}  ({figures['gold']:,})")
+    if result["unseen_tags"]:
+        listed = ", ".join(f"{tag} ({n:,})" for tag, n in result["unseen_tags"].items())
+        print(f"tags training never saw, each token counted as an error: {listed}")
+    if result["confusions"]:
+        print("most confused tags (gold -> predicted: tokens):")
+        for c in result["confusions"]:
+            print(f"  {c['gold']:>10} -> {c['predicted']:<10} {c['count']:,}")
     return 0
 
 

@@ -16,6 +16,7 @@ tags, and the entity scheme), model.safetensors (the best weights), checkpoint.s
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,9 +33,11 @@ from seqlab.data.tags import (
     invalid_positions,
     is_entity_tagset,
 )
-from seqlab.data.vocab import Vocab
+from seqlab.data.vectors import lookup, read_vectors
+from seqlab.data.vocab import SPECIALS, Vocab
 from seqlab.errors import SeqlabError
 from seqlab.fileio import atomic_write_json, read_json
+from seqlab.metrics import confusions
 from seqlab.models.tagger import Tagger, TaggerConfig
 from seqlab.runs import log, read_run_config_as, resolve_run_config, start_run, train_in_run
 from seqlab.tasks.tagging import Encoder, TaggingTask, best_tags
@@ -66,6 +69,10 @@ class TaggerDataConfig:
                                      "so that <unk> (any unseen word) gets a trained embedding (Lample et al. "
                                      "2016 use 0.5)")
     max_vocab: int = option(0, "keep at most this many words, specials included (0: no limit)")
+    vectors: str = option("", "pretrained word vectors (word2vec or GloVe text format, may be .gz) that "
+                              "initialise the word embeddings; their words join the vocabulary, so a word "
+                              "unseen in training but in the file keeps its vector")
+    vectors_limit: int = option(0, "read only the first N vectors of --vectors (0: all)")
 
     def __post_init__(self):
         check_choices(self)
@@ -130,10 +137,15 @@ def _train_tagger(config, run_dir, device, resume, overwrite, callback) -> dict:
     target = data.train_scheme or scheme
     for sentences, path in ((train, data.train), (dev, data.dev), (test or [], data.test)):
         prepare(sentences, scheme, target, path)
+    vectors = None
     if resume:
-        encoder, _ = read_encoder(run_dir)
+        encoder, _, _ = read_encoder(run_dir)
     else:
         encoder = Encoder.build(train, data.min_freq, data.max_vocab or None, config.model.char_features != "none")
+        if data.vectors:
+            encoder, vectors = with_vectors(encoder, data.vectors, data.vectors_limit)
+            config = dataclasses.replace(config, model=dataclasses.replace(config.model,
+                                                                           embedding_size=vectors[0].size(1)))
     model_config = dataclasses.replace(config.model, vocab_size=len(encoder.words), num_labels=len(encoder.labels),
                                        char_vocab_size=len(encoder.chars) if encoder.chars else 0)
     config = dataclasses.replace(config, model=model_config)
@@ -141,25 +153,47 @@ def _train_tagger(config, run_dir, device, resume, overwrite, callback) -> dict:
     if model_config.crf and target != "none":
         constraints = tuple(torch.tensor(m) for m in allowed_transitions(encoder.labels, target))
     torch.manual_seed(config.train.seed)
-    model = Tagger(model_config, constraints).to(device)
+    model = Tagger(model_config, constraints)
+    if vectors is not None:
+        model.initialise_embeddings(*vectors)
+    model = model.to(device)
     rank = distributed.world()[0]
     torch.manual_seed(config.train.seed + rank)
     log(f"{len(train):,} training sentences, {len(encoder.words):,} words, {len(encoder.labels)} tags"
         f"{f' ({target.upper()})' if target != 'none' else ''}; {model_config.encoder} tagger with "
         f"{model.num_parameters():,} parameters on {device}")
     if rank == 0 and not resume:
-        write_run_files(run_dir, config, encoder, target, overwrite)
+        write_run_files(run_dir, config, encoder, target, scheme, overwrite)
     distributed.barrier()
     task = TaggingTask(encoder, train, dev, test, config.train.batch_size, config.train.eval_batch_size,
                        config.train.seed, data.unk_replace)
     return Trainer(task, model, config.train, run_dir, device, callback).fit(resume=resume)
 
 
-def write_run_files(run_dir: Path, config: TaggerTrainConfig, encoder: Encoder, scheme: str,
+def with_vectors(encoder: Encoder, path: str, limit: int = 0) -> tuple[Encoder, tuple[torch.Tensor, torch.Tensor]]:
+    """The encoder with the vectors file's words added to its vocabulary (training words first, ids
+    unchanged) and lowercase fallback on, and each word's vector with a mask of the words that have one
+    (exact match, else the lowercase form)."""
+    vector_words, table = read_vectors(path, limit=limit)
+    known = set(encoder.words.tokens)
+    words = Vocab(encoder.words.tokens + [w for w in vector_words if w not in known])
+    vectors, found = lookup(words.tokens, vector_words, table)
+    trained = len(encoder.words) - len(SPECIALS)
+    covered = int(found[len(SPECIALS):len(encoder.words)].sum())
+    log(f"{path}: {len(vector_words):,} vectors of width {table.size(1)}; {covered:,} of the {trained:,} "
+        f"training words ({covered / max(trained, 1):.1%}) have one; {len(words) - len(encoder.words):,} words "
+        "added from the file")
+    return Encoder(words, encoder.labels, encoder.chars, lowercase_fallback=True), (vectors, found)
+
+
+def write_run_files(run_dir: Path, config: TaggerTrainConfig, encoder: Encoder, scheme: str, file_scheme: str,
                     overwrite: bool = False) -> None:
+    """`scheme`: the one the model tags in; `file_scheme`: the training file's."""
     start_run(run_dir, "tagger", config, overwrite)
-    atomic_write_json(run_dir / "vocab.json", encoder.words.to_dict())
-    atomic_write_json(run_dir / "labels.json", {"labels": encoder.labels, "scheme": scheme})
+    atomic_write_json(run_dir / "vocab.json", {**encoder.words.to_dict(), "lowercase_fallback":
+                                               encoder.lowercase_fallback})
+    atomic_write_json(run_dir / "labels.json", {"labels": encoder.labels, "scheme": scheme,
+                                                "file_scheme": file_scheme})
     if encoder.chars is not None:
         atomic_write_json(run_dir / "chars.json", encoder.chars.to_dict())
 
@@ -168,13 +202,17 @@ def read_run_config(run_dir: str | Path) -> TaggerTrainConfig:
     return read_run_config_as(run_dir, "tagger", TaggerTrainConfig, CONFIG_GROUPS)
 
 
-def read_encoder(run_dir: Path) -> tuple[Encoder, str]:
+def read_encoder(run_dir: Path) -> tuple[Encoder, str, str]:
+    """The encoder, the scheme the model tags in and the training file's scheme."""
     try:
-        words = Vocab.from_dict(read_json(run_dir / "vocab.json", "vocabulary file"))
+        vocab = read_json(run_dir / "vocab.json", "vocabulary file")
+        words = Vocab.from_dict(vocab)
         labels = read_json(run_dir / "labels.json", "labels file")
         chars = Vocab.from_dict(read_json(run_dir / "chars.json", "characters file")) \
             if (run_dir / "chars.json").exists() else None
-        return Encoder(words, list(labels["labels"]), chars), labels["scheme"]
+        fallback = bool(vocab.get("lowercase_fallback"))
+        encoder = Encoder(words, list(labels["labels"]), chars, lowercase_fallback=fallback)
+        return encoder, labels["scheme"], labels.get("file_scheme", labels["scheme"])
     except (KeyError, TypeError) as error:
         raise SeqlabError(f"{run_dir}: vocab.json, labels.json or chars.json is malformed ({error})") from None
 
@@ -185,7 +223,7 @@ def load_tagger(run_dir: str | Path, device: str = "cpu") -> TrainedTagger:
     """A trained tagger from its run directory (the best weights)."""
     run_dir = Path(run_dir)
     config = read_run_config(run_dir)
-    encoder, scheme = read_encoder(run_dir)
+    encoder, scheme, file_scheme = read_encoder(run_dir)
     model = Tagger(config.model)
     weights = run_dir / "model.safetensors"
     if not weights.exists():
@@ -193,21 +231,23 @@ def load_tagger(run_dir: str | Path, device: str = "cpu") -> TrainedTagger:
                           "evaluation)")
     load_model(weights, model)                  # the CRF's constraints come back with the weights
     device = resolve_device(device)
-    return TrainedTagger(model.to(device).eval(), encoder, scheme, config, device)
+    return TrainedTagger(model.to(device).eval(), encoder, scheme, config, device, file_scheme)
 
 
 class TrainedTagger:
     """A loaded tagger: tokens in, tags (with their probabilities) out."""
 
-    def __init__(self, model: Tagger, encoder: Encoder, scheme: str, config: TaggerTrainConfig, device):
+    def __init__(self, model: Tagger, encoder: Encoder, scheme: str, config: TaggerTrainConfig, device,
+                 file_scheme: str | None = None):
         self.model, self.encoder, self.scheme, self.config, self.device = model, encoder, scheme, config, device
+        self.file_scheme = file_scheme or scheme            # the training file's: how a gold file is read
 
     @torch.no_grad()
     def tag_sentences(self, sentences: list[list[str]], batch_size: int = 64) -> list[list[tuple[str, float]]]:
         """(tag, probability) for every token of every sentence, batched; an empty sentence gets [].
 
-        The probability is the tag's softmax probability at its token (with a CRF: the emission
-        softmax, a per-token confidence, while the tags themselves come from Viterbi)."""
+        The probability is the tag's softmax probability at its token; with a CRF, the tags come from
+        Viterbi and each one's probability is its marginal p(y_t = tag | sentence) under the CRF."""
         results: list[list[tuple[str, float]]] = [[] for _ in sentences]
         items = [Sentence(list(tokens), ["O"] * len(tokens)) for tokens in sentences]
         order = [i for i in sorted(range(len(items)), key=lambda i: len(items[i])) if len(items[i])]
@@ -215,7 +255,10 @@ class TrainedTagger:
             chunk = order[k:k + batch_size]
             batch = self.encoder.batch([items[i] for i in chunk]).to(self.device)
             scores = self.model(batch.words, batch.lengths, batch.chars)       # (B, T, K)
-            probabilities = torch.softmax(scores.float(), dim=-1)
+            if self.model.crf is not None:
+                probabilities = self.model.crf.marginals(scores.float(), batch.mask)   # (B, T, K)
+            else:
+                probabilities = torch.softmax(scores.float(), dim=-1)
             best = best_tags(self.model, scores, batch.mask)                   # (B, T)
             chosen = probabilities.gather(-1, best[:, :, None]).squeeze(-1)   # (B, T)
             for row, i in enumerate(chunk):
@@ -228,12 +271,19 @@ class TrainedTagger:
         """(tag, probability) for each token of one sentence."""
         return self.tag_sentences([tokens])[0]
 
-    def evaluate_file(self, path: str | Path, fmt: str | None = None) -> dict:
-        """Accuracy (and entity P/R/F1 for IOB-style tags) on a labelled file."""
+    def evaluate_file(self, path: str | Path, fmt: str | None = None, top_confusions: int = 10) -> dict:
+        """Accuracy (and entity P/R/F1 for IOB-style tags) on a labelled file, the most frequent
+        (gold, predicted) mistakes, and the gold tags training never saw (each token an error)."""
         data = self.config.data
         sentences = read_labelled(path, fmt or data.format, data.label_column or None, "evaluation file")
         if self.scheme != "none":
-            source = detect_scheme(s.labels for s in sentences)
+            source = detect_scheme((s.labels for s in sentences), prefer=self.file_scheme)
             prepare(sentences, source, self.scheme, str(path))
         task = TaggingTask(self.encoder, [], sentences, None, batch_size=1, eval_batch_size=64, seed=0)
-        return task.summarize(task.evaluate(self.model, task.valid_data, self.device))
+        task.keep_predictions = True
+        result = task.summarize(task.evaluate(self.model, task.valid_data, self.device))
+        result["confusions"] = [{"gold": g, "predicted": p, "count": n}
+                                for g, p, n in confusions(*task.predictions, top=top_confusions)]
+        result["unseen_tags"] = dict(Counter(label for s in sentences for label in s.labels
+                                             if label not in self.encoder.label_index).most_common())
+        return result

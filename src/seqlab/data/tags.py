@@ -69,20 +69,14 @@ def spans(tags: list[str]) -> list[Span]:
     return result
 
 
-def detect_scheme(sequences) -> str:
-    """iob1, iob2 or bioes, from the tags seen: E-/S- mean BIOES; an I- that begins an entity means
-    IOB1; otherwise IOB2."""
-    iob1 = False
-    for tags in sequences:
-        prev, prev_type = "O", ""
-        for tag in tags:
-            prefix, kind = split_tag(tag)
-            if prefix in ("E", "S"):
-                return "bioes"
-            if prefix == "I" and (prev == "O" or prev_type != kind):
-                iob1 = True
-            prev, prev_type = (prefix, kind) if kind else ("O", "")
-    return "iob1" if iob1 else "iob2"
+def detect_scheme(sequences, prefer: str = "iob2") -> str:
+    """iob1, iob2 or bioes: the scheme under which the fewest tags are invalid (ties go to `prefer`,
+    then IOB2, IOB1, BIOES). One stray error in a file (an I- opening an entity in IOB2 data) does not
+    make it read as another scheme, under which every other entity would break."""
+    sequences = list(sequences)
+    errors = {scheme: sum(len(invalid_positions(tags, scheme)) for tags in sequences) for scheme in SCHEMES}
+    order = [prefer] + [s for s in ("iob2", "iob1", "bioes") if s != prefer]
+    return min(order, key=errors.__getitem__)
 
 
 def invalid_positions(tags: list[str], scheme: str) -> list[int]:

@@ -44,7 +44,10 @@ class TaggerConfig:
     vocab_size: int = option(0, "word vocabulary size (set from the data)")
     num_labels: int = option(0, "number of tags (set from the data)")
     char_vocab_size: int = option(0, "character vocabulary size (set from the data)")
-    embedding_size: int = option(100, "word embedding width")
+    embedding_size: int = option(100, "word embedding width (with --vectors: the vectors' width)")
+    freeze_embeddings: bool = option(False, "keep the word embeddings as initialised (with --vectors: the "
+                                            "pretrained vectors stay fixed; words without one keep a random "
+                                            "vector)")
     hidden_size: int = option(128, "recurrent state per direction; the transformer's width; the window "
                                    "tagger's hidden layer")
     num_layers: int = option(1, "stacked encoder layers", flag="layers")
@@ -110,6 +113,7 @@ class Tagger(nn.Module):
             raise SeqlabError("a tagger needs its vocabulary and label counts")
         self.config = c = config
         self.embedding = nn.Embedding(c.vocab_size, c.embedding_size, padding_idx=PAD)
+        self.embedding.weight.requires_grad_(not c.freeze_embeddings)
         width = c.embedding_size
         self.chars = None
         if c.char_features != "none":
@@ -172,6 +176,16 @@ class Tagger(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+    @torch.no_grad()
+    def initialise_embeddings(self, vectors: Tensor, found: Tensor) -> None:
+        """Pretrained vectors (V, E) into the word embeddings where `found` (V,); the other words get
+        random vectors of the same scale, the padding row zeros."""
+        scale = vectors[found].std().item() if found.sum() > 1 else 1.0
+        weight = self.embedding.weight
+        weight.normal_(0.0, scale)
+        weight[found] = vectors[found].to(weight)
+        weight[PAD] = 0.0
 
     def detach_state(self, state):
         return state                                                   # sentences carry no state

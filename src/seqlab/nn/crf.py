@@ -72,6 +72,15 @@ class CRF(nn.Module):
         """-log p(tags | x) per sentence, (B,)."""
         return self.log_partition(emissions, mask) - self.score(emissions, tags, mask)
 
+    def marginals(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """p(y_t = k | x) for every token, (B, T, K), 0 at padding: the gradient of log Z with respect to
+        the emissions, which is what the forward-backward algorithm computes (the backward pass of the
+        forward algorithm is the backward algorithm)."""
+        with torch.enable_grad():
+            e = emissions.detach().requires_grad_(True)
+            (grad,) = torch.autograd.grad(self.log_partition(e, mask).sum(), e)
+        return grad * mask[:, :, None]
+
     @torch.no_grad()
     def decode(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Viterbi: the best tag sequence of each sentence, (B, T) (padded positions hold 0)."""

@@ -68,8 +68,12 @@ class Encoded:
 class Encoder:
     """Words, characters and tags -> ids, with vocabularies from the training sentences only."""
 
-    def __init__(self, words: Vocab, labels: list[str], chars: Vocab | None = None, max_word_chars: int = 20):
+    def __init__(self, words: Vocab, labels: list[str], chars: Vocab | None = None, max_word_chars: int = 20,
+                 lowercase_fallback: bool = False):
+        """`lowercase_fallback`: a word not in the vocabulary reads as its lowercase form when that is
+        (set with pretrained vectors, whose files are often lowercased)."""
         self.words, self.labels, self.chars, self.max_word_chars = words, labels, chars, max_word_chars
+        self.lowercase_fallback = lowercase_fallback
         self.label_index = {label: i for i, label in enumerate(labels)}
 
     @classmethod
@@ -84,16 +88,22 @@ class Encoder:
     def entity_tags(self) -> bool:
         return is_entity_tagset(self.labels)
 
+    def word_ids(self, tokens: list[str]) -> list[int]:
+        if not self.lowercase_fallback:
+            return self.words.encode(tokens)
+        index = self.words.index
+        return [index[t] if t in index else index.get(t.lower(), UNK) for t in tokens]
+
     def encode(self, sentence: Sentence) -> Encoded:
         """One sentence as ids, once: training re-batches the same encodings every epoch."""
         chars = None
         if self.chars is not None:
             C = min(self.max_word_chars, max((len(t) for t in sentence.tokens), default=1))
-            chars = torch.full((len(sentence), C), PAD, dtype=torch.long)        # (n, C)
-            for t, token in enumerate(sentence.tokens):
-                spelled = self.chars.encode(token[:C])
-                chars[t, :len(spelled)] = torch.tensor(spelled)
-        return Encoded(torch.tensor(self.words.encode(sentence.tokens), dtype=torch.long),
+            index = self.chars.index
+            spelled = [[index.get(c, UNK) for c in token[:C]] for token in sentence.tokens]
+            chars = torch.tensor([ids + [PAD] * (C - len(ids)) for ids in spelled],
+                                 dtype=torch.long).reshape(len(sentence), C)        # (n, C)
+        return Encoded(torch.tensor(self.word_ids(sentence.tokens), dtype=torch.long),
                        torch.tensor([self.label_index.get(label, UNKNOWN_LABEL) for label in sentence.labels],
                                     dtype=torch.long), chars, sentence.labels)
 
@@ -154,6 +164,7 @@ class TaggingTask:
     name = "tagger"
     lower_is_better = False
     batch_unit = "sentences"
+    keep_predictions = False        # evaluate() then leaves (gold, predicted) tag lists in self.predictions
 
     def __init__(self, encoder: Encoder, train: list[Sentence], valid: list[Sentence], test: list[Sentence] | None,
                  batch_size: int, eval_batch_size: int, seed: int, unk_replace: float = 0.0):
@@ -214,6 +225,8 @@ class TaggingTask:
                 golds.append(gold)
                 predictions.append(predicted)
         model.train(was_training)
+        if self.keep_predictions:
+            self.predictions = (golds, predictions)
         if self.entity_tags:            # the same keys in every process (the training types), for all_reduce
             scores = span_scores(golds, predictions)
             for suffix, part in [("", scores.overall), *((f"/{k}", scores.by_type.get(k, PRF())) for k in self.types)]:
