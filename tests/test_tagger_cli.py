@@ -71,7 +71,7 @@ def test_tagger_cli_reads_conll_input_and_reports_confusions_and_unseen_tags(tmp
         "3\tsat\tsat\tVERB", "3\tsat\tsat\tINTJ_NEW", 1)
     wrong = tmp_path / "wrong.conllu"
     wrong.write_text(gold)
-    assert main(["evaluate", str(run), str(wrong), "--json"]) == 0
+    assert main(["evaluate", str(run), str(wrong), "--json", "--format", "conllu"]) == 0
     figures = json.loads(capsys.readouterr().out)
     assert figures["unseen_tags"] == {"INTJ_NEW": 1}
     assert {"gold": "VERB", "predicted": "NOUN", "count": 1} in figures["confusions"]

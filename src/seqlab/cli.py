@@ -78,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("file", metavar="FILE", help="text file to score (for a tagger: a labelled file "
                           "in the format it was trained on)")
     evaluate.add_argument("--json", action="store_true", help="print one JSON object with the figures")
+    evaluate.add_argument("--format", choices=("conllu", "conll"),
+                          help="taggers: the file's format (default: the training files')")
     evaluate.add_argument("--confusions", type=int, default=10,
                           help="taggers: list this many of the most confused tag pairs (default: 10)")
     evaluate.add_argument("--batch-size", type=int, default=10, help="parallel streams (default: 10)")
@@ -151,7 +153,7 @@ def tag_command(args: argparse.Namespace) -> int:
         sentences = [line.split() for line in text.splitlines()]
     else:
         sentences = [s.tokens for s in read_tokens(args.file, args.input_format)]
-    for tokens, tags in zip(sentences, tagger.tag_sentences(sentences, args.batch_size), strict=True):
+    for tokens, tags in zip(sentences, tagger.tag_sentences(sentences, args.batch_size, progress=None), strict=True):
         if args.output_format == "json":
             record = {"tokens": tokens, "tags": [t for t, _ in tags], "probabilities": [round(p, 4) for _, p in tags]}
             if tagger.scheme != "none":
@@ -182,7 +184,8 @@ def read_tokens(path: str, fmt: str):
 def evaluate_tagger(args: argparse.Namespace) -> int:
     from seqlab.tagger import load_tagger
 
-    result = load_tagger(args.run_dir, args.device).evaluate_file(args.file, top_confusions=args.confusions)
+    tagger = load_tagger(args.run_dir, args.device)
+    result = tagger.evaluate_file(args.file, args.format, top_confusions=args.confusions)
     result["file"] = args.file
     if args.json:
         print(json.dumps(result))

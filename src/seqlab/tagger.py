@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from tqdm.auto import tqdm
 
 from seqlab.config import check_choices, option
 from seqlab.data.conll import FORMATS, Sentence, read_labelled
@@ -243,15 +244,18 @@ class TrainedTagger:
         self.file_scheme = file_scheme or scheme            # the training file's: how a gold file is read
 
     @torch.no_grad()
-    def tag_sentences(self, sentences: list[list[str]], batch_size: int = 64) -> list[list[tuple[str, float]]]:
+    def tag_sentences(self, sentences: list[list[str]], batch_size: int = 64,
+                      progress: bool | None = False) -> list[list[tuple[str, float]]]:
         """(tag, probability) for every token of every sentence, batched; an empty sentence gets [].
+        `progress`: None or True shows a progress bar over the batches when stderr is a terminal.
 
         The probability is the tag's softmax probability at its token; with a CRF, the tags come from
         Viterbi and each one's probability is its marginal p(y_t = tag | sentence) under the CRF."""
         results: list[list[tuple[str, float]]] = [[] for _ in sentences]
         items = [Sentence(list(tokens), ["O"] * len(tokens)) for tokens in sentences]
         order = [i for i in sorted(range(len(items)), key=lambda i: len(items[i])) if len(items[i])]
-        for k in range(0, len(order), batch_size):
+        starts = range(0, len(order), batch_size)
+        for k in tqdm(starts, desc="tagging", unit="batch", leave=False, disable=True if progress is False else None):
             chunk = order[k:k + batch_size]
             batch = self.encoder.batch([items[i] for i in chunk]).to(self.device)
             scores = self.model(batch.words, batch.lengths, batch.chars)       # (B, T, K)
