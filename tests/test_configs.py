@@ -47,3 +47,13 @@ def test_configs_command_line_overrides_the_file(tmp_path):
     assert config.model.hidden_size == 7 and config.train.epochs == 2
     with pytest.raises(SeqlabError, match="unknown option"):
         resolve_train_config(None, {"hiden_size": 7})
+
+
+def test_configs_best_pos_recipe_is_the_measured_command():
+    """configs/ud-pos-bilstm2-char-w2v-frozen.yaml says it is the -w2v config with the options the results
+    row was measured with; keep that true."""
+    folder = Path(__file__).parent.parent / "configs"
+    shipped = resolve_tagger_config(folder / "ud-pos-bilstm2-char-w2v-frozen.yaml")
+    measured = resolve_tagger_config(folder / "ud-pos-bilstm-char-w2v.yaml", {
+        "freeze_embeddings": True, "num_layers": 2, "hidden_size": 256, "unk_replace": 0.5})
+    assert shipped == measured
