@@ -73,6 +73,8 @@ def summarize() -> None:
                 continue
             lines.append(f"| {name} | {any_row['arch']} | {any_row['params']:,} | {dev['value']:.2f} | "
                          f"{test['value']:.2f} | {any_row['tokens_per_s']:,.0f} | {any_row['wall_s'] / 60:.1f} |")
+        notes = sorted({f"{r['config']}: {r['note']}" for r in records if r.get("note")})
+        lines += ["", *[f"- {note}" for note in notes]] if notes else []
         lines.append("")
         panels.append((dataset, [(name, rows[name]["test"]["value"]) for name in order if "test" in rows[name]]))
     (RESULTS / "tagging_tables.md").write_text("\n".join(lines) + "\n")
@@ -85,7 +87,7 @@ def summarize() -> None:
             names, values = [b[0] for b in bars], [b[1] for b in bars]
             axis.barh(names[::-1], values[::-1], color="#4c72b0")
             low = min(values, default=0)
-            axis.set_xlim(max(0, low - 5), max(values, default=100) + 1)
+            axis.set_xlim(max(0, low - 5), max(values, default=100) + 2.5)
             for y, v in enumerate(values[::-1]):
                 axis.text(v, y, f" {v:.2f}", va="center", fontsize=8)
             axis.set_title(f"{dataset}: test {'UPOS accuracy' if dataset.startswith('ud') else 'entity F1'}")
