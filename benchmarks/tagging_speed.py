@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import seqlab  # noqa: E402
 from common import device_name, record, write_records  # noqa: E402
 from seqlab.data.conll import read_labelled  # noqa: E402
+from tagging_quality import describe  # noqa: E402
 
 
 def words_per_second(tagger, sentences: list[list[str]], batch_size: int) -> float:
@@ -59,10 +60,8 @@ def main() -> int:
     fast, slow = statistics.median(batched), statistics.median(single)
     print(f"{args.run}: {fast:,.0f} words/s batched ({args.batch_size} sentences), {slow:,.0f} words/s one "
           f"sentence at a time; {fast / slow:.1f}x; rounds {[round(x) for x in batched]}")
-    arch = f"{tagger.config.model.encoder}{' +crf' if tagger.config.model.crf else ''}" \
-           f"{' +char-' + tagger.config.model.char_features if tagger.config.model.char_features != 'none' else ''}"
     common = {"task": "tagging-speed", "dataset": args.dataset or Path(args.file).parent.name, "split": "test",
-              "arch": arch, "config": Path(args.run).name, "params": tagger.model.num_parameters(),
+              "arch": describe(tagger.config), "config": Path(args.run).name, "params": tagger.model.num_parameters(),
               "device": device_name("cpu"), "words": sum(len(s) for s in sentences)}
     records = [record(**common, metric=f"words_per_s_batch{args.batch_size}", value=fast,
                       rounds=[round(x) for x in batched], target=10_000.0),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -118,7 +119,8 @@ def main() -> int:
         if done and not args.rerun:
             print(f"{name}: already measured, skipped")
             continue
-        command = [sys.executable, str(Path(__file__).parent / "tagging_quality.py"), "--dataset", args.dataset,
+        script = os.path.relpath(Path(__file__).parent / "tagging_quality.py")     # as the results will show it
+        command = [sys.executable, script, "--dataset", args.dataset,
                    "--config", config, "--name", name, "--data-dir", args.data_dir, "--results", results,
                    "--output", f"runs/bench/table-{args.dataset}-{name}",
                    "--title", f"Tagger architectures on {args.dataset} (one factor at a time)",

@@ -25,14 +25,14 @@ def test_word2vec_with_header_and_glove_without_read_the_same(tmp_path):
         assert torch.allclose(vectors, torch.tensor([[0.1, 0.2], [-1.0, 2.5], [0.3, 0.0]]))
 
 
-def test_vectors_gz_spaces_in_words_duplicates_keep_and_limit(tmp_path):
+def test_vectors_gz_spaces_in_words_duplicates_and_limit(tmp_path):
     with gzip.open(tmp_path / "v.txt.gz", "wt", encoding="utf-8") as handle:
         handle.write("the 1 1\n. . . 2 2\nthe 9 9\ncafé 3 3\nlast 4 4\n")
     words, vectors = read_vectors(tmp_path / "v.txt.gz")
     assert words == ["the", ". . .", "café", "last"]                  # the first "the" kept
     assert vectors[0].tolist() == [1.0, 1.0]
-    words, _ = read_vectors(tmp_path / "v.txt.gz", keep=lambda w: w != "café", limit=4)
-    assert words == ["the", ". . ."]                                  # 4 lines read, "the" twice, café skipped
+    words, _ = read_vectors(tmp_path / "v.txt.gz", limit=3)
+    assert words == ["the", ". . ."]                                  # 3 lines read, "the" twice
 
 
 def test_write_then_read_round_trip(tmp_path):

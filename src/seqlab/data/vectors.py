@@ -14,7 +14,6 @@ SLP 9.2.4 initialises a tagger's embedding layer with such vectors (trained by w
 from __future__ import annotations
 
 import gzip
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -28,12 +27,9 @@ def _open(path: Path):
     return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
 
-def read_vectors(path: str | Path, keep: Callable[[str], bool] | None = None,
-                 limit: int = 0) -> tuple[list[str], Tensor]:
-    """The words and their vectors (N, DIM) from a word2vec or GloVe text file.
-
-    `keep(word)` selects the words to return (all by default: the file is read through either way);
-    `limit` reads only the first `limit` vectors (files are usually sorted by frequency)."""
+def read_vectors(path: str | Path, limit: int = 0) -> tuple[list[str], Tensor]:
+    """The words and their vectors (N, DIM) from a word2vec or GloVe text file; `limit` reads only the
+    first `limit` vectors (files are usually sorted by frequency)."""
     path = Path(path)
     if not path.exists():
         raise SeqlabError(f"vectors file {path} does not exist")
@@ -69,7 +65,7 @@ def read_vectors(path: str | Path, keep: Callable[[str], bool] | None = None,
                 if not word:
                     raise SeqlabError(f"vectors file {where(path, line_no)}: the word is missing")
                 read += 1
-                if word not in seen and (keep is None or keep(word)):
+                if word not in seen:
                     try:
                         vector = np.array(fields[-dim:], dtype=np.float32)   # 4 bytes a number, not 32
                     except ValueError:
