@@ -6,15 +6,18 @@ from pathlib import Path
 
 import pytest
 
+from seqlab.classifier import resolve_classifier_config
 from seqlab.errors import SeqlabError
 from seqlab.lm import resolve_train_config
+from seqlab.models.classifier import Classifier
 from seqlab.models.lm import build_lm
 from seqlab.models.tagger import Tagger
 from seqlab.tagger import resolve_tagger_config
 
 ALL = sorted((Path(__file__).parent.parent / "configs").glob("*.yaml"))
 TAGGER_CONFIGS = [p for p in ALL if "tagging_quality.py" in p.read_text()]   # their run command says so
-CONFIGS = [p for p in ALL if p not in TAGGER_CONFIGS]
+CLASSIFIER_CONFIGS = [p for p in ALL if "classification_quality.py" in p.read_text()]
+CONFIGS = [p for p in ALL if p not in TAGGER_CONFIGS + CLASSIFIER_CONFIGS]
 
 
 def test_configs_are_shipped():
@@ -57,3 +60,24 @@ def test_configs_best_pos_recipe_is_the_measured_command():
     measured = resolve_tagger_config(folder / "ud-pos-bilstm-char-w2v.yaml", {
         "freeze_embeddings": True, "num_layers": 2, "hidden_size": 256, "unk_replace": 0.5})
     assert shipped == measured
+
+
+@pytest.mark.parametrize("path", CLASSIFIER_CONFIGS, ids=lambda p: p.name)
+def test_configs_classifier_parse_and_build(path):
+    config = resolve_classifier_config(path)
+    assert path.read_text().startswith("#"), "each config starts with a comment saying how to run it"
+    model = Classifier(config.model.__class__(**{**config.model.__dict__, "vocab_size": 100, "num_labels": 2}))
+    assert model.num_parameters() > 0
+
+
+def test_configs_classifier_recipes_are_the_measured_commands():
+    """The shipped classifier configs hold the options their results rows were measured with."""
+    folder = Path(__file__).parent.parent / "configs"
+    sst2 = resolve_classifier_config(None, {
+        "format": "sst-tree", "sst_classes": 2, "phrases": True, "tokenizer": "whitespace", "arch": "lstm",
+        "bidirectional": True, "pooling": "max", "embedding_size": 300, "hidden_size": 150, "epochs": 6})
+    assert resolve_classifier_config(folder / "sst2-bilstm-max-phrases.yaml") == sst2
+    imdb = resolve_classifier_config(None, {
+        "format": "jsonl", "arch": "pooled", "ngrams": 2, "min_freq": 3, "embedding_size": 64, "hidden_size": 64,
+        "lr": 1e-2, "epochs": 6, "batch_size": 64})
+    assert resolve_classifier_config(folder / "imdb-pooled-bigrams.yaml") == imdb

@@ -2,8 +2,18 @@
 
 __version__ = "0.1.0"
 
+from seqlab.classifier import (  # noqa: E402
+    ClassifierDataConfig,
+    ClassifierTrainConfig,
+    Prediction,
+    TrainedClassifier,
+    load_classifier,
+    resolve_classifier_config,
+    train_classifier,
+)
 from seqlab.errors import SeqlabError  # noqa: E402
 from seqlab.lm import LMDataConfig, LMTrainConfig, TrainedLM, train_lm  # noqa: E402
+from seqlab.models.classifier import ClassifierConfig  # noqa: E402
 from seqlab.models.lm import LMConfig  # noqa: E402
 from seqlab.models.tagger import TaggerConfig  # noqa: E402
 from seqlab.runs import load  # noqa: E402
@@ -17,6 +27,8 @@ from seqlab.tagger import (  # noqa: E402
 )
 from seqlab.training.trainer import TrainConfig  # noqa: E402
 
-__all__ = ["LMConfig", "LMDataConfig", "LMTrainConfig", "SeqlabError", "TaggerConfig", "TaggerDataConfig",
-           "TaggerTrainConfig", "TrainConfig", "TrainedLM", "TrainedTagger", "__version__", "load", "load_tagger",
-           "resolve_tagger_config", "train_lm", "train_tagger"]
+__all__ = ["ClassifierConfig", "ClassifierDataConfig", "ClassifierTrainConfig", "LMConfig", "LMDataConfig",
+           "LMTrainConfig", "Prediction", "SeqlabError", "TaggerConfig", "TaggerDataConfig", "TaggerTrainConfig",
+           "TrainConfig", "TrainedClassifier", "TrainedLM", "TrainedTagger", "__version__", "load",
+           "load_classifier", "load_tagger", "resolve_classifier_config", "resolve_tagger_config",
+           "train_classifier", "train_lm", "train_tagger"]

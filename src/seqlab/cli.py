@@ -45,7 +45,11 @@ def add_options(parser: argparse.ArgumentParser, cls, title: str, skip=(), defau
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from seqlab.classifier import TRAIN_DEFAULTS as CLASSIFIER_DEFAULTS
+    from seqlab.classifier import ClassifierDataConfig
+    from seqlab.data.documents import FORMATS as DOCUMENT_FORMATS
     from seqlab.lm import LMDataConfig
+    from seqlab.models.classifier import ClassifierConfig
     from seqlab.models.lm import LMConfig
     from seqlab.models.tagger import TaggerConfig
     from seqlab.tagger import TRAIN_DEFAULTS, TaggerDataConfig
@@ -62,7 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
             ("lm", "a language model (ffn, rnn, lstm, gru, transformer)", LMDataConfig, LMConfig,
              ("vocab_size",), None),
             ("tagger", "a sequence tagger (POS, NER) on CoNLL-U or CoNLL-2003 files", TaggerDataConfig,
-             TaggerConfig, ("vocab_size", "num_labels", "char_vocab_size"), TRAIN_DEFAULTS)):
+             TaggerConfig, ("vocab_size", "num_labels", "char_vocab_size"), TRAIN_DEFAULTS),
+            ("classifier", "a text classifier (features, pooled, rnn, lstm, gru, transformer) on TSV, CSV, "
+             "JSON lines, 'label text' lines or SST trees", ClassifierDataConfig, ClassifierConfig,
+             ("vocab_size", "num_labels", "num_features"), CLASSIFIER_DEFAULTS)):
         task = tasks.add_parser(name, help=what)
         task.add_argument("--config", help="YAML or TOML file of options; the command line overrides it")
         task.add_argument("--resume", action="store_true",
@@ -73,13 +80,17 @@ def build_parser() -> argparse.ArgumentParser:
         add_options(task, TrainConfig, "training", defaults=defaults)
 
     evaluate = commands.add_parser("evaluate", help="score a trained model on a file: a language model's "
-                                   "perplexity, a tagger's accuracy and entity F1")
+                                   "perplexity, a tagger's accuracy and entity F1, a classifier's accuracy, "
+                                   "per-class F1 and confusion matrix")
     evaluate.add_argument("run_dir", metavar="DIR", help="run directory")
     evaluate.add_argument("file", metavar="FILE", help="text file to score (for a tagger: a labelled file "
                           "in the format it was trained on)")
     evaluate.add_argument("--json", action="store_true", help="print one JSON object with the figures")
-    evaluate.add_argument("--format", choices=("conllu", "conll"),
-                          help="taggers: the file's format (default: the training files')")
+    evaluate.add_argument("--format", choices=("conllu", "conll", *DOCUMENT_FORMATS),
+                          help="taggers and classifiers: the file's format (default: the training files')")
+    evaluate.add_argument("--confusion-png", metavar="PNG",
+                          help="classifiers: where to draw the confusion matrix (default: "
+                          "DIR/confusion_<file name>.png; 'none' for no picture)")
     evaluate.add_argument("--confusions", type=int, default=10,
                           help="taggers: list this many of the most confused tag pairs (default: 10)")
     evaluate.add_argument("--batch-size", type=int, default=10, help="parallel streams (default: 10)")
@@ -118,11 +129,30 @@ def build_parser() -> argparse.ArgumentParser:
                      "object per sentence, with entity spans for IOB-style tags (default: conll)")
     tag.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default: 64)")
     tag.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
+
+    classify = commands.add_parser("classify", help="classify documents with a trained classifier")
+    classify.add_argument("run_dir", metavar="DIR", help="run directory")
+    classify.add_argument("file", metavar="FILE", nargs="?", default="-",
+                          help="one document per line (default: - for standard input)")
+    classify.add_argument("--input-format", choices=("text", *DOCUMENT_FORMATS), default="text",
+                          help="text: one document per line; or a file in a training format (its labels, "
+                          "if any, are ignored; the features classifier needs its feature columns) "
+                          "(default: text)")
+    classify.add_argument("--output-format", choices=("tsv", "json"), default="tsv",
+                          help="tsv: the label, then each class's probability, a header naming the columns; "
+                          "json: one object per document (default: tsv)")
+    classify.add_argument("--batch-size", type=int, default=64, help="documents per batch (default: 64)")
+    classify.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
     return parser
 
 
 def train_command(args: argparse.Namespace) -> int:
-    if args.task == "tagger":
+    if args.task == "classifier":
+        from seqlab.classifier import OPTION_GROUPS
+        from seqlab.classifier import resolve_classifier_config as resolve
+        from seqlab.classifier import train_classifier as train
+        next_steps = ["seqlab classify {output} FILE", "seqlab evaluate {output} FILE"]
+    elif args.task == "tagger":
         from seqlab.tagger import OPTION_GROUPS
         from seqlab.tagger import resolve_tagger_config as resolve
         from seqlab.tagger import train_tagger as train
@@ -209,13 +239,76 @@ def evaluate_tagger(args: argparse.Namespace) -> int:
     return 0
 
 
+def classify_command(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from seqlab.classifier import load_classifier, read_split
+    from seqlab.data.documents import read_texts
+
+    classifier = load_classifier(args.run_dir, args.device)
+    with tempfile.TemporaryDirectory() as folder:
+        path, what = args.file, "input file"
+        if args.file == "-":
+            path, what = Path(folder) / "stdin", "standard input"
+            path.write_text(sys.stdin.read(), encoding="utf-8")
+        if args.input_format == "text":
+            documents = read_texts(path, what)
+        else:
+            documents = read_split(str(path), classifier.config.data, what, labelled=False, fmt=args.input_format)
+    predictions = classifier.classify_documents(documents, args.batch_size, progress=None, what=str(args.file))
+    if args.output_format == "tsv":
+        print("\t".join(["label", *(f"p({label})" for label in classifier.labels)]))
+    for prediction in predictions:
+        if args.output_format == "json":
+            print(json.dumps({"label": prediction.label, "probability": round(prediction.probability, 6),
+                              "probabilities": {k: round(v, 6) for k, v in prediction.probabilities.items()}},
+                             ensure_ascii=False))
+        else:
+            print("\t".join([prediction.label, *(f"{p:.4f}" for p in prediction.probabilities.values())]))
+    return 0
+
+
+def evaluate_classifier(args: argparse.Namespace) -> int:
+    from seqlab.classifier import load_classifier
+
+    classifier = load_classifier(args.run_dir, args.device)
+    png = args.confusion_png or str(Path(args.run_dir) / f"confusion_{Path(args.file).name}.png")
+    result = classifier.evaluate_file(args.file, args.format, None if png == "none" else png)
+    result["file"] = args.file
+    if png != "none":
+        result["confusion_png"] = png
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    labels = result["labels"]
+    print(f"file:       {args.file}")
+    truncated = f" ({result['truncated']:,} truncated)" if result["truncated"] else ""
+    print(f"documents:  {result['documents']:,}{truncated}")
+    print(f"accuracy:   {result['accuracy']:.2f}%")
+    print(f"macro-F1:   {result['macro_f1']:.2f}")
+    width = max(8, *(len(label) for label in labels))
+    print(f"\n{'class':<{width}}  precision  recall      F1  support")
+    for label, figures in result["per_class"].items():
+        print(f"{label:<{width}}  {figures['precision']:9.2f}  {figures['recall']:6.2f}  {figures['f1']:6.2f}  "
+              f"{figures['support']:7,}")
+    cell = max(6, width, *(len(f"{n:,}") for row in result["confusion"] for n in row))
+    print(f"\nconfusion matrix (rows: gold, columns: predicted){f'; drawn in {png}' if png != 'none' else ''}")
+    print(" " * width + "".join(f"  {label:>{cell}}" for label in labels))
+    for label, row in zip(labels, result["confusion"], strict=True):
+        print(f"{label:<{width}}" + "".join(f"  {n:>{cell},}" for n in row))
+    return 0
+
+
 def evaluate_command(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
     from seqlab.runs import read_run_json
 
-    if read_run_json(args.run_dir).get("task") == "tagger":
+    task = read_run_json(args.run_dir).get("task")
+    if task == "tagger":
         return evaluate_tagger(args)
+    if task == "classifier":
+        return evaluate_classifier(args)
     from seqlab.lm import load
 
     lm = load(args.run_dir, device=args.device, rnn_impl=args.rnn_impl)
@@ -261,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     warnings.showwarning = _show_warning
     commands = {"train": train_command, "evaluate": evaluate_command, "generate": generate_command,
-                "tag": tag_command}
+                "tag": tag_command, "classify": classify_command}
     try:
         return commands[args.command](args)
     except SeqlabError as error:

@@ -7,9 +7,11 @@ never a half-written one.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import tempfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,13 +19,19 @@ from seqlab.errors import SeqlabError, where
 
 
 def read_text(path: str | os.PathLike, what: str = "file") -> str:
-    """Read a UTF-8 text file, refusing missing, empty, binary and non-UTF-8 files by name."""
+    """Read a UTF-8 text file (gzipped if its name ends in .gz), refusing missing, empty, binary and
+    non-UTF-8 files by name."""
     path = Path(path)
     if not path.exists():
         raise SeqlabError(f"{what} {path} does not exist")
     if path.is_dir():
         raise SeqlabError(f"{what} {path} is a directory, expected a text file")
     data = path.read_bytes()
+    if path.suffix == ".gz":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as error:
+            raise SeqlabError(f"{what} {path} is not a readable gzip file ({error})") from None
     if not data.strip():
         raise SeqlabError(f"{what} {path} is empty")
     nul = data.find(b"\x00")

@@ -89,3 +89,19 @@ def confusions(gold: list[list[str]], predicted: list[list[str]], top: int = 10)
     counts = Counter((g, p) for gs, ps in zip(gold, predicted, strict=True)
                      for g, p in zip(gs, ps, strict=True) if g != p)
     return [(g, p, n) for (g, p), n in counts.most_common(top)]
+
+
+def classification_scores(confusion: list[list[int]], labels: list[str]) -> dict:
+    """Accuracy, per-class precision / recall / F1 and their unweighted mean (macro-F1), in percent,
+    from a confusion matrix whose row i, column j counts documents of gold class i predicted as j."""
+    K = len(labels)
+    total = sum(map(sum, confusion))
+    right = sum(confusion[i][i] for i in range(K))
+    per_class = {}
+    for i, label in enumerate(labels):
+        scores = PRF(confusion[i][i], sum(confusion[k][i] for k in range(K)), sum(confusion[i]))
+        per_class[label] = {"precision": scores.precision, "recall": scores.recall, "f1": scores.f1,
+                            "support": scores.gold}
+    return {"accuracy": 100.0 * right / total if total else 0.0,
+            "macro_f1": sum(c["f1"] for c in per_class.values()) / max(K, 1),
+            "per_class": per_class, "confusion": confusion, "labels": list(labels)}

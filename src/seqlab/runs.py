@@ -1,5 +1,5 @@
 """Run directories, whatever they hold: the checks and files every task shares, and
-`seqlab.load(run_dir)`, which loads a language model or a tagger."""
+`seqlab.load(run_dir)`, which loads a language model, a tagger or a classifier."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def read_run_json(run_dir: str | Path, task: str | None = None) -> dict:
     if not isinstance(version, int) or version > FORMAT_VERSION:
         raise SeqlabError(f"{run_dir}/config.json has format version {version!r}; this seqlab reads "
                           f"versions up to {FORMAT_VERSION}")
-    names = {"lm": "a language model", "tagger": "a tagger"}
+    names = {"lm": "a language model", "tagger": "a tagger", "classifier": "a classifier"}
     if task is not None and raw.get("task") != task:
         raise SeqlabError(f"{run_dir} holds a {raw.get('task')!r} run, not {names.get(task, task)}")
     return raw
@@ -115,9 +115,13 @@ def read_run_config_as(run_dir: str | Path, task: str, cls: type, groups: dict[s
 
 
 def load(run_dir: str | Path, device: str = "cpu", **options):
-    """A trained model from its run directory: a `TrainedLM` or a `TrainedTagger`."""
-    if read_run_json(run_dir).get("task") == "tagger":
+    """A trained model from its run directory: a `TrainedLM`, `TrainedTagger` or `TrainedClassifier`."""
+    task = read_run_json(run_dir).get("task")
+    if task == "tagger":
         from seqlab.tagger import load_tagger
         return load_tagger(run_dir, device)
+    if task == "classifier":
+        from seqlab.classifier import load_classifier
+        return load_classifier(run_dir, device)
     from seqlab.lm import load as load_lm
     return load_lm(run_dir, device, **options)

@@ -34,8 +34,8 @@ from seqlab.data.tags import (
     invalid_positions,
     is_entity_tagset,
 )
-from seqlab.data.vectors import lookup, read_vectors
-from seqlab.data.vocab import SPECIALS, Vocab
+from seqlab.data.vectors import extend_vocab
+from seqlab.data.vocab import Vocab
 from seqlab.errors import SeqlabError
 from seqlab.fileio import atomic_write_json, read_json
 from seqlab.metrics import confusions
@@ -175,15 +175,8 @@ def with_vectors(encoder: Encoder, path: str, limit: int = 0) -> tuple[Encoder, 
     """The encoder with the vectors file's words added to its vocabulary (training words first, ids
     unchanged) and lowercase fallback on, and each word's vector with a mask of the words that have one
     (exact match, else the lowercase form)."""
-    vector_words, table = read_vectors(path, limit=limit)
-    known = set(encoder.words.tokens)
-    words = Vocab(encoder.words.tokens + [w for w in vector_words if w not in known])
-    vectors, found = lookup(words.tokens, vector_words, table)
-    trained = len(encoder.words) - len(SPECIALS)
-    covered = int(found[len(SPECIALS):len(encoder.words)].sum())
-    log(f"{path}: {len(vector_words):,} vectors of width {table.size(1)}; {covered:,} of the {trained:,} "
-        f"training words ({covered / max(trained, 1):.1%}) have one; {len(words) - len(encoder.words):,} words "
-        "added from the file")
+    words, vectors, found, message = extend_vocab(encoder.words, path, limit)
+    log(message)
     return Encoder(words, encoder.labels, encoder.chars, lowercase_fallback=True), (vectors, found)
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from seqlab.data.vocab import SPECIALS, Vocab
 from seqlab.errors import SeqlabError, where
 
 
@@ -107,3 +108,19 @@ def lookup(words: list[str], vector_words: list[str], vectors: Tensor) -> tuple[
         if j is not None:
             out[i], found[i] = vectors[j], True
     return out, found
+
+
+def extend_vocab(words: Vocab, path: str | Path, limit: int = 0) -> tuple[Vocab, Tensor, Tensor, str]:
+    """The vocabulary with the vectors file's words added (training words first, ids unchanged), each
+    word's vector (V, DIM), the mask of words that have one (exact match, else the lowercase form),
+    and a line saying how many training words the file covers."""
+    vector_words, table = read_vectors(path, limit=limit)
+    known = set(words.tokens)
+    extended = Vocab(words.tokens + [w for w in vector_words if w not in known])
+    vectors, found = lookup(extended.tokens, vector_words, table)
+    trained = len(words) - len(SPECIALS)
+    covered = int(found[len(SPECIALS):len(words)].sum())
+    message = (f"{path}: {len(vector_words):,} vectors of width {table.size(1)}; {covered:,} of the {trained:,} "
+               f"training words ({covered / max(trained, 1):.1%}) have one; {len(extended) - len(words):,} words "
+               "added from the file")
+    return extended, vectors, found, message

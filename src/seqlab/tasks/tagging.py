@@ -10,7 +10,6 @@ error in accuracy and F1: no prediction can equal it.
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 from dataclasses import dataclass
 
@@ -18,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from seqlab.data import batching
 from seqlab.data.conll import Sentence
 from seqlab.data.tags import is_entity_tagset, split_tag
 from seqlab.data.vocab import PAD, UNK, Vocab
@@ -128,27 +128,10 @@ class Encoder:
 
 
 def length_batches(items: list[Encoded], encoder: Encoder, batch_size: int, seed: int | None) -> list[TagBatch]:
-    """Batches of sentences of similar length (little padding).
-
-    With a seed (training) the order is shuffled, only whole batches are kept (the few sentences left
-    over are random ones, different every epoch), batches are formed within pools of 50 sorted by
-    length, and the batches are shuffled; it all depends on the seed alone, so a resumed run sees the
-    same batches. Without a seed (evaluation) every sentence is kept, shortest first."""
-    order = list(range(len(items)))
-    if seed is None:
-        order.sort(key=lambda i: len(items[i].words))
-    else:
-        rng = random.Random(seed)
-        rng.shuffle(order)
-        whole = len(order) - len(order) % batch_size
-        order = order[:whole] or order
-        pool = 50 * batch_size
-        order = [i for k in range(0, len(order), pool)
-                 for i in sorted(order[k:k + pool], key=lambda i: len(items[i].words))]
-    batches = [encoder.collate([items[i] for i in order[k:k + batch_size]]) for k in range(0, len(order), batch_size)]
-    if seed is not None:
-        rng.shuffle(batches)
-    return batches
+    """Batches of sentences of similar length (`seqlab.data.batching.length_batches`): shuffled with a
+    seed (training), every sentence shortest first without (evaluation)."""
+    groups = batching.length_batches([len(item.words) for item in items], batch_size, seed)
+    return [encoder.collate([items[i] for i in group]) for group in groups]
 
 
 def best_tags(model, scores: Tensor, mask: Tensor) -> Tensor:

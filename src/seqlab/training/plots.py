@@ -47,3 +47,39 @@ def _read(path: Path) -> list[dict]:
         except json.JSONDecodeError:
             continue
     return rows
+
+
+def plot_confusion(matrix: list[list[int]], labels: list[str], path: str | Path, title: str = "") -> Path:
+    """A confusion matrix as a heat map PNG: rows gold, columns predicted, each cell's count written
+    in it and its colour the share of its row (so rare classes read as clearly as common ones)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    counts = np.array(matrix, dtype=float)                                       # (K, K)
+    shares = counts / np.maximum(counts.sum(1, keepdims=True), 1)
+    K = len(labels)
+    size = min(3 + 0.6 * K, 16)
+    fig, ax = plt.subplots(figsize=(size + 1, size), dpi=120)
+    image = ax.imshow(shares, cmap="Blues", vmin=0, vmax=1)
+    ax.set_xticks(range(K), labels, rotation=45 if K > 4 else 0, ha="right" if K > 4 else "center")
+    ax.set_yticks(range(K), labels)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("gold")
+    if K <= 30:
+        for i in range(K):
+            for j in range(K):
+                ax.text(j, i, f"{int(counts[i, j]):,}", ha="center", va="center", fontsize=8,
+                        color="white" if shares[i, j] > 0.6 else "black")
+    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="share of the gold class")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    fig.savefig(tmp, format="png")
+    plt.close(fig)
+    tmp.replace(path)
+    return path

@@ -1,0 +1,393 @@
+"""Sequence classification, end to end: `train_classifier(config)` and `load_classifier(run_dir)`.
+
+    import seqlab
+    config = seqlab.resolve_classifier_config(overrides={
+        "train": "stsa.binary.train", "dev": "stsa.binary.dev", "format": "labeled-lines", "arch": "lstm"})
+    seqlab.train_classifier(config)
+    clf = seqlab.load("runs/classifier")
+    clf.classify(["a fine film", "a dull , lifeless mess"])   # [Prediction(label='1', probability=0.93, ...), ...]
+
+A run directory holds config.json (data, model and train groups, a format version, "task":
+"classifier"), vocab.json (words and n-grams), labels.json (the classes), features.json (the
+features classifier's lexicon and feature statistics), model.safetensors (the best weights),
+checkpoint.safetensors (for --resume), metrics.jsonl, train_log.jsonl, curves.png and the
+confusion matrices of the final evaluation (confusion_valid.png, confusion_test.png).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from seqlab.config import check_choices, option
+from seqlab.data.documents import FORMATS, Columns, Document, read_documents
+from seqlab.data.text_features import TOKENIZERS, FeatureExtractor, derive_lexicon, read_lexicon, with_ngrams
+from seqlab.data.vectors import extend_vocab
+from seqlab.data.vocab import Vocab
+from seqlab.errors import SeqlabError
+from seqlab.fileio import atomic_write_json, read_json
+from seqlab.models.classifier import Classifier, ClassifierConfig
+from seqlab.runs import log, read_run_config_as, resolve_run_config, start_run, train_in_run
+from seqlab.tasks.classification import (
+    ClassificationTask,
+    DocEncoder,
+    Truncation,
+    class_weights,
+    document_batches,
+    evaluation_order,
+    probabilities,
+)
+from seqlab.training import distributed
+from seqlab.training.checkpoint import load_model
+from seqlab.training.plots import plot_confusion
+from seqlab.training.trainer import TrainConfig, Trainer, resolve_device
+
+# what a classifier trains with unless told otherwise (the trainer's defaults suit language models)
+TRAIN_DEFAULTS = {"output": "runs/classifier", "epochs": 10, "batch_size": 32, "eval_batch_size": 128,
+                  "optimizer": "adam", "lr": 1e-3, "grad_clip": 5.0, "log_every": 50}
+
+
+@dataclass
+class ClassifierDataConfig:
+    """Where the labelled documents come from and how they become tokens (saved under "data")."""
+
+    train: str = option("", "training file")
+    dev: str = option("", "development file: evaluated every epoch, for the best weights")
+    test: str = option("", "test file, scored with the best weights at the end")
+    dev_fraction: float = option(0.0, "with no --dev: hold out this fraction of the training documents "
+                                      "(a fixed random choice) as the development set")
+    format: str = option("tsv", "file format", choices=FORMATS)
+    text_column: str = option("text", "tsv / csv / jsonl: the text's column (a header name, or a 0-based "
+                                      "index for files without a header) or JSON field")
+    label_column: str = option("label", "tsv / csv / jsonl: the label's column or field")
+    feature_columns: str = option("", "tsv / csv / jsonl: numeric columns (comma-separated) for the "
+                                      "features classifier")
+    header: str = option("auto", "tsv / csv: whether the first row names the columns (auto: yes when "
+                                 "columns are given by name)", choices=("auto", "yes", "no"))
+    sst_classes: int = option(5, "sst-tree: 5 (the root's label 0-4) or 2 (0-1 -> 0, 3-4 -> 1, neutral "
+                                 "dropped)", choices=(5, 2))
+    phrases: bool = option(False, "sst-tree: train on every labelled phrase (subtree) of the training "
+                                  "trees, not only the sentences; evaluation stays on sentences")
+    tokenizer: str = option("words", "words: split off punctuation and drop HTML tags; whitespace: the "
+                                     "file is already tokenized", choices=TOKENIZERS)
+    lowercase: bool = option(True, "lowercase the text before tokenizing")
+    ngrams: int = option(1, "pooled classifier: add the 2- to N-grams of each document as tokens "
+                            "(fastText's bag of n-grams)")
+    max_length: int = option(0, "truncate documents to this many tokens, reported (0: no limit; the "
+                                "transformer: its --max-positions)")
+    truncate: str = option("head", "keep the first (head) or last (tail) --max-length tokens",
+                           choices=("head", "tail"))
+    min_freq: int = option(1, "keep words seen at least this often in training; the rest become <unk>")
+    max_vocab: int = option(0, "keep at most this many words (and n-grams), specials included (0: no limit)")
+    vectors: str = option("", "pretrained word vectors (word2vec or GloVe text, may be .gz) that "
+                              "initialise the embeddings; their words join the vocabulary")
+    vectors_limit: int = option(0, "read only the first N vectors of --vectors (0: all)")
+    features: str = option("builtin", "features classifier: the built-in features (lexicon counts, "
+                                      "negation, pronouns, '!', log length), the --feature-columns, or both",
+                           choices=("builtin", "columns", "both"))
+    lexicon: str = option("", "features classifier: 'word class' lines (default: derived from the "
+                              "training split)")
+    lexicon_size: int = option(100, "derived lexicon: words per class")
+    lexicon_min_count: int = option(5, "derived lexicon: only words in at least this many training documents")
+    class_weights: str = option("none", "weight the loss per class: none, balanced (n / (K n_c)), or "
+                                        "label=weight,... (others 1)")
+    labels: str = option("", "the classes, comma-separated (default: those of the training file); each "
+                             "must have training examples")
+    metric: str = option("accuracy", "the development figure that picks the best weights",
+                         choices=("accuracy", "macro_f1"))
+
+    def __post_init__(self):
+        check_choices(self)
+        if self.ngrams < 1:
+            raise SeqlabError(f"--ngrams must be at least 1, got {self.ngrams}")
+        if self.max_length < 0:
+            raise SeqlabError(f"--max-length must be 0 (no limit) or positive, got {self.max_length}")
+        if not 0 <= self.dev_fraction < 1:
+            raise SeqlabError(f"--dev-fraction must be in [0, 1), got {self.dev_fraction}")
+
+    @property
+    def columns(self) -> Columns:
+        features = tuple(c.strip() for c in self.feature_columns.split(",") if c.strip())
+        return Columns(self.text_column, self.label_column, features, self.header)
+
+
+@dataclass
+class ClassifierTrainConfig:
+    """A classifier training run: data, model and training options."""
+
+    data: ClassifierDataConfig = field(default_factory=ClassifierDataConfig)
+    model: ClassifierConfig = field(default_factory=ClassifierConfig)
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(**TRAIN_DEFAULTS))
+
+
+CONFIG_GROUPS = {"data": ClassifierDataConfig, "model": ClassifierConfig, "train": TrainConfig}
+OPTION_GROUPS = {f.name: group for group, cls in CONFIG_GROUPS.items() for f in dataclasses.fields(cls)}
+
+
+def resolve_classifier_config(config_file: str | Path | None = None, overrides: dict | None = None,
+                              resume: bool = False) -> ClassifierTrainConfig:
+    """Defaults (TRAIN_DEFAULTS for the trainer) < the config file < overrides (the command line). With
+    `resume`, the run's own config.json is the base and only options of the `train` group may change."""
+    return resolve_run_config(ClassifierTrainConfig, CONFIG_GROUPS, config_file, overrides, resume,
+                              read_run_config, TRAIN_DEFAULTS)
+
+
+def read_split(path: str, data: ClassifierDataConfig, what: str, training: bool = False,
+               labelled: bool = True, fmt: str | None = None) -> list[Document]:
+    return read_documents(path, fmt or data.format, data.columns, what, labelled, data.sst_classes,
+                          phrases=training and data.phrases)
+
+
+def uses_features(config: ClassifierTrainConfig) -> bool:
+    return config.model.arch == "features"
+
+
+def train_classifier(config: ClassifierTrainConfig, resume: bool = False, overwrite: bool = False,
+                     callback: Callable[[dict], None] | None = None) -> dict:
+    """Train a classifier into `config.train.output`; return the final dev/test figures."""
+    return train_in_run(config.train, resume, overwrite,
+                        lambda run_dir, device: _train(config, run_dir, device, resume, overwrite, callback))
+
+
+def _train(config: ClassifierTrainConfig, run_dir: Path, device, resume: bool, overwrite: bool, callback) -> dict:
+    data, model_config = config.data, config.model
+    if not data.train or not (data.dev or data.dev_fraction):
+        raise SeqlabError("a classifier needs --train and --dev files (or --dev-fraction to hold out part of "
+                          "the training file)")
+    if model_config.arch != "features" and data.features != "builtin":
+        raise SeqlabError(f"--features {data.features} is for --arch features")
+    if data.ngrams > 1 and model_config.arch != "pooled":
+        raise SeqlabError("--ngrams is for --arch pooled (a bag of n-grams has no order for an encoder to read)")
+    train = read_split(data.train, data, "training file", training=True)
+    if data.dev:
+        dev, dev_path = read_split(data.dev, data, "development file"), data.dev
+    else:
+        order = list(range(len(train)))
+        random.Random(config.train.seed).shuffle(order)
+        held = set(order[:max(1, round(data.dev_fraction * len(train)))])
+        dev = [d for i, d in enumerate(train) if i in held]
+        train = [d for i, d in enumerate(train) if i not in held]
+        dev_path = f"{data.train} (held out)"
+        log(f"holding out {len(dev):,} of the {len(train) + len(dev):,} training documents as the development set")
+    test = read_split(data.test, data, "test file") if data.test else None
+    if model_config.arch == "transformer":
+        limit = model_config.max_positions - (model_config.document_pooling == "cls")
+        if not data.max_length or data.max_length > limit:
+            data = dataclasses.replace(data, max_length=limit)
+            config = dataclasses.replace(config, data=data)
+    vectors = None
+    if resume:
+        encoder = read_encoder(run_dir, config)
+    else:
+        encoder = build_encoder(train, config)
+        if data.vectors:
+            if encoder.words is None:
+                raise SeqlabError("--vectors is for classifiers over words, not --arch features")
+            words, table, found, message = extend_vocab(encoder.words, data.vectors, data.vectors_limit)
+            log(message)
+            encoder.words, encoder.lowercase_fallback, vectors = words, True, (table, found)
+            model_config = dataclasses.replace(model_config, embedding_size=table.size(1))
+    counts = Counter(d.label for d in train)
+    model_config = dataclasses.replace(
+        model_config, vocab_size=len(encoder.words) if encoder.words is not None else 0,
+        num_labels=len(encoder.labels), num_features=len(encoder.features.names) if encoder.features else 0)
+    config = dataclasses.replace(config, model=model_config)
+    torch.manual_seed(config.train.seed)
+    model = Classifier(model_config)
+    if vectors is not None:
+        model.initialise_embeddings(*vectors)
+    model = model.to(device)
+    truncation = [Truncation(), Truncation(), Truncation()]
+    encoded = [encoder.encode_all(docs, path, what, counter) for docs, path, what, counter in
+               ((train, data.train, "training file", truncation[0]), (dev, dev_path, "development file", truncation[1]),
+                (test or [], data.test, "test file", truncation[2]))]
+    for counter, path in zip(truncation, (data.train, dev_path, data.test), strict=True):
+        message = counter.report(path, data.max_length, data.truncate)
+        if message:
+            log(message)
+    rank = distributed.world()[0]
+    torch.manual_seed(config.train.seed + rank)
+    sizes = ", ".join(f"{label} {counts[label]:,}" for label in encoder.labels)
+    log(f"{len(train):,} training documents ({sizes}); "
+        f"{f'{len(encoder.words):,} words, ' if encoder.words is not None else ''}{len(encoder.labels)} classes; "
+        f"{model_config.arch} classifier with {model.num_parameters():,} parameters on {device}")
+    if rank == 0 and not resume:
+        write_run_files(run_dir, config, encoder, overwrite)
+    distributed.barrier()
+    weights = class_weights(data.class_weights, encoder.labels, counts)
+    task = ClassificationTask(encoder, encoded[0], encoded[1], encoded[2] or None, config.train.batch_size,
+                              config.train.eval_batch_size, config.train.seed, weights, data.metric)
+    results = Trainer(task, model, config.train, run_dir, device, callback).fit(resume=resume)
+    if rank == 0:
+        for split, figures in results.items():
+            plot_confusion(figures["confusion"], encoder.labels, run_dir / f"confusion_{split}.png",
+                           f"{run_dir.name}: {split} ({figures['accuracy']:.2f}% accuracy)")
+    return results
+
+
+def build_encoder(train: list[Document], config: ClassifierTrainConfig) -> DocEncoder:
+    """Vocabulary, classes and features from the training documents only."""
+    data = config.data
+    labels = sorted({d.label for d in train})
+    if data.labels:
+        declared = [label.strip() for label in data.labels.split(",") if label.strip()]
+        missing = [label for label in declared if label not in labels]
+        if missing:
+            raise SeqlabError(f"--labels: class {missing[0]!r} has no training examples in {data.train}; "
+                              "every class needs some")
+        extra = sorted(set(labels) - set(declared))
+        if extra:
+            raise SeqlabError(f"{data.train}: label {extra[0]!r} is not among --labels ({', '.join(declared)})")
+        labels = declared
+    if len(labels) < 2:
+        raise SeqlabError(f"{data.train}: a classifier needs at least two classes; the file has only "
+                          f"{', '.join(map(repr, labels))}")
+    encoder = DocEncoder(None, labels, data.tokenizer, data.lowercase, data.ngrams, data.max_length, data.truncate)
+    tokens = [encoder.cut(encoder.tokens(d.text)) for d in train]
+    if uses_features(config):
+        lexicon = None
+        if data.features in ("builtin", "both"):
+            lexicon = read_lexicon(data.lexicon, data.lowercase) if data.lexicon else \
+                derive_lexicon(tokens, [d.label for d in train], data.lexicon_size,
+                               data.lexicon_min_count)
+            log(f"lexicon: {len(lexicon):,} words over {len(set(lexicon.values()))} classes"
+                f"{f' from {data.lexicon}' if data.lexicon else ' derived from the training split'}")
+        columns = len(data.columns.features) if data.features in ("columns", "both") else 0
+        if data.features in ("columns", "both") and not columns:
+            raise SeqlabError(f"--features {data.features} needs --feature-columns")
+        if data.format not in ("tsv", "csv", "jsonl") and columns:
+            raise SeqlabError("--feature-columns are read from tsv, csv or jsonl files")
+        encoder.features = FeatureExtractor(lexicon, columns)
+        encoder.features.fit([encoder.features.raw(t, d.features) for t, d in zip(tokens, train, strict=True)])
+        return encoder
+    grams = (with_ngrams(t, data.ngrams) for t in tokens) if data.ngrams > 1 else tokens
+    encoder.words = Vocab.build(Counter(g for doc in grams for g in doc), data.min_freq, data.max_vocab or None)
+    return encoder
+
+
+def write_run_files(run_dir: Path, config: ClassifierTrainConfig, encoder: DocEncoder, overwrite: bool = False) -> None:
+    start_run(run_dir, "classifier", config, overwrite)
+    if encoder.words is not None:
+        atomic_write_json(run_dir / "vocab.json", {**encoder.words.to_dict(),
+                                                   "lowercase_fallback": encoder.lowercase_fallback})
+    atomic_write_json(run_dir / "labels.json", {"labels": encoder.labels})
+    if encoder.features is not None:
+        atomic_write_json(run_dir / "features.json", encoder.features.to_dict())
+
+
+def read_run_config(run_dir: str | Path) -> ClassifierTrainConfig:
+    return read_run_config_as(run_dir, "classifier", ClassifierTrainConfig, CONFIG_GROUPS)
+
+
+def read_encoder(run_dir: Path, config: ClassifierTrainConfig) -> DocEncoder:
+    data = config.data
+    try:
+        labels = read_json(run_dir / "labels.json", "labels file")["labels"]
+        words, fallback = None, False
+        if (run_dir / "vocab.json").exists():
+            vocab = read_json(run_dir / "vocab.json", "vocabulary file")
+            words, fallback = Vocab.from_dict(vocab), bool(vocab.get("lowercase_fallback"))
+        features = FeatureExtractor.from_dict(read_json(run_dir / "features.json", "features file")) \
+            if (run_dir / "features.json").exists() else None
+    except (KeyError, TypeError) as error:
+        raise SeqlabError(f"{run_dir}: vocab.json, labels.json or features.json is malformed ({error})") from None
+    if words is None and features is None:
+        raise SeqlabError(f"{run_dir} has neither vocab.json nor features.json")
+    return DocEncoder(words, list(labels), data.tokenizer, data.lowercase, data.ngrams, data.max_length,
+                      data.truncate, features, fallback)
+
+
+# ---------------------------------------------------------------------------- a trained classifier
+
+def load_classifier(run_dir: str | Path, device: str = "cpu") -> TrainedClassifier:
+    """A trained classifier from its run directory (the best weights)."""
+    run_dir = Path(run_dir)
+    config = read_run_config(run_dir)
+    encoder = read_encoder(run_dir, config)
+    model = Classifier(config.model)
+    weights = run_dir / "model.safetensors"
+    if not weights.exists():
+        raise SeqlabError(f"{run_dir} has no model.safetensors yet (training has not reached its first evaluation)")
+    load_model(weights, model)
+    device = resolve_device(device)
+    return TrainedClassifier(model.to(device).eval(), encoder, config, device)
+
+
+@dataclass
+class Prediction:
+    """The predicted class, its probability, and every class's probability."""
+
+    label: str
+    probability: float
+    probabilities: dict[str, float]
+
+
+class TrainedClassifier:
+    """A loaded classifier: texts in, classes (with their probabilities) out."""
+
+    def __init__(self, model: Classifier, encoder: DocEncoder, config: ClassifierTrainConfig, device):
+        self.model, self.encoder, self.config, self.device = model, encoder, config, device
+
+    @property
+    def labels(self) -> list[str]:
+        return self.encoder.labels
+
+    def classify(self, texts: list[str] | str, batch_size: int = 64, progress: bool | None = False):
+        """The Prediction for each text (for one text given as a string, one Prediction). Texts longer
+        than the training --max-length are truncated as in training, with a warning."""
+        if isinstance(texts, str):
+            return self.classify([texts], batch_size, progress)[0]
+        empty = [i for i, t in enumerate(texts) if not t.strip()]
+        if empty:
+            raise SeqlabError(f"text {empty[0] + 1} of {len(texts)} is empty; there is nothing to classify")
+        return self.classify_documents([Document(t, None, i + 1) for i, t in enumerate(texts)], batch_size, progress)
+
+    @torch.no_grad()
+    def classify_documents(self, documents: list[Document], batch_size: int = 64, progress: bool | None = False,
+                           what: str = "input") -> list[Prediction]:
+        """The Prediction for each document (its label, if any, is ignored), in order."""
+        counter = Truncation()
+        unlabelled = [dataclasses.replace(d, label=None) for d in documents]
+        encoded = self.encoder.encode_all(unlabelled, "", what, counter)
+        message = counter.report(what, self.encoder.max_length, self.encoder.truncate)
+        if message:
+            warnings.warn(message, stacklevel=2)
+        order = iter(evaluation_order(encoded))                  # the batches' documents, shortest first
+        results: list[Prediction | None] = [None] * len(encoded)
+        batches = document_batches(encoded, self.encoder, batch_size, None)
+        for batch in tqdm(batches, desc="classifying", unit="batch", leave=False,
+                          disable=True if progress is False else None):
+            batch = batch.to(self.device)
+            p = probabilities(self.model, self.model(batch.words, batch.lengths, batch.features))   # (B, K)
+            for row in p.tolist():
+                best = max(range(len(row)), key=row.__getitem__)
+                scores = dict(zip(self.labels, row, strict=True))
+                results[next(order)] = Prediction(self.labels[best], row[best], scores)
+        return results
+
+    def evaluate_file(self, path: str | Path, fmt: str | None = None, confusion_png: str | Path | None = None) -> dict:
+        """Accuracy, per-class P/R/F1, macro-F1 and the confusion matrix on a labelled file (a label
+        training never saw is an error naming its line); optionally the matrix as a PNG heat map."""
+        documents = read_split(str(path), self.config.data, "evaluation file", fmt=fmt)
+        counter = Truncation()
+        encoded = self.encoder.encode_all(documents, path, "evaluation file", counter)
+        task = ClassificationTask(self.encoder, [], encoded, None, batch_size=1, eval_batch_size=128, seed=0,
+                                  metric=self.config.data.metric)
+        result = task.summarize(task.evaluate(self.model, task.valid_data, self.device))
+        result["truncated"] = counter.truncated
+        message = counter.report(str(path), self.encoder.max_length, self.encoder.truncate)
+        if message:
+            warnings.warn(message, stacklevel=2)
+        if confusion_png:
+            plot_confusion(result["confusion"], self.labels, confusion_png, f"{Path(path).name}: "
+                           f"{result['accuracy']:.2f}% accuracy")
+        return result
+

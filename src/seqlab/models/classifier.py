@@ -1,0 +1,211 @@
+"""The sequence classifier: a document -> one vector -> class scores (SLP 6.4-6.5, 9.2.5-9.2.6, 13.3.2).
+
+    features (B, F) ------------------------------------------+
+                                                              |-> feedforward head -> (B, K) scores
+    words (B, T) -> embeddings (B, T, E) -> encoder -> pool --+   (softmax, eq. 6.27; or one sigmoid
+                                                                   unit for two classes, eq. 6.25)
+
+Architectures (`arch`):
+    features     a feedforward network over hand-built feature vectors (SLP 6.4.1)
+    pooled       a feedforward network over the mean or max of the word (and n-gram) embeddings
+                 (SLP 6.5, eq. 6.21-6.22)
+    rnn/lstm/gru a stacked, uni- or bidirectional recurrent encoder; the document is its last state
+                 (13.3.2), the mean or max of all its states (eq. 13.15), or for a bidirectional one
+                 the final forward and backward states combined (Fig. 9.12)
+    transformer  a bidirectional (non-causal) encoder (SLP 9.4 without the mask), mean-pooled or read
+                 at a classification token prepended to the document
+
+Documents are right-padded; `lengths` (B,) says where each ends, and padding never changes a score.
+The model returns scores (logits); the task turns them into a loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from seqlab.config import check_choices, option
+from seqlab.data.vocab import BOS, PAD
+from seqlab.errors import SeqlabError
+from seqlab.nn.pooling import COMBINE, combine, final_states, last_state, max_pool, mean_pool, padding_mask
+from seqlab.nn.recurrent import RecurrentStack
+from seqlab.nn.transformer import PositionalEmbedding, TransformerBlock
+
+ARCHS = ("features", "pooled", "rnn", "lstm", "gru", "transformer")
+POOLINGS = ("auto", "last", "mean", "max", "cls")
+RECURRENT = ("rnn", "lstm", "gru")
+
+
+@dataclass
+class ClassifierConfig:
+    """What the classifier is (saved in config.json under "model")."""
+
+    arch: str = option("lstm", "the architecture", choices=ARCHS)
+    vocab_size: int = option(0, "vocabulary size (set from the data)")
+    num_labels: int = option(0, "number of classes (set from the data)")
+    num_features: int = option(0, "features arch: input features (set from the data)")
+    embedding_size: int = option(128, "word embedding width (with --vectors: the vectors' width)")
+    freeze_embeddings: bool = option(False, "keep the word embeddings as initialised (with --vectors)")
+    hidden_size: int = option(128, "recurrent state per direction; the transformer's width; the hidden "
+                                   "layers of the features and pooled networks")
+    num_layers: int = option(1, "stacked encoder layers (features / pooled: hidden layers)", flag="layers")
+    bidirectional: bool = option(False, "recurrent encoders: read the document both ways")
+    pooling: str = option("auto", "the document vector: last (recurrent: the final state; bidirectional: "
+                                  "both directions' final states, combined), mean, max (of all states or "
+                                  "embeddings), cls (transformer: a classification token); auto: last for "
+                                  "recurrent encoders, mean otherwise", choices=POOLINGS)
+    combine: str = option("concat", "bidirectional: how the two directions' states are combined "
+                                    "(SLP Fig. 9.12)", choices=COMBINE)
+    head_size: int = option(0, "recurrent / transformer: a hidden layer of this width in the head "
+                               "(0: a linear layer on the document vector)")
+    dropout: float = option(0.5, "dropout on the embeddings, between layers and before the output")
+    output_layer: str = option("softmax", "softmax over the classes (eq. 6.27), or for two classes one "
+                                          "sigmoid unit with binary cross-entropy (eq. 6.25)",
+                               choices=("softmax", "sigmoid"))
+    num_heads: int = option(4, "transformer: attention heads", flag="heads")
+    ff_size: int = option(0, "transformer: feedforward width (0: 4 x hidden)")
+    max_positions: int = option(512, "transformer: the longest document, in tokens (learned positions)")
+    positions: str = option("learned", "transformer positional embeddings", choices=("learned", "sinusoidal"))
+    norm_position: str = option("pre", "transformer LayerNorm after (post, as in the text) or before each "
+                                       "sublayer (pre)", choices=("post", "pre"))
+    rnn_impl: str = option("fused", "recurrent encoders: fused kernels or the textbook cells",
+                           choices=("fused", "textbook"))
+
+    def __post_init__(self):
+        check_choices(self)
+        if self.num_layers < 1:
+            raise SeqlabError(f"--layers must be at least 1, got {self.num_layers}")
+        if not 0 <= self.dropout < 1:
+            raise SeqlabError(f"--dropout must be in [0, 1), got {self.dropout}")
+        pooling = self.document_pooling
+        allowed = {"features": ("mean",), "pooled": ("mean", "max"), "transformer": ("mean", "max", "cls")}
+        if pooling not in allowed.get(self.arch, ("last", "mean", "max")):
+            raise SeqlabError(f"--pooling {pooling}: the {self.arch} classifier takes "
+                              f"{', '.join(allowed.get(self.arch, ('last', 'mean', 'max')))}")
+        if self.arch == "transformer" and self.hidden_size % self.num_heads:
+            raise SeqlabError(f"--hidden-size {self.hidden_size} must be a multiple of --heads {self.num_heads}")
+
+    @property
+    def document_pooling(self) -> str:
+        if self.pooling != "auto":
+            return self.pooling
+        return "last" if self.arch in RECURRENT else "mean"
+
+    @property
+    def outputs(self) -> int:
+        return 1 if self.output_layer == "sigmoid" else self.num_labels
+
+
+def feedforward(inputs: int, hidden: int, layers: int, outputs: int, dropout: float) -> nn.Sequential:
+    """`layers` hidden ReLU layers of width `hidden` (none when hidden is 0), then a linear output
+    layer: h = ReLU(W x + b), z = U h (SLP eq. 6.19-6.20)."""
+    parts: list[nn.Module] = []
+    width = inputs
+    for _ in range(layers if hidden else 0):
+        parts += [nn.Linear(width, hidden), nn.ReLU(), nn.Dropout(dropout)]
+        width = hidden
+    parts.append(nn.Linear(width, outputs))
+    return nn.Sequential(*parts)
+
+
+class Classifier(nn.Module):
+    def __init__(self, config: ClassifierConfig):
+        super().__init__()
+        c = self.config = config
+        if c.num_labels < 2:
+            raise SeqlabError("a classifier needs at least two classes")
+        if c.output_layer == "sigmoid" and c.num_labels != 2:
+            raise SeqlabError(f"--output-layer sigmoid is for two classes; this data has {c.num_labels}: "
+                              "use softmax")
+        self.drop = nn.Dropout(c.dropout)
+        if c.arch == "features":
+            if c.num_features < 1:
+                raise SeqlabError("the features classifier needs at least one feature")
+            self.head = feedforward(c.num_features, c.hidden_size, c.num_layers, c.outputs, c.dropout)
+            return
+        if c.vocab_size < 1:
+            raise SeqlabError("a classifier over words needs its vocabulary size")
+        self.embedding = nn.Embedding(c.vocab_size, c.embedding_size, padding_idx=PAD)
+        self.embedding.weight.requires_grad_(not c.freeze_embeddings)
+        if c.arch == "pooled":
+            self.head = feedforward(c.embedding_size, c.hidden_size, c.num_layers, c.outputs, c.dropout)
+            return
+        if c.arch in RECURRENT:
+            self.rnn = RecurrentStack(c.arch, c.embedding_size, c.hidden_size, c.num_layers, c.dropout,
+                                      bidirectional=c.bidirectional, impl=c.rnn_impl)
+            width = c.hidden_size * (2 if c.bidirectional and c.combine == "concat" else 1)
+        else:
+            self.project = nn.Linear(c.embedding_size, c.hidden_size) \
+                if c.embedding_size != c.hidden_size else nn.Identity()
+            self.positions = PositionalEmbedding(c.max_positions, c.hidden_size, c.positions)
+            self.blocks = nn.ModuleList(
+                TransformerBlock(c.hidden_size, c.num_heads, c.ff_size or 4 * c.hidden_size, c.dropout,
+                                 c.norm_position, causal=False, activation="gelu")
+                for _ in range(c.num_layers))
+            self.final_norm = nn.LayerNorm(c.hidden_size) if c.norm_position == "pre" else nn.Identity()
+            width = c.hidden_size
+        self.head = feedforward(width, c.head_size, 1, c.outputs, c.dropout)
+
+    def forward(self, words: Tensor | None, lengths: Tensor | None, features: Tensor | None = None) -> Tensor:
+        """words (B, T), lengths (B,) or features (B, F) -> class scores (B, K), or (B, 1) for sigmoid."""
+        c = self.config
+        if c.arch == "features":
+            if features is None:
+                raise SeqlabError("the features classifier needs each document's feature vector")
+            return self.head(features)                                 # (B, K)
+        return self.head(self.drop(self.encode(words, lengths)))       # (B, K)
+
+    def encode(self, words: Tensor, lengths: Tensor) -> Tensor:
+        """words (B, T), lengths (B,) -> document vectors (B, D)."""
+        c = self.config
+        pooling = c.document_pooling
+        x = self.drop(self.embedding(words))                           # (B, T, E)
+        if c.arch == "pooled":
+            return mean_pool(x, lengths) if pooling == "mean" else max_pool(x, lengths)   # (B, E)
+        if c.arch in RECURRENT:
+            h, _ = self.rnn(x, lengths=lengths)                        # (B, T, dirs*H)
+            if pooling == "last":
+                if c.bidirectional:
+                    return final_states(h, lengths, c.combine)         # (B, 2H or H)
+                return last_state(h, lengths)                          # (B, H)
+            if c.bidirectional:
+                h = combine(*h.chunk(2, dim=-1), c.combine)            # (B, T, 2H or H)
+        else:
+            h, lengths = self.transform(x, words, lengths)             # (B, T', D)
+            if pooling == "cls":
+                return h[:, 0]                                         # (B, D)
+        return mean_pool(h, lengths) if pooling == "mean" else max_pool(h, lengths)
+
+    def transform(self, x: Tensor, words: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        """The transformer encoder over x (B, T, E), with a classification token first when pooling
+        is cls (the embedding of <s>); returns the states and their lengths."""
+        c = self.config
+        if c.document_pooling == "cls":
+            first = self.drop(self.embedding(torch.full_like(words[:, :1], BOS)))   # (B, 1, E)
+            x, lengths = torch.cat([first, x], dim=1), lengths + 1     # (B, T+1, E)
+        T = x.size(1)
+        if T > c.max_positions:
+            raise SeqlabError(f"a document of {T} tokens is longer than this transformer's {c.max_positions} "
+                              "positions; lower --max-length")
+        h = self.project(x) + self.positions(torch.arange(T, device=x.device))   # (B, T, D)
+        mask = padding_mask(lengths.to(x.device), T)                   # (B, T)
+        for block in self.blocks:
+            h = block(h, key_padding_mask=~mask)                       # (B, T, D)
+        return self.final_norm(h), lengths
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    @torch.no_grad()
+    def initialise_embeddings(self, vectors: Tensor, found: Tensor) -> None:
+        """Pretrained vectors (V, E) where `found` (V,); the other words random at their scale."""
+        scale = vectors[found].std().item() if found.sum() > 1 else 1.0
+        weight = self.embedding.weight
+        weight.normal_(0.0, scale)
+        weight[found] = vectors[found].to(weight)
+        weight[PAD] = 0.0
+
+    def detach_state(self, state):
+        return state                                                   # documents carry no state
