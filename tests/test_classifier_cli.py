@@ -179,3 +179,21 @@ def test_classifier_bad_inputs(tmp_path, capsys):
     assert main(["classify", str(run), str(tsv)]) == 2
     assert "model.safetensors" in capsys.readouterr().err
     assert torch.get_num_threads() >= 1
+
+
+def test_classifier_pretrained_vectors_initialise_and_stay_frozen(tmp_path):
+    from seqlab.data.vectors import write_vectors
+
+    vectors = tmp_path / "vectors.txt"
+    words = ["fine", "film", "dull", "unseenword"]
+    table = torch.arange(len(words) * 6, dtype=torch.float32).reshape(len(words), 6) / 10
+    write_vectors(vectors, words, table)
+    run = train(tmp_path, "vectors", "labeled-lines", "sentiment.txt", "--arch", "pooled", "--vectors", str(vectors),
+                "--freeze-embeddings", "--max-steps", "5")
+    clf = seqlab.load(run)
+    assert clf.model.config.embedding_size == 6
+    index = clf.encoder.words.index
+    assert "unseenword" in index                                  # the file's words join the vocabulary
+    embedding = clf.model.embedding.weight
+    for word, row in zip(words, table, strict=True):
+        torch.testing.assert_close(embedding[index[word]], row)   # frozen: still the file's vectors

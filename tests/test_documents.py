@@ -35,6 +35,17 @@ def test_documents_tsv_by_index_without_header_and_feature_columns(tmp_path):
     assert with_header[0].features == [3.0]
 
 
+def test_documents_unlabelled_tables_may_lack_the_label_column(tmp_path):
+    named = tmp_path / "named.tsv"
+    named.write_text("id\ttext\n1\tgood film\n")
+    assert [(d.text, d.label) for d in read_documents(named, "tsv", labelled=False)] == [("good film", None)]
+    with pytest.raises(SeqlabError, match="no column named 'label'"):
+        read_documents(named, "tsv")
+    plain = tmp_path / "plain.tsv"
+    plain.write_text("good film\n")
+    assert read_documents(plain, "tsv", Columns("0", "1"), labelled=False)[0].text == "good film"
+
+
 def test_documents_csv_quoted_commas_and_gzip(tmp_path):
     path = tmp_path / "quoted.csv.gz"
     path.write_bytes(gzip.compress(b'text,label\n"one, two, three",a\n"say ""hi""",b\n'))

@@ -373,7 +373,8 @@ class TrainedClassifier:
                 results[next(order)] = Prediction(self.labels[best], row[best], scores)
         return results
 
-    def evaluate_file(self, path: str | Path, fmt: str | None = None, confusion_png: str | Path | None = None) -> dict:
+    def evaluate_file(self, path: str | Path, fmt: str | None = None, confusion_png: str | Path | None = None,
+                      progress: bool | None = False) -> dict:
         """Accuracy, per-class P/R/F1, macro-F1 and the confusion matrix on a labelled file (a label
         training never saw is an error naming its line); optionally the matrix as a PNG heat map."""
         documents = read_split(str(path), self.config.data, "evaluation file", fmt=fmt)
@@ -381,6 +382,7 @@ class TrainedClassifier:
         encoded = self.encoder.encode_all(documents, path, "evaluation file", counter)
         task = ClassificationTask(self.encoder, [], encoded, None, batch_size=1, eval_batch_size=128, seed=0,
                                   metric=self.config.data.metric)
+        task.progress = progress
         result = task.summarize(task.evaluate(self.model, task.valid_data, self.device))
         result["truncated"] = counter.truncated
         message = counter.report(str(path), self.encoder.max_length, self.encoder.truncate)

@@ -273,7 +273,8 @@ def evaluate_classifier(args: argparse.Namespace) -> int:
 
     classifier = load_classifier(args.run_dir, args.device)
     png = args.confusion_png or str(Path(args.run_dir) / f"confusion_{Path(args.file).name}.png")
-    result = classifier.evaluate_file(args.file, args.format, None if png == "none" else png)
+    result = classifier.evaluate_file(args.file, args.format, None if png == "none" else png,
+                                      progress=False if args.json else None)
     result["file"] = args.file
     if png != "none":
         result["confusion_png"] = png

@@ -123,13 +123,18 @@ def _read_table(text: str, path, fmt: str, columns: Columns, what: str, labelled
             width = len(fields)
             if has_header:
                 header = [f.strip() for f in fields]
+                if not labelled and isinstance(wanted[1], str) and wanted[1] not in header:
+                    header.append(wanted[1])              # unlabelled input may lack the label column
                 positions = [_column_position(c, header, path, what) for c in wanted]
                 continue
-            for c in wanted:
+            for i, c in enumerate(wanted):
+                if not labelled and i == 1 and not -width <= c < width:
+                    positions = [*wanted[:1], width, *wanted[2:]]          # no label column: read as empty
+                    continue
                 if not -width <= c < width:
                     raise SeqlabError(f"{what} {where(path, number)}: column {c} does not exist; the file has "
                                       f"{width} {_field_word(fmt)} columns")
-            positions = list(wanted)
+            positions = positions or list(wanted)
         if len(fields) != width:
             hint = ""
             if len(fields) < width and other in "".join(fields):
@@ -157,7 +162,7 @@ def _column_position(column: int | str, header: list[str], path, what: str) -> i
 def _document(fields: list, positions: list[int], columns: Columns, path, number: int, what: str,
               labelled: bool) -> Document:
     text = fields[positions[0]]
-    label = fields[positions[1]]
+    label = fields[positions[1]] if positions[1] < len(fields) else None
     names = (columns.text, columns.label, *columns.features)
     if text is None or not str(text).strip():
         raise SeqlabError(f"{what} {where(path, number)}: the text ({names[0]!r}) is missing or empty")

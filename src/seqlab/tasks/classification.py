@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from tqdm.auto import tqdm
 
 from seqlab.data.batching import length_batches
 from seqlab.data.documents import Document
@@ -207,6 +208,7 @@ class ClassificationTask:
     name = "classifier"
     lower_is_better = False
     batch_unit = "documents"
+    progress: bool | None = False      # a bar over evaluation batches (None: when stderr is a terminal)
 
     def __init__(self, encoder: DocEncoder, train: list[EncodedDoc], valid: list[EncodedDoc],
                  test: list[EncodedDoc] | None, batch_size: int, eval_batch_size: int, seed: int,
@@ -241,7 +243,8 @@ class ClassificationTask:
         confusion = torch.zeros(K, K, dtype=torch.long)
         loss_sum, documents = 0.0, 0
         kept = []
-        for batch in batches:
+        for batch in tqdm(batches, desc="evaluating", unit="batch", leave=False,
+                          disable=True if self.progress is False else None):
             batch = batch.rows(rows.start or 0, rows.stop if rows.stop is not None else len(batch.labels))
             if not len(batch.labels):
                 continue
