@@ -63,7 +63,7 @@ class ClassifierDataConfig:
     dev: str = option("", "development file: evaluated every epoch, for the best weights")
     test: str = option("", "test file, scored with the best weights at the end")
     dev_fraction: float = option(0.0, "with no --dev: hold out this fraction of the training documents "
-                                      "(a fixed random choice) as the development set")
+                                      "(a random choice fixed by --seed) as the development set")
     format: str = option("tsv", "file format", choices=FORMATS)
     text_column: str = option("text", "tsv / csv / jsonl: the text's column (a header name, or a 0-based "
                                       "index for files without a header) or JSON field")

@@ -57,7 +57,7 @@ def with_ngrams(tokens: list[str], n: int) -> list[str]:
     bag of n-grams of fastText (Joulin et al. 2017) for the pooled classifier."""
     grams = list(tokens)
     for size in range(2, n + 1):
-        grams += [" ".join(tokens[i:i + size]) for i in range(len(tokens) - size + 1)]
+        grams += map(" ".join, zip(*(tokens[k:] for k in range(size)), strict=False))   # shifted copies
     return grams
 
 
