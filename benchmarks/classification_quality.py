@@ -133,8 +133,9 @@ def main() -> int:
     write_records(args.results, records, args.title,
                   notes="`accuracy` and `macro_f1` in percent; `valid` is the development set (IMDB: 10% of the "
                         "training reviews held out). `target`: the test accuracy the issue asks for. No pretrained "
-                        "embeddings anywhere. sst2 rows trained on phrases (`-phrases`) take their test figure from "
-                        "`sst2/sentence_level/stsa.binary.test`.")
+                        "embeddings anywhere. Rows run with `--dataset sst2-phrases` (every sst2 row here) trained on "
+                        "the phrases of the SST training trees and take their test figure from "
+                        "`sst2/sentence_level/stsa.binary.test`; each row's command is in the JSON.")
     for r in records:
         print(json.dumps(r))
     return 0
