@@ -61,6 +61,15 @@ def test_classifier_model_features_arch_and_sigmoid_output():
         tiny("pooled", pooling="last")
 
 
+def test_classifier_model_embedding_std_sets_the_initial_scale():
+    default, small = tiny("pooled"), tiny("pooled", embedding_std=0.01)
+    assert 0.8 < default.embedding.weight[1:].std() < 1.2                      # PyTorch's N(0, 1)
+    assert 0.008 < small.embedding.weight[1:].std() < 0.012
+    assert small.embedding.weight[0].abs().sum() == 0                           # padding stays zero
+    with pytest.raises(SeqlabError, match="--embedding-std must be positive"):
+        tiny("pooled", embedding_std=0.0)
+
+
 def test_pooling_ignores_padding_and_matches_the_equations():
     h = torch.randn(2, 4, 3)
     lengths = torch.tensor([4, 2])

@@ -48,6 +48,8 @@ class ClassifierConfig:
     num_features: int = option(0, "features arch: input features (set from the data)")
     embedding_size: int = option(128, "word embedding width (with --vectors: the vectors' width)")
     freeze_embeddings: bool = option(False, "keep the word embeddings as initialised (with --vectors)")
+    embedding_std: float = option(1.0, "standard deviation of the random initial embeddings (1: PyTorch's "
+                                       "default); max pooling of embeddings learns only from small ones")
     hidden_size: int = option(128, "recurrent state per direction; the transformer's width; the hidden "
                                    "layers of the features and pooled networks")
     num_layers: int = option(1, "stacked encoder layers (features / pooled: hidden layers)", flag="layers")
@@ -79,6 +81,8 @@ class ClassifierConfig:
             raise SeqlabError(f"--layers must be at least 1, got {self.num_layers}")
         if not 0 <= self.dropout < 1:
             raise SeqlabError(f"--dropout must be in [0, 1), got {self.dropout}")
+        if self.embedding_std <= 0:
+            raise SeqlabError(f"--embedding-std must be positive, got {self.embedding_std}")
         pooling = self.document_pooling
         allowed = {"features": ("mean",), "pooled": ("mean", "max"), "transformer": ("mean", "max", "cls")}
         if pooling not in allowed.get(self.arch, ("last", "mean", "max")):
@@ -128,6 +132,10 @@ class Classifier(nn.Module):
         if c.vocab_size < 1:
             raise SeqlabError("a classifier over words needs its vocabulary size")
         self.embedding = nn.Embedding(c.vocab_size, c.embedding_size, padding_idx=PAD)
+        if c.embedding_std != 1.0:
+            with torch.no_grad():
+                self.embedding.weight.normal_(0.0, c.embedding_std)
+                self.embedding.weight[PAD] = 0.0
         self.embedding.weight.requires_grad_(not c.freeze_embeddings)
         if c.arch == "pooled":
             self.head = feedforward(c.embedding_size, c.hidden_size, c.num_layers, c.outputs, c.dropout)
