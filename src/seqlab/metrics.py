@@ -105,3 +105,42 @@ def classification_scores(confusion: list[list[int]], labels: list[str]) -> dict
     return {"accuracy": 100.0 * right / total if total else 0.0,
             "macro_f1": sum(c["f1"] for c in per_class.values()) / max(K, 1),
             "per_class": per_class, "confusion": confusion, "labels": list(labels)}
+
+
+def bleu(hypotheses: list[str], references: list[str], tokenize: str = "13a", lowercase: bool = False) -> float:
+    """Corpus BLEU (percent) with sacrebleu: on detokenised text with its standard `13a` tokenizer, or
+    with `tokenize="none"` on text already tokenised (multi-bleu.perl's figure, as papers on the
+    lower-cased tokenised Multi30k report)."""
+    import sacrebleu
+
+    _same_length(hypotheses, references)
+    return sacrebleu.corpus_bleu(hypotheses, [references], tokenize=tokenize, lowercase=lowercase).score
+
+
+def chrf(hypotheses: list[str], references: list[str]) -> float:
+    """Corpus chrF (percent, sacrebleu's defaults: character 6-grams, beta 2)."""
+    import sacrebleu
+
+    _same_length(hypotheses, references)
+    return sacrebleu.corpus_chrf(hypotheses, [references]).score
+
+
+def rouge(hypotheses: list[str], references: list[str], stemmer: bool = True) -> dict[str, float]:
+    """ROUGE-1, ROUGE-2 and ROUGE-L F1 (percent), each the mean over documents, with Google's
+    `rouge-score` package (Porter stemming as in the original ROUGE's -m)."""
+    from rouge_score import rouge_scorer
+
+    _same_length(hypotheses, references)
+    kinds = ("rouge1", "rouge2", "rougeL")
+    scorer = rouge_scorer.RougeScorer(list(kinds), use_stemmer=stemmer)
+    totals = dict.fromkeys(kinds, 0.0)
+    for hypothesis, reference in zip(hypotheses, references, strict=True):
+        scores = scorer.score(reference, hypothesis)
+        for kind in kinds:
+            totals[kind] += scores[kind].fmeasure
+    return {kind: 100.0 * total / max(len(hypotheses), 1) for kind, total in totals.items()}
+
+
+def _same_length(hypotheses: list[str], references: list[str]) -> None:
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
