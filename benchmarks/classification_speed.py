@@ -16,6 +16,7 @@ Each figure is the best of --repeats runs. Records go to results/classification_
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -47,7 +48,7 @@ def measure(run: str, args) -> list[dict]:
     documents = read_split(args.file, classifier.config.data, "file", labelled=False, fmt=args.format)
     n = len(documents)
     single = documents[:args.single]
-    encoded = classifier.encoder.encode_all([d.__class__(d.text, None, d.line, d.features) for d in documents])
+    encoded = classifier.encoder.encode_all([dataclasses.replace(d, label=None) for d in documents])
     batches = document_batches(encoded, classifier.encoder, args.batch_size, None)
     model = classifier.model
 

@@ -61,6 +61,9 @@ def test_classifier_cli_sst_trees_evaluate_text_report_and_json_classify_from_st
                    "--output-layer", "sigmoid", "--epochs", "60")
     assert json.loads((binary / "labels.json").read_text())["labels"] == ["0", "1"]
     capsys.readouterr()
+    assert main(["evaluate", str(binary), str(sst), "--json", "--confusion-png", "none"]) == 0
+    figures = json.loads(capsys.readouterr().out)           # one sigmoid unit: class 1 where p > 0.5
+    assert figures["accuracy"] == 100.0 and figures["confusion"] == [[4, 0], [0, 4]]
     monkeypatch.setattr("sys.stdin", io.StringIO("i loved every minute\ni hated every minute\n"))
     assert main(["classify", str(binary), "-", "--output-format", "json"]) == 0
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]

@@ -28,9 +28,17 @@ import torch
 from tqdm.auto import tqdm
 
 from seqlab.config import check_choices, option
+from seqlab.data.batching import length_batches
 from seqlab.data.documents import FORMATS, Columns, Document, read_documents
-from seqlab.data.text_features import TOKENIZERS, FeatureExtractor, derive_lexicon, read_lexicon, with_ngrams
-from seqlab.data.vectors import extend_vocab
+from seqlab.data.text_features import (
+    TOKENIZERS,
+    FeatureExtractor,
+    derive_lexicon,
+    read_lexicon,
+    tokenize,
+    with_ngrams,
+)
+from seqlab.data.vectors import extend_vocab, fill_embeddings
 from seqlab.data.vocab import Vocab
 from seqlab.errors import SeqlabError
 from seqlab.fileio import atomic_write_json, read_json
@@ -41,8 +49,7 @@ from seqlab.tasks.classification import (
     DocEncoder,
     Truncation,
     class_weights,
-    document_batches,
-    evaluation_order,
+    document_lengths,
     probabilities,
 )
 from seqlab.training import distributed
@@ -184,10 +191,11 @@ def _train(config: ClassifierTrainConfig, run_dir: Path, device, resume: bool, o
             data = dataclasses.replace(data, max_length=limit)
             config = dataclasses.replace(config, data=data)
     vectors = None
+    train_tokens = [tokenize(d.text, data.tokenizer, data.lowercase) for d in train]    # once, for both uses
     if resume:
         encoder = read_encoder(run_dir, config)
     else:
-        encoder = build_encoder(train, config)
+        encoder = build_encoder(train, train_tokens, config)
         if data.vectors:
             if encoder.words is None:
                 raise SeqlabError("--vectors is for classifiers over words, not --arch features")
@@ -203,12 +211,12 @@ def _train(config: ClassifierTrainConfig, run_dir: Path, device, resume: bool, o
     torch.manual_seed(config.train.seed)
     model = Classifier(model_config)
     if vectors is not None:
-        model.initialise_embeddings(*vectors)
+        fill_embeddings(model.embedding, *vectors)
     model = model.to(device)
     truncation = [Truncation(), Truncation(), Truncation()]
-    encoded = [encoder.encode_all(docs, path, what, counter) for docs, path, what, counter in
-               ((train, data.train, "training file", truncation[0]), (dev, dev_path, "development file", truncation[1]),
-                (test or [], data.test, "test file", truncation[2]))]
+    encoded = [encoder.encode_all(train, data.train, "training file", truncation[0], train_tokens),
+               encoder.encode_all(dev, dev_path, "development file", truncation[1]),
+               encoder.encode_all(test or [], data.test, "test file", truncation[2])]
     for counter, path in zip(truncation, (data.train, dev_path, data.test), strict=True):
         message = counter.report(path, data.max_length, data.truncate)
         if message:
@@ -233,8 +241,8 @@ def _train(config: ClassifierTrainConfig, run_dir: Path, device, resume: bool, o
     return results
 
 
-def build_encoder(train: list[Document], config: ClassifierTrainConfig) -> DocEncoder:
-    """Vocabulary, classes and features from the training documents only."""
+def build_encoder(train: list[Document], token_lists: list[list[str]], config: ClassifierTrainConfig) -> DocEncoder:
+    """Vocabulary, classes and features from the training documents (and their tokens) only."""
     data = config.data
     labels = sorted({d.label for d in train})
     if data.labels:
@@ -251,7 +259,7 @@ def build_encoder(train: list[Document], config: ClassifierTrainConfig) -> DocEn
         raise SeqlabError(f"{data.train}: a classifier needs at least two classes; the file has only "
                           f"{', '.join(map(repr, labels))}")
     encoder = DocEncoder(None, labels, data.tokenizer, data.lowercase, data.ngrams, data.max_length, data.truncate)
-    tokens = [encoder.cut(encoder.tokens(d.text)) for d in train]
+    tokens = [encoder.cut(t) for t in token_lists]
     if uses_features(config):
         lexicon = None
         if data.features in ("builtin", "both"):
@@ -360,17 +368,15 @@ class TrainedClassifier:
         message = counter.report(what, self.encoder.max_length, self.encoder.truncate)
         if message:
             warnings.warn(message, stacklevel=2)
-        order = iter(evaluation_order(encoded))                  # the batches' documents, shortest first
         results: list[Prediction | None] = [None] * len(encoded)
-        batches = document_batches(encoded, self.encoder, batch_size, None)
-        for batch in tqdm(batches, desc="classifying", unit="batch", leave=False,
+        groups = length_batches(document_lengths(encoded), batch_size, None)   # shortest first: little padding
+        for group in tqdm(groups, desc="classifying", unit="batch", leave=False,
                           disable=True if progress is False else None):
-            batch = batch.to(self.device)
+            batch = self.encoder.collate([encoded[i] for i in group]).to(self.device)
             p = probabilities(self.model, self.model(batch.words, batch.lengths, batch.features))   # (B, K)
-            for row in p.tolist():
+            for i, row in zip(group, p.tolist(), strict=True):
                 best = max(range(len(row)), key=row.__getitem__)
-                scores = dict(zip(self.labels, row, strict=True))
-                results[next(order)] = Prediction(self.labels[best], row[best], scores)
+                results[i] = Prediction(self.labels[best], row[best], dict(zip(self.labels, row, strict=True)))
         return results
 
     def evaluate_file(self, path: str | Path, fmt: str | None = None, confusion_png: str | Path | None = None,

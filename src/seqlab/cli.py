@@ -8,10 +8,12 @@ stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -146,23 +148,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# each task's module, its config resolver and trainer, and what to try once it has trained
+TRAINING = {
+    "lm": ("seqlab.lm", "resolve_train_config", "train_lm",
+           ["seqlab generate {output} --prompt '...'", "seqlab evaluate {output} FILE"]),
+    "tagger": ("seqlab.tagger", "resolve_tagger_config", "train_tagger",
+               ["seqlab tag {output} FILE", "seqlab evaluate {output} FILE"]),
+    "classifier": ("seqlab.classifier", "resolve_classifier_config", "train_classifier",
+                   ["seqlab classify {output} FILE", "seqlab evaluate {output} FILE"]),
+}
+
+
 def train_command(args: argparse.Namespace) -> int:
-    if args.task == "classifier":
-        from seqlab.classifier import OPTION_GROUPS
-        from seqlab.classifier import resolve_classifier_config as resolve
-        from seqlab.classifier import train_classifier as train
-        next_steps = ["seqlab classify {output} FILE", "seqlab evaluate {output} FILE"]
-    elif args.task == "tagger":
-        from seqlab.tagger import OPTION_GROUPS
-        from seqlab.tagger import resolve_tagger_config as resolve
-        from seqlab.tagger import train_tagger as train
-        next_steps = ["seqlab tag {output} FILE", "seqlab evaluate {output} FILE"]
-    else:
-        from seqlab.lm import OPTION_GROUPS
-        from seqlab.lm import resolve_train_config as resolve
-        from seqlab.lm import train_lm as train
-        next_steps = ["seqlab generate {output} --prompt '...'", "seqlab evaluate {output} FILE"]
-    overrides = {k: v for k, v in vars(args).items() if k in OPTION_GROUPS}
+    import importlib
+
+    module_name, resolve_name, train_name, next_steps = TRAINING[args.task]
+    module = importlib.import_module(module_name)
+    resolve, train = getattr(module, resolve_name), getattr(module, train_name)
+    overrides = {k: v for k, v in vars(args).items() if k in module.OPTION_GROUPS}
     config = resolve(args.config, overrides, resume=args.resume)
     train(config, resume=args.resume, overwrite=args.overwrite)
     output = config.train.output
@@ -199,16 +202,23 @@ def tag_command(args: argparse.Namespace) -> int:
 
 def read_tokens(path: str, fmt: str):
     """The sentences of a CoNLL-U or CoNLL file (or of standard input, "-")."""
-    import tempfile
-
     from seqlab.data.conll import read_labelled
 
+    with input_file(path) as (file, what):
+        return read_labelled(file, fmt, None if fmt == "conllu" else 0, what)
+
+
+@contextlib.contextmanager
+def input_file(path: str):
+    """(a readable path, how to name it in messages) for a file argument; "-" is standard input, copied
+    to a temporary file so that the readers (and their file:line messages) serve it unchanged."""
     if path != "-":
-        return read_labelled(path, fmt, None if fmt == "conllu" else 0, "input file")
+        yield path, "input file"
+        return
     with tempfile.TemporaryDirectory() as folder:
         copy = Path(folder) / "stdin"
         copy.write_text(sys.stdin.read(), encoding="utf-8")
-        return read_labelled(copy, fmt, None if fmt == "conllu" else 0, "standard input")
+        yield copy, "standard input"
 
 
 def evaluate_tagger(args: argparse.Namespace) -> int:
@@ -240,17 +250,11 @@ def evaluate_tagger(args: argparse.Namespace) -> int:
 
 
 def classify_command(args: argparse.Namespace) -> int:
-    import tempfile
-
     from seqlab.classifier import load_classifier, read_split
     from seqlab.data.documents import read_texts
 
     classifier = load_classifier(args.run_dir, args.device)
-    with tempfile.TemporaryDirectory() as folder:
-        path, what = args.file, "input file"
-        if args.file == "-":
-            path, what = Path(folder) / "stdin", "standard input"
-            path.write_text(sys.stdin.read(), encoding="utf-8")
+    with input_file(args.file) as (path, what):
         if args.input_format == "text":
             documents = read_texts(path, what)
         else:

@@ -34,7 +34,7 @@ from seqlab.data.tags import (
     invalid_positions,
     is_entity_tagset,
 )
-from seqlab.data.vectors import extend_vocab
+from seqlab.data.vectors import extend_vocab, fill_embeddings
 from seqlab.data.vocab import Vocab
 from seqlab.errors import SeqlabError
 from seqlab.fileio import atomic_write_json, read_json
@@ -156,7 +156,7 @@ def _train_tagger(config, run_dir, device, resume, overwrite, callback) -> dict:
     torch.manual_seed(config.train.seed)
     model = Tagger(model_config, constraints)
     if vectors is not None:
-        model.initialise_embeddings(*vectors)
+        fill_embeddings(model.embedding, *vectors)
     model = model.to(device)
     rank = distributed.world()[0]
     torch.manual_seed(config.train.seed + rank)

@@ -70,18 +70,19 @@ def read_documents(path: str | Path, fmt: str, columns: Columns | None = None, w
 
 def read_texts(path: str | Path, what: str = "input file") -> list[Document]:
     """One unlabelled document per line (for `seqlab classify`); a blank line is refused."""
-    return [Document(line, None, number) for number, line in _lines(read_text(path, what), path, what)]
+    return [Document(line, None, number) for number, line in enumerate(nonblank_lines(path, what), start=1)]
 
 
-def _lines(text: str, path, what: str):
-    """(number, line) for each line, refusing a blank one (an empty text) before the last document."""
-    lines = lines_of(text)
+def nonblank_lines(path: str | Path, what: str = "file") -> list[str]:
+    """The lines of a file, every one holding text (blank lines at the end are dropped; one before the
+    last text is refused with its file and line)."""
+    lines = lines_of(read_text(path, what))
     while lines and not lines[-1].strip():
         lines.pop()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             raise SeqlabError(f"{what} {where(path, number)}: empty line; every line must hold a document")
-        yield number, line
+    return lines
 
 
 def lines_of(text: str) -> list[str]:

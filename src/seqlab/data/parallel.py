@@ -15,9 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from seqlab.data.documents import Columns, lines_of, read_documents
-from seqlab.errors import SeqlabError, where
-from seqlab.fileio import read_text
+from seqlab.data.documents import Columns, nonblank_lines, read_documents
+from seqlab.errors import SeqlabError
 
 PAIRED_FORMATS = ("tsv", "jsonl")
 
@@ -33,10 +32,10 @@ class Pair:
 
 def read_aligned(source_path: str | Path, target_path: str | Path | None, what: str = "file") -> list[Pair]:
     """Pairs from two aligned files (or sources only, with `target_path` None)."""
-    sources = _lines(source_path, f"{what} source")
+    sources = nonblank_lines(source_path, f"{what} source")
     if target_path is None:
         return [Pair(text, None, number) for number, text in enumerate(sources, start=1)]
-    targets = _lines(target_path, f"{what} target")
+    targets = nonblank_lines(target_path, f"{what} target")
     if len(sources) != len(targets):
         raise SeqlabError(f"{what}: {source_path} has {len(sources):,} lines but {target_path} has "
                           f"{len(targets):,}; line i of one must translate line i of the other")
@@ -50,17 +49,6 @@ def read_paired(path: str | Path, fmt: str, source_field: str = "source", target
         raise SeqlabError(f"--format {fmt!r}: a file of pairs is one of {', '.join(PAIRED_FORMATS)}")
     documents = read_documents(path, fmt, Columns(source_field, target_field), what, labelled=with_targets)
     return [Pair(d.text, d.label if with_targets else None, d.line) for d in documents]
-
-
-def _lines(path: str | Path, what: str) -> list[str]:
-    """The lines of one side, each non-empty (a trailing empty line ends the file)."""
-    lines = lines_of(read_text(path, what))
-    while lines and not lines[-1].strip():
-        lines.pop()
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            raise SeqlabError(f"{what} {where(path, number)}: empty line; every line must hold a sentence")
-    return lines
 
 
 def skip_long(pairs: list, source_lengths: list[int], target_lengths: list[int], max_source: int,

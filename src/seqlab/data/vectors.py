@@ -124,3 +124,15 @@ def extend_vocab(words: Vocab, path: str | Path, limit: int = 0) -> tuple[Vocab,
                f"training words ({covered / max(trained, 1):.1%}) have one; {len(extended) - len(words):,} words "
                "added from the file")
     return extended, vectors, found, message
+
+
+@torch.no_grad()
+def fill_embeddings(embedding: torch.nn.Embedding, vectors: Tensor, found: Tensor) -> None:
+    """Pretrained vectors (V, E) into an embedding table where `found` (V,); the other rows get random
+    vectors of the same scale, the padding row zeros."""
+    scale = vectors[found].std().item() if found.sum() > 1 else 1.0
+    weight = embedding.weight
+    weight.normal_(0.0, scale)
+    weight[found] = vectors[found].to(weight)
+    if embedding.padding_idx is not None:
+        weight[embedding.padding_idx] = 0.0

@@ -206,14 +206,5 @@ class Classifier(nn.Module):
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    @torch.no_grad()
-    def initialise_embeddings(self, vectors: Tensor, found: Tensor) -> None:
-        """Pretrained vectors (V, E) where `found` (V,); the other words random at their scale."""
-        scale = vectors[found].std().item() if found.sum() > 1 else 1.0
-        weight = self.embedding.weight
-        weight.normal_(0.0, scale)
-        weight[found] = vectors[found].to(weight)
-        weight[PAD] = 0.0
-
     def detach_state(self, state):
         return state                                                   # documents carry no state

@@ -177,16 +177,6 @@ class Tagger(nn.Module):
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    @torch.no_grad()
-    def initialise_embeddings(self, vectors: Tensor, found: Tensor) -> None:
-        """Pretrained vectors (V, E) into the word embeddings where `found` (V,); the other words get
-        random vectors of the same scale, the padding row zeros."""
-        scale = vectors[found].std().item() if found.sum() > 1 else 1.0
-        weight = self.embedding.weight
-        weight.normal_(0.0, scale)
-        weight[found] = vectors[found].to(weight)
-        weight[PAD] = 0.0
-
     def detach_state(self, state):
         return state                                                   # sentences carry no state
 

@@ -116,11 +116,12 @@ class DocEncoder:
                               f"training data; the classifier knows {', '.join(map(repr, self.labels))}")
         return self.label_index[document.label]
 
-    def encode_all(self, documents: list[Document], path="", what: str = "file",
-                   counter: Truncation | None = None) -> list[EncodedDoc]:
+    def encode_all(self, documents: list[Document], path="", what: str = "file", counter: Truncation | None = None,
+                   token_lists: list[list[str]] | None = None) -> list[EncodedDoc]:
+        """The documents as ids (and features); `token_lists`: their tokens, when already at hand."""
         encoded = []
-        for document in documents:
-            tokens = self.cut(self.tokens(document.text), counter)
+        for i, document in enumerate(documents):
+            tokens = self.cut(token_lists[i] if token_lists is not None else self.tokens(document.text), counter)
             words = features = None
             if self.words is not None:
                 grams = with_ngrams(tokens, self.ngrams) if self.ngrams > 1 else tokens
@@ -145,7 +146,7 @@ class DocEncoder:
 def document_batches(items: list[EncodedDoc], encoder: DocEncoder, batch_size: int,
                      seed: int | None) -> list[DocBatch]:
     """Batches of documents of similar length (`seqlab.data.batching.length_batches`): shuffled with a
-    seed (training), every document shortest first without (evaluation: `evaluation_order`)."""
+    seed (training), every document shortest first without (evaluation)."""
     groups = length_batches(document_lengths(items), batch_size, seed)
     return [encoder.collate([items[i] for i in group]) for group in groups]
 
@@ -153,11 +154,6 @@ def document_batches(items: list[EncodedDoc], encoder: DocEncoder, batch_size: i
 def document_lengths(items: list[EncodedDoc]) -> list[int]:
     """Tokens per document (all 0 for the features classifier, whose batches are never padded)."""
     return [0 if item.words is None else len(item.words) for item in items]
-
-
-def evaluation_order(items: list[EncodedDoc]) -> list[int]:
-    """The order `document_batches` evaluates the documents in (without a seed): shortest first."""
-    return [i for group in length_batches(document_lengths(items), 1, None) for i in group]
 
 
 def class_weights(spec: str, labels: list[str], counts: Counter) -> Tensor | None:
@@ -220,7 +216,6 @@ class ClassificationTask:
         self.valid_data = document_batches(valid, encoder, eval_batch_size, None)
         self.test_data = document_batches(test, encoder, eval_batch_size, None) if test else None
         self._epoch_batches: tuple[int, list[DocBatch]] | None = None
-        self.predictions: list[list[float]] | None = None
 
     def train_batches(self, epoch: int) -> list[DocBatch]:
         if self._epoch_batches is None or self._epoch_batches[0] != epoch:
@@ -243,7 +238,6 @@ class ClassificationTask:
         K = len(self.encoder.labels)
         confusion = torch.zeros(K, K, dtype=torch.long)
         loss_sum, documents = 0.0, 0
-        kept = []
         for batch in tqdm(batches, desc="evaluating", unit="batch", leave=False,
                           disable=True if self.progress is False else None):
             batch = batch.rows(rows.start or 0, rows.stop if rows.stop is not None else len(batch.labels))
@@ -254,13 +248,11 @@ class ClassificationTask:
             known = batch.labels >= 0
             if known.any():
                 loss_sum += float(document_losses(model, scores[known], batch.labels[known], self.weights))
-            p = probabilities(model, scores)                            # (B, K)
-            kept += p.tolist()
-            gold, predicted = batch.labels[known].cpu(), p.argmax(-1)[known].cpu()
+            predicted = probabilities(model, scores).argmax(-1)                 # (B,); sigmoid: p > 0.5
+            gold, predicted = batch.labels[known].cpu(), predicted[known].cpu()
             confusion.index_put_((gold, predicted), torch.ones_like(gold), accumulate=True)
             documents += int(known.sum())
         model.train(was_training)
-        self.predictions = kept
         stats = {"loss_sum": loss_sum, "documents": documents}
         for i in range(K):
             for j in range(K):

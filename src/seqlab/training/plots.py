@@ -29,12 +29,7 @@ def plot_curves(run_dir: str | Path, metric_label: str = "loss (nats per token)"
     ax.legend()
     ax.set_title(run_dir.name)
     fig.tight_layout()
-    path = run_dir / "curves.png"
-    tmp = run_dir / ".curves.png.tmp"
-    fig.savefig(tmp, format="png")
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    return save_png(fig, run_dir / "curves.png")
 
 
 def _read(path: Path) -> list[dict]:
@@ -76,6 +71,13 @@ def plot_confusion(matrix: list[list[int]], labels: list[str], path: str | Path,
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="share of the gold class")
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
+    return save_png(fig, path)
+
+
+def save_png(fig, path: str | Path) -> Path:
+    """Write a figure as a PNG atomically (a temporary file renamed into place) and close it."""
+    import matplotlib.pyplot as plt
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
