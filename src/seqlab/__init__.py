@@ -15,8 +15,18 @@ from seqlab.errors import SeqlabError  # noqa: E402
 from seqlab.lm import LMDataConfig, LMTrainConfig, TrainedLM, train_lm  # noqa: E402
 from seqlab.models.classifier import ClassifierConfig  # noqa: E402
 from seqlab.models.lm import LMConfig  # noqa: E402
+from seqlab.models.seq2seq import Seq2SeqConfig  # noqa: E402
 from seqlab.models.tagger import TaggerConfig  # noqa: E402
 from seqlab.runs import load  # noqa: E402
+from seqlab.search import SearchOptions  # noqa: E402
+from seqlab.seq2seq import (  # noqa: E402
+    Seq2SeqDataConfig,
+    Seq2SeqTrainConfig,
+    TrainedSeq2Seq,
+    load_seq2seq,
+    resolve_seq2seq_config,
+    train_seq2seq,
+)
 from seqlab.tagger import (  # noqa: E402
     TaggerDataConfig,
     TaggerTrainConfig,
@@ -29,6 +39,7 @@ from seqlab.training.trainer import TrainConfig  # noqa: E402
 
 __all__ = ["ClassifierConfig", "ClassifierDataConfig", "ClassifierTrainConfig", "LMConfig", "LMDataConfig",
            "LMTrainConfig", "Prediction", "SeqlabError", "TaggerConfig", "TaggerDataConfig", "TaggerTrainConfig",
-           "TrainConfig", "TrainedClassifier", "TrainedLM", "TrainedTagger", "__version__", "load",
-           "load_classifier", "load_tagger", "resolve_classifier_config", "resolve_tagger_config",
-           "train_classifier", "train_lm", "train_tagger"]
+           "SearchOptions", "Seq2SeqConfig", "Seq2SeqDataConfig", "Seq2SeqTrainConfig", "TrainConfig",
+           "TrainedClassifier", "TrainedLM", "TrainedSeq2Seq", "TrainedTagger", "__version__", "load",
+           "load_classifier", "load_seq2seq", "load_tagger", "resolve_classifier_config", "resolve_seq2seq_config",
+           "resolve_tagger_config", "train_classifier", "train_lm", "train_seq2seq", "train_tagger"]

@@ -43,7 +43,7 @@ from seqlab.data.vocab import Vocab
 from seqlab.errors import SeqlabError
 from seqlab.fileio import atomic_write_json, read_json
 from seqlab.models.classifier import Classifier, ClassifierConfig
-from seqlab.runs import log, read_run_config_as, resolve_run_config, start_run, train_in_run
+from seqlab.runs import load_best, log, read_run_config_as, resolve_run_config, start_run, train_in_run
 from seqlab.tasks.classification import (
     ClassificationTask,
     DocEncoder,
@@ -53,9 +53,8 @@ from seqlab.tasks.classification import (
     probabilities,
 )
 from seqlab.training import distributed
-from seqlab.training.checkpoint import load_model
 from seqlab.training.plots import plot_confusion
-from seqlab.training.trainer import TrainConfig, Trainer, resolve_device
+from seqlab.training.trainer import TrainConfig, Trainer
 
 # what a classifier trains with unless told otherwise (the trainer's defaults suit language models)
 TRAIN_DEFAULTS = {"output": "runs/classifier", "epochs": 10, "batch_size": 32, "eval_batch_size": 128,
@@ -320,13 +319,8 @@ def load_classifier(run_dir: str | Path, device: str = "cpu") -> TrainedClassifi
     run_dir = Path(run_dir)
     config = read_run_config(run_dir)
     encoder = read_encoder(run_dir, config)
-    model = Classifier(config.model)
-    weights = run_dir / "model.safetensors"
-    if not weights.exists():
-        raise SeqlabError(f"{run_dir} has no model.safetensors yet (training has not reached its first evaluation)")
-    load_model(weights, model)
-    device = resolve_device(device)
-    return TrainedClassifier(model.to(device).eval(), encoder, config, device)
+    model, device = load_best(run_dir, Classifier(config.model), device)
+    return TrainedClassifier(model, encoder, config, device)
 
 
 @dataclass

@@ -53,7 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     from seqlab.lm import LMDataConfig
     from seqlab.models.classifier import ClassifierConfig
     from seqlab.models.lm import LMConfig
+    from seqlab.models.seq2seq import Seq2SeqConfig
     from seqlab.models.tagger import TaggerConfig
+    from seqlab.seq2seq import TRAIN_DEFAULTS as SEQ2SEQ_DEFAULTS
+    from seqlab.seq2seq import Seq2SeqDataConfig
     from seqlab.tagger import TRAIN_DEFAULTS, TaggerDataConfig
     from seqlab.training.trainer import TrainConfig
 
@@ -71,7 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
              TaggerConfig, ("vocab_size", "num_labels", "char_vocab_size"), TRAIN_DEFAULTS),
             ("classifier", "a text classifier (features, pooled, rnn, lstm, gru, transformer) on TSV, CSV, "
              "JSON lines, 'label text' lines or SST trees", ClassifierDataConfig, ClassifierConfig,
-             ("vocab_size", "num_labels", "num_features"), CLASSIFIER_DEFAULTS)):
+             ("vocab_size", "num_labels", "num_features"), CLASSIFIER_DEFAULTS),
+            ("seq2seq", "a sequence-to-sequence model (rnn, lstm, gru encoder-decoders with or without attention, "
+             "transformer, or a decoder-only lm over source <sep> target) on aligned files or a file of pairs",
+             Seq2SeqDataConfig, Seq2SeqConfig, ("source_vocab_size", "target_vocab_size"), SEQ2SEQ_DEFAULTS)):
         task = tasks.add_parser(name, help=what)
         task.add_argument("--config", help="YAML or TOML file of options; the command line overrides it")
         task.add_argument("--resume", action="store_true",
@@ -83,10 +89,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = commands.add_parser("evaluate", help="score a trained model on a file: a language model's "
                                    "perplexity, a tagger's accuracy and entity F1, a classifier's accuracy, "
-                                   "per-class F1 and confusion matrix")
+                                   "per-class F1 and confusion matrix, a sequence-to-sequence model's BLEU, "
+                                   "chrF, ROUGE and perplexity")
     evaluate.add_argument("run_dir", metavar="DIR", help="run directory")
-    evaluate.add_argument("file", metavar="FILE", help="text file to score (for a tagger: a labelled file "
-                          "in the format it was trained on)")
+    evaluate.add_argument("file", metavar="FILE", nargs="?", help="text file to score (for a tagger or "
+                          "classifier: a labelled file in the format it was trained on; for seq2seq: a file of "
+                          "pairs, or use --src and --tgt)")
+    evaluate.add_argument("--src", metavar="FILE", help="seq2seq: the sources, one per line")
+    evaluate.add_argument("--tgt", metavar="FILE", help="seq2seq: the reference targets, aligned with --src")
+    evaluate.add_argument("--bleu-tokenize", default="13a", choices=("13a", "none", "intl", "char"),
+                          help="seq2seq: sacrebleu's tokenizer for BLEU; none for text tokenised already "
+                          "(default: 13a)")
+    evaluate.add_argument("--hypotheses", metavar="FILE", help="seq2seq: write the decoded outputs here")
+    add_search_options(evaluate)
     evaluate.add_argument("--json", action="store_true", help="print one JSON object with the figures")
     evaluate.add_argument("--format", choices=("conllu", "conll", *DOCUMENT_FORMATS),
                           help="taggers and classifiers: the file's format (default: the training files')")
@@ -95,7 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "DIR/confusion_<file name>.png; 'none' for no picture)")
     evaluate.add_argument("--confusions", type=int, default=10,
                           help="taggers: list this many of the most confused tag pairs (default: 10)")
-    evaluate.add_argument("--batch-size", type=int, default=10, help="parallel streams (default: 10)")
+    evaluate.add_argument("--batch-size", type=int, default=None,
+                          help="language models: parallel streams (default: 10); seq2seq: sentences per batch "
+                          "(default: 64)")
     evaluate.add_argument("--stride", type=int, default=0,
                           help="transformer: sliding-window stride (default: context / 2)")
     evaluate.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
@@ -145,7 +162,49 @@ def build_parser() -> argparse.ArgumentParser:
                           "json: one object per document (default: tsv)")
     classify.add_argument("--batch-size", type=int, default=64, help="documents per batch (default: 64)")
     classify.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
+    for name, what in (("translate", "translate"), ("summarize", "summarize")):
+        command = commands.add_parser(name, help=f"{what} texts with a trained sequence-to-sequence model")
+        command.add_argument("run_dir", metavar="DIR", help="run directory")
+        command.add_argument("file", metavar="FILE", nargs="?", default="-",
+                             help="one source text per line (default: - for standard input)")
+        command.add_argument("--input-format", choices=("text", "tsv", "jsonl"), default="text",
+                             help="text: one source per line; tsv / jsonl: a file of pairs, its sources read "
+                             "from the training run's --source-field (targets, if any, ignored) (default: text)")
+        command.add_argument("--output-format", choices=("text", "json"), default="text",
+                             help="text: one output per line; json: one object per line with the tokens and "
+                             "scores (default: text)")
+        command.add_argument("--attention-dir", metavar="DIR",
+                             help="draw each output's attention over its source as DIR/<line>.png (models "
+                             "with attention)")
+        add_search_options(command)
+        command.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default: 64)")
+        command.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
     return parser
+
+
+def add_search_options(parser: argparse.ArgumentParser) -> None:
+    """Decoding options of `translate`, `summarize` and `evaluate`."""
+    group = parser.add_argument_group("decoding (seq2seq)")
+    group.add_argument("--beam", type=int, default=5, help="beam size; 1: greedy (default: 5)")
+    group.add_argument("--max-length", type=int, default=0,
+                       help="most output tokens (default: 2 x the source length + 10, within the model's limit)")
+    group.add_argument("--length-penalty", type=float, default=1.0,
+                       help="rank beam hypotheses by log p / length^alpha (default: 1.0; 0: raw log p)")
+    group.add_argument("--sample", action="store_true", help="sample each token (with --beam 1)")
+    group.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default: 1.0)")
+    group.add_argument("--top-k", type=int, default=0, help="sample among the k most likely tokens (0: all)")
+    group.add_argument("--top-p", type=float, default=1.0, help="sample within probability mass p (default: 1.0)")
+    group.add_argument("--seed", type=int, default=None, help="random seed for sampling")
+    group.add_argument("--long-source", choices=("truncate", "reject"), default="truncate",
+                       help="a source longer than the model's limit: keep its beginning (with a warning) or "
+                       "stop with an error (default: truncate)")
+
+
+def search_options(args: argparse.Namespace):
+    from seqlab.search import SearchOptions
+
+    return SearchOptions(args.beam, args.max_length, args.length_penalty, args.sample, args.temperature,
+                         args.top_k, args.top_p, args.seed)
 
 
 # each task's module, its config resolver and trainer, and what to try once it has trained
@@ -156,6 +215,8 @@ TRAINING = {
                ["seqlab tag {output} FILE", "seqlab evaluate {output} FILE"]),
     "classifier": ("seqlab.classifier", "resolve_classifier_config", "train_classifier",
                    ["seqlab classify {output} FILE", "seqlab evaluate {output} FILE"]),
+    "seq2seq": ("seqlab.seq2seq", "resolve_seq2seq_config", "train_seq2seq",
+                ["seqlab translate {output} FILE --beam 5", "seqlab evaluate {output} --src FILE --tgt FILE"]),
 }
 
 
@@ -304,12 +365,80 @@ def evaluate_classifier(args: argparse.Namespace) -> int:
     return 0
 
 
+def decode_command(args: argparse.Namespace) -> int:
+    """`seqlab translate` and `seqlab summarize`: one output per input line, in input order."""
+    from seqlab.data.parallel import read_aligned, read_paired
+    from seqlab.seq2seq import load_seq2seq
+
+    model = load_seq2seq(args.run_dir, args.device)
+    data = model.config.data
+    with input_file(args.file) as (path, what):
+        if args.input_format == "text":
+            pairs = read_aligned(path, None, what)
+        else:
+            pairs = read_paired(path, args.input_format, data.source_field, data.target_field, what,
+                                with_targets=False)
+    outputs = model.generate_pairs(pairs, search_options(args), args.batch_size, bool(args.attention_dir),
+                                   args.long_source, progress=None, what=str(args.file))
+    for pair, output in zip(pairs, outputs, strict=True):
+        if args.output_format == "json":
+            print(json.dumps({"line": pair.line, "text": output.text, "tokens": output.tokens,
+                              "score": round(output.score, 4), "normalized_score": round(output.normalized, 4),
+                              "finished": output.finished}, ensure_ascii=False))
+        else:
+            print(output.text)
+        if args.attention_dir and output.attention is not None:
+            model.plot_attention(output, Path(args.attention_dir) / f"{pair.line:04d}.png",
+                                 f"{args.file}:{pair.line}")
+    if args.attention_dir and not model.model.attends:
+        warnings.warn(f"--attention-dir: a {model.config.model.arch} model without attention has no weights to draw",
+                      stacklevel=1)
+    return 0
+
+
+def evaluate_seq2seq(args: argparse.Namespace) -> int:
+    from seqlab.fileio import atomic_write_text
+    from seqlab.seq2seq import load_seq2seq
+
+    if bool(args.src) != bool(args.tgt):
+        raise SeqlabError("--src and --tgt go together: the sources and their reference targets")
+    if not args.src and not args.file:
+        raise SeqlabError("seqlab evaluate needs --src FILE --tgt FILE (aligned files) or a file of pairs")
+    model = load_seq2seq(args.run_dir, args.device)
+    result = model.evaluate_files(args.src or args.file, args.tgt, args.format if args.format in ("tsv", "jsonl")
+                                  else None, options=search_options(args), batch_size=args.batch_size or 64,
+                                  bleu_tokenize=args.bleu_tokenize, long_source=args.long_source,
+                                  progress=False if args.json else None)
+    hypotheses = result.pop("hypotheses")
+    if args.hypotheses:
+        atomic_write_text(args.hypotheses, "".join(h + "\n" for h in hypotheses))
+    result["file"] = args.src or args.file
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"file:        {result['file']}" + (f" -> {args.tgt}" if args.tgt else ""))
+    print(f"pairs:       {result['pairs']:,} (beam {result['beam']})")
+    print(f"BLEU:        {result['bleu']:.2f} (sacrebleu, tokenize {result['bleu_tokenize']})")
+    print(f"chrF:        {result['chrf']:.2f}")
+    print(f"ROUGE F1:    1 {result['rouge1']:.2f}  2 {result['rouge2']:.2f}  L {result['rougeL']:.2f}")
+    print(f"perplexity:  {result['perplexity']:.2f} over {result['target_tokens']:,} reference target tokens")
+    if result["unknown_source_tokens"]:
+        print(f"unknown:     {result['unknown_source_tokens']:,} source tokens read as <unk>")
+    if result["truncated_sources"]:
+        print(f"truncated:   {result['truncated_sources']:,} sources longer than the model's limit")
+    return 0
+
+
 def evaluate_command(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
     from seqlab.runs import read_run_json
 
     task = read_run_json(args.run_dir).get("task")
+    if task == "seq2seq":
+        return evaluate_seq2seq(args)
+    if args.file is None:
+        raise SeqlabError("seqlab evaluate DIR FILE: the file to score is missing")
     if task == "tagger":
         return evaluate_tagger(args)
     if task == "classifier":
@@ -318,7 +447,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
 
     lm = load(args.run_dir, device=args.device, rnn_impl=args.rnn_impl)
     with tqdm(desc="scoring", unit="batch", leave=False, disable=args.json) as bar:
-        result = lm.evaluate_file(args.file, args.batch_size, args.stride, progress=bar)
+        result = lm.evaluate_file(args.file, args.batch_size or 10, args.stride, progress=bar)
     result["file"] = args.file
     if args.json:
         print(json.dumps(result))
@@ -359,7 +488,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     warnings.showwarning = _show_warning
     commands = {"train": train_command, "evaluate": evaluate_command, "generate": generate_command,
-                "tag": tag_command, "classify": classify_command}
+                "tag": tag_command, "classify": classify_command, "translate": decode_command,
+                "summarize": decode_command}
     try:
         return commands[args.command](args)
     except SeqlabError as error:

@@ -30,11 +30,10 @@ from seqlab.decoding import SamplingOptions, generate_ids
 from seqlab.errors import SeqlabError
 from seqlab.fileio import atomic_write_json, read_json
 from seqlab.models.lm import LMConfig, build_lm
-from seqlab.runs import log, read_run_config_as, resolve_run_config, start_run, train_in_run
+from seqlab.runs import load_best, log, read_run_config_as, resolve_run_config, start_run, train_in_run
 from seqlab.tasks.lm import LanguageModelingTask, evaluate_lm, summarize
 from seqlab.training import distributed
-from seqlab.training.checkpoint import load_model
-from seqlab.training.trainer import TrainConfig, Trainer, resolve_device
+from seqlab.training.trainer import TrainConfig, Trainer
 
 
 class SeqlabWarning(UserWarning):
@@ -158,14 +157,8 @@ def load(run_dir: str | Path, device: str = "cpu", rnn_impl: str | None = None) 
     tokenizer, vocab = read_tokenizer_and_vocab(run_dir)
     if rnn_impl is not None:
         config.model = dataclasses.replace(config.model, rnn_impl=rnn_impl)
-    model = build_lm(config.model)
-    weights = run_dir / "model.safetensors"
-    if not weights.exists():
-        raise SeqlabError(f"{run_dir} has no model.safetensors yet (training has not reached its first "
-                          "evaluation)")
-    load_model(weights, model)
-    device = resolve_device(device)
-    return TrainedLM(model.to(device).eval(), tokenizer, vocab, config, device)
+    model, device = load_best(run_dir, build_lm(config.model), device)
+    return TrainedLM(model, tokenizer, vocab, config, device)
 
 
 class TrainedLM:

@@ -1,5 +1,6 @@
 """Run directories, whatever they hold: the checks and files every task shares, and
-`seqlab.load(run_dir)`, which loads a language model, a tagger or a classifier."""
+`seqlab.load(run_dir)`, which loads a language model, a tagger, a classifier or a sequence-to-sequence
+model."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from seqlab.config import coerce, from_dict, read_config_file, to_dict
 from seqlab.errors import SeqlabError
 from seqlab.fileio import atomic_write_json, read_json
 from seqlab.training import distributed
-from seqlab.training.checkpoint import FORMAT_VERSION
+from seqlab.training.checkpoint import FORMAT_VERSION, load_model
 from seqlab.training.trainer import TrainConfig, configure_threads, resolve_device
 
 RUN_OUTPUTS = ("metrics.jsonl", "train_log.jsonl", "model.safetensors", "checkpoint.safetensors", "curves.png")
@@ -66,7 +67,8 @@ def read_run_json(run_dir: str | Path, task: str | None = None) -> dict:
     if not isinstance(version, int) or version > FORMAT_VERSION:
         raise SeqlabError(f"{run_dir}/config.json has format version {version!r}; this seqlab reads "
                           f"versions up to {FORMAT_VERSION}")
-    names = {"lm": "a language model", "tagger": "a tagger", "classifier": "a classifier"}
+    names = {"lm": "a language model", "tagger": "a tagger", "classifier": "a classifier",
+             "seq2seq": "a sequence-to-sequence model"}
     if task is not None and raw.get("task") != task:
         raise SeqlabError(f"{run_dir} holds a {raw.get('task')!r} run, not {names.get(task, task)}")
     return raw
@@ -114,8 +116,20 @@ def read_run_config_as(run_dir: str | Path, task: str, cls: type, groups: dict[s
         raise SeqlabError(f"{run_dir}/config.json is incomplete or malformed ({error})") from None
 
 
+def load_best(run_dir: Path, model, device: str = "cpu"):
+    """The run's best weights (model.safetensors) into `model`, on the device and in eval mode; returns
+    (model, device)."""
+    weights = run_dir / "model.safetensors"
+    if not weights.exists():
+        raise SeqlabError(f"{run_dir} has no model.safetensors yet (training has not reached its first evaluation)")
+    load_model(weights, model)
+    device = resolve_device(device)
+    return model.to(device).eval(), device
+
+
 def load(run_dir: str | Path, device: str = "cpu", **options):
-    """A trained model from its run directory: a `TrainedLM`, `TrainedTagger` or `TrainedClassifier`."""
+    """A trained model from its run directory: a `TrainedLM`, `TrainedTagger`, `TrainedClassifier` or
+    `TrainedSeq2Seq`."""
     task = read_run_json(run_dir).get("task")
     if task == "tagger":
         from seqlab.tagger import load_tagger
@@ -123,5 +137,8 @@ def load(run_dir: str | Path, device: str = "cpu", **options):
     if task == "classifier":
         from seqlab.classifier import load_classifier
         return load_classifier(run_dir, device)
+    if task == "seq2seq":
+        from seqlab.seq2seq import load_seq2seq
+        return load_seq2seq(run_dir, device)
     from seqlab.lm import load as load_lm
     return load_lm(run_dir, device, **options)

@@ -40,11 +40,10 @@ from seqlab.errors import SeqlabError
 from seqlab.fileio import atomic_write_json, read_json
 from seqlab.metrics import confusions
 from seqlab.models.tagger import Tagger, TaggerConfig
-from seqlab.runs import log, read_run_config_as, resolve_run_config, start_run, train_in_run
+from seqlab.runs import load_best, log, read_run_config_as, resolve_run_config, start_run, train_in_run
 from seqlab.tasks.tagging import Encoder, TaggingTask, best_tags
 from seqlab.training import distributed
-from seqlab.training.checkpoint import load_model
-from seqlab.training.trainer import TrainConfig, Trainer, resolve_device
+from seqlab.training.trainer import TrainConfig, Trainer
 
 # what a tagger trains with unless told otherwise (the trainer's defaults suit language models)
 TRAIN_DEFAULTS = {"output": "runs/tagger", "epochs": 20, "batch_size": 32, "eval_batch_size": 64,
@@ -218,14 +217,8 @@ def load_tagger(run_dir: str | Path, device: str = "cpu") -> TrainedTagger:
     run_dir = Path(run_dir)
     config = read_run_config(run_dir)
     encoder, scheme, file_scheme = read_encoder(run_dir)
-    model = Tagger(config.model)
-    weights = run_dir / "model.safetensors"
-    if not weights.exists():
-        raise SeqlabError(f"{run_dir} has no model.safetensors yet (training has not reached its first "
-                          "evaluation)")
-    load_model(weights, model)                  # the CRF's constraints come back with the weights
-    device = resolve_device(device)
-    return TrainedTagger(model.to(device).eval(), encoder, scheme, config, device, file_scheme)
+    model, device = load_best(run_dir, Tagger(config.model), device)
+    return TrainedTagger(model, encoder, scheme, config, device, file_scheme)
 
 
 class TrainedTagger:

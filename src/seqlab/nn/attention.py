@@ -42,6 +42,14 @@ def causal_mask(queries: int, keys: int, device=None) -> Tensor:
     return torch.ones(queries, keys, dtype=torch.bool, device=device).tril(diagonal=offset)
 
 
+def own_positions(queries: int, keys: int, device=None) -> Tensor:
+    """(T, S) True where key j is query i itself (j = i + S - T, the queries being the last T)."""
+    own = torch.zeros(queries, keys, dtype=torch.bool, device=device)
+    rows = torch.arange(queries, device=device)
+    own[rows, rows + keys - queries] = True
+    return own
+
+
 class KVCache:
     """Keys and values of every layer for the tokens seen so far: a transformer's decoding state.
 
@@ -107,6 +115,9 @@ class MultiHeadAttention(nn.Module):
         if key_padding_mask is not None:                                 # (B, S) True = padding
             keep = ~key_padding_mask[:, None, None, :]                   # (B, 1, 1, S)
             mask = keep if mask is None else mask & keep                 # (B, 1, T, S)
+            # a query may always attend to itself: a padding query (left padding) would otherwise see
+            # no key at all and turn to NaN; a real query's own key is real, so nothing changes for it
+            mask = mask | own_positions(T, S, x.device)
         p = self.dropout if self.training else 0.0
         if self.impl == "sdpa":
             is_causal = mask is not None and key_padding_mask is None and S == T

@@ -74,6 +74,30 @@ def plot_confusion(matrix: list[list[int]], labels: list[str], path: str | Path,
     return save_png(fig, path)
 
 
+def plot_attention(weights, source_tokens: list[str], target_tokens: list[str], path: str | Path,
+                   title: str = "") -> Path:
+    """Attention weights (T, S) as a heat map PNG: one row per output token, one column per source token
+    (SLP Fig. 13.x style alignment picture)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    weights = np.asarray(weights, dtype=float)                                   # (T, S)
+    T, S = weights.shape
+    fig, ax = plt.subplots(figsize=(min(2 + 0.35 * S, 24), min(1.5 + 0.35 * T, 24)), dpi=120)
+    image = ax.imshow(weights, cmap="Greys", vmin=0, vmax=1, aspect="auto")
+    ax.set_xticks(range(S), source_tokens[:S], rotation=60, ha="right", fontsize=8)
+    ax.set_yticks(range(T), target_tokens[:T], fontsize=8)
+    ax.set_xlabel("source")
+    ax.set_ylabel("output")
+    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="attention weight")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return save_png(fig, path)
+
+
 def save_png(fig, path: str | Path) -> Path:
     """Write a figure as a PNG atomically (a temporary file renamed into place) and close it."""
     import matplotlib.pyplot as plt

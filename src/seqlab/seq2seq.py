@@ -1,0 +1,377 @@
+"""Sequence to sequence, end to end: `train_seq2seq(config)` and `load_seq2seq(run_dir)`.
+
+    import seqlab
+    config = seqlab.resolve_seq2seq_config(overrides={
+        "train_src": "train.de", "train_tgt": "train.en", "dev_src": "val.de", "dev_tgt": "val.en",
+        "arch": "gru", "attention": "dot", "output": "runs/de-en"})
+    seqlab.train_seq2seq(config)
+    model = seqlab.load("runs/de-en")
+    model.translate(["ein mann schläft ."], beam=5)        # ['a man is sleeping .']
+
+A run directory holds config.json (data, model and train groups, "task": "seq2seq"), tokenizer.json
+and vocab.json (source and target; one of each when shared), model.safetensors (the best weights, by
+development loss), checkpoint.safetensors (for --resume), metrics.jsonl, train_log.jsonl and curves.png.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from seqlab.config import check_choices, option
+from seqlab.data.batching import length_batches
+from seqlab.data.parallel import PAIRED_FORMATS, Pair, read_aligned, read_paired
+from seqlab.data.tokenizers import TOKENIZERS, make_tokenizer, tokenizer_from_dict
+from seqlab.data.vocab import UNK, Vocab
+from seqlab.errors import SeqlabError
+from seqlab.fileio import atomic_write_json, read_json
+from seqlab.metrics import bleu, chrf, rouge
+from seqlab.models.seq2seq import Seq2SeqConfig, build_model
+from seqlab.runs import load_best, log, read_run_config_as, resolve_run_config, start_run, train_in_run
+from seqlab.search import Hypothesis, SearchOptions, decode
+from seqlab.tasks.seq2seq import LengthReport, PairEncoder, Seq2SeqTask
+from seqlab.training import distributed
+from seqlab.training.plots import plot_attention
+from seqlab.training.trainer import TrainConfig, Trainer
+
+TRAIN_DEFAULTS = {"output": "runs/seq2seq", "epochs": 10, "batch_size": 64, "eval_batch_size": 128,
+                  "optimizer": "adam", "lr": 1e-3, "grad_clip": 1.0, "log_every": 50}
+
+
+@dataclass
+class Seq2SeqDataConfig:
+    """Where the pairs come from and how they become tokens (saved under "data")."""
+
+    train_src: str = option("", "training sources, one per line (with --train-tgt: line i translates to line i)")
+    train_tgt: str = option("", "training targets, aligned with --train-src")
+    dev_src: str = option("", "development sources: scored every epoch, for the best weights")
+    dev_tgt: str = option("", "development targets")
+    test_src: str = option("", "test sources, scored with the best weights at the end")
+    test_tgt: str = option("", "test targets")
+    train: str = option("", "instead of --train-src/--train-tgt: one file of pairs (--format tsv or jsonl)")
+    dev: str = option("", "instead of --dev-src/--dev-tgt: a file of pairs")
+    test: str = option("", "instead of --test-src/--test-tgt: a file of pairs")
+    format: str = option("jsonl", "files of pairs: tsv (columns by header name or 0-based index) or jsonl",
+                         choices=PAIRED_FORMATS)
+    source_field: str = option("source", "files of pairs: the source's column or JSON field")
+    target_field: str = option("target", "files of pairs: the target's column or JSON field")
+    tokenizer: str = option("word", "both sides: word (whitespace-separated, for tokenised text), char, or bpe "
+                                    "(byte-level BPE learned on the training split)", choices=tuple(TOKENIZERS))
+    source_tokenizer: str = option("", "the source side's tokenizer, if not --tokenizer",
+                                   choices=("", *TOKENIZERS))
+    target_tokenizer: str = option("", "the target side's tokenizer, if not --tokenizer",
+                                   choices=("", *TOKENIZERS))
+    shared_vocab: bool = option(False, "one tokenizer and vocabulary learned on both sides (needed by --arch lm "
+                                       "and --share-embeddings)")
+    bpe_vocab_size: int = option(8000, "bpe: subwords per vocabulary")
+    min_freq: int = option(1, "word / char: keep tokens seen at least this often in training; the rest are <unk>")
+    max_vocab: int = option(0, "keep at most this many tokens per vocabulary, specials included (0: no limit)")
+    max_source_length: int = option(0, "longest source in tokens (0: no limit for rnn / lstm / gru; the "
+                                       "transformer: --max-positions; lm: what --max-target-length leaves)")
+    max_target_length: int = option(0, "longest target in tokens (0: no limit for rnn / lstm / gru; the "
+                                       "transformer: --max-positions - 1; lm: --max-positions / 4)")
+    long_pairs: str = option("skip", "training pairs over the limits: skip them (counted) or truncate them "
+                                     "(development and test pairs are always truncated, counted)",
+                             choices=("skip", "truncate"))
+
+    def __post_init__(self):
+        check_choices(self)
+        for name in ("max_source_length", "max_target_length", "max_vocab"):
+            if getattr(self, name) < 0:
+                raise SeqlabError(f"--{name.replace('_', '-')} must be 0 or positive, got {getattr(self, name)}")
+
+    def side_tokenizer(self, side: str) -> str:
+        return getattr(self, f"{side}_tokenizer") or self.tokenizer
+
+
+@dataclass
+class Seq2SeqTrainConfig:
+    """A sequence-to-sequence training run: data, model and training options."""
+
+    data: Seq2SeqDataConfig = field(default_factory=Seq2SeqDataConfig)
+    model: Seq2SeqConfig = field(default_factory=Seq2SeqConfig)
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(**TRAIN_DEFAULTS))
+
+
+CONFIG_GROUPS = {"data": Seq2SeqDataConfig, "model": Seq2SeqConfig, "train": TrainConfig}
+OPTION_GROUPS = {f.name: group for group, cls in CONFIG_GROUPS.items() for f in dataclasses.fields(cls)}
+
+
+def resolve_seq2seq_config(config_file: str | Path | None = None, overrides: dict | None = None,
+                           resume: bool = False) -> Seq2SeqTrainConfig:
+    """Defaults (TRAIN_DEFAULTS for the trainer) < the config file < overrides (the command line)."""
+    return resolve_run_config(Seq2SeqTrainConfig, CONFIG_GROUPS, config_file, overrides, resume,
+                              read_run_config, TRAIN_DEFAULTS)
+
+
+def read_pairs(data: Seq2SeqDataConfig, split: str, required: bool = False) -> tuple[list[Pair] | None, str]:
+    """A split's pairs (None when not given) and how to name its file in messages."""
+    paired, source, target = getattr(data, split), getattr(data, f"{split}_src"), getattr(data, f"{split}_tgt")
+    what = {"train": "training", "dev": "development", "test": "test"}[split]
+    if paired and (source or target):
+        raise SeqlabError(f"give --{split} (a file of pairs) or --{split}-src and --{split}-tgt, not both")
+    if paired:
+        return read_paired(paired, data.format, data.source_field, data.target_field, f"{what} file"), paired
+    if source or target:
+        if not (source and target):
+            raise SeqlabError(f"--{split}-src and --{split}-tgt go together; only one was given")
+        return read_aligned(source, target, f"{what} file"), source
+    if required:
+        raise SeqlabError(f"sequence to sequence needs {what} pairs: --{split}-src and --{split}-tgt (aligned files) "
+                          f"or --{split} (a file of pairs)")
+    return None, ""
+
+
+def resolve_lengths(data: Seq2SeqDataConfig, model: Seq2SeqConfig) -> Seq2SeqDataConfig:
+    """Concrete length limits for the architecture (saved, so decoding applies the same ones)."""
+    P = model.max_positions
+    source, target = data.max_source_length, data.max_target_length
+    if model.arch == "transformer":
+        source, target = min(source or P, P), min(target or P - 1, P - 1)
+    elif model.arch == "lm":
+        target = min(target or P // 4, P - 2)
+        source = min(source or P - 1 - target, P - 1 - target)       # source <sep> target fits the window
+    return dataclasses.replace(data, max_source_length=source, max_target_length=target)
+
+
+def train_seq2seq(config: Seq2SeqTrainConfig, resume: bool = False, overwrite: bool = False,
+                  callback: Callable[[dict], None] | None = None) -> dict:
+    """Train a sequence-to-sequence model into `config.train.output`; return the final dev/test figures."""
+    return train_in_run(config.train, resume, overwrite,
+                        lambda run_dir, device: _train(config, run_dir, device, resume, overwrite, callback))
+
+
+def _train(config: Seq2SeqTrainConfig, run_dir: Path, device, resume: bool, overwrite: bool, callback) -> dict:
+    model_config = config.model
+    if model_config.arch == "lm" and not config.data.shared_vocab:
+        raise SeqlabError("--arch lm reads source <sep> target as one sequence: add --shared-vocab")
+    if model_config.share_embeddings and not config.data.shared_vocab:
+        raise SeqlabError("--share-embeddings needs one vocabulary for both sides: add --shared-vocab")
+    data = resolve_lengths(config.data, model_config)
+    config = dataclasses.replace(config, data=data)
+    train, train_path = read_pairs(data, "train", required=True)
+    dev, dev_path = read_pairs(data, "dev", required=True)
+    test, test_path = read_pairs(data, "test")
+    encoder = read_encoder(run_dir, config) if resume else build_encoder(train, config)
+    model_config = dataclasses.replace(model_config, source_vocab_size=len(encoder.source_vocab),
+                                       target_vocab_size=len(encoder.target_vocab))
+    config = dataclasses.replace(config, model=model_config)
+    reports = [LengthReport(), LengthReport(), LengthReport()]
+    encoded = [encoder.encode(train, train_path, "training file", data.long_pairs, reports[0]),
+               encoder.encode(dev, dev_path, "development file", "truncate", reports[1]),
+               encoder.encode(test or [], test_path, "test file", "truncate", reports[2])]
+    for report, path in zip(reports, (train_path, dev_path, test_path), strict=True):
+        for message in report.messages(path, data.max_source_length, data.max_target_length):
+            log(message)
+    if not encoded[0]:
+        raise SeqlabError(f"{train_path}: no training pair is within the length limits")
+    torch.manual_seed(config.train.seed)
+    model = build_model(model_config).to(device)
+    rank = distributed.world()[0]
+    torch.manual_seed(config.train.seed + rank)
+    sides = (f"{len(encoder.source_vocab):,} tokens (shared)" if data.shared_vocab else
+             f"{len(encoder.source_vocab):,} source / {len(encoder.target_vocab):,} target tokens")
+    attention = f" with {model_config.attention} attention" if model_config.attention != "none" else ""
+    log(f"{len(encoded[0]):,} training pairs; vocabulary {sides}; {model_config.arch}{attention} with "
+        f"{model.num_parameters():,} parameters on {device}")
+    if rank == 0 and not resume:
+        write_run_files(run_dir, config, encoder, overwrite)
+    distributed.barrier()
+    task = Seq2SeqTask(encoder, encoded[0], encoded[1], encoded[2] or None, config.train.batch_size,
+                       config.train.eval_batch_size, config.train.seed, model_config.label_smoothing,
+                       model_config.arch == "lm" and model_config.lm_loss == "all")
+    return Trainer(task, model, config.train, run_dir, device, callback).fit(resume=resume)
+
+
+def build_encoder(train: list[Pair], config: Seq2SeqTrainConfig) -> PairEncoder:
+    """Tokenizers and vocabularies from the training pairs only."""
+    data = config.data
+    sources, targets = [p.source for p in train], [p.target for p in train]
+    if data.shared_vocab:
+        if data.side_tokenizer("source") != data.side_tokenizer("target"):
+            raise SeqlabError("--shared-vocab needs the same tokenizer on both sides")
+        tokenizer = make_tokenizer(data.tokenizer if not data.source_tokenizer else data.source_tokenizer,
+                                   data.bpe_vocab_size)
+        tokenizer.fit(sources + targets)
+        counts = Counter(t for tokens in tokenizer.tokenize_lines(sources + targets) for t in tokens)
+        vocab = Vocab.build(counts, _min_freq(tokenizer, data), data.max_vocab or None)
+        return PairEncoder(tokenizer, tokenizer, vocab, vocab, config.model.arch == "lm",
+                           data.max_source_length, data.max_target_length)
+    made = []
+    for side, lines in (("source", sources), ("target", targets)):
+        tokenizer = make_tokenizer(data.side_tokenizer(side), data.bpe_vocab_size)
+        tokenizer.fit(lines)
+        counts = Counter(t for tokens in tokenizer.tokenize_lines(lines) for t in tokens)
+        made.append((tokenizer, Vocab.build(counts, _min_freq(tokenizer, data), data.max_vocab or None)))
+    return PairEncoder(made[0][0], made[1][0], made[0][1], made[1][1], False, data.max_source_length,
+                       data.max_target_length)
+
+
+def _min_freq(tokenizer, data: Seq2SeqDataConfig) -> int:
+    return 1 if tokenizer.kind == "bpe" else data.min_freq      # every BPE subword of training is kept
+
+
+def write_run_files(run_dir: Path, config: Seq2SeqTrainConfig, encoder: PairEncoder, overwrite: bool = False) -> None:
+    start_run(run_dir, "seq2seq", config, overwrite)
+    shared = encoder.source_vocab is encoder.target_vocab
+    atomic_write_json(run_dir / "tokenizer.json", {
+        "shared": shared, "source": encoder.source_tokenizer.to_dict(),
+        **({} if shared else {"target": encoder.target_tokenizer.to_dict()})})
+    atomic_write_json(run_dir / "vocab.json", {
+        "shared": shared, "source": encoder.source_vocab.tokens,
+        **({} if shared else {"target": encoder.target_vocab.tokens})})
+
+
+def read_run_config(run_dir: str | Path) -> Seq2SeqTrainConfig:
+    return read_run_config_as(run_dir, "seq2seq", Seq2SeqTrainConfig, CONFIG_GROUPS)
+
+
+def read_encoder(run_dir: Path, config: Seq2SeqTrainConfig) -> PairEncoder:
+    try:
+        tokenizers = read_json(run_dir / "tokenizer.json", "tokenizer file")
+        vocabs = read_json(run_dir / "vocab.json", "vocabulary file")
+        source_tokenizer = tokenizer_from_dict(tokenizers["source"])
+        source_vocab = Vocab(vocabs["source"])
+        if tokenizers["shared"]:
+            target_tokenizer, target_vocab = source_tokenizer, source_vocab
+        else:
+            target_tokenizer, target_vocab = tokenizer_from_dict(tokenizers["target"]), Vocab(vocabs["target"])
+    except (KeyError, TypeError) as error:
+        raise SeqlabError(f"{run_dir}: tokenizer.json or vocab.json is malformed ({error})") from None
+    data = config.data
+    return PairEncoder(source_tokenizer, target_tokenizer, source_vocab, target_vocab, config.model.arch == "lm",
+                       data.max_source_length, data.max_target_length)
+
+
+# ---------------------------------------------------------------------------- a trained model
+
+def load_seq2seq(run_dir: str | Path, device: str = "cpu") -> TrainedSeq2Seq:
+    """A trained sequence-to-sequence model from its run directory (the best weights)."""
+    run_dir = Path(run_dir)
+    config = read_run_config(run_dir)
+    encoder = read_encoder(run_dir, config)
+    model, device = load_best(run_dir, build_model(config.model), device)
+    return TrainedSeq2Seq(model, encoder, config, device)
+
+
+@dataclass
+class Output:
+    """A decoded text with its tokens, its log probability (summed and length-normalised), whether it
+    ended with </s>, and (when asked for) the attention weights (output tokens x source tokens)."""
+
+    text: str
+    tokens: list[str]
+    score: float
+    normalized: float
+    finished: bool
+    source_tokens: list[str]
+    attention: list[list[float]] | None = None
+
+
+class TrainedSeq2Seq:
+    """A loaded sequence-to-sequence model: sources in, translations (or summaries) out."""
+
+    def __init__(self, model, encoder: PairEncoder, config: Seq2SeqTrainConfig, device):
+        self.model, self.encoder, self.config, self.device = model, encoder, config, device
+
+    def translate(self, texts: list[str] | str, beam: int = 5, **options) -> list[str] | str:
+        """The best output for each source text (one text given as a string: one string). Options:
+        those of `generate`."""
+        if isinstance(texts, str):
+            return self.translate([texts], beam, **options)[0]
+        return [output.text for output in self.generate(texts, beam=beam, **options)]
+
+    summarize = translate
+
+    def generate(self, texts: list[str], beam: int = 5, max_length: int = 0, length_penalty: float = 1.0,
+                 sample: bool = False, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+                 seed: int | None = None, batch_size: int = 64, attention: bool = False,
+                 long_source: str = "truncate", progress: bool | None = False, what: str = "input") -> list[Output]:
+        """Decode each text: beam search (beam > 1), greedy (beam 1) or sampling (sample=True). Sources
+        longer than the model's limit are truncated with a warning (long_source="truncate") or refused
+        ("reject"); an empty text is refused."""
+        empty = [i for i, t in enumerate(texts) if not t.strip()]
+        if empty:
+            raise SeqlabError(f"{what} {empty[0] + 1} of {len(texts)} is empty; there is nothing to decode")
+        return self.generate_pairs([Pair(t, None, i + 1) for i, t in enumerate(texts)],
+                                   SearchOptions(beam, max_length, length_penalty, sample, temperature, top_k, top_p,
+                                                 seed), batch_size, attention, long_source, progress, what)
+
+    @torch.no_grad()
+    def generate_pairs(self, pairs: list[Pair], options: SearchOptions, batch_size: int = 64,
+                       attention: bool = False, long_source: str = "truncate", progress: bool | None = False,
+                       what: str = "input") -> list[Output]:
+        if long_source not in ("truncate", "reject"):
+            raise SeqlabError(f"--long-source {long_source!r}: choose truncate or reject")
+        report = LengthReport()
+        sources = [dataclasses.replace(p, target=None) for p in pairs]
+        encoded = self.encoder.encode(sources, what, what, long_source, report)
+        for message in report.messages(what, self.encoder.max_source, self.encoder.max_target):
+            warnings.warn(message, stacklevel=3)
+        source_tokens = self.encoder.source_tokens([p.source for p in pairs])
+        results: list[Output | None] = [None] * len(encoded)
+        groups = length_batches([len(e.source) for e in encoded], batch_size, None)
+        for group in tqdm(groups, desc="decoding", unit="batch", leave=False,
+                          disable=True if progress is False else None):
+            batch = self.encoder.collate([encoded[i] for i in group]).to(self.device)
+            hypotheses = decode(self.model, batch.source, batch.source_lengths, options, need_weights=attention)
+            for i, best in zip(group, hypotheses, strict=True):
+                results[i] = self._output(best[0], source_tokens[i][:len(encoded[i].source)])
+        return results
+
+    def _output(self, hypothesis: Hypothesis, source_tokens: list[str]) -> Output:
+        tokens = self.encoder.target_vocab.decode(hypothesis.tokens)
+        weights = None if hypothesis.attention is None else hypothesis.attention.tolist()
+        return Output(self.encoder.target_tokenizer.detokenize(tokens), tokens, hypothesis.score,
+                      hypothesis.normalized, hypothesis.finished, source_tokens, weights)
+
+    def plot_attention(self, output: Output, path: str | Path, title: str = "") -> Path:
+        """The attention weights of a decoded text as a heat map PNG (output tokens by source tokens)."""
+        if output.attention is None:
+            raise SeqlabError("this output has no attention weights: decode with attention=True (a model with "
+                              "attention: an RNN with --attention, or the transformer)")
+        targets = output.tokens + (["</s>"] if output.finished else [])
+        return plot_attention(output.attention, [_show(t) for t in output.source_tokens], [_show(t) for t in targets],
+                              path, title)
+
+    def evaluate_pairs(self, pairs: list[Pair], options: SearchOptions | None = None, batch_size: int = 64,
+                       bleu_tokenize: str = "13a", long_source: str = "truncate", progress: bool | None = False,
+                       what: str = "evaluation file") -> dict:
+        """Decode the sources and score the outputs against the targets: BLEU and chrF (sacrebleu, on the
+        detokenised text), ROUGE-1/2/L (F1), and the perplexity of the reference targets."""
+        options = options or SearchOptions(beam=5)
+        outputs = self.generate_pairs(pairs, options, batch_size, False, long_source, progress, what)
+        hypotheses, references = [o.text for o in outputs], [p.target for p in pairs]
+        report = LengthReport()
+        encoded = self.encoder.encode(pairs, what, what, "truncate", report)
+        task = Seq2SeqTask(self.encoder, [], encoded, None, batch_size=1, eval_batch_size=batch_size, seed=0)
+        figures = task.summarize(task.evaluate(self.model, task.valid_data, self.device))
+        unknown = sum(i == UNK for e in encoded for i in e.source)
+        return {"pairs": len(pairs), "bleu": bleu(hypotheses, references, bleu_tokenize),
+                "chrf": chrf(hypotheses, references), **rouge(hypotheses, references),
+                "perplexity": figures["perplexity"], "loss": figures["loss"], "target_tokens": figures["tokens"],
+                "unknown_source_tokens": unknown, "truncated_sources": report.truncated_sources,
+                "beam": options.beam, "bleu_tokenize": bleu_tokenize, "hypotheses": hypotheses}
+
+    def evaluate_files(self, source: str | Path, target: str | Path | None = None, fmt: str | None = None,
+                       **options) -> dict:
+        """`evaluate_pairs` on two aligned files, or on one file of pairs (target None; the training
+        run's --format and fields unless `fmt` is given)."""
+        data = self.config.data
+        if target is None:
+            pairs = read_paired(source, fmt or data.format, data.source_field, data.target_field, "evaluation file")
+        else:
+            pairs = read_aligned(source, target, "evaluation file")
+        return self.evaluate_pairs(pairs, **options)
+
+
+def _show(token: str) -> str:
+    """A token as a heat map label: byte-level BPE's space marker as '▁'."""
+    return token.replace("Ġ", "▁").replace("Ċ", "\\n")
