@@ -17,7 +17,8 @@ from seqlab.tagger import resolve_tagger_config
 ALL = sorted((Path(__file__).parent.parent / "configs").glob("*.yaml"))
 TAGGER_CONFIGS = [p for p in ALL if "tagging_quality.py" in p.read_text()]   # their run command says so
 CLASSIFIER_CONFIGS = [p for p in ALL if "classification_quality.py" in p.read_text()]
-CONFIGS = [p for p in ALL if p not in TAGGER_CONFIGS + CLASSIFIER_CONFIGS]
+CONFIGS = [p for p in ALL if p not in TAGGER_CONFIGS + CLASSIFIER_CONFIGS
+           and "seq2seq_quality.py" not in p.read_text()]
 
 
 def test_configs_are_shipped():
@@ -81,3 +82,35 @@ def test_configs_classifier_recipes_are_the_measured_commands():
         "format": "jsonl", "arch": "pooled", "ngrams": 2, "min_freq": 3, "embedding_size": 64, "hidden_size": 64,
         "lr": 1e-2, "epochs": 6, "batch_size": 64})
     assert resolve_classifier_config(folder / "imdb-pooled-bigrams.yaml") == imdb
+
+
+SEQ2SEQ_CONFIGS = [p for p in ALL if "seq2seq_quality.py" in p.read_text()]
+
+
+@pytest.mark.parametrize("path", SEQ2SEQ_CONFIGS, ids=lambda p: p.name)
+def test_configs_seq2seq_parse_and_build(path):
+    from seqlab.models.seq2seq import build_model
+    from seqlab.seq2seq import resolve_seq2seq_config
+
+    config = resolve_seq2seq_config(path)
+    assert path.read_text().startswith("#"), "each config starts with a comment saying how to run it"
+    model = build_model(config.model.__class__(**{**config.model.__dict__, "source_vocab_size": 100,
+                                                  "target_vocab_size": 90}))
+    assert model.num_parameters() > 0
+
+
+def test_configs_seq2seq_recipes_are_the_measured_commands():
+    """The shipped seq2seq configs hold the options their results rows were measured with."""
+    from seqlab.seq2seq import resolve_seq2seq_config
+
+    folder = Path(__file__).parent.parent / "configs"
+    transformer = resolve_seq2seq_config(None, {
+        "arch": "transformer", "embedding_size": 256, "num_layers": 3, "num_heads": 8, "ff_size": 512,
+        "dropout": 0.1, "label_smoothing": 0.1, "min_freq": 2, "batch_size": 128, "lr": 5e-4,
+        "warmup_steps": 400, "epochs": 12})
+    assert resolve_seq2seq_config(folder / "multi30k-transformer.yaml") == transformer
+    gru = resolve_seq2seq_config(None, {
+        "arch": "gru", "attention": "dot", "embedding_size": 256, "hidden_size": 256, "bidirectional": True,
+        "tie_embeddings": True, "dropout": 0.3, "label_smoothing": 0.1, "min_freq": 2, "batch_size": 64,
+        "lr": 1e-3, "epochs": 8})
+    assert resolve_seq2seq_config(folder / "multi30k-gru-dot.yaml") == gru
