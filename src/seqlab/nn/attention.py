@@ -77,9 +77,14 @@ class KVCache:
         self.length += steps
 
     def reorder(self, index: Tensor) -> None:
-        """Keep batch rows `index` (beam search)."""
-        self.keys = self.keys.index_select(1, index)
-        self.values = self.values.index_select(1, index)
+        """Keep batch rows `index` (beam search). Only the filled positions are copied: copying the
+        whole preallocated capacity at every step made batched beam search slower than one sentence
+        at a time."""
+        for name in ("keys", "values"):
+            old = getattr(self, name)
+            new = old.new_empty(old.size(0), len(index), *old.shape[2:])
+            new[:, :, :, :self.length] = old[:, :, :, :self.length].index_select(1, index)
+            setattr(self, name, new)
 
 
 class MultiHeadAttention(nn.Module):
