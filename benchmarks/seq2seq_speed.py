@@ -27,6 +27,7 @@ from common import device_name, record, write_records  # noqa: E402
 from seqlab.data.batching import length_batches  # noqa: E402
 from seqlab.data.parallel import read_aligned  # noqa: E402
 from seqlab.data.vocab import EOS  # noqa: E402
+from seqlab.decoding import blocked  # noqa: E402
 from seqlab.search import SearchOptions, max_lengths  # noqa: E402
 
 
@@ -50,8 +51,7 @@ def plain_greedy(model, batches) -> None:
         ended = torch.zeros(source.size(0), dtype=torch.bool)
         for _ in range(int(limit.max())):
             logits, state, _ = model.step(tokens, state, memory)
-            logits[:, :EOS] = float("-inf")                          # <pad>, <unk>, <s>; as the search, roughly
-            tokens = logits.argmax(-1)
+            tokens = blocked(logits).argmax(-1)                      # never <pad>, <s>, <sep>, as the search
             ended |= tokens == EOS
             if ended.all():
                 break

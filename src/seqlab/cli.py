@@ -405,9 +405,9 @@ def evaluate_seq2seq(args: argparse.Namespace) -> int:
     if not args.src and not args.file:
         raise SeqlabError("seqlab evaluate needs --src FILE --tgt FILE (aligned files) or a file of pairs")
     model = load_seq2seq(args.run_dir, args.device)
-    result = model.evaluate_files(args.src or args.file, args.tgt, args.format if args.format in ("tsv", "jsonl")
-                                  else None, options=search_options(args), batch_size=args.batch_size or 64,
-                                  bleu_tokenize=args.bleu_tokenize, long_source=args.long_source,
+    result = model.evaluate_files(args.src or args.file, args.tgt, args.format, options=search_options(args),
+                                  batch_size=args.batch_size or 64, bleu_tokenize=args.bleu_tokenize,
+                                  long_source=args.long_source,
                                   progress=False if args.json else None)
     hypotheses = result.pop("hypotheses")
     if args.hypotheses:

@@ -46,10 +46,16 @@ class SamplingOptions:
             raise SeqlabError(f"--top-p must be in (0, 1], got {self.top_p}")
 
 
+def blocked(logits: Tensor) -> Tensor:
+    """A float copy of logits (B, V) with the tokens that are never generated at -inf."""
+    logits = logits.float().clone()
+    logits[:, list(NEVER_GENERATED)] = float("-inf")
+    return logits
+
+
 def filter_logits(logits: Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> Tensor:
     """Logits (B, V) -> logits with the excluded tokens at -inf, divided by the temperature."""
-    logits = logits.float() / temperature
-    logits[:, list(NEVER_GENERATED)] = float("-inf")
+    logits = blocked(logits) / temperature
     if top_k and top_k < logits.size(-1):
         kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]                 # (B, 1)
         logits = logits.masked_fill(logits < kth, float("-inf"))
@@ -65,9 +71,7 @@ def filter_logits(logits: Tensor, temperature: float = 1.0, top_k: int = 0, top_
 def choose(logits: Tensor, options: SamplingOptions, generator: torch.Generator | None = None) -> Tensor:
     """The next token (B,) from the last position's logits (B, V)."""
     if options.greedy:
-        logits = logits.float().clone()
-        logits[:, list(NEVER_GENERATED)] = float("-inf")
-        return logits.argmax(dim=-1)
+        return blocked(logits).argmax(dim=-1)
     probs = filter_logits(logits, options.temperature, options.top_k, options.top_p).softmax(dim=-1)
     return torch.multinomial(probs, 1, generator=generator).squeeze(1)
 

@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from seqlab.data.vocab import EOS
-from seqlab.decoding import NEVER_GENERATED, SamplingOptions, choose
+from seqlab.decoding import NEVER_GENERATED, SamplingOptions, blocked, choose
 from seqlab.errors import SeqlabError
 
 
@@ -79,12 +79,6 @@ def max_lengths(lengths: Tensor, options: SearchOptions, model) -> Tensor:
     return limit.cpu()
 
 
-def _blocked(logits: Tensor) -> Tensor:
-    logits = logits.float()
-    logits[:, list(NEVER_GENERATED)] = float("-inf")
-    return logits
-
-
 @torch.no_grad()
 def decode(model, source: Tensor, lengths: Tensor, options: SearchOptions | None = None,
            need_weights: bool = False) -> list[list[Hypothesis]]:
@@ -111,8 +105,7 @@ def greedy(model, source: Tensor, lengths: Tensor, options: SearchOptions, need_
     memory = model.encode(source, lengths)
     state = model.init_state(memory)
     tokens = torch.full((B,), model.start_token, dtype=torch.long, device=source.device)
-    sampling = SamplingOptions(greedy=not options.sample, temperature=options.temperature,
-                               top_k=options.top_k, top_p=options.top_p)
+    sampling = SamplingOptions(temperature=options.temperature, top_k=options.top_k, top_p=options.top_p)
     generator = None
     if options.sample and options.seed is not None:
         generator = torch.Generator(device=source.device).manual_seed(options.seed)
@@ -125,8 +118,9 @@ def greedy(model, source: Tensor, lengths: Tensor, options: SearchOptions, need_
         logits, state, weights = model.step(tokens, state, memory, need_weights)
         if need_weights:
             steps.append(weights.float().cpu())
-        log_probs = torch.log_softmax(_blocked(logits), dim=-1)                     # (B, V)
-        tokens = choose(logits, sampling, generator)                               # (B,)
+        allowed = blocked(logits)
+        log_probs = torch.log_softmax(allowed, dim=-1)                              # (B, V)
+        tokens = choose(logits, sampling, generator) if options.sample else allowed.argmax(dim=-1)   # (B,)
         chosen = log_probs.gather(1, tokens[:, None])[:, 0].tolist()
         for b, token in enumerate(tokens.tolist()):
             if done[b]:
@@ -183,7 +177,7 @@ def beam_search(model, source: Tensor, lengths: Tensor, options: SearchOptions,
                               "produce; use a smaller beam")
         if need_weights:
             weights = weights.float().cpu()
-        log_probs = torch.log_softmax(_blocked(logits), dim=-1)                        # (n*K, V)
+        log_probs = torch.log_softmax(blocked(logits), dim=-1)                         # (n*K, V)
         n = len(alive)
         candidates = (scores.view(n, K, 1) + log_probs.view(n, K, V)).view(n, K * V)
         top_scores, top = candidates.topk(2 * K, dim=1)                                 # (n, 2K)

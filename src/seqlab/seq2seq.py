@@ -197,8 +197,7 @@ def build_encoder(train: list[Pair], config: Seq2SeqTrainConfig) -> PairEncoder:
     if data.shared_vocab:
         if data.side_tokenizer("source") != data.side_tokenizer("target"):
             raise SeqlabError("--shared-vocab needs the same tokenizer on both sides")
-        tokenizer = make_tokenizer(data.tokenizer if not data.source_tokenizer else data.source_tokenizer,
-                                   data.bpe_vocab_size)
+        tokenizer = make_tokenizer(data.side_tokenizer("source"), data.bpe_vocab_size)
         tokenizer.fit(sources + targets)
         counts = Counter(t for tokens in tokenizer.tokenize_lines(sources + targets) for t in tokens)
         vocab = Vocab.build(counts, _min_freq(tokenizer, data), data.max_vocab or None)
@@ -308,14 +307,24 @@ class TrainedSeq2Seq:
     def generate_pairs(self, pairs: list[Pair], options: SearchOptions, batch_size: int = 64,
                        attention: bool = False, long_source: str = "truncate", progress: bool | None = False,
                        what: str = "input") -> list[Output]:
+        sources = [dataclasses.replace(p, target=None) for p in pairs]
+        encoded, source_tokens = self._encode(sources, long_source, what)
+        return self._decode(encoded, source_tokens, options, batch_size, attention, progress)
+
+    def _encode(self, pairs: list[Pair], long_source: str, what: str):
+        """The pairs as ids (sources over the limit truncated with a warning, or refused), and the source
+        tokens (heat map labels); each source is tokenized once."""
         if long_source not in ("truncate", "reject"):
             raise SeqlabError(f"--long-source {long_source!r}: choose truncate or reject")
         report = LengthReport()
-        sources = [dataclasses.replace(p, target=None) for p in pairs]
-        encoded = self.encoder.encode(sources, what, what, long_source, report)
-        for message in report.messages(what, self.encoder.max_source, self.encoder.max_target):
-            warnings.warn(message, stacklevel=3)
         source_tokens = self.encoder.source_tokens([p.source for p in pairs])
+        encoded = self.encoder.encode(pairs, what, what, long_source, report, source_tokens)
+        for message in report.messages(what, self.encoder.max_source, self.encoder.max_target):
+            warnings.warn(message, stacklevel=4)
+        return encoded, source_tokens
+
+    def _decode(self, encoded: list, source_tokens: list[list[str]], options: SearchOptions, batch_size: int,
+                attention: bool, progress: bool | None) -> list[Output]:
         results: list[Output | None] = [None] * len(encoded)
         groups = length_batches([len(e.source) for e in encoded], batch_size, None)
         for group in tqdm(groups, desc="decoding", unit="batch", leave=False,
@@ -347,17 +356,17 @@ class TrainedSeq2Seq:
         """Decode the sources and score the outputs against the targets: BLEU and chrF (sacrebleu, on the
         detokenised text), ROUGE-1/2/L (F1), and the perplexity of the reference targets."""
         options = options or SearchOptions(beam=5)
-        outputs = self.generate_pairs(pairs, options, batch_size, False, long_source, progress, what)
+        encoded, source_tokens = self._encode(pairs, long_source, what)          # once, for both uses
+        outputs = self._decode(encoded, source_tokens, options, batch_size, False, progress)
         hypotheses, references = [o.text for o in outputs], [p.target for p in pairs]
-        report = LengthReport()
-        encoded = self.encoder.encode(pairs, what, what, "truncate", report)
         task = Seq2SeqTask(self.encoder, [], encoded, None, batch_size=1, eval_batch_size=batch_size, seed=0)
         figures = task.summarize(task.evaluate(self.model, task.valid_data, self.device))
         unknown = sum(i == UNK for e in encoded for i in e.source)
         return {"pairs": len(pairs), "bleu": bleu(hypotheses, references, bleu_tokenize),
                 "chrf": chrf(hypotheses, references), **rouge(hypotheses, references),
                 "perplexity": figures["perplexity"], "loss": figures["loss"], "target_tokens": figures["tokens"],
-                "unknown_source_tokens": unknown, "truncated_sources": report.truncated_sources,
+                "unknown_source_tokens": unknown, "truncated_sources": sum(
+                    len(e.source) < len(t) for e, t in zip(encoded, source_tokens, strict=True)),
                 "beam": options.beam, "bleu_tokenize": bleu_tokenize, "hypotheses": hypotheses}
 
     def evaluate_files(self, source: str | Path, target: str | Path | None = None, fmt: str | None = None,

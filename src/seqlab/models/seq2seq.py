@@ -37,8 +37,9 @@ from seqlab.errors import SeqlabError
 from seqlab.models.base import OutputLayer
 from seqlab.nn.attention import KVCache, MultiHeadAttention
 from seqlab.nn.cross_attention import Attention, CrossAttention
-from seqlab.nn.recurrent import RecurrentStack, detach_state
-from seqlab.nn.transformer import ACTIVATIONS, PositionalEmbedding, TransformerBlock
+from seqlab.nn.pooling import padding_mask
+from seqlab.nn.recurrent import RecurrentStack
+from seqlab.nn.transformer import ACTIVATIONS, PositionalEmbedding, TransformerBlock, gpt2_init
 
 ARCHS = ("rnn", "lstm", "gru", "transformer", "lm")
 RECURRENT = ("rnn", "lstm", "gru")
@@ -98,7 +99,6 @@ class Seq2SeqModel(nn.Module):
     """What every sequence-to-sequence model shares (see the module docstring for the contract)."""
 
     start_token = BOS
-    state_batch_dim = 1
     attends = False            # whether `step` can return attention weights over the source
 
     def __init__(self, config: Seq2SeqConfig):
@@ -126,11 +126,6 @@ def build_model(config: Seq2SeqConfig) -> Seq2SeqModel:
     if config.arch == "transformer":
         return TransformerEncoderDecoder(config)
     return SeparatorLM(config)
-
-
-def source_mask(lengths: Tensor, width: int) -> Tensor:
-    """(B, S) True at the real positions of right-padded sources."""
-    return torch.arange(width, device=lengths.device)[None, :] < lengths[:, None]
 
 
 # ---------------------------------------------------------------------------- RNN encoder-decoder
@@ -163,7 +158,7 @@ class RNNEncoderDecoder(Seq2SeqModel):
 
     def encode(self, source: Tensor, lengths: Tensor) -> dict:
         outputs, final = self.encoder(self.drop(self.source_embedding(source)), lengths=lengths)  # (B, S, C)
-        memory = {"outputs": outputs, "mask": source_mask(lengths, source.size(1))}
+        memory = {"outputs": outputs, "mask": padding_mask(lengths, source.size(1))}
         h = self._bridge(final[0] if self.lstm else final)                       # (B, L, D)
         memory["h0"] = h
         if self.lstm:
@@ -187,9 +182,6 @@ class RNNEncoderDecoder(Seq2SeqModel):
         if self.lstm:
             return state[0].index_select(1, index), state[1].index_select(1, index)
         return state.index_select(1, index)
-
-    def detach_state(self, state):
-        return detach_state(state)
 
     def _top(self, state) -> Tensor:
         return (state[0] if self.lstm else state)[-1]                           # h_{i-1}^d of the top layer
@@ -294,7 +286,7 @@ class TransformerEncoderDecoder(Seq2SeqModel):
         if source.size(1) > self.config.max_positions:
             raise SeqlabError(f"the transformer reads at most {self.config.max_positions} source tokens; "
                               f"{source.size(1)} were given")
-        mask = source_mask(lengths, source.size(1))                            # (B, S)
+        mask = padding_mask(lengths, source.size(1))                           # (B, S)
         x = self._embed(self.source_embedding, self.source_positions, source)
         for block in self.encoder:
             x = block(x, key_padding_mask=~mask)
@@ -379,13 +371,7 @@ class SeparatorLM(Seq2SeqModel):
         self.final_norm = nn.LayerNorm(d) if config.norm_position == "pre" else nn.Identity()
         self.output = OutputLayer(d, self.embedding, config.tie_embeddings)
         self.drop = nn.Dropout(config.dropout)
-        for name, p in self.named_parameters():               # GPT-2's initialisation, as TransformerLM
-            if p.dim() >= 2:
-                std = 0.02 / math.sqrt(2 * L) if name.endswith(("attention.out.weight", "feedforward.2.weight")) \
-                    else 0.02
-                nn.init.normal_(p, 0.0, std)
-            elif name.endswith("bias"):
-                nn.init.zeros_(p)
+        gpt2_init(self, L)                                     # as the TransformerLM
 
     def _run(self, tokens: Tensor, positions: Tensor, cache: KVCache | None = None,
              padding: Tensor | None = None) -> Tensor:

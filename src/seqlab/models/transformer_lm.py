@@ -11,15 +11,13 @@ values of every layer in a KV cache, so each new token is one step.
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor, nn
 
 from seqlab.errors import SeqlabError
 from seqlab.models.base import LanguageModel, OutputLayer
 from seqlab.nn.attention import KVCache
-from seqlab.nn.transformer import PositionalEmbedding, TransformerBlock
+from seqlab.nn.transformer import PositionalEmbedding, TransformerBlock, gpt2_init
 
 
 class TransformerLM(LanguageModel):
@@ -38,17 +36,7 @@ class TransformerLM(LanguageModel):
             for _ in range(config.num_layers))
         self.final_norm = nn.LayerNorm(d, bias=config.bias) if config.norm_position == "pre" else nn.Identity()
         self.output = OutputLayer(d, self.embedding, config.tie_weights, config.bias)
-        self._init_weights(config.num_layers)
-
-    def _init_weights(self, num_layers: int) -> None:
-        """GPT-2's initialisation: N(0, 0.02), residual projections scaled by 1/sqrt(2L)."""
-        for name, p in self.named_parameters():
-            if p.dim() >= 2:
-                std = 0.02 / math.sqrt(2 * num_layers) if name.endswith(("attention.out.weight",
-                                                                          "feedforward.2.weight")) else 0.02
-                nn.init.normal_(p, 0.0, std)
-            elif name.endswith("bias"):
-                nn.init.zeros_(p)
+        gpt2_init(self, config.num_layers)
 
     def init_state(self, batch_size: int, device=None) -> KVCache:
         d = self.embedding.weight.size(1)

@@ -51,6 +51,18 @@ class TransformerBlock(nn.Module):
         return self.norm2(x + self.dropout(self.feedforward(x)))           # (B, T, D)
 
 
+def gpt2_init(module: nn.Module, num_layers: int) -> None:
+    """GPT-2's initialisation: matrices N(0, 0.02), the residual projections (W^O and the feedforward's
+    second layer) scaled by 1/sqrt(2L), biases zero."""
+    for name, p in module.named_parameters():
+        if p.dim() >= 2:
+            std = 0.02 / math.sqrt(2 * num_layers) if name.endswith(("attention.out.weight",
+                                                                      "feedforward.2.weight")) else 0.02
+            nn.init.normal_(p, 0.0, std)
+        elif name.endswith("bias"):
+            nn.init.zeros_(p)
+
+
 class PositionalEmbedding(nn.Module):
     """Absolute positions -> (T, D) vectors: learned (a table) or sinusoidal (Vaswani et al. 2017)."""
 

@@ -10,6 +10,7 @@ included), the same tokens for every architecture.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -106,11 +107,12 @@ class PairEncoder:
         return self.target_tokenizer.detokenize(self.target_vocab.decode(ids))
 
     def encode(self, pairs: list[Pair], path="", what: str = "file", long: str = "truncate",
-               report: LengthReport | None = None) -> list[EncodedPair]:
-        """The pairs as ids. Pairs over the limits are skipped (long="skip"), truncated ("truncate") or
-        refused with their line ("reject", sources only)."""
+               report: LengthReport | None = None, sources: list[list[str]] | None = None) -> list[EncodedPair]:
+        """The pairs as ids (`sources`: their source tokens, when already at hand). Pairs over the
+        limits are skipped (long="skip"), truncated ("truncate") or refused with their line ("reject",
+        sources only)."""
         report = report if report is not None else LengthReport()
-        sources = self.source_tokens([p.source for p in pairs])
+        sources = sources if sources is not None else self.source_tokens([p.source for p in pairs])
         targets = self.target_tokens([p.target for p in pairs]) if pairs and pairs[0].target is not None else None
         encoded = []
         for i, pair in enumerate(pairs):
@@ -239,8 +241,6 @@ class Seq2SeqTask:
         return {"loss_sum": loss_sum, "tokens": tokens, "pairs": pairs}
 
     def summarize(self, stats: dict) -> dict:
-        import math
-
         tokens = int(stats["tokens"])
         loss = stats["loss_sum"] / max(tokens, 1)
         return {"loss": loss, "perplexity": math.exp(min(loss, 50)), "tokens": tokens, "pairs": int(stats["pairs"])}
