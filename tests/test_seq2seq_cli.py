@@ -237,3 +237,13 @@ def test_evaluate_needs_both_sides_and_a_corrupted_model_is_reported(runs, tmp_p
     (broken / "model.safetensors").write_bytes(b"\x00" * 50)
     assert main(["translate", str(broken), str(FIXTURES / "test.src")]) == 2
     assert "corrupted" in capsys.readouterr().err
+
+
+def test_output_cut_short_by_its_reader_is_not_an_error(runs, monkeypatch):
+    """`seqlab translate ... | head -1`: the closed pipe ends the command quietly, with status 0."""
+    class ClosedPipe(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr("sys.stdout", ClosedPipe())
+    assert main(["translate", str(runs["rnn"]), str(FIXTURES / "test.src"), "--beam", "1"]) == 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import io
 import json
 import os
 import sys
@@ -498,6 +499,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("seqlab: interrupted; the last checkpoint (if any) is intact", file=sys.stderr)
         return 130
+    except BrokenPipeError:            # the reader stopped early (`seqlab translate ... | head`): not an error
+        with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # no second error at exit
+        return 0
 
 
 if __name__ == "__main__":

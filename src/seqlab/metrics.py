@@ -114,7 +114,9 @@ def bleu(hypotheses: list[str], references: list[str], tokenize: str = "13a", lo
     import sacrebleu
 
     _same_length(hypotheses, references)
-    return sacrebleu.corpus_bleu(hypotheses, [references], tokenize=tokenize, lowercase=lowercase).score
+    # force: with tokenize="none" the text is tokenised on purpose; sacrebleu would warn that it looks so
+    return sacrebleu.corpus_bleu(hypotheses, [references], tokenize=tokenize, lowercase=lowercase,
+                                 force=tokenize == "none").score
 
 
 def chrf(hypotheses: list[str], references: list[str]) -> float:
