@@ -36,12 +36,16 @@ def main() -> int:
     parser.add_argument("runs", nargs="+", type=Path, help="run directories")
     parser.add_argument("--output", type=Path, required=True, help="the PNG to write")
     parser.add_argument("--title", default="validation perplexity")
+    parser.add_argument("--labels", help="comma-separated legend names, one per run (default: each run's arch)")
     args = parser.parse_args()
+    labels = args.labels.split(",") if args.labels else [None] * len(args.runs)
+    if len(labels) != len(args.runs):
+        parser.error(f"--labels names {len(labels)} runs, but {len(args.runs)} were given")
     figure, (by_epoch, by_time) = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    for run in args.runs:
+    for run, name in zip(args.runs, labels, strict=True):
         epochs, minutes, perplexity = curve(run)
-        config = json.loads((run / "config.json").read_text())
-        label = f"{config['model']['arch']} ({perplexity[-1]:.1f})"
+        name = name or json.loads((run / "config.json").read_text())["model"]["arch"]
+        label = f"{name} ({perplexity[-1]:.1f})"
         by_epoch.plot(epochs, perplexity, marker="o", markersize=3, label=label)
         by_time.plot(minutes, perplexity, marker="o", markersize=3, label=label)
     by_epoch.set(xlabel="epoch", ylabel="validation perplexity (log scale)", yscale="log")
@@ -51,7 +55,7 @@ def main() -> int:
     plain = matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}")
     by_epoch.yaxis.set_major_formatter(plain)
     by_epoch.yaxis.set_minor_formatter(plain)
-    by_epoch.legend(title="arch (last valid ppl)")
+    by_epoch.legend(title=f"{'model' if args.labels else 'arch'} (last valid ppl)")
     figure.suptitle(args.title)
     figure.tight_layout()
     args.output.parent.mkdir(parents=True, exist_ok=True)

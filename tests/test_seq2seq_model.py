@@ -171,6 +171,34 @@ def test_bad_model_options_are_refused():
         build_model(tiny(arch="gru", share_embeddings=True, target_vocab_size=V + 1))
     with pytest.raises(SeqlabError, match="dropout"):
         tiny(dropout=1.0)
+    with pytest.raises(SeqlabError, match="init-range"):
+        tiny(init_range=-0.1)
+
+
+@pytest.mark.parametrize("share", [False, True])
+def test_init_range_draws_embeddings_and_output_uniformly_and_keeps_padding_zero(share):
+    torch.manual_seed(0)
+    model = build_model(tiny(arch="gru", attention="dot", init_range=0.05, tie_embeddings=True,
+                             share_embeddings=share, embedding_size=64))
+    for weight in (model.source_embedding.weight, model.target_embedding.weight, model.output.decoder.weight):
+        assert weight.abs().max() <= 0.05 and weight[PAD].abs().max() == 0
+        assert weight[PAD + 1:].std() > 0.02                      # U(-r, r) has std r / sqrt(3) = 0.029
+    assert model.output.decoder.weight is model.target_embedding.weight
+    assert model.output.decoder.bias.abs().max() == 0
+    torch.manual_seed(0)
+    again = build_model(tiny(arch="gru", attention="dot", init_range=0.05, tie_embeddings=True,
+                             share_embeddings=share, embedding_size=64))
+    for (name, a), b in zip(model.state_dict().items(), again.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name                                # the same seed, the same model
+    untied = build_model(tiny(arch="gru", init_range=0.05))
+    assert untied.output.decoder.weight.abs().max() <= 0.05
+    # With PyTorch's N(0, 1) embeddings a tied output layer starts far from uniform; U(-0.1, 0.1) does not.
+    source, lengths, target_in = batch()
+    for r, low, high in ((0.0, 1.0, None), (0.1, None, 0.2)):
+        torch.manual_seed(0)
+        model = build_model(tiny(arch="gru", attention="dot", tie_embeddings=True, embedding_size=64, init_range=r))
+        spread = model(source, lengths, target_in).std().item()
+        assert (low is None or spread > low) and (high is None or spread < high), (r, spread)
 
 
 def encoder_for(joint: bool) -> PairEncoder:

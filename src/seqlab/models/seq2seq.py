@@ -74,6 +74,9 @@ class Seq2SeqConfig:
     max_positions: int = option(256, "transformer: the longest source and target; lm: the longest source + "
                                      "<sep> + target")
     positions: str = option("learned", "transformer / lm: positional embeddings", choices=("learned", "sinusoidal"))
+    init_range: float = option(0.0, "rnn / lstm / gru: embeddings and output layer ~ U(-r, r), as the LMs' "
+                                    "--init-range; 0 keeps PyTorch's defaults (N(0, 1) embeddings, whose tied "
+                                    "output layer starts with logits of std ~4 and a loss twice ln V)")
     rnn_impl: str = option("fused", "rnn / lstm / gru: PyTorch's kernels or the textbook cells",
                            choices=("fused", "textbook"))
     label_smoothing: float = option(0.0, "training loss: label smoothing (0: plain cross-entropy)")
@@ -93,6 +96,8 @@ class Seq2SeqConfig:
             raise SeqlabError(f"--dropout must be in [0, 1), got {self.dropout}")
         if not 0 <= self.label_smoothing < 1:
             raise SeqlabError(f"--label-smoothing must be in [0, 1), got {self.label_smoothing}")
+        if self.init_range < 0:
+            raise SeqlabError(f"--init-range must be at least 0, got {self.init_range}")
 
 
 class Seq2SeqModel(nn.Module):
@@ -155,6 +160,16 @@ class RNNEncoderDecoder(Seq2SeqModel):
                                   config.tie_embeddings)
         self.drop = nn.Dropout(config.dropout)
         self.directions, self.lstm = directions, config.arch == "lstm"
+        if config.init_range > 0:
+            r = config.init_range
+            weights = []                                       # each shared matrix once, in a fixed order
+            for weight in (self.source_embedding.weight, self.target_embedding.weight, self.output.decoder.weight):
+                if all(weight is not seen for seen in weights):
+                    weights.append(weight)
+                    nn.init.uniform_(weight, -r, r)
+            for embedding in (self.source_embedding, self.target_embedding):
+                nn.init.zeros_(embedding.weight[PAD])
+            nn.init.zeros_(self.output.decoder.bias)
 
     def encode(self, source: Tensor, lengths: Tensor) -> dict:
         outputs, final = self.encoder(self.drop(self.source_embedding(source)), lengths=lengths)  # (B, S, C)

@@ -77,7 +77,7 @@ def plot_confusion(matrix: list[list[int]], labels: list[str], path: str | Path,
 def plot_attention(weights, source_tokens: list[str], target_tokens: list[str], path: str | Path,
                    title: str = "") -> Path:
     """Attention weights (T, S) as a heat map PNG: one row per output token, one column per source token
-    (SLP Fig. 13.x style alignment picture)."""
+    (the alignment picture of Bahdanau et al. 2015, Fig. 3)."""
     import matplotlib
 
     matplotlib.use("Agg")
