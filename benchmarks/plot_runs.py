@@ -40,7 +40,7 @@ def main() -> int:
     args = parser.parse_args()
     labels = args.labels.split(",") if args.labels else [None] * len(args.runs)
     if len(labels) != len(args.runs):
-        parser.error(f"--labels names {len(labels)} runs, but {len(args.runs)} were given")
+        parser.error(f"--labels names {len(labels)} runs for {len(args.runs)} run directories")
     figure, (by_epoch, by_time) = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     for run, name in zip(args.runs, labels, strict=True):
         epochs, minutes, perplexity = curve(run)

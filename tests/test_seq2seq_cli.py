@@ -10,6 +10,8 @@ import pytest
 
 import seqlab
 from seqlab.cli import main
+from seqlab.data.parallel import Pair
+from seqlab.search import SearchOptions
 
 FIXTURES = Path(__file__).parent / "fixtures" / "seq2seq"
 SMALL = ["--embedding-size", "32", "--hidden-size", "32", "--dropout", "0", "--batch-size", "16",
@@ -182,6 +184,10 @@ def test_a_source_over_the_limit_is_truncated_with_a_warning_or_rejected(runs, t
     assert f"{source}:2: the source is 401 tokens, longer than the model's 256" in capsys.readouterr().err
     with pytest.warns(UserWarning, match="truncated 1 of 1"):
         seqlab.load(run).translate([long * 5], beam=1)
+    with pytest.warns(UserWarning, match="truncated 1 of 2"):
+        figures = seqlab.load(run).evaluate_pairs([Pair("der hund sieht .", "the dog sees ."),
+                                                   Pair(long * 5, "the dog sees .")], SearchOptions(beam=1))
+    assert figures["truncated_sources"] == 1 and figures["pairs"] == 2
 
 
 def test_decoding_that_never_ends_stops_at_the_maximum_length(runs):

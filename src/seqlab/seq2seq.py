@@ -308,12 +308,12 @@ class TrainedSeq2Seq:
                        attention: bool = False, long_source: str = "truncate", progress: bool | None = False,
                        what: str = "input") -> list[Output]:
         sources = [dataclasses.replace(p, target=None) for p in pairs]
-        encoded, source_tokens = self._encode(sources, long_source, what)
+        encoded, source_tokens, _ = self._encode(sources, long_source, what)
         return self._decode(encoded, source_tokens, options, batch_size, attention, progress)
 
     def _encode(self, pairs: list[Pair], long_source: str, what: str):
-        """The pairs as ids (sources over the limit truncated with a warning, or refused), and the source
-        tokens (heat map labels); each source is tokenized once."""
+        """The pairs as ids (sources over the limit truncated with a warning, or refused), the source
+        tokens (heat map labels; each source is tokenized once) and the length report."""
         if long_source not in ("truncate", "reject"):
             raise SeqlabError(f"--long-source {long_source!r}: choose truncate or reject")
         report = LengthReport()
@@ -321,7 +321,7 @@ class TrainedSeq2Seq:
         encoded = self.encoder.encode(pairs, what, what, long_source, report, source_tokens)
         for message in report.messages(what, self.encoder.max_source, self.encoder.max_target):
             warnings.warn(message, stacklevel=4)
-        return encoded, source_tokens
+        return encoded, source_tokens, report
 
     def _decode(self, encoded: list, source_tokens: list[list[str]], options: SearchOptions, batch_size: int,
                 attention: bool, progress: bool | None) -> list[Output]:
@@ -356,7 +356,7 @@ class TrainedSeq2Seq:
         """Decode the sources and score the outputs against the targets: BLEU and chrF (sacrebleu, on the
         detokenised text), ROUGE-1/2/L (F1), and the perplexity of the reference targets."""
         options = options or SearchOptions(beam=5)
-        encoded, source_tokens = self._encode(pairs, long_source, what)          # once, for both uses
+        encoded, source_tokens, report = self._encode(pairs, long_source, what)  # once, for both uses
         outputs = self._decode(encoded, source_tokens, options, batch_size, False, progress)
         hypotheses, references = [o.text for o in outputs], [p.target for p in pairs]
         task = Seq2SeqTask(self.encoder, [], encoded, None, batch_size=1, eval_batch_size=batch_size, seed=0)
@@ -365,8 +365,7 @@ class TrainedSeq2Seq:
         return {"pairs": len(pairs), "bleu": bleu(hypotheses, references, bleu_tokenize),
                 "chrf": chrf(hypotheses, references), **rouge(hypotheses, references),
                 "perplexity": figures["perplexity"], "loss": figures["loss"], "target_tokens": figures["tokens"],
-                "unknown_source_tokens": unknown, "truncated_sources": sum(
-                    len(e.source) < len(t) for e, t in zip(encoded, source_tokens, strict=True)),
+                "unknown_source_tokens": unknown, "truncated_sources": report.truncated_sources,
                 "beam": options.beam, "bleu_tokenize": bleu_tokenize, "hypotheses": hypotheses}
 
     def evaluate_files(self, source: str | Path, target: str | Path | None = None, fmt: str | None = None,

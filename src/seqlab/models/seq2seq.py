@@ -162,11 +162,9 @@ class RNNEncoderDecoder(Seq2SeqModel):
         self.directions, self.lstm = directions, config.arch == "lstm"
         if config.init_range > 0:
             r = config.init_range
-            weights = []                                       # each shared matrix once, in a fixed order
-            for weight in (self.source_embedding.weight, self.target_embedding.weight, self.output.decoder.weight):
-                if all(weight is not seen for seen in weights):
-                    weights.append(weight)
-                    nn.init.uniform_(weight, -r, r)
+            weights = (self.source_embedding.weight, self.target_embedding.weight, self.output.decoder.weight)
+            for weight in {id(w): w for w in weights}.values():   # each shared matrix once, in this order
+                nn.init.uniform_(weight, -r, r)
             for embedding in (self.source_embedding, self.target_embedding):
                 nn.init.zeros_(embedding.weight[PAD])
             nn.init.zeros_(self.output.decoder.bias)
