@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 import copy
 import json
 
@@ -91,11 +93,23 @@ def test_checkpoint_atomic_write_interrupted_at_fsync_keeps_the_old_file(tmp_pat
 def test_checkpoint_atomic_write_failing_first_write_leaves_nothing(tmp_path):
     def fail(tmp):
         tmp.write_bytes(b"partial")
-        raise OSError("no space left on device")
+        raise OSError(errno.ENOSPC, "No space left on device")
 
-    with pytest.raises(OSError):
+    with pytest.raises(SeqlabError, match=r"cannot write .*new\.bin: No space left on device; the disk is full"):
         atomic_write(tmp_path / "new.bin", fail)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_checkpoint_atomic_write_disk_full_keeps_the_old_file_and_says_so(tmp_path):
+    path = tmp_path / "model.safetensors"
+    atomic_write_bytes(path, b"old content")
+
+    def fail(tmp):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(SeqlabError, match="the previous file is intact"):
+        atomic_write(path, fail)
+    assert path.read_bytes() == b"old content" and [p.name for p in tmp_path.iterdir()] == ["model.safetensors"]
 
 
 # --------------------------------------------------------------------------------------- save / load

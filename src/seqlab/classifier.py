@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from seqlab.config import check_choices, option
+from seqlab.config import check_fields, option
 from seqlab.data.batching import length_batches
 from seqlab.data.documents import FORMATS, Columns, Document, read_documents
 from seqlab.data.text_features import (
@@ -65,11 +65,11 @@ TRAIN_DEFAULTS = {"output": "runs/classifier", "epochs": 10, "batch_size": 32, "
 class ClassifierDataConfig:
     """Where the labelled documents come from and how they become tokens (saved under "data")."""
 
-    train: str = option("", "training file")
-    dev: str = option("", "development file: evaluated every epoch, for the best weights")
-    test: str = option("", "test file, scored with the best weights at the end")
+    train: str = option("", "training file", file=True)
+    dev: str = option("", "development file: evaluated every epoch, for the best weights", file=True)
+    test: str = option("", "test file, scored with the best weights at the end", file=True)
     dev_fraction: float = option(0.0, "with no --dev: hold out this fraction of the training documents "
-                                      "(a random choice fixed by --seed) as the development set")
+                                      "(a random choice fixed by --seed) as the development set", at_least=0, below=1)
     format: str = option("tsv", "file format", choices=FORMATS)
     text_column: str = option("text", "tsv / csv / jsonl: the text's column (a header name, or a 0-based "
                                       "index for files without a header) or JSON field")
@@ -86,23 +86,25 @@ class ClassifierDataConfig:
                                      "file is already tokenized", choices=TOKENIZERS)
     lowercase: bool = option(True, "lowercase the text before tokenizing")
     ngrams: int = option(1, "pooled classifier: add the 2- to N-grams of each document as tokens "
-                            "(fastText's bag of n-grams)")
+                            "(fastText's bag of n-grams)", at_least=1)
     max_length: int = option(0, "truncate documents to this many tokens, reported (0: no limit; the "
-                                "transformer: its --max-positions)")
+                                "transformer: its --max-positions)", at_least=0)
     truncate: str = option("head", "keep the first (head) or last (tail) --max-length tokens",
                            choices=("head", "tail"))
-    min_freq: int = option(1, "keep words seen at least this often in training; the rest become <unk>")
-    max_vocab: int = option(0, "keep at most this many words (and n-grams), specials included (0: no limit)")
+    min_freq: int = option(1, "keep words seen at least this often in training; the rest become <unk>", at_least=1)
+    max_vocab: int = option(0, "keep at most this many words (and n-grams), specials included (0: no limit)",
+                            at_least=0)
     vectors: str = option("", "pretrained word vectors (word2vec or GloVe text, may be .gz) that "
-                              "initialise the embeddings; their words join the vocabulary")
-    vectors_limit: int = option(0, "read only the first N vectors of --vectors (0: all)")
+                              "initialise the embeddings; their words join the vocabulary", file=True)
+    vectors_limit: int = option(0, "read only the first N vectors of --vectors (0: all)", at_least=0)
     features: str = option("builtin", "features classifier: the built-in features (lexicon counts, "
                                       "negation, pronouns, '!', log length), the --feature-columns, or both",
                            choices=("builtin", "columns", "both"))
     lexicon: str = option("", "features classifier: 'word class' lines (default: derived from the "
-                              "training split)")
-    lexicon_size: int = option(100, "derived lexicon: words per class")
-    lexicon_min_count: int = option(5, "derived lexicon: only words in at least this many training documents")
+                              "training split)", file=True)
+    lexicon_size: int = option(100, "derived lexicon: words per class", at_least=1)
+    lexicon_min_count: int = option(5, "derived lexicon: only words in at least this many training documents",
+                                    at_least=1)
     class_weights: str = option("none", "weight the loss per class: none, balanced (n / (K n_c)), or "
                                         "label=weight,... (others 1)")
     labels: str = option("", "the classes, comma-separated (default: those of the training file); each "
@@ -111,13 +113,7 @@ class ClassifierDataConfig:
                          choices=("accuracy", "macro_f1"))
 
     def __post_init__(self):
-        check_choices(self)
-        if self.ngrams < 1:
-            raise SeqlabError(f"--ngrams must be at least 1, got {self.ngrams}")
-        if self.max_length < 0:
-            raise SeqlabError(f"--max-length must be 0 (no limit) or positive, got {self.max_length}")
-        if not 0 <= self.dev_fraction < 1:
-            raise SeqlabError(f"--dev-fraction must be in [0, 1), got {self.dev_fraction}")
+        check_fields(self)
 
     @property
     def columns(self) -> Columns:
@@ -159,8 +155,8 @@ def uses_features(config: ClassifierTrainConfig) -> bool:
 def train_classifier(config: ClassifierTrainConfig, resume: bool = False, overwrite: bool = False,
                      callback: Callable[[dict], None] | None = None) -> dict:
     """Train a classifier into `config.train.output`; return the final dev/test figures."""
-    return train_in_run(config.train, resume, overwrite,
-                        lambda run_dir, device: _train(config, run_dir, device, resume, overwrite, callback))
+    return train_in_run(config, resume, overwrite, lambda config, run_dir, device: _train(
+        config, run_dir, device, resume, overwrite, callback))
 
 
 def _train(config: ClassifierTrainConfig, run_dir: Path, device, resume: bool, overwrite: bool, callback) -> dict:

@@ -19,8 +19,41 @@ import warnings
 from pathlib import Path
 
 from seqlab import __version__
-from seqlab.config import field_type
+from seqlab.config import field_type, range_text, value_problem
 from seqlab.errors import SeqlabError
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: `seqlab train lm: error: argument --lr: must be positive, got -1`."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+class Number:
+    """An argparse type: an int or a finite float within a range (the keywords of `seqlab.config.option`)."""
+
+    def __init__(self, kind: type, **bounds):
+        self.kind, self.bounds = kind, bounds
+        self.__name__ = kind.__name__          # argparse names the type in its messages
+
+    @classmethod
+    def of(cls, config_class, name: str) -> Number:
+        """The type of a config field, with its range."""
+        f = {f.name: f for f in dataclasses.fields(config_class)}[name]
+        return cls(field_type(config_class, f), **{k: f.metadata.get(k) for k in ("at_least", "above", "at_most",
+                                                                                   "below")})
+
+    def __call__(self, text: str):
+        try:
+            value = self.kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expects {'an integer' if self.kind is int else 'a number'}, "
+                                             f"got {text!r}") from None
+        problem = value_problem(self.kind, self.bounds, value)
+        if problem:
+            raise argparse.ArgumentTypeError(problem)
+        return value
 
 
 def add_options(parser: argparse.ArgumentParser, cls, title: str, skip=(), defaults=None) -> None:
@@ -33,13 +66,16 @@ def add_options(parser: argparse.ArgumentParser, cls, title: str, skip=(), defau
             names.insert(0, f"--{f.metadata['flag']}")
         kind = field_type(cls, f)
         default = (defaults or {}).get(f.name, f.default)
-        shown = "" if default in ("", 0) and kind is not bool else f" (default: {default})"
+        shown = "" if default in ("", 0) and kind is not bool else f"default: {default}"
+        if range_text(f.metadata):
+            shown = f"{shown}; " * bool(shown) + range_text(f.metadata)
+        shown = f" ({shown})" if shown else ""
         help_text = (f.metadata.get("help", "") + shown).replace("%", "%%")
         kwargs = {"dest": f.name, "default": argparse.SUPPRESS, "help": help_text}
         if kind is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
         else:
-            kwargs["type"] = kind
+            kwargs["type"] = Number.of(cls, f.name) if kind in (int, float) else kind
             kwargs["metavar"] = f.name.upper() if not f.metadata.get("choices") else None
             if f.metadata.get("choices"):
                 kwargs["choices"] = f.metadata["choices"]
@@ -51,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     from seqlab.classifier import TRAIN_DEFAULTS as CLASSIFIER_DEFAULTS
     from seqlab.classifier import ClassifierDataConfig
     from seqlab.data.documents import FORMATS as DOCUMENT_FORMATS
+    from seqlab.decoding import SamplingOptions
     from seqlab.lm import LMDataConfig
     from seqlab.models.classifier import ClassifierConfig
     from seqlab.models.lm import LMConfig
@@ -61,8 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     from seqlab.tagger import TRAIN_DEFAULTS, TaggerDataConfig
     from seqlab.training.trainer import TrainConfig
 
-    parser = argparse.ArgumentParser(prog="seqlab", description="Train, evaluate and decode the neural "
-                                     "sequence models of Jurafsky & Martin's SLP chapters.")
+    parser = Parser(prog="seqlab", description="Train, evaluate and decode the neural "
+                    "sequence models of Jurafsky & Martin's SLP chapters.")
     parser.add_argument("--version", action="version", version=f"seqlab {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -109,32 +146,36 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--confusion-png", metavar="PNG",
                           help="classifiers: where to draw the confusion matrix (default: "
                           "DIR/confusion_<file name>.png; 'none' for no picture)")
-    evaluate.add_argument("--confusions", type=int, default=10,
+    evaluate.add_argument("--confusions", type=Number(int, at_least=0), default=10,
                           help="taggers: list this many of the most confused tag pairs (default: 10)")
-    evaluate.add_argument("--batch-size", type=int, default=None,
+    evaluate.add_argument("--batch-size", type=Number(int, at_least=1), default=None,
                           help="language models: parallel streams (default: 10); seq2seq: sentences per batch "
                           "(default: 64)")
-    evaluate.add_argument("--stride", type=int, default=0,
+    evaluate.add_argument("--stride", type=Number(int, at_least=0), default=0,
                           help="transformer: sliding-window stride (default: context / 2)")
-    evaluate.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
+    add_runtime_options(evaluate)
     evaluate.add_argument("--rnn-impl", choices=("fused", "textbook"), help="run the recurrent layers this way")
 
     generate = commands.add_parser("generate", help="continue a prompt with a trained language model")
     generate.add_argument("run_dir", metavar="DIR", help="run directory")
     generate.add_argument("--prompt", default="", help="text to continue (default: start a new line)")
-    generate.add_argument("--max-tokens", type=int, default=200, help="tokens to generate (default: 200)")
+    generate.add_argument("--max-tokens", type=Number.of(SamplingOptions, "max_tokens"), default=200,
+                          help="tokens to generate (default: 200)")
     generate.add_argument("--greedy", action="store_true", help="always take the most likely token")
-    generate.add_argument("--temperature", type=float, default=1.0, help="softmax temperature (default: 1.0)")
-    generate.add_argument("--top-k", type=int, default=0, help="sample among the k most likely tokens (0: all)")
-    generate.add_argument("--top-p", type=float, default=1.0,
+    generate.add_argument("--temperature", type=Number.of(SamplingOptions, "temperature"), default=1.0,
+                          help="softmax temperature (default: 1.0)")
+    generate.add_argument("--top-k", type=Number.of(SamplingOptions, "top_k"), default=0,
+                          help="sample among the k most likely tokens (0: all)")
+    generate.add_argument("--top-p", type=Number.of(SamplingOptions, "top_p"), default=1.0,
                           help="sample among the most likely tokens holding probability p (default: 1.0)")
-    generate.add_argument("--seed", type=int, default=None, help="random seed for reproducible samples")
+    generate.add_argument("--seed", type=Number.of(SamplingOptions, "seed"), default=None,
+                          help="random seed for reproducible samples")
     generate.add_argument("--stop-at-eos", action=argparse.BooleanOptionalAction, default=None,
                           help="stop at </s> (default: yes for word and BPE models, no for characters, "
                           "whose </s> is a line break)")
     generate.add_argument("--truncate-prompt", action="store_true",
                           help="keep the end of a prompt longer than the model's context")
-    generate.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
+    add_runtime_options(generate)
 
     tag = commands.add_parser("tag", help="tag sentences with a trained tagger")
     tag.add_argument("run_dir", metavar="DIR", help="run directory")
@@ -147,8 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     tag.add_argument("--output-format", choices=("conll", "json"), default="conll",
                      help="conll: token, tag and probability per line, a blank line between sentences; json: one "
                      "object per sentence, with entity spans for IOB-style tags (default: conll)")
-    tag.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default: 64)")
-    tag.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
+    tag.add_argument("--batch-size", type=Number(int, at_least=1), default=64, help="sentences per batch (default: 64)")
+    add_runtime_options(tag)
 
     classify = commands.add_parser("classify", help="classify documents with a trained classifier")
     classify.add_argument("run_dir", metavar="DIR", help="run directory")
@@ -161,8 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
     classify.add_argument("--output-format", choices=("tsv", "json"), default="tsv",
                           help="tsv: the label, then each class's probability, a header naming the columns; "
                           "json: one object per document (default: tsv)")
-    classify.add_argument("--batch-size", type=int, default=64, help="documents per batch (default: 64)")
-    classify.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
+    classify.add_argument("--batch-size", type=Number(int, at_least=1), default=64,
+                          help="documents per batch (default: 64)")
+    add_runtime_options(classify)
     for name, what in (("translate", "translate"), ("summarize", "summarize")):
         command = commands.add_parser(name, help=f"{what} texts with a trained sequence-to-sequence model")
         command.add_argument("run_dir", metavar="DIR", help="run directory")
@@ -178,24 +220,40 @@ def build_parser() -> argparse.ArgumentParser:
                              help="draw each output's attention over its source as DIR/<line>.png (models "
                              "with attention)")
         add_search_options(command)
-        command.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default: 64)")
-        command.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
+        command.add_argument("--batch-size", type=Number(int, at_least=1), default=64,
+                             help="sentences per batch (default: 64)")
+        add_runtime_options(command)
     return parser
+
+
+def add_runtime_options(parser: argparse.ArgumentParser) -> None:
+    """Where an inference command runs: --device and --threads."""
+    group = parser.add_argument_group("runtime")
+    group.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:N or mps "
+                       "(default: auto)")
+    group.add_argument("--threads", type=Number(int, at_least=0), default=0,
+                       help="CPU threads for PyTorch (default: 0, PyTorch's choice: one per core)")
 
 
 def add_search_options(parser: argparse.ArgumentParser) -> None:
     """Decoding options of `translate`, `summarize` and `evaluate`."""
+    from seqlab.search import SearchOptions
+
     group = parser.add_argument_group("decoding (seq2seq)")
-    group.add_argument("--beam", type=int, default=5, help="beam size; 1: greedy (default: 5)")
-    group.add_argument("--max-length", type=int, default=0,
+    group.add_argument("--beam", type=Number.of(SearchOptions, "beam"), default=5,
+                       help="beam size; 1: greedy (default: 5)")
+    group.add_argument("--max-length", type=Number.of(SearchOptions, "max_length"), default=0,
                        help="most output tokens (default: 2 x the source length + 10, within the model's limit)")
-    group.add_argument("--length-penalty", type=float, default=1.0,
+    group.add_argument("--length-penalty", type=Number.of(SearchOptions, "length_penalty"), default=1.0,
                        help="rank beam hypotheses by log p / length^alpha (default: 1.0; 0: raw log p)")
     group.add_argument("--sample", action="store_true", help="sample each token (with --beam 1)")
-    group.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default: 1.0)")
-    group.add_argument("--top-k", type=int, default=0, help="sample among the k most likely tokens (0: all)")
-    group.add_argument("--top-p", type=float, default=1.0, help="sample within probability mass p (default: 1.0)")
-    group.add_argument("--seed", type=int, default=None, help="random seed for sampling")
+    group.add_argument("--temperature", type=Number.of(SearchOptions, "temperature"), default=1.0,
+                       help="sampling temperature (default: 1.0)")
+    group.add_argument("--top-k", type=Number.of(SearchOptions, "top_k"), default=0,
+                       help="sample among the k most likely tokens (0: all)")
+    group.add_argument("--top-p", type=Number.of(SearchOptions, "top_p"), default=1.0,
+                       help="sample within probability mass p (default: 1.0)")
+    group.add_argument("--seed", type=Number.of(SearchOptions, "seed"), default=None, help="random seed for sampling")
     group.add_argument("--long-source", choices=("truncate", "reject"), default="truncate",
                        help="a source longer than the model's limit: keep its beginning (with a warning) or "
                        "stop with an error (default: truncate)")
@@ -492,10 +550,13 @@ def main(argv: list[str] | None = None) -> int:
                 "tag": tag_command, "classify": classify_command, "translate": decode_command,
                 "summarize": decode_command}
     try:
+        if getattr(args, "threads", 0):
+            import torch
+
+            torch.set_num_threads(args.threads)
         return commands[args.command](args)
     except SeqlabError as error:
-        print(f"seqlab: error: {error}", file=sys.stderr)
-        return 2
+        return fail(str(error))
     except KeyboardInterrupt:
         print("seqlab: interrupted; the last checkpoint (if any) is intact", file=sys.stderr)
         return 130
@@ -503,6 +564,26 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # no second error at exit
         return 0
+    except OSError as error:           # a write to standard output, or a path no check above caught
+        from seqlab.errors import os_error_message
+
+        where = "" if error.filename is not None else "writing the output: "
+        return fail(where + os_error_message(error))
+    except MemoryError:
+        return fail("out of memory: lower --batch-size (or the model's size), or give the process more memory")
+    except RuntimeError as error:      # PyTorch reports a failed allocation as a RuntimeError
+        if "out of memory" not in str(error) and "not enough memory" not in str(error):
+            raise
+        return fail(f"out of memory ({str(error).splitlines()[0][:200]}): lower --batch-size (or the model's "
+                    "size), or give the process more memory")
+
+
+def fail(message: str) -> int:
+    """Print one line for the user's error and return exit status 2."""
+    print(f"seqlab: error: {' '.join(message.split())}", file=sys.stderr)
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    return 2
 
 
 if __name__ == "__main__":

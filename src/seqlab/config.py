@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sys
 import types
 import typing
@@ -20,9 +21,20 @@ from seqlab.errors import SeqlabError
 from seqlab.fileio import read_text
 
 
-def option(default, help: str, choices: tuple | None = None, flag: str | None = None):
-    """A config field with its --help line (and the allowed values, if a closed set)."""
-    return field(default=default, metadata={"help": help, "choices": choices, "flag": flag})
+def option(default, help: str, choices: tuple | None = None, flag: str | None = None, *,
+           at_least: float | None = None, above: float | None = None, at_most: float | None = None,
+           below: float | None = None, file: bool = False):
+    """A config field with its --help line, the allowed values of a closed set (`choices`) and, for a
+    number, its range: `at_least` / `above` a lower bound (inclusive / exclusive), `at_most` / `below`
+    an upper one. A float must also be finite (nan and inf are refused everywhere). `file=True` marks
+    an input file: a run records it as an absolute path with its SHA-256, and --resume checks both."""
+    return field(default=default, metadata={"help": help, "choices": choices, "flag": flag, "at_least": at_least,
+                                            "above": above, "at_most": at_most, "below": below, "file": file})
+
+
+def file_fields(obj) -> list[str]:
+    """The names of a config's input-file fields (`option(..., file=True)`)."""
+    return [f.name for f in dataclasses.fields(obj) if f.metadata.get("file")]
 
 
 def field_type(cls, f: dataclasses.Field):
@@ -34,14 +46,68 @@ def field_type(cls, f: dataclasses.Field):
     return hint
 
 
-def check_choices(obj) -> None:
-    """Every field with `choices` holds one of them; raise naming the option otherwise."""
+def flag_name(f: dataclasses.Field) -> str:
+    """How messages name a field: its command-line option."""
+    return f"--{f.metadata.get('flag') or f.name.replace('_', '-')}"
+
+
+def range_text(metadata) -> str:
+    """A field's range in words or interval notation: "positive", "at least 1", "in [0, 1)"."""
+    low = metadata.get("at_least") if metadata.get("at_least") is not None else metadata.get("above")
+    high = metadata.get("at_most") if metadata.get("at_most") is not None else metadata.get("below")
+    if low is None and high is None:
+        return ""
+    if high is None:
+        if metadata.get("at_least") is not None:
+            return f"at least {_number(low)}"
+        return "positive" if low == 0 else f"above {_number(low)}"
+    if low is None:
+        return f"at most {_number(high)}" if metadata.get("at_most") is not None else f"below {_number(high)}"
+    opening = "[" if metadata.get("at_least") is not None else "("
+    closing = "]" if metadata.get("at_most") is not None else ")"
+    return f"in {opening}{_number(low)}, {_number(high)}{closing}"
+
+
+def _number(value) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def value_problem(kind: type, metadata, value) -> str | None:
+    """What is wrong with `value` for a field of type `kind` with these metadata, or None."""
+    if value is None:
+        return None
+    if kind is bool:
+        return None if isinstance(value, bool) else f"expects true or false, got {value!r}"
+    if kind in (int, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and isinstance(value, float)):
+            return f"expects {'an integer' if kind is int else 'a number'}, got {value!r}"
+        if not math.isfinite(value):
+            return f"must be a finite number, got {value}"
+        bounds = [(metadata.get("at_least"), value >= (metadata.get("at_least") or 0)),
+                  (metadata.get("above"), value > (metadata.get("above") or 0)),
+                  (metadata.get("at_most"), value <= (metadata.get("at_most") or 0)),
+                  (metadata.get("below"), value < (metadata.get("below") or 0))]
+        if any(bound is not None and not ok for bound, ok in bounds):
+            return f"must be {range_text(metadata)}, got {value}"
+    elif kind is str and not isinstance(value, str):
+        return f"expects text, got {value!r}"
+    choices = metadata.get("choices")
+    if choices and value not in choices:
+        return f"must be one of {', '.join(map(str, choices))}, got {value!r}"
+    return None
+
+
+def check_fields(obj) -> None:
+    """Every field of a config dataclass holds a value of its type, within its range (numbers are
+    finite) and among its choices; raise a SeqlabError naming the option otherwise."""
+    hints = typing.get_type_hints(type(obj))
     for f in dataclasses.fields(obj):
-        choices = f.metadata.get("choices")
         value = getattr(obj, f.name)
-        if choices and value is not None and value not in choices:
-            raise SeqlabError(f"--{f.name.replace('_', '-')}: {value!r} is not one of "
-                              f"{', '.join(map(str, choices))}")
+        if value is None and type(None) not in typing.get_args(hints[f.name]):
+            raise SeqlabError(f"{flag_name(f)} needs a value (got none)")
+        problem = value_problem(field_type(type(obj), f), f.metadata, value)
+        if problem:
+            raise SeqlabError(f"{flag_name(f)} {problem}")
 
 
 def coerce(cls, name: str, value, what: str = "config"):
@@ -49,17 +115,23 @@ def coerce(cls, name: str, value, what: str = "config"):
     f = {f.name: f for f in dataclasses.fields(cls)}[name]
     kind = field_type(cls, f)
     if value is None or isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        problem = value_problem(kind, f.metadata, value)
+        if problem and not problem.startswith("expects"):
+            raise SeqlabError(f"{what}: option {name!r} {problem}")
         return value
     try:
         if kind is bool and isinstance(value, str) and value.lower() in ("true", "false", "yes", "no"):
             return value.lower() in ("true", "yes")
+        converted = None
         if kind is float and isinstance(value, (int, str)) and not isinstance(value, bool):
-            return float(value)
-        if kind is int and (isinstance(value, str) or (isinstance(value, float) and value.is_integer())):
-            return int(value)
-        if kind is str and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return str(value)
-    except ValueError:
+            converted = float(value)
+        elif kind is int and (isinstance(value, str) or (isinstance(value, float) and value.is_integer())):
+            converted = int(value)
+        elif kind is str and isinstance(value, (int, float)) and not isinstance(value, bool):
+            converted = str(value)
+        if converted is not None:
+            return coerce(cls, name, converted, what)
+    except (ValueError, OverflowError):
         pass
     raise SeqlabError(f"{what}: option {name!r} expects {kind.__name__}, got {value!r}")
 
@@ -82,8 +154,12 @@ def to_dict(obj) -> dict:
     return json.loads(json.dumps(dataclasses.asdict(obj), default=str))
 
 
-def read_config_file(path: str | Path) -> dict:
-    """A YAML (.yaml/.yml) or TOML (.toml) file -> a flat dict of options (groups flattened)."""
+def read_config_file(path: str | Path, groups: dict[str, type] | None = None) -> dict:
+    """A YAML (.yaml/.yml) or TOML (.toml) file -> a flat dict of options (groups flattened).
+
+    Keys are option names (dashes or underscores), at the top level or under their group. Given
+    `groups` (group name -> config class), a group the task lacks and an option under a group it does
+    not belong to are refused; an option given twice is refused either way."""
     path = Path(path)
     text = read_text(path, "config file")
     if path.suffix in (".yaml", ".yml"):
@@ -108,13 +184,30 @@ def read_config_file(path: str | Path) -> dict:
         raise SeqlabError(f"config file {path}: expected a .yaml, .yml or .toml file")
     if not isinstance(data, dict):
         raise SeqlabError(f"config file {path}: expected a mapping of option names to values")
-    flat = {}
+    members = {f.name: group for group, cls in (groups or {}).items() for f in dataclasses.fields(cls)}
+    flat: dict = {}
+
+    def put(key, value, group: str | None) -> None:
+        if not isinstance(key, str):
+            raise SeqlabError(f"config file {path}: the key {key!r} is not an option name (expected text such "
+                              "as 'lr' or 'hidden_size')")
+        name = key.replace("-", "_")
+        if name in flat:
+            raise SeqlabError(f"config file {path}: option {key!r} is given twice")
+        if group is not None and name in members and members[name] != group:
+            raise SeqlabError(f"config file {path}: option {key!r} belongs to the group {members[name]!r}, "
+                              f"not {group!r}")
+        flat[name] = value
+
     for key, value in data.items():
         if isinstance(value, dict):
+            if groups is not None and key not in groups:
+                raise SeqlabError(f"config file {path}: unknown group {key!r}; the groups are "
+                                  f"{', '.join(groups)} (or give options at the top level)")
             for inner, inner_value in value.items():
-                flat[inner.replace("-", "_")] = inner_value
+                put(inner, inner_value, key)
         else:
-            flat[key.replace("-", "_")] = value
+            put(key, value, None)
     return flat
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from seqlab.config import check_fields, option
 from seqlab.data.vocab import BOS, EOS, PAD, SEP
 from seqlab.errors import SeqlabError
 
@@ -26,24 +27,18 @@ NEVER_GENERATED = (PAD, BOS, SEP)       # ids that are never a language model's 
 
 @dataclass
 class SamplingOptions:
-    max_tokens: int = 200
-    greedy: bool = False
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: int | None = None
-    stop_at_eos: bool = True
+    """How to choose each generated token (`seqlab generate` options)."""
+
+    max_tokens: int = option(200, "tokens to generate", at_least=0)
+    greedy: bool = option(False, "always take the most likely token")
+    temperature: float = option(1.0, "softmax temperature; below 1 sharpens, above 1 flattens", above=0)
+    top_k: int = option(0, "sample among the k most likely tokens (0: all)", at_least=0)
+    top_p: float = option(1.0, "sample among the most likely tokens holding probability p", above=0, at_most=1)
+    seed: int | None = option(None, "random seed for reproducible samples", at_least=0, below=2**63)
+    stop_at_eos: bool = option(True, "stop at </s>")
 
     def __post_init__(self):
-        if self.max_tokens < 0:
-            raise SeqlabError(f"--max-tokens must be at least 0, got {self.max_tokens}")
-        if self.temperature <= 0:
-            raise SeqlabError(f"--temperature must be positive, got {self.temperature} (use --greedy "
-                              "for the most likely token)")
-        if self.top_k < 0:
-            raise SeqlabError(f"--top-k must be at least 0, got {self.top_k}")
-        if not 0 < self.top_p <= 1:
-            raise SeqlabError(f"--top-p must be in (0, 1], got {self.top_p}")
+        check_fields(self)
 
 
 def blocked(logits: Tensor) -> Tensor:

@@ -15,54 +15,89 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
-from seqlab.errors import SeqlabError, where
+from seqlab.errors import SeqlabError, os_error_reason, where
 
 
 def read_text(path: str | os.PathLike, what: str = "file") -> str:
     """Read a UTF-8 text file (gzipped if its name ends in .gz), refusing missing, empty, binary and
-    non-UTF-8 files by name."""
+    non-UTF-8 files by name. A byte-order mark at the start (as Windows editors write) is dropped."""
     path = Path(path)
     if not path.exists():
         raise SeqlabError(f"{what} {path} does not exist")
     if path.is_dir():
         raise SeqlabError(f"{what} {path} is a directory, expected a text file")
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise SeqlabError(f"cannot read {what} {path}: {os_error_reason(error)}") from None
     if path.suffix == ".gz":
         try:
             data = gzip.decompress(data)
         except (OSError, EOFError, zlib.error) as error:
             raise SeqlabError(f"{what} {path} is not a readable gzip file ({error})") from None
-    if not data.strip():
-        raise SeqlabError(f"{what} {path} is empty")
     nul = data.find(b"\x00")
     if nul >= 0:
         line = data.count(b"\n", 0, nul) + 1
         raise SeqlabError(f"{what} {where(path, line)} holds a NUL byte: this looks like a binary file, "
                           "expected UTF-8 text")
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
         raise SeqlabError(f"{what} {where(path, line)} is not valid UTF-8 (byte {error.start}: "
                           f"{data[error.start:error.start + 1]!r}); convert it to UTF-8") from None
+    if not text.strip():
+        raise SeqlabError(f"{what} {path} is empty")
+    return text
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
-    """Call `write(tmp_path)` to produce the file, then move it into place atomically."""
+    """Call `write(tmp_path)` to produce the file, then move it into place atomically. The file gets the
+    mode a new file of this process would (0666 less the umask: 0644 by default). An operating-system
+    error (a full disk, a read-only folder) is a SeqlabError naming `path`; the file that was there
+    before, if any, is left as it was."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    tmp = Path(tmp)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
+        tmp = Path(name)
+        os.fchmod(fd, 0o666 & ~umask())
+        os.close(fd)
         write(tmp)
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        tmp = None
+    except OSError as error:
+        raise SeqlabError(f"cannot write {path}: {os_error_reason(error)}"
+                          f"{' (the previous file is intact)' if path.is_file() else ''}") from None
+    finally:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
     _fsync_dir(path.parent)
+
+
+def umask() -> int:
+    """This process's umask (read once: os.umask can only be read by setting it)."""
+    global _UMASK
+    if _UMASK is None:
+        _UMASK = os.umask(0o022)
+        os.umask(_UMASK)
+    return _UMASK
+
+
+_UMASK: int | None = None
+TMP_SUFFIX = ".tmp"
+
+
+def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
+    """Delete the temporary files an interrupted `atomic_write` left in `folder` (call it only while no
+    other process writes there, e.g. holding the run's lock); return them."""
+    stale = [p for p in Path(folder).glob(f".*{TMP_SUFFIX}") if p.is_file()]
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return stale
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -81,11 +116,14 @@ def append_line(path: str | os.PathLike, line: str, sync: bool = True) -> None:
     """Append one line, and fsync it unless sync=False (metrics.jsonl is synced: a crash loses at most
     the line being written; the frequent training-loss log is only flushed, as a lost tail of it
     costs a few points of a curve and fsync costs milliseconds on slow disks)."""
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(line.rstrip("\n") + "\n")
-        handle.flush()
-        if sync:
-            os.fsync(handle.fileno())
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(line.rstrip("\n") + "\n")
+            handle.flush()
+            if sync:
+                os.fsync(handle.fileno())
+    except OSError as error:
+        raise SeqlabError(f"cannot append to {path}: {os_error_reason(error)}") from None
 
 
 def read_json(path: str | os.PathLike, what: str = "file") -> dict:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from seqlab.config import check_choices, option
+from seqlab.config import check_fields, option
 from seqlab.data.batching import StreamBatches, sliding_windows
 from seqlab.data.readers import count_tokens, default_corpus, encode_lines, load_stream, read_lines
 from seqlab.data.tokenizers import TOKENIZERS, Tokenizer, make_tokenizer, tokenizer_from_dict
@@ -44,17 +44,17 @@ class SeqlabWarning(UserWarning):
 class LMDataConfig:
     """Where the text comes from and how it becomes tokens (saved under "data")."""
 
-    train: str = option("", "training text file (default: the bundled Tiny Shakespeare, first 90%)")
-    valid: str = option("", "validation text file (default with the bundled corpus: its last 10%)")
-    test: str = option("", "test text file, scored with the best weights at the end")
+    train: str = option("", "training text file (default: the bundled Tiny Shakespeare, first 90%)", file=True)
+    valid: str = option("", "validation text file (default with the bundled corpus: its last 10%)", file=True)
+    test: str = option("", "test text file, scored with the best weights at the end", file=True)
     tokenizer: str = option("char", "tokens: characters, whitespace words (PTB, wikitext) or BPE",
                             choices=tuple(TOKENIZERS))
-    min_freq: int = option(1, "keep tokens seen at least this often in training; the rest become <unk>")
-    max_vocab: int = option(0, "keep at most this many tokens, specials included (0: no limit)")
-    bpe_vocab_size: int = option(8000, "BPE: learn merges until the vocabulary has this many pieces")
+    min_freq: int = option(1, "keep tokens seen at least this often in training; the rest become <unk>", at_least=1)
+    max_vocab: int = option(0, "keep at most this many tokens, specials included (0: no limit)", at_least=0)
+    bpe_vocab_size: int = option(8000, "BPE: learn merges until the vocabulary has this many pieces", at_least=1)
 
     def __post_init__(self):
-        check_choices(self)
+        check_fields(self)
         if self.train and not self.valid:
             raise SeqlabError("--train needs --valid (a held-out file for perplexity and early stopping)")
         if self.valid and not self.train:
@@ -86,8 +86,8 @@ def resolve_train_config(config_file: str | Path | None = None, overrides: dict 
 def train_lm(config: LMTrainConfig, resume: bool = False, overwrite: bool = False,
              callback: Callable[[dict], None] | None = None) -> dict:
     """Train a language model into `config.train.output`; return the final valid/test metrics."""
-    return train_in_run(config.train, resume, overwrite,
-                        lambda run_dir, device: _train_lm(config, run_dir, device, resume, overwrite, callback))
+    return train_in_run(config, resume, overwrite, lambda config, run_dir, device: _train_lm(
+        config, run_dir, device, resume, overwrite, callback))
 
 
 def _train_lm(config, run_dir, device, resume, overwrite, callback) -> dict:

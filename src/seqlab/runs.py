@@ -4,18 +4,22 @@ model."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
+import os
+import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from seqlab import __version__
-from seqlab.config import coerce, from_dict, read_config_file, to_dict
-from seqlab.errors import SeqlabError
-from seqlab.fileio import atomic_write_json, read_json
+from seqlab.config import coerce, file_fields, from_dict, read_config_file, to_dict
+from seqlab.errors import SeqlabError, os_error_reason
+from seqlab.fileio import atomic_write_json, read_json, remove_stale_temporaries
 from seqlab.training import distributed
 from seqlab.training.checkpoint import FORMAT_VERSION, load_model
-from seqlab.training.trainer import TrainConfig, configure_threads, resolve_device
+from seqlab.training.trainer import TrainConfig, check_precision, configure_threads, resolve_device
 
 RUN_OUTPUTS = ("metrics.jsonl", "train_log.jsonl", "model.safetensors", "checkpoint.safetensors", "curves.png")
 
@@ -26,32 +30,139 @@ def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
 
-def train_in_run(train: TrainConfig, resume: bool, overwrite: bool, work: Callable) -> dict:
-    """Check the run directory, pick the device and threads, join the process group (under
-    torchrun) and call `work(run_dir, device)`; leave the group whatever happens."""
-    run_dir = Path(train.output)
-    if (run_dir / "config.json").exists() and not (resume or overwrite):
+def train_in_run(config, resume: bool, overwrite: bool, work: Callable) -> dict:
+    """Check the run directory and take its lock, pick the device and threads, join the process group
+    (under torchrun) and call `work(config, run_dir, device)`; leave the group whatever happens.
+
+    `config` is the task's whole config (its `train` group names the run directory). Its input files
+    become absolute paths, so that --resume reads the same files from any folder, and --resume refuses
+    a file whose SHA-256 differs from the one recorded when the run started."""
+    run_dir = Path(config.train.output)
+    if resume and overwrite:
+        raise SeqlabError("--resume continues the run in --output and --overwrite replaces it: choose one")
+    device = resolve_device(config.train.device)
+    check_precision(device, config.train.precision)
+    with RunLock(run_dir) if distributed.world()[0] == 0 else contextlib.nullcontext():
+        if not resume:
+            config = dataclasses.replace(config, data=absolute_files(config.data))
+        check_run_dir(run_dir, resume, overwrite)
+        if resume:
+            check_data_files(run_dir, config.data)
+        configure_threads(config.train.threads, device)
+        distributed.setup(device)
+        try:
+            return work(config, run_dir, device)
+        finally:
+            distributed.teardown()
+
+
+def check_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> None:
+    """A new run needs an empty place (or --overwrite), a resumed one a checkpoint."""
+    started = (run_dir / "config.json").exists()
+    checkpointed = (run_dir / "checkpoint.safetensors").exists()
+    if started and not (resume or overwrite):
+        if not checkpointed:
+            raise SeqlabError(f"{run_dir} holds a run that stopped before its first checkpoint (nothing to resume): "
+                              "start it again with --overwrite, or choose another --output")
         raise SeqlabError(f"{run_dir} already holds a run: pass --resume to continue it, --overwrite to "
                           "replace it, or choose another --output")
-    if resume and not (run_dir / "checkpoint.safetensors").exists():
+    if resume and not checkpointed:
+        if started:
+            raise SeqlabError(f"--resume: the run in {run_dir} stopped before its first checkpoint, so there is "
+                              "nothing to resume; start it again with --overwrite")
         raise SeqlabError(f"--resume: {run_dir} has no checkpoint.safetensors to resume from")
-    device = resolve_device(train.device)
-    configure_threads(train.threads, device)
-    distributed.setup(device)
+
+
+class RunLock:
+    """One writer per run directory: an advisory lock (flock) on DIR/.lock, held while the run trains and
+    released by the operating system when the process ends, however it ends. Taking it also creates the
+    directory (so an unwritable --output fails here, before any work) and removes the temporary files
+    of an atomic write that an earlier process was killed in the middle of."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir, self.handle = Path(run_dir), None
+
+    def __enter__(self) -> RunLock:
+        import fcntl
+
+        if self.run_dir.exists() and not self.run_dir.is_dir():
+            raise SeqlabError(f"--output {self.run_dir} is a file, not a directory: choose another --output")
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self.handle = open(self.run_dir / ".lock", "a+", encoding="utf-8")
+        except OSError as error:
+            raise SeqlabError(f"cannot use --output {self.run_dir}: {os_error_reason(error)}") from None
+        try:
+            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self.handle.seek(0)
+            owner = self.handle.read().strip() or "another process"
+            self.handle.close()
+            raise SeqlabError(f"{self.run_dir} is in use by {owner}: one process writes a run directory at a "
+                              "time; wait for it to end (or stop it), or choose another --output") from None
+        self.handle.seek(0)
+        self.handle.truncate()
+        self.handle.write(f"seqlab process {os.getpid()} on {socket.gethostname()}\n")
+        self.handle.flush()
+        for stale in remove_stale_temporaries(self.run_dir):
+            log(f"removed {stale}, left by an interrupted write")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.handle is not None:
+            self.handle.close()           # closing releases the lock
+
+
+def absolute_files(data):
+    """The data config with its input files as absolute paths."""
+    return dataclasses.replace(data, **{name: str(Path(getattr(data, name)).resolve())
+                                        for name in file_fields(data) if getattr(data, name)})
+
+
+def data_digests(data) -> dict[str, str]:
+    """{option: SHA-256} of the data config's input files."""
+    return {name: file_sha256(getattr(data, name), name) for name in file_fields(data) if getattr(data, name)}
+
+
+def file_sha256(path: str | Path, name: str = "file") -> str:
+    digest = hashlib.sha256()
     try:
-        return work(run_dir, device)
-    finally:
-        distributed.teardown()
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as error:
+        raise SeqlabError(f"cannot read --{name.replace('_', '-')} {path}: {os_error_reason(error)}") from None
+    return digest.hexdigest()
+
+
+def check_data_files(run_dir: Path, data) -> None:
+    """--resume: every input file is the one the run started with (same SHA-256)."""
+    recorded = read_run_json(run_dir).get("data_sha256")
+    if not isinstance(recorded, dict):
+        return                               # a run from before seqlab recorded its files
+    for name, expected in recorded.items():
+        path = getattr(data, name, "")
+        if not path:
+            continue
+        if not Path(path).is_file():
+            raise SeqlabError(f"--resume: --{name.replace('_', '-')} {path}, which the run in {run_dir} trained on, "
+                              "is gone; put it back, or start again with --overwrite")
+        if file_sha256(path, name) != expected:
+            raise SeqlabError(f"--resume: --{name.replace('_', '-')} {path} has changed since the run in {run_dir} "
+                              "started (its SHA-256 differs); --resume needs the same data: restore the file, or "
+                              "start again with --overwrite")
 
 
 def start_run(run_dir: Path, task: str, config, overwrite: bool) -> None:
-    """A fresh run's config.json (rank 0), after clearing an overwritten run's outputs."""
+    """A fresh run's config.json (rank 0), with the SHA-256 of its input files, after clearing an
+    overwritten run's outputs."""
     if overwrite:
         for name in RUN_OUTPUTS:
             (run_dir / name).unlink(missing_ok=True)
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_json(run_dir / "config.json", {"format_version": FORMAT_VERSION, "seqlab_version": __version__,
-                                                "task": task, **to_dict(config)})
+                                                "task": task, **to_dict(config),
+                                                "data_sha256": data_digests(config.data)})
 
 
 def read_run_json(run_dir: str | Path, task: str | None = None) -> dict:
@@ -63,6 +174,9 @@ def read_run_json(run_dir: str | Path, task: str | None = None) -> dict:
     if not (run_dir / "config.json").exists():
         raise SeqlabError(f"{run_dir} is not a seqlab run directory: it has no config.json")
     raw = read_json(run_dir / "config.json", "run config")
+    if not isinstance(raw, dict):
+        raise SeqlabError(f"{run_dir}/config.json is damaged: expected a JSON object, found "
+                          f"{type(raw).__name__}; retrain into this directory with --overwrite")
     version = raw.get("format_version")
     if not isinstance(version, int) or version > FORMAT_VERSION:
         raise SeqlabError(f"{run_dir}/config.json has format version {version!r}; this seqlab reads "
@@ -80,7 +194,7 @@ def resolve_run_config(cls: type, groups: dict[str, type], config_file: str | Pa
     the groups of `cls`. With `resume`, the run's own config.json is the base and only options of the
     `train` group may change."""
     option_groups = {f.name: group for group, group_cls in groups.items() for f in dataclasses.fields(group_cls)}
-    given = read_config_file(config_file) if config_file else {}
+    given = read_config_file(config_file, groups) if config_file else {}
     for name, value in given.items():
         if name not in option_groups:
             raise SeqlabError(f"config file {config_file}: unknown option {name!r}")
@@ -110,8 +224,13 @@ def resolve_run_config(cls: type, groups: dict[str, type], config_file: str | Pa
 def read_run_config_as(run_dir: str | Path, task: str, cls: type, groups: dict[str, type]):
     """config.json as the task's config dataclass `cls`, built group by group."""
     raw = read_run_json(run_dir, task)
+    damaged = [group for group in groups if not isinstance(raw.get(group), dict)]
+    if damaged:
+        raise SeqlabError(f"{run_dir}/config.json is damaged: its {damaged[0]!r} group is missing or not an "
+                          "object; retrain into this directory with --overwrite")
     try:
-        return cls(*(from_dict(group_cls, raw[group], f"config.json {group}") for group, group_cls in groups.items()))
+        return cls(*(from_dict(group_cls, raw[group], f"{run_dir}/config.json {group}")
+                     for group, group_cls in groups.items()))
     except (KeyError, TypeError) as error:
         raise SeqlabError(f"{run_dir}/config.json is incomplete or malformed ({error})") from None
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from seqlab.config import check_fields, option
 from seqlab.data.vocab import EOS
 from seqlab.decoding import NEVER_GENERATED, SamplingOptions, blocked, choose
 from seqlab.errors import SeqlabError
@@ -34,26 +35,23 @@ from seqlab.errors import SeqlabError
 class SearchOptions:
     """How to decode (`seqlab translate` / `summarize` options)."""
 
-    beam: int = 1                   # 1: greedy (or sampling, with sample=True)
-    max_length: int = 0             # output tokens, </s> included; 0: 2 x the source length + 10
-    length_penalty: float = 1.0     # α: hypotheses ranked by log p / length^α
-    sample: bool = False
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: int | None = None
-    nbest: int = 1                  # beam search: hypotheses returned per sentence
+    beam: int = option(1, "beam size; 1: greedy (or sampling, with sample=True)", at_least=1)
+    max_length: int = option(0, "most output tokens, </s> included (0: 2 x the source length + 10, within the "
+                             "model's limit)", at_least=0)
+    length_penalty: float = option(1.0, "rank beam hypotheses by log p / length^alpha (0: raw log p)", at_least=0)
+    sample: bool = option(False, "sample each token (with beam 1)")
+    temperature: float = option(1.0, "sampling temperature", above=0)
+    top_k: int = option(0, "sample among the k most likely tokens (0: all)", at_least=0)
+    top_p: float = option(1.0, "sample within probability mass p", above=0, at_most=1)
+    seed: int | None = option(None, "random seed for sampling", at_least=0, below=2**63)
+    nbest: int = option(1, "beam search: hypotheses returned per sentence", at_least=1)
 
     def __post_init__(self):
-        if self.beam < 1:
-            raise SeqlabError(f"--beam must be at least 1, got {self.beam}")
-        if self.max_length < 0:
-            raise SeqlabError(f"--max-length must be 0 (automatic) or positive, got {self.max_length}")
+        check_fields(self)
         if self.sample and self.beam > 1:
             raise SeqlabError("sampling draws one output per sentence; use --beam 1 with --sample")
-        if not 1 <= self.nbest <= self.beam:
+        if self.nbest > self.beam:
             raise SeqlabError(f"--nbest must be between 1 and --beam ({self.beam}), got {self.nbest}")
-        SamplingOptions(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)   # checks them
 
 
 @dataclass

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from seqlab.config import check_choices, option
+from seqlab.config import check_fields, option
 from seqlab.data.batching import length_batches
 from seqlab.data.parallel import PAIRED_FORMATS, Pair, read_aligned, read_paired
 from seqlab.data.tokenizers import TOKENIZERS, make_tokenizer, tokenizer_from_dict
@@ -49,15 +49,16 @@ TRAIN_DEFAULTS = {"output": "runs/seq2seq", "epochs": 10, "batch_size": 64, "eva
 class Seq2SeqDataConfig:
     """Where the pairs come from and how they become tokens (saved under "data")."""
 
-    train_src: str = option("", "training sources, one per line (with --train-tgt: line i translates to line i)")
-    train_tgt: str = option("", "training targets, aligned with --train-src")
-    dev_src: str = option("", "development sources: scored every epoch, for the best weights")
-    dev_tgt: str = option("", "development targets")
-    test_src: str = option("", "test sources, scored with the best weights at the end")
-    test_tgt: str = option("", "test targets")
-    train: str = option("", "instead of --train-src/--train-tgt: one file of pairs (--format tsv or jsonl)")
-    dev: str = option("", "instead of --dev-src/--dev-tgt: a file of pairs")
-    test: str = option("", "instead of --test-src/--test-tgt: a file of pairs")
+    train_src: str = option("", "training sources, one per line (with --train-tgt: line i translates to line i)",
+                            file=True)
+    train_tgt: str = option("", "training targets, aligned with --train-src", file=True)
+    dev_src: str = option("", "development sources: scored every epoch, for the best weights", file=True)
+    dev_tgt: str = option("", "development targets", file=True)
+    test_src: str = option("", "test sources, scored with the best weights at the end", file=True)
+    test_tgt: str = option("", "test targets", file=True)
+    train: str = option("", "instead of --train-src/--train-tgt: one file of pairs (--format tsv or jsonl)", file=True)
+    dev: str = option("", "instead of --dev-src/--dev-tgt: a file of pairs", file=True)
+    test: str = option("", "instead of --test-src/--test-tgt: a file of pairs", file=True)
     format: str = option("jsonl", "files of pairs: tsv (columns by header name or 0-based index) or jsonl",
                          choices=PAIRED_FORMATS)
     source_field: str = option("source", "files of pairs: the source's column or JSON field")
@@ -70,22 +71,21 @@ class Seq2SeqDataConfig:
                                    choices=("", *TOKENIZERS))
     shared_vocab: bool = option(False, "one tokenizer and vocabulary learned on both sides (needed by --arch lm "
                                        "and --share-embeddings)")
-    bpe_vocab_size: int = option(8000, "bpe: subwords per vocabulary")
-    min_freq: int = option(1, "word / char: keep tokens seen at least this often in training; the rest are <unk>")
-    max_vocab: int = option(0, "keep at most this many tokens per vocabulary, specials included (0: no limit)")
+    bpe_vocab_size: int = option(8000, "bpe: subwords per vocabulary", at_least=1)
+    min_freq: int = option(1, "word / char: keep tokens seen at least this often in training; the rest are <unk>",
+                           at_least=1)
+    max_vocab: int = option(0, "keep at most this many tokens per vocabulary, specials included (0: no limit)",
+                            at_least=0)
     max_source_length: int = option(0, "longest source in tokens (0: no limit for rnn / lstm / gru; the "
-                                       "transformer: --max-positions; lm: what --max-target-length leaves)")
+                                       "transformer: --max-positions; lm: what --max-target-length leaves)", at_least=0)
     max_target_length: int = option(0, "longest target in tokens (0: no limit for rnn / lstm / gru; the "
-                                       "transformer: --max-positions - 1; lm: --max-positions / 4)")
+                                       "transformer: --max-positions - 1; lm: --max-positions / 4)", at_least=0)
     long_pairs: str = option("skip", "training pairs over the limits: skip them (counted) or truncate them "
                                      "(development and test pairs are always truncated, counted)",
                              choices=("skip", "truncate"))
 
     def __post_init__(self):
-        check_choices(self)
-        for name in ("max_source_length", "max_target_length", "max_vocab"):
-            if getattr(self, name) < 0:
-                raise SeqlabError(f"--{name.replace('_', '-')} must be 0 or positive, got {getattr(self, name)}")
+        check_fields(self)
 
     def side_tokenizer(self, side: str) -> str:
         return getattr(self, f"{side}_tokenizer") or self.tokenizer
@@ -144,8 +144,8 @@ def resolve_lengths(data: Seq2SeqDataConfig, model: Seq2SeqConfig) -> Seq2SeqDat
 def train_seq2seq(config: Seq2SeqTrainConfig, resume: bool = False, overwrite: bool = False,
                   callback: Callable[[dict], None] | None = None) -> dict:
     """Train a sequence-to-sequence model into `config.train.output`; return the final dev/test figures."""
-    return train_in_run(config.train, resume, overwrite,
-                        lambda run_dir, device: _train(config, run_dir, device, resume, overwrite, callback))
+    return train_in_run(config, resume, overwrite, lambda config, run_dir, device: _train(
+        config, run_dir, device, resume, overwrite, callback))
 
 
 def _train(config: Seq2SeqTrainConfig, run_dir: Path, device, resume: bool, overwrite: bool, callback) -> dict:

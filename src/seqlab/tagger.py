@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from seqlab.config import check_choices, option
+from seqlab.config import check_fields, option
 from seqlab.data.conll import FORMATS, Sentence, read_labelled
 from seqlab.data.tags import (
     SCHEMES,
@@ -54,9 +54,9 @@ TRAIN_DEFAULTS = {"output": "runs/tagger", "epochs": 20, "batch_size": 32, "eval
 class TaggerDataConfig:
     """Where the labelled sentences come from (saved under "data")."""
 
-    train: str = option("", "training file (CoNLL-U or CoNLL-2003 columns)")
-    dev: str = option("", "development file: evaluated every epoch, for early stopping and the best weights")
-    test: str = option("", "test file, scored with the best weights at the end")
+    train: str = option("", "training file (CoNLL-U or CoNLL-2003 columns)", file=True)
+    dev: str = option("", "development file: evaluated every epoch, for early stopping and the best weights", file=True)
+    test: str = option("", "test file, scored with the best weights at the end", file=True)
     format: str = option("conllu", "file format", choices=FORMATS)
     label_column: str = option("", "the label column: a CoNLL-U name (upos, xpos, ...) or index; for CoNLL, "
                                    "an index (default: upos / the last column)")
@@ -64,18 +64,18 @@ class TaggerDataConfig:
                                  "POS)", choices=("auto", "none", *SCHEMES))
     train_scheme: str = option("", "train and predict in this entity scheme (e.g. bioes); default: the "
                                     "files' own", choices=("", *SCHEMES))
-    min_freq: int = option(1, "keep words seen at least this often in training; the rest become <unk>")
+    min_freq: int = option(1, "keep words seen at least this often in training; the rest become <unk>", at_least=1)
     unk_replace: float = option(0.0, "training: read each word seen only once as <unk> with this probability, "
                                      "so that <unk> (any unseen word) gets a trained embedding (Lample et al. "
-                                     "2016 use 0.5)")
-    max_vocab: int = option(0, "keep at most this many words, specials included (0: no limit)")
+                                     "2016 use 0.5)", at_least=0, at_most=1)
+    max_vocab: int = option(0, "keep at most this many words, specials included (0: no limit)", at_least=0)
     vectors: str = option("", "pretrained word vectors (word2vec or GloVe text format, may be .gz) that "
                               "initialise the word embeddings; their words join the vocabulary, so a word "
-                              "unseen in training but in the file keeps its vector")
-    vectors_limit: int = option(0, "read only the first N vectors of --vectors (0: all)")
+                              "unseen in training but in the file keeps its vector", file=True)
+    vectors_limit: int = option(0, "read only the first N vectors of --vectors (0: all)", at_least=0)
 
     def __post_init__(self):
-        check_choices(self)
+        check_fields(self)
 
 
 @dataclass
@@ -120,8 +120,8 @@ def prepare(sentences: list[Sentence], scheme: str, target: str, path: str) -> N
 def train_tagger(config: TaggerTrainConfig, resume: bool = False, overwrite: bool = False,
                  callback: Callable[[dict], None] | None = None) -> dict:
     """Train a tagger into `config.train.output`; return the final dev/test figures."""
-    return train_in_run(config.train, resume, overwrite,
-                        lambda run_dir, device: _train_tagger(config, run_dir, device, resume, overwrite, callback))
+    return train_in_run(config, resume, overwrite, lambda config, run_dir, device: _train_tagger(
+        config, run_dir, device, resume, overwrite, callback))
 
 
 def _train_tagger(config, run_dir, device, resume, overwrite, callback) -> dict:

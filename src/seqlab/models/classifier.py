@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from seqlab.config import check_choices, option
+from seqlab.config import check_fields, option
 from seqlab.data.vocab import BOS, PAD
 from seqlab.errors import SeqlabError
 from seqlab.nn.pooling import COMBINE, combine, final_states, last_state, max_pool, mean_pool, padding_mask
@@ -43,16 +43,16 @@ class ClassifierConfig:
     """What the classifier is (saved in config.json under "model")."""
 
     arch: str = option("lstm", "the architecture", choices=ARCHS)
-    vocab_size: int = option(0, "vocabulary size (set from the data)")
-    num_labels: int = option(0, "number of classes (set from the data)")
-    num_features: int = option(0, "features arch: input features (set from the data)")
-    embedding_size: int = option(128, "word embedding width (with --vectors: the vectors' width)")
+    vocab_size: int = option(0, "vocabulary size (set from the data)", at_least=0)
+    num_labels: int = option(0, "number of classes (set from the data)", at_least=0)
+    num_features: int = option(0, "features arch: input features (set from the data)", at_least=0)
+    embedding_size: int = option(128, "word embedding width (with --vectors: the vectors' width)", at_least=1)
     freeze_embeddings: bool = option(False, "keep the word embeddings as initialised (with --vectors)")
     embedding_std: float = option(1.0, "standard deviation of the random initial embeddings (1: PyTorch's "
-                                       "default); max pooling of embeddings learns only from small ones")
+                                       "default); max pooling of embeddings learns only from small ones", above=0)
     hidden_size: int = option(128, "recurrent state per direction; the transformer's width; the hidden "
-                                   "layers of the features and pooled networks")
-    num_layers: int = option(1, "stacked encoder layers (features / pooled: hidden layers)", flag="layers")
+                                   "layers of the features and pooled networks", at_least=1)
+    num_layers: int = option(1, "stacked encoder layers (features / pooled: hidden layers)", flag="layers", at_least=1)
     bidirectional: bool = option(False, "recurrent encoders: read the document both ways")
     pooling: str = option("auto", "the document vector: last (recurrent: the final state; bidirectional: "
                                   "both directions' final states, combined), mean, max (of all states or "
@@ -61,14 +61,14 @@ class ClassifierConfig:
     combine: str = option("concat", "bidirectional: how the two directions' states are combined "
                                     "(SLP Fig. 9.12)", choices=COMBINE)
     head_size: int = option(0, "recurrent / transformer: a hidden layer of this width in the head "
-                               "(0: a linear layer on the document vector)")
-    dropout: float = option(0.5, "dropout on the embeddings, between layers and before the output")
+                               "(0: a linear layer on the document vector)", at_least=0)
+    dropout: float = option(0.5, "dropout on the embeddings, between layers and before the output", at_least=0, below=1)
     output_layer: str = option("softmax", "softmax over the classes (eq. 6.27), or for two classes one "
                                           "sigmoid unit with binary cross-entropy (eq. 6.25)",
                                choices=("softmax", "sigmoid"))
-    num_heads: int = option(4, "transformer: attention heads", flag="heads")
-    ff_size: int = option(0, "transformer: feedforward width (0: 4 x hidden)")
-    max_positions: int = option(512, "transformer: the longest document, in tokens (learned positions)")
+    num_heads: int = option(4, "transformer: attention heads", flag="heads", at_least=1)
+    ff_size: int = option(0, "transformer: feedforward width (0: 4 x hidden)", at_least=0)
+    max_positions: int = option(512, "transformer: the longest document, in tokens (learned positions)", at_least=2)
     positions: str = option("learned", "transformer positional embeddings", choices=("learned", "sinusoidal"))
     norm_position: str = option("pre", "transformer LayerNorm after (post, as in the text) or before each "
                                        "sublayer (pre)", choices=("post", "pre"))
@@ -76,13 +76,7 @@ class ClassifierConfig:
                            choices=("fused", "textbook"))
 
     def __post_init__(self):
-        check_choices(self)
-        if self.num_layers < 1:
-            raise SeqlabError(f"--layers must be at least 1, got {self.num_layers}")
-        if not 0 <= self.dropout < 1:
-            raise SeqlabError(f"--dropout must be in [0, 1), got {self.dropout}")
-        if self.embedding_std <= 0:
-            raise SeqlabError(f"--embedding-std must be positive, got {self.embedding_std}")
+        check_fields(self)
         pooling = self.document_pooling
         allowed = {"features": ("mean",), "pooled": ("mean", "max"), "transformer": ("mean", "max", "cls")}
         if pooling not in allowed.get(self.arch, ("last", "mean", "max")):

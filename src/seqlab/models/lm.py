@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from seqlab.config import check_choices, option
+from seqlab.config import check_fields, option
 from seqlab.errors import SeqlabError
 from seqlab.models.base import LanguageModel
 from seqlab.models.ffn_lm import FeedforwardLM
@@ -26,11 +26,12 @@ class LMConfig:
     """Everything needed to rebuild a language model (saved in config.json under "model")."""
 
     arch: str = option("lstm", "architecture", choices=tuple(ARCHS))
-    vocab_size: int = option(0, "vocabulary size (set from the training data)")
-    embedding_size: int = option(200, "width of the token embeddings; the model width d of the transformer")
-    hidden_size: int = option(200, "recurrent state size (rnn, lstm, gru) or hidden layer size (ffn)")
-    num_layers: int = option(2, "recurrent layers or transformer blocks", flag="layers")
-    dropout: float = option(0.2, "dropout probability on embeddings, between layers and on outputs")
+    vocab_size: int = option(0, "vocabulary size (set from the training data)", at_least=0)
+    embedding_size: int = option(200, "width of the token embeddings; the model width d of the transformer", at_least=1)
+    hidden_size: int = option(200, "recurrent state size (rnn, lstm, gru) or hidden layer size (ffn)", at_least=1)
+    num_layers: int = option(2, "recurrent layers or transformer blocks", flag="layers", at_least=1)
+    dropout: float = option(0.2, "dropout probability on embeddings, between layers and on outputs",
+                            at_least=0, below=1)
     variational_dropout: bool = option(False, "recurrent nets: one dropout mask for every time step")
     tie_weights: bool = option(False, "share the embedding matrix with the output layer (SLP 13.2.3)",
                                flag="tied")
@@ -41,9 +42,9 @@ class LMConfig:
     activation: str = option("", "rnn: tanh|relu; ffn: tanh|sigmoid|relu; transformer FFN: relu|gelu "
                              "(default: tanh, tanh, relu)")
     context: int = option(0, "ffn: N tokens in the window; transformer: longest context "
-                          "(default 5 and 128)")
-    num_heads: int = option(4, "transformer attention heads", flag="heads")
-    ff_size: int = option(0, "transformer feedforward width (default 4 * embedding_size)")
+                          "(default 5 and 128)", at_least=0)
+    num_heads: int = option(4, "transformer attention heads", flag="heads", at_least=1)
+    ff_size: int = option(0, "transformer feedforward width (default 4 * embedding_size)", at_least=0)
     norm_position: str = option("post", "transformer LayerNorm after each sublayer (the book) or "
                                 "before (pre-LN)", choices=("post", "pre"))
     positions: str = option("learned", "transformer positional embeddings", choices=("learned", "sinusoidal"))
@@ -52,11 +53,11 @@ class LMConfig:
     bias: bool = option(True, "transformer: additive biases in its linear layers, LayerNorms and output "
                         "layer (--no-bias as GPT-style models such as nanoGPT)")
     init_range: float = option(0.1, "rnn/lstm/gru/ffn: embeddings and output layer ~ U(-r, r); "
-                               "0 keeps PyTorch's defaults (the transformer uses GPT-2's N(0, 0.02))")
+                               "0 keeps PyTorch's defaults (the transformer uses GPT-2's N(0, 0.02))", at_least=0)
     init_all: bool = option(False, "rnn/lstm/gru/ffn: every weight ~ U(-r, r), as Zaremba et al. 2014")
 
     def __post_init__(self):
-        check_choices(self)
+        check_fields(self)
         if not self.activation:
             self.activation = DEFAULT_ACTIVATION[self.arch]
         if self.activation not in ALLOWED_ACTIVATIONS[self.arch]:
@@ -66,11 +67,6 @@ class LMConfig:
             self.context = DEFAULT_CONTEXT.get(self.arch, 0)
         if self.arch == "transformer" and not self.ff_size:
             self.ff_size = 4 * self.embedding_size
-        for name in ("embedding_size", "hidden_size", "num_layers"):
-            if getattr(self, name) < 1:
-                raise SeqlabError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
-        if not 0 <= self.dropout < 1:
-            raise SeqlabError(f"--dropout must be in [0, 1), got {self.dropout}")
         if self.arch == "transformer" and self.embedding_size % self.num_heads:
             raise SeqlabError(f"--embedding-size {self.embedding_size} must be a multiple of --heads "
                               f"{self.num_heads}")

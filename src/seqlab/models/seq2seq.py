@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from seqlab.config import check_choices, option
+from seqlab.config import check_fields, option
 from seqlab.data.vocab import BOS, PAD, SEP
 from seqlab.errors import SeqlabError
 from seqlab.models.base import OutputLayer
@@ -55,49 +55,42 @@ class Seq2SeqConfig:
     attention: str = option("none", "rnn / lstm / gru: none (the final encoder state is the context of every "
                                     "step), or recompute the context at each step scored by dot product, "
                                     "bilinear W_s or additive (Bahdanau) attention", choices=ATTENTIONS)
-    embedding_size: int = option(256, "word embedding width (the transformer's model width)")
+    embedding_size: int = option(256, "word embedding width (the transformer's model width)", at_least=1)
     hidden_size: int = option(256, "rnn / lstm / gru: hidden units of the encoder per direction (the decoder "
-                                   "has this times the directions, so h_0^d = h_n^e)")
-    num_layers: int = option(1, "layers of the encoder and of the decoder (the lm: of the one stack)")
+                                   "has this times the directions, so h_0^d = h_n^e)", at_least=1)
+    num_layers: int = option(1, "layers of the encoder and of the decoder (the lm: of the one stack)", at_least=1)
     bidirectional: bool = option(False, "rnn / lstm / gru: a bidirectional encoder")
-    dropout: float = option(0.2, "dropout on embeddings, between layers and before the output layer")
+    dropout: float = option(0.2, "dropout on embeddings, between layers and before the output layer",
+                            at_least=0, below=1)
     readout: str = option("full", "rnn / lstm / gru: the output layer reads h_t (hidden: eq. 13.33) or "
                                   "[h_t; c_t; embedding of y_{t-1}] (full)", choices=("full", "hidden"))
     tie_embeddings: bool = option(False, "the decoder's output layer reuses its input embedding matrix")
     share_embeddings: bool = option(False, "encoder and decoder share one embedding matrix (needs "
                                            "--shared-vocab)")
-    num_heads: int = option(4, "transformer / lm: attention heads")
-    ff_size: int = option(1024, "transformer / lm: feedforward hidden units")
+    num_heads: int = option(4, "transformer / lm: attention heads", at_least=1)
+    ff_size: int = option(1024, "transformer / lm: feedforward hidden units", at_least=1)
     norm_position: str = option("pre", "transformer / lm: layer norm before (pre) or after (post, the book's) "
                                        "each sublayer", choices=("pre", "post"))
     activation: str = option("relu", "transformer / lm: feedforward activation", choices=tuple(ACTIVATIONS))
     max_positions: int = option(256, "transformer: the longest source and target; lm: the longest source + "
-                                     "<sep> + target")
+                                     "<sep> + target", at_least=4)
     positions: str = option("learned", "transformer / lm: positional embeddings", choices=("learned", "sinusoidal"))
     init_range: float = option(0.0, "rnn / lstm / gru: embeddings and output layer ~ U(-r, r), as the LMs' "
                                     "--init-range; 0 keeps PyTorch's defaults (N(0, 1) embeddings, whose tied "
-                                    "output layer starts with logits of std ~4 and a loss twice ln V)")
+                                    "output layer starts with logits of std ~4 and a loss twice ln V)", at_least=0)
     rnn_impl: str = option("fused", "rnn / lstm / gru: PyTorch's kernels or the textbook cells",
                            choices=("fused", "textbook"))
-    label_smoothing: float = option(0.0, "training loss: label smoothing (0: plain cross-entropy)")
+    label_smoothing: float = option(0.0, "training loss: label smoothing (0: plain cross-entropy)", at_least=0, below=1)
     lm_loss: str = option("target", "lm: the loss on the target tokens only, or on every token (source too)",
                           choices=("target", "all"))
-    source_vocab_size: int = option(0, "set from the data")
-    target_vocab_size: int = option(0, "set from the data")
+    source_vocab_size: int = option(0, "set from the data", at_least=0)
+    target_vocab_size: int = option(0, "set from the data", at_least=0)
 
     def __post_init__(self):
-        check_choices(self)
+        check_fields(self)
         if self.attention != "none" and self.arch not in RECURRENT:
             raise SeqlabError(f"--attention {self.attention} is for rnn / lstm / gru encoder-decoders; the "
                               f"{self.arch} attends by its own design")
-        if self.embedding_size < 1 or self.hidden_size < 1 or self.num_layers < 1:
-            raise SeqlabError("--embedding-size, --hidden-size and --num-layers must be at least 1")
-        if not 0 <= self.dropout < 1:
-            raise SeqlabError(f"--dropout must be in [0, 1), got {self.dropout}")
-        if not 0 <= self.label_smoothing < 1:
-            raise SeqlabError(f"--label-smoothing must be in [0, 1), got {self.label_smoothing}")
-        if self.init_range < 0:
-            raise SeqlabError(f"--init-range must be at least 0, got {self.init_range}")
 
 
 class Seq2SeqModel(nn.Module):

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from seqlab.config import check_choices, option
+from seqlab.config import check_fields, option
 from seqlab.data.vocab import PAD
 from seqlab.errors import SeqlabError
 from seqlab.nn.crf import CRF
@@ -41,27 +41,27 @@ class TaggerConfig:
     """What the tagger is (saved in config.json under "model")."""
 
     encoder: str = option("lstm", "the encoder", choices=ENCODERS)
-    vocab_size: int = option(0, "word vocabulary size (set from the data)")
-    num_labels: int = option(0, "number of tags (set from the data)")
-    char_vocab_size: int = option(0, "character vocabulary size (set from the data)")
-    embedding_size: int = option(100, "word embedding width (with --vectors: the vectors' width)")
+    vocab_size: int = option(0, "word vocabulary size (set from the data)", at_least=0)
+    num_labels: int = option(0, "number of tags (set from the data)", at_least=0)
+    char_vocab_size: int = option(0, "character vocabulary size (set from the data)", at_least=0)
+    embedding_size: int = option(100, "word embedding width (with --vectors: the vectors' width)", at_least=1)
     freeze_embeddings: bool = option(False, "keep the word embeddings as initialised (with --vectors: the "
                                             "pretrained vectors stay fixed; words without one keep a random "
                                             "vector)")
     hidden_size: int = option(128, "recurrent state per direction; the transformer's width; the window "
-                                   "tagger's hidden layer")
-    num_layers: int = option(1, "stacked encoder layers", flag="layers")
+                                   "tagger's hidden layer", at_least=1)
+    num_layers: int = option(1, "stacked encoder layers", flag="layers", at_least=1)
     bidirectional: bool = option(True, "recurrent encoders: read the sentence both ways")
     combine: str = option("concat", "how the two directions' states are combined (SLP 9.2.6)", choices=COMBINE)
-    dropout: float = option(0.5, "dropout on the embeddings, between layers and before the output")
+    dropout: float = option(0.5, "dropout on the embeddings, between layers and before the output", at_least=0, below=1)
     char_features: str = option("none", "character-level word features", choices=CHAR_FEATURES)
-    char_embedding_size: int = option(25, "character embedding width")
-    char_hidden_size: int = option(25, "char BiLSTM state per direction, or the number of CNN filters")
-    char_kernel: int = option(3, "char CNN: characters per filter")
-    window: int = option(2, "window tagger: tokens on each side")
-    num_heads: int = option(4, "transformer: attention heads", flag="heads")
-    ff_size: int = option(0, "transformer: feedforward width (0: 4 x hidden)")
-    max_positions: int = option(512, "transformer: longest sentence (learned positions)")
+    char_embedding_size: int = option(25, "character embedding width", at_least=1)
+    char_hidden_size: int = option(25, "char BiLSTM state per direction, or the number of CNN filters", at_least=1)
+    char_kernel: int = option(3, "char CNN: characters per filter", at_least=1)
+    window: int = option(2, "window tagger: tokens on each side", at_least=0)
+    num_heads: int = option(4, "transformer: attention heads", flag="heads", at_least=1)
+    ff_size: int = option(0, "transformer: feedforward width (0: 4 x hidden)", at_least=0)
+    max_positions: int = option(512, "transformer: longest sentence (learned positions)", at_least=1)
     positions: str = option("learned", "transformer positional embeddings", choices=("learned", "sinusoidal"))
     norm_position: str = option("pre", "transformer LayerNorm after (post, as in the text) or before each "
                                        "sublayer (pre)", choices=("post", "pre"))
@@ -70,11 +70,7 @@ class TaggerConfig:
                            choices=("fused", "textbook"))
 
     def __post_init__(self):
-        check_choices(self)
-        if self.num_layers < 1:
-            raise SeqlabError(f"--layers must be at least 1, got {self.num_layers}")
-        if not 0 <= self.dropout < 1:
-            raise SeqlabError(f"--dropout must be in [0, 1), got {self.dropout}")
+        check_fields(self)
         if self.encoder == "transformer" and self.hidden_size % self.num_heads:
             raise SeqlabError(f"--hidden-size {self.hidden_size} must be a multiple of --heads {self.num_heads}")
 

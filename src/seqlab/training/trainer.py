@@ -12,6 +12,7 @@ from checkpoint.safetensors, so the resumed run continues exactly as an uninterr
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -23,7 +24,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from seqlab.config import check_choices, option
+from seqlab.config import check_fields, option
 from seqlab.errors import SeqlabError
 from seqlab.fileio import append_line, atomic_write_text
 from seqlab.training import distributed
@@ -47,47 +48,48 @@ class TrainConfig:
     """How to train (saved in config.json under "train")."""
 
     output: str = option("runs/lm", "run directory for the config, vocabulary, checkpoints and metrics")
-    epochs: int = option(10, "passes over the training data")
-    max_steps: int = option(0, "stop after this many optimizer steps (0: no limit)")
-    batch_size: int = option(20, "sequences per optimizer step, over all processes")
+    epochs: int = option(10, "passes over the training data", at_least=1)
+    max_steps: int = option(0, "stop after this many optimizer steps (0: no limit)", at_least=0)
+    batch_size: int = option(20, "sequences per optimizer step, over all processes", at_least=1)
     seq_len: int = option(35, "tokens per segment for truncated BPTT (rnn, lstm, gru, ffn); the "
-                          "transformer trains on windows of its context")
-    eval_batch_size: int = option(10, "parallel streams (or windows) in evaluation")
-    eval_stride: int = option(0, "transformer evaluation: sliding-window stride (default context / 2)")
+                          "transformer trains on windows of its context", at_least=1)
+    eval_batch_size: int = option(10, "parallel streams (or windows) in evaluation", at_least=1)
+    eval_stride: int = option(0, "transformer evaluation: sliding-window stride (default context / 2)", at_least=0)
     optimizer: str = option("adamw", "optimizer", choices=OPTIMIZERS)
-    lr: float = option(1e-3, "base learning rate")
-    momentum: float = option(0.0, "SGD momentum")
-    weight_decay: float = option(0.0, "weight decay on matrices and embeddings (decoupled for adamw)")
-    beta1: float = option(0.9, "Adam beta1")
-    beta2: float = option(0.999, "Adam beta2")
+    lr: float = option(1e-3, "base learning rate", above=0)
+    momentum: float = option(0.0, "SGD momentum", at_least=0, below=1)
+    weight_decay: float = option(0.0, "weight decay on matrices and embeddings (decoupled for adamw)", at_least=0)
+    beta1: float = option(0.9, "Adam beta1", at_least=0, below=1)
+    beta2: float = option(0.999, "Adam beta2", at_least=0, below=1)
     schedule: str = option("cosine", "learning-rate schedule", choices=SCHEDULES)
-    warmup_steps: int = option(0, "linear warm-up steps")
-    lr_decay: float = option(0.25, "step/plateau schedules: multiply the rate by this")
-    decay_start: int = option(0, "step schedule: the epoch (1-based) after which decay begins")
-    min_lr: float = option(0.0, "cosine schedule: the final rate")
-    grad_clip: float = option(1.0, "clip the gradient norm to this (0: no clipping)")
-    accumulate: int = option(1, "micro-batches per optimizer step (gradient accumulation)")
-    patience: int = option(0, "early stopping: evaluations without improvement before stopping (0: never)")
-    eval_every: int = option(0, "evaluate and checkpoint every N steps (0: at the end of each epoch)")
-    log_every: int = option(50, "steps between training-loss records")
-    seed: int = option(1111, "random seed (initialisation, dropout, data order)")
+    warmup_steps: int = option(0, "linear warm-up steps", at_least=0)
+    lr_decay: float = option(0.25, "step/plateau schedules: multiply the rate by this", above=0, at_most=1)
+    decay_start: int = option(0, "step schedule: the epoch (1-based) after which decay begins", at_least=0)
+    min_lr: float = option(0.0, "cosine schedule: the final rate", at_least=0)
+    grad_clip: float = option(1.0, "clip the gradient norm to this (0: no clipping)", at_least=0)
+    accumulate: int = option(1, "micro-batches per optimizer step (gradient accumulation)", at_least=1)
+    patience: int = option(0, "early stopping: evaluations without improvement before stopping (0: never)", at_least=0)
+    eval_every: int = option(0, "evaluate and checkpoint every N steps (0: at the end of each epoch)", at_least=0)
+    log_every: int = option(50, "steps between training-loss records", at_least=1)
+    seed: int = option(1111, "random seed (initialisation, dropout, data order)", at_least=0, below=2**63)
     device: str = option("auto", "auto (CUDA when present), cpu, cuda, cuda:N or mps")
     precision: str = option("auto", "auto (bf16 autocast on CUDA, fp32 elsewhere), fp32 or bf16",
                             choices=("auto", "fp32", "bf16"))
     compile: bool = option(False, "torch.compile the model")
-    threads: int = option(0, "CPU threads for PyTorch (0: PyTorch's default, split between local processes)")
+    threads: int = option(0, "CPU threads for PyTorch (0: PyTorch's default, split between local processes)",
+                          at_least=0)
     progress: bool = option(True, "show a progress bar")
     keep_memory: bool = option(True, "on CPU (glibc), keep freed memory in the process for the next step "
                                "instead of returning it to the system (saves ~15k page faults per step; "
                                "see seqlab.training.memory)")
 
     def __post_init__(self):
-        check_choices(self)
-        for name in ("epochs", "batch_size", "seq_len", "eval_batch_size", "accumulate", "log_every"):
-            if getattr(self, name) < 1:
-                raise SeqlabError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
-        if self.lr <= 0:
-            raise SeqlabError(f"--lr must be positive, got {self.lr}")
+        check_fields(self)
+        if self.min_lr > self.lr:
+            raise SeqlabError(f"--min-lr {self.min_lr} is above --lr {self.lr}: the cosine schedule decays from "
+                              "--lr down to --min-lr")
+        if self.momentum and self.optimizer != "sgd":
+            raise SeqlabError(f"--momentum is for --optimizer sgd; {self.optimizer} has --beta1 and --beta2")
 
 
 def resolve_device(name: str) -> torch.device:
@@ -103,6 +105,32 @@ def resolve_device(name: str) -> torch.device:
     if device.type == "cuda" and device.index is None:
         device = torch.device(f"cuda:{local_rank}")
     return device
+
+
+@functools.cache
+def cpu_supports_bf16() -> bool:
+    """Whether this CPU trains in bfloat16: oneDNN's bf16 kernels (its LSTM among them) need AVX-512 or
+    AMX; on other x86 CPUs (e.g. an AMD EPYC without AVX-512) it has no bf16 LSTM primitive at all. Asks
+    oneDNN, then runs one tiny LSTM step under bf16 autocast to be sure."""
+    try:
+        if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+            return False
+    except (AttributeError, RuntimeError):          # an older or a different build: let the probe decide
+        pass
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            output, _ = torch.nn.LSTM(4, 4, batch_first=True)(torch.randn(1, 2, 4))
+            (output.float().sum() + torch.nn.Linear(4, 1)(torch.randn(2, 4)).float().sum()).backward()
+    except RuntimeError:
+        return False
+    return True
+
+
+def check_precision(device: torch.device, precision: str) -> None:
+    """Refuse --precision bf16 on a CPU without bfloat16 kernels (one line, before any work)."""
+    if precision == "bf16" and device.type == "cpu" and not cpu_supports_bf16():
+        raise SeqlabError("--precision bf16: this CPU has no bfloat16 kernels (oneDNN needs AVX-512 or AMX); "
+                          "use --precision fp32 (the default on CPUs)")
 
 
 def autocast(device: torch.device, precision: str):
@@ -131,6 +159,7 @@ class Trainer:
         self.task, self.model, self.config = task, model, config
         self.run_dir, self.device, self.callback = Path(run_dir), device, callback
         self.rank, self.world, _ = distributed.world()
+        check_precision(device, config.precision)
         if config.batch_size % self.world:
             raise SeqlabError(f"--batch-size {config.batch_size} must be divisible by the number of "
                               f"processes ({self.world})")
@@ -170,6 +199,10 @@ class Trainer:
         self._mark_tokens = pos.tokens
         self._window = [torch.zeros((), device=self.device), 0]      # loss sum, tokens since the last log
         self._since_eval = [0.0, 0]                                  # the same since the last evaluation
+        self._finite = torch.ones((), dtype=torch.bool, device=self.device)   # every loss and norm so far
+        self._last_eval: tuple[int, dict] | None = None              # (step, figures) if they were the best
+        if hasattr(self.task, "progress"):
+            self.task.progress = None if cfg.progress and self.is_main else False
         stop = pos.step >= self.total_steps
         self.model.train()
         if cfg.keep_memory and self.device.type == "cpu":
@@ -232,8 +265,12 @@ class Trainer:
             self.state = self.model.detach_state(self.state)
             self._window[0] += loss_sum.detach()
         self._window[1] += counts
+        self._finite &= torch.isfinite(self._window[0])
         if cfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+            self._finite &= torch.isfinite(norm)
+        if self.device.type == "cpu":      # checking costs a device sync elsewhere: there, at each log and evaluation
+            self._check_finite()
         lr = self.schedule.lr(pos.step, pos.epoch)
         set_lr(self.optimizer, lr)
         self.optimizer.step()
@@ -243,8 +280,26 @@ class Trainer:
         pos.tokens += int(total)
         return lr
 
+    def _check_finite(self) -> None:
+        """Stop with a clear message once a loss or a gradient norm is nan or infinite (checked before the
+        optimizer step on the CPU, so the weights in memory stay finite there); the checkpoint and the
+        best weights on disk are never replaced by non-finite ones."""
+        bad = not bool(self._finite)
+        if self.world > 1:
+            bad = distributed.all_reduce_sum([float(bad)], self.device)[0] > 0
+        if not bad:
+            return
+        cfg = self.config
+        raise SeqlabError(
+            f"training diverged at step {self.position.step + 1}: the loss or the gradient norm became nan or "
+            f"infinite (--lr {cfg.lr:g}{f', --grad-clip {cfg.grad_clip:g}' if cfg.grad_clip else ', no --grad-clip'}"
+            f", --precision {cfg.precision}); lower --lr or clip the gradient (--grad-clip 1), then --resume "
+            f"from the last checkpoint or start again with --overwrite; {self.run_dir}/model.safetensors holds "
+            "the best weights so far, if any")
+
     def _log(self, lr: float) -> dict:
         """Append the training loss since the last record to train_log.jsonl; fields for the bar."""
+        self._check_finite()
         pos = self.position
         loss_sum, count = distributed.all_reduce_sum([float(self._window[0]), float(self._window[1])], self.device)
         now = time.time()
@@ -272,10 +327,15 @@ class Trainer:
     def _evaluate_and_save(self) -> bool:
         """Evaluate on the validation data, record, checkpoint; return whether to stop early."""
         pos, task = self.position, self.task
+        self._check_finite()
         train_loss = self._since_eval[0] / self._since_eval[1] if self._since_eval[1] else None
         self._since_eval = [0.0, 0]
         metrics = self.evaluate(task.valid_data)
         value = metrics[task.metric]
+        if not math.isfinite(value):
+            raise SeqlabError(f"evaluation at step {pos.step} gave a {task.metric} of {value}: the model's outputs "
+                              "are no longer finite numbers; lower --lr (or use --precision fp32), then --resume "
+                              "from the last checkpoint or start again with --overwrite")
         improved = pos.best is None or (value < pos.best if task.lower_is_better else value > pos.best)
         if improved:
             pos.best, pos.bad_evals = value, 0
@@ -296,6 +356,7 @@ class Trainer:
         if self.is_main:
             plot_curves(self.run_dir)
             tqdm.write(task.describe(record))
+        self._last_eval = (pos.step, metrics) if improved else None
         self._emit({"event": "evaluate", **record})
         early_stop = bool(self.config.patience) and pos.bad_evals >= self.config.patience
         if early_stop and self.is_main:
@@ -364,9 +425,12 @@ class Trainer:
         """Reload the best weights and report valid (and test) with them."""
         best = self.run_dir / "model.safetensors"
         distributed.barrier()
-        if best.exists():
-            load_model(best, self.model)
-        results = {"valid": self.evaluate(self.task.valid_data)}
+        if self._last_eval is not None and self._last_eval[0] == self.position.step:
+            results = {"valid": self._last_eval[1]}      # the model holds the best weights: evaluated already
+        else:
+            if best.exists():
+                load_model(best, self.model)
+            results = {"valid": self.evaluate(self.task.valid_data)}
         if self.task.test_data is not None:
             results["test"] = self.evaluate(self.task.test_data)
         if self.is_main:
