@@ -14,6 +14,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from tqdm.auto import tqdm
 
 from seqlab.data.batching import Batch, StreamBatches, WindowBatches, sliding_windows
 from seqlab.data.vocab import PAD
@@ -40,6 +41,7 @@ class LanguageModelingTask:
 
     name = "lm"
     metric, lower_is_better = "loss", True
+    progress: bool | None = False      # a bar over evaluation batches (None: when stderr is a terminal)
 
     def __init__(self, model, train_ids: Tensor, valid_ids: Tensor, test_ids: Tensor | None,
                  batch_size: int, seq_len: int, eval_batch_size: int, eval_stride: int, seed: int):
@@ -77,7 +79,10 @@ class LanguageModelingTask:
     @torch.no_grad()
     def evaluate(self, model, ids: Tensor, device, rows: slice = slice(None)) -> dict:
         """Summed loss and token count over `ids` (the rows of each batch in `rows`, for DDP)."""
-        return evaluate_lm(model, self.eval_batches(ids), self.carries_state, device, rows)
+        batches = self.eval_batches(ids)
+        with tqdm(total=len(batches), desc="evaluating", unit="batch", leave=False,
+                  disable=True if self.progress is False else None) as bar:
+            return evaluate_lm(model, batches, self.carries_state, device, rows, progress=bar)
 
     @staticmethod
     def summarize(stats: dict) -> dict:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from tqdm.auto import tqdm
 
 from seqlab.data import batching
 from seqlab.data.conll import Sentence
@@ -148,6 +149,7 @@ class TaggingTask:
     lower_is_better = False
     batch_unit = "sentences"
     keep_predictions = False        # evaluate() then leaves (gold, predicted) tag lists in self.predictions
+    progress: bool | None = False   # a bar over evaluation batches (None: when stderr is a terminal)
 
     def __init__(self, encoder: Encoder, train: list[Sentence], valid: list[Sentence], test: list[Sentence] | None,
                  batch_size: int, eval_batch_size: int, seed: int, unk_replace: float = 0.0):
@@ -193,7 +195,8 @@ class TaggingTask:
         model.eval()
         stats = {"loss_sum": 0.0, "tokens": 0, "correct": 0}
         golds, predictions = [], []
-        for batch in batches:
+        for batch in tqdm(batches, desc="evaluating", unit="batch", leave=False,
+                          disable=True if self.progress is False else None):
             batch = batch.rows(rows.start or 0, rows.stop if rows.stop is not None else len(batch.gold))
             if not batch.gold:
                 continue
