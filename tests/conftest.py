@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+# Commands the tests start as subprocesses (the CLI, torchrun workers) use one thread each too: on two
+# busy cores, PyTorch's default of one thread per core makes its threads wait on each other.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest
 import torch

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import errno
-
 import copy
+import errno
 import json
 
 import pytest

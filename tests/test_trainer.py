@@ -16,8 +16,9 @@ from conftest import TEST, TRAIN, VALID, tiny_config
 from seqlab.data.batching import Batch
 from seqlab.errors import SeqlabError
 from seqlab.lm import train_lm
+from seqlab.training import trainer as trainer_module
 from seqlab.training.optim import Schedule
-from seqlab.training.trainer import TrainConfig, Trainer
+from seqlab.training.trainer import TrainConfig, Trainer, cpu_supports_bf16
 
 
 def losses(run_dir: Path) -> list[tuple[int, float]]:
@@ -224,12 +225,84 @@ def test_trainer_ddp_two_processes_equal_one(tmp_path):
     assert valid_one == pytest.approx(valid_two, rel=1e-4)
 
 
-def test_trainer_bf16_autocast_on_cpu(tmp_path):
-    results = train_lm(tiny_config(tmp_path / "run", "lstm", precision="bf16", max_steps=4))
-    assert math.isfinite(results["valid"]["loss"])
+def test_trainer_bf16_autocast_on_cpu_trains_where_supported_and_is_refused_elsewhere(tmp_path):
+    """On a CPU with bfloat16 kernels bf16 trains; on one without (an AMD EPYC without AVX-512, where
+    oneDNN has no bf16 LSTM) it is refused with one clear line before any work. Either way on any CPU."""
+    config = tiny_config(tmp_path / "run", "lstm", precision="bf16", max_steps=4)
+    if cpu_supports_bf16():
+        assert math.isfinite(train_lm(config)["valid"]["loss"])
+    else:
+        with pytest.raises(SeqlabError, match="this CPU has no bfloat16 kernels.*--precision fp32"):
+            train_lm(config)
+        assert not (tmp_path / "run" / "config.json").exists()
+
+
+def test_trainer_bf16_is_refused_on_a_cpu_without_bf16_kernels(tmp_path, monkeypatch):
+    monkeypatch.setattr(trainer_module, "cpu_supports_bf16", lambda: False)
+    with pytest.raises(SeqlabError, match="--precision bf16: this CPU has no bfloat16 kernels"):
+        train_lm(tiny_config(tmp_path / "run", "lstm", precision="bf16", max_steps=4))
+    assert not (tmp_path / "run" / "config.json").exists()
+    fp32 = train_lm(tiny_config(tmp_path / "run", "lstm", precision="fp32", max_steps=2))
+    assert math.isfinite(fp32["valid"]["loss"])
 
 
 @pytest.mark.slow
 def test_trainer_torch_compile(tmp_path):
     results = train_lm(tiny_config(tmp_path / "run", "transformer", compile=True, max_steps=4))
     assert math.isfinite(results["valid"]["loss"])
+
+
+# --------------------------------------------------------------------------------------- divergence
+
+
+def weights_are_finite(path: Path) -> bool:
+    from seqlab.training.checkpoint import load_tensors
+
+    tensors, _ = load_tensors(path)
+    return all(bool(torch.isfinite(t).all()) for t in tensors.values() if t.is_floating_point())
+
+
+def test_trainer_stops_when_the_loss_becomes_nan_and_keeps_the_good_files(tmp_path, monkeypatch):
+    """A nan loss at step 6 (after the checkpoint and best weights of step 4): one clear error, and the
+    files on disk are the step-4 ones, all finite."""
+    from seqlab.tasks.lm import LanguageModelingTask
+
+    real_loss, calls = LanguageModelingTask.loss, []
+
+    def loss(self, model, batch, state):
+        loss_sum, count, state = real_loss(self, model, batch, state)
+        calls.append(1)
+        return (loss_sum * float("nan") if len(calls) == 6 else loss_sum), count, state
+
+    monkeypatch.setattr(LanguageModelingTask, "loss", loss)
+    run = tmp_path / "run"
+    with pytest.raises(SeqlabError, match=r"training diverged at step 6: the loss or the gradient norm became nan"):
+        train_lm(tiny_config(run, max_steps=12))
+    assert [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [4]
+    assert weights_are_finite(run / "model.safetensors") and weights_are_finite(run / "checkpoint.safetensors")
+    assert max(s for s, _ in losses(run)) == 5                   # nothing of step 6 was recorded
+
+
+def test_trainer_a_learning_rate_that_overflows_the_weights_is_an_error_not_a_saved_model(tmp_path):
+    config = tiny_config(tmp_path / "run", max_steps=8, optimizer="sgd", lr=1e38, grad_clip=0.0, warmup_steps=0)
+    with pytest.raises(SeqlabError, match="training diverged at step .*lower --lr"):
+        train_lm(config)
+    best = tmp_path / "run" / "model.safetensors"
+    assert not best.exists() or weights_are_finite(best)
+
+
+def test_trainer_final_report_reuses_the_last_evaluation_when_it_was_the_best(tmp_path, monkeypatch):
+    """The end of training evaluates valid again only when the best weights are not the last ones."""
+    from seqlab.tasks.lm import LanguageModelingTask
+
+    real, calls = LanguageModelingTask.evaluate, []
+
+    def evaluate(self, model, ids, device, rows=slice(None)):
+        calls.append(len(ids))
+        return real(self, model, ids, device, rows)
+
+    monkeypatch.setattr(LanguageModelingTask, "evaluate", evaluate)
+    results = train_lm(tiny_config(tmp_path / "run", max_steps=8, eval_every=8))     # one evaluation, the best
+    assert len(calls) == 2                                 # valid at step 8, then test; valid not again
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert records[0]["loss"] == records[1]["loss"] == results["valid"]["loss"] and records[1]["final"]

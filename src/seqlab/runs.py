@@ -208,12 +208,14 @@ def resolve_run_config(cls: type, groups: dict[str, type], config_file: str | Pa
         parts = {group: {k: v for k, v in given.items() if option_groups[k] == group} for group in groups}
         return cls(*(group_cls(**parts[group]) for group, group_cls in groups.items()))
     output = Path(given.get("output", (defaults or {}).get("output", TrainConfig.output)))
-    if not (output / "checkpoint.safetensors").exists():
-        raise SeqlabError(f"--resume: {output} has no checkpoint.safetensors to resume from")
+    check_run_dir(output, resume=True, overwrite=False)
     saved = read_saved(output)
+    files = {name for group_cls in groups.values() for name in file_fields(group_cls)}
     for name, value in given.items():
         group = option_groups[name]
         before = getattr(getattr(saved, group), name)
+        if name in files and before and value and Path(value).resolve() == Path(before).resolve():
+            continue                                       # the same file, named from here
         if group != "train" and before != value:
             raise SeqlabError(f"--resume continues the run in {output} as it was configured; "
                               f"--{name.replace('_', '-')} cannot change ({before!r} -> {value!r})")
