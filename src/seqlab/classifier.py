@@ -40,10 +40,10 @@ from seqlab.data.text_features import (
 )
 from seqlab.data.vectors import extend_vocab, fill_embeddings
 from seqlab.data.vocab import Vocab
-from seqlab.errors import SeqlabError
+from seqlab.errors import DAMAGED, SeqlabError
 from seqlab.fileio import atomic_write_json, read_json
 from seqlab.models.classifier import Classifier, ClassifierConfig
-from seqlab.runs import load_best, log, read_run_config_as, resolve_run_config, start_run, train_in_run
+from seqlab.runs import check_sizes, load_best, log, read_run_config_as, resolve_run_config, start_run, train_in_run
 from seqlab.tasks.classification import (
     ClassificationTask,
     DocEncoder,
@@ -300,8 +300,9 @@ def read_encoder(run_dir: Path, config: ClassifierTrainConfig) -> DocEncoder:
             words, fallback = Vocab.from_dict(vocab), bool(vocab.get("lowercase_fallback"))
         features = FeatureExtractor.from_dict(read_json(run_dir / "features.json", "features file")) \
             if (run_dir / "features.json").exists() else None
-    except (KeyError, TypeError) as error:
-        raise SeqlabError(f"{run_dir}: vocab.json, labels.json or features.json is malformed ({error})") from None
+    except DAMAGED as error:
+        raise SeqlabError(f"{run_dir}: vocab.json, labels.json or features.json is damaged ({error}); retrain "
+                          "into this directory with --overwrite") from None
     if words is None and features is None:
         raise SeqlabError(f"{run_dir} has neither vocab.json nor features.json")
     return DocEncoder(words, list(labels), data.tokenizer, data.lowercase, data.ngrams, data.max_length,
@@ -315,6 +316,10 @@ def load_classifier(run_dir: str | Path, device: str = "cpu") -> TrainedClassifi
     run_dir = Path(run_dir)
     config = read_run_config(run_dir)
     encoder = read_encoder(run_dir, config)
+    check_sizes(run_dir, config, {"vocab_size": ("vocab.json", len(encoder.words) if encoder.words else 0),
+                                  "num_labels": ("labels.json", len(encoder.labels)),
+                                  "num_features": ("features.json", len(encoder.features.names) if encoder.features
+                                                   else 0)})
     model, device = load_best(run_dir, Classifier(config.model), device)
     return TrainedClassifier(model, encoder, config, device)
 

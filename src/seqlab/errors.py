@@ -13,6 +13,10 @@ class SeqlabError(Exception):
     """
 
 
+# what reading a damaged (hand-edited, truncated, foreign) run file raises while its JSON is taken apart
+DAMAGED = (KeyError, TypeError, AttributeError, ValueError, IndexError)
+
+
 def where(path, line: int | None = None) -> str:
     """`path` or `path:line`, for messages."""
     return f"{path}:{line}" if line is not None else str(path)

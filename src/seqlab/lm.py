@@ -27,10 +27,10 @@ from seqlab.data.readers import count_tokens, default_corpus, encode_lines, load
 from seqlab.data.tokenizers import TOKENIZERS, Tokenizer, make_tokenizer, tokenizer_from_dict
 from seqlab.data.vocab import EOS, UNK, Vocab
 from seqlab.decoding import SamplingOptions, generate_ids
-from seqlab.errors import SeqlabError
+from seqlab.errors import DAMAGED, SeqlabError
 from seqlab.fileio import atomic_write_json, read_json
 from seqlab.models.lm import LMConfig, build_lm
-from seqlab.runs import load_best, log, read_run_config_as, resolve_run_config, start_run, train_in_run
+from seqlab.runs import check_sizes, load_best, log, read_run_config_as, resolve_run_config, start_run, train_in_run
 from seqlab.tasks.lm import LanguageModelingTask, evaluate_lm, summarize
 from seqlab.training import distributed
 from seqlab.training.trainer import TrainConfig, Trainer
@@ -143,8 +143,9 @@ def read_tokenizer_and_vocab(run_dir: Path) -> tuple[Tokenizer, Vocab]:
     try:
         tokenizer = tokenizer_from_dict(read_json(run_dir / "tokenizer.json", "tokenizer file"))
         vocab = Vocab.from_dict(read_json(run_dir / "vocab.json", "vocabulary file"))
-    except (KeyError, TypeError) as error:
-        raise SeqlabError(f"{run_dir}: tokenizer.json or vocab.json is malformed ({error})") from None
+    except DAMAGED as error:
+        raise SeqlabError(f"{run_dir}: tokenizer.json or vocab.json is damaged ({error}); retrain into this "
+                          "directory with --overwrite") from None
     return tokenizer, vocab
 
 
@@ -155,6 +156,7 @@ def load(run_dir: str | Path, device: str = "cpu", rnn_impl: str | None = None) 
     run_dir = Path(run_dir)
     config = read_run_config(run_dir)
     tokenizer, vocab = read_tokenizer_and_vocab(run_dir)
+    check_sizes(run_dir, config, {"vocab_size": ("vocab.json", len(vocab))})
     if rnn_impl is not None:
         config.model = dataclasses.replace(config.model, rnn_impl=rnn_impl)
     model, device = load_best(run_dir, build_lm(config.model), device)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from seqlab import __version__
 from seqlab.config import coerce, file_fields, from_dict, read_config_file, to_dict
-from seqlab.errors import SeqlabError, os_error_reason
+from seqlab.errors import DAMAGED, SeqlabError, os_error_reason
 from seqlab.fileio import atomic_write_json, read_json, remove_stale_temporaries
 from seqlab.training import distributed
 from seqlab.training.checkpoint import FORMAT_VERSION, load_model
@@ -233,8 +233,19 @@ def read_run_config_as(run_dir: str | Path, task: str, cls: type, groups: dict[s
     try:
         return cls(*(from_dict(group_cls, raw[group], f"{run_dir}/config.json {group}")
                      for group, group_cls in groups.items()))
-    except (KeyError, TypeError) as error:
-        raise SeqlabError(f"{run_dir}/config.json is incomplete or malformed ({error})") from None
+    except DAMAGED as error:
+        raise SeqlabError(f"{run_dir}/config.json is damaged ({error}); retrain into this directory with "
+                          "--overwrite") from None
+
+
+def check_sizes(run_dir: Path, config, sizes: dict[str, tuple[str, int]]) -> None:
+    """Each run file lists as many entries as the model in config.json has rows for them:
+    `sizes` maps a model field (vocab_size) to (the file, its count)."""
+    for name, (file, count) in sizes.items():
+        expected = getattr(config.model, name)
+        if count != expected:
+            raise SeqlabError(f"{run_dir}: {file} lists {count:,} entries but the model in config.json has "
+                              f"{expected:,} ({name}); the run directory is damaged: retrain into it with --overwrite")
 
 
 def load_best(run_dir: Path, model, device: str = "cpu"):

@@ -30,11 +30,11 @@ from seqlab.data.batching import length_batches
 from seqlab.data.parallel import PAIRED_FORMATS, Pair, read_aligned, read_paired
 from seqlab.data.tokenizers import TOKENIZERS, make_tokenizer, tokenizer_from_dict
 from seqlab.data.vocab import UNK, Vocab
-from seqlab.errors import SeqlabError
+from seqlab.errors import DAMAGED, SeqlabError
 from seqlab.fileio import atomic_write_json, read_json
 from seqlab.metrics import bleu, chrf, rouge
 from seqlab.models.seq2seq import Seq2SeqConfig, build_model
-from seqlab.runs import load_best, log, read_run_config_as, resolve_run_config, start_run, train_in_run
+from seqlab.runs import check_sizes, load_best, log, read_run_config_as, resolve_run_config, start_run, train_in_run
 from seqlab.search import Hypothesis, SearchOptions, decode
 from seqlab.tasks.seq2seq import LengthReport, PairEncoder, Seq2SeqTask
 from seqlab.training import distributed
@@ -242,8 +242,9 @@ def read_encoder(run_dir: Path, config: Seq2SeqTrainConfig) -> PairEncoder:
             target_tokenizer, target_vocab = source_tokenizer, source_vocab
         else:
             target_tokenizer, target_vocab = tokenizer_from_dict(tokenizers["target"]), Vocab(vocabs["target"])
-    except (KeyError, TypeError) as error:
-        raise SeqlabError(f"{run_dir}: tokenizer.json or vocab.json is malformed ({error})") from None
+    except DAMAGED as error:
+        raise SeqlabError(f"{run_dir}: tokenizer.json or vocab.json is damaged ({error}); retrain into this "
+                          "directory with --overwrite") from None
     data = config.data
     return PairEncoder(source_tokenizer, target_tokenizer, source_vocab, target_vocab, config.model.arch == "lm",
                        data.max_source_length, data.max_target_length)
@@ -256,6 +257,8 @@ def load_seq2seq(run_dir: str | Path, device: str = "cpu") -> TrainedSeq2Seq:
     run_dir = Path(run_dir)
     config = read_run_config(run_dir)
     encoder = read_encoder(run_dir, config)
+    check_sizes(run_dir, config, {"source_vocab_size": ("vocab.json (source)", len(encoder.source_vocab)),
+                                  "target_vocab_size": ("vocab.json (target)", len(encoder.target_vocab))})
     model, device = load_best(run_dir, build_model(config.model), device)
     return TrainedSeq2Seq(model, encoder, config, device)
 

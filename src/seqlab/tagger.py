@@ -32,15 +32,16 @@ from seqlab.data.tags import (
     convert,
     detect_scheme,
     invalid_positions,
-    is_entity_tagset,
+    is_entity_tag,
+    looks_like_entity_tags,
 )
 from seqlab.data.vectors import extend_vocab, fill_embeddings
 from seqlab.data.vocab import Vocab
-from seqlab.errors import SeqlabError
+from seqlab.errors import DAMAGED, SeqlabError, where
 from seqlab.fileio import atomic_write_json, read_json
 from seqlab.metrics import confusions
 from seqlab.models.tagger import Tagger, TaggerConfig
-from seqlab.runs import load_best, log, read_run_config_as, resolve_run_config, start_run, train_in_run
+from seqlab.runs import check_sizes, load_best, log, read_run_config_as, resolve_run_config, start_run, train_in_run
 from seqlab.tasks.tagging import Encoder, TaggingTask, best_tags
 from seqlab.training import distributed
 from seqlab.training.trainer import TrainConfig, Trainer
@@ -103,6 +104,18 @@ def read_sentences(path: str, data: TaggerDataConfig, what: str) -> list[Sentenc
     return read_labelled(path, data.format, data.label_column or None, what)
 
 
+def refuse_stray_tags(sentences: list[Sentence], path: str, what: str) -> None:
+    """In a file of entity tags, a tag that fits no scheme (`I-`, `X-PER`) is an error naming its line: read
+    as a plain label it would silently turn the whole run into plain tagging (accuracy instead of entity F1,
+    no CRF constraints)."""
+    for sentence in sentences:
+        for i, tag in enumerate(sentence.labels):
+            if not is_entity_tag(tag):
+                raise SeqlabError(f"{what} {where(path, sentence.line_of(i))}: the tag {tag!r} fits no entity scheme; "
+                                  "the other tags are O and B-/I-/E-/S- plus a type (e.g. B-PER): correct it, or "
+                                  "pass --scheme none to read every tag as a plain label")
+
+
 def prepare(sentences: list[Sentence], scheme: str, target: str, path: str) -> None:
     """Report invalid entity sequences (file and line; scored as conlleval would) and convert the tags
     to the scheme the model uses, in place."""
@@ -111,7 +124,7 @@ def prepare(sentences: list[Sentence], scheme: str, target: str, path: str) -> N
     for sentence in sentences:
         bad = invalid_positions(sentence.labels, scheme)
         if bad:
-            log(f"warning: {path}:{sentence.line + bad[0]}: {sentence.labels[bad[0]]!r} breaks the {scheme.upper()} "
+            log(f"warning: {path}:{sentence.line_of(bad[0])}: {sentence.labels[bad[0]]!r} breaks the {scheme.upper()} "
                 "scheme; read as conlleval reads it")
         if target != scheme:
             sentence.labels = convert(sentence.labels, target)
@@ -131,7 +144,15 @@ def _train_tagger(config, run_dir, device, resume, overwrite, callback) -> dict:
     train = read_sentences(data.train, data, "training file")
     dev = read_sentences(data.dev, data, "development file")
     test = read_sentences(data.test, data, "test file") if data.test else None
-    entity = data.scheme != "none" and is_entity_tagset(label for s in train for label in s.labels)
+    entity = data.scheme != "none" and looks_like_entity_tags(label for s in train for label in s.labels)
+    if data.scheme not in ("auto", "none") and not entity:
+        example = next(label for s in train for label in s.labels if not is_entity_tag(label))
+        raise SeqlabError(f"--scheme {data.scheme}: the tags of {data.train} are not entity tags (e.g. {example!r}); "
+                          "use --scheme none (or auto) for plain tags such as POS")
+    if entity:
+        for sentences, path, what in ((train, data.train, "training file"), (dev, data.dev, "development file"),
+                                      (test or [], data.test, "test file")):
+            refuse_stray_tags(sentences, path, what)
     scheme = "none" if not entity else (detect_scheme(s.labels for s in train) if data.scheme == "auto"
                                         else data.scheme)
     target = data.train_scheme or scheme
@@ -206,8 +227,9 @@ def read_encoder(run_dir: Path) -> tuple[Encoder, str, str]:
         fallback = bool(vocab.get("lowercase_fallback"))
         encoder = Encoder(words, list(labels["labels"]), chars, lowercase_fallback=fallback)
         return encoder, labels["scheme"], labels.get("file_scheme", labels["scheme"])
-    except (KeyError, TypeError) as error:
-        raise SeqlabError(f"{run_dir}: vocab.json, labels.json or chars.json is malformed ({error})") from None
+    except DAMAGED as error:
+        raise SeqlabError(f"{run_dir}: vocab.json, labels.json or chars.json is damaged ({error}); retrain into this "
+                          "directory with --overwrite") from None
 
 
 # ---------------------------------------------------------------------------- a trained tagger
@@ -217,6 +239,9 @@ def load_tagger(run_dir: str | Path, device: str = "cpu") -> TrainedTagger:
     run_dir = Path(run_dir)
     config = read_run_config(run_dir)
     encoder, scheme, file_scheme = read_encoder(run_dir)
+    check_sizes(run_dir, config, {"vocab_size": ("vocab.json", len(encoder.words)),
+                                  "num_labels": ("labels.json", len(encoder.labels)),
+                                  "char_vocab_size": ("chars.json", len(encoder.chars) if encoder.chars else 0)})
     model, device = load_best(run_dir, Tagger(config.model), device)
     return TrainedTagger(model, encoder, scheme, config, device, file_scheme)
 
@@ -267,6 +292,7 @@ class TrainedTagger:
         data = self.config.data
         sentences = read_labelled(path, fmt or data.format, data.label_column or None, "evaluation file")
         if self.scheme != "none":
+            refuse_stray_tags(sentences, str(path), "evaluation file")
             source = detect_scheme((s.labels for s in sentences), prefer=self.file_scheme)
             prepare(sentences, source, self.scheme, str(path))
         task = TaggingTask(self.encoder, [], sentences, None, batch_size=1, eval_batch_size=64, seed=0)

@@ -31,9 +31,14 @@ class Sentence:
     tokens: list[str]
     labels: list[str]
     line: int = 0
+    token_lines: list[int] | None = None       # each token's 1-based line, where the reader knows it
 
     def __len__(self) -> int:
         return len(self.tokens)
+
+    def line_of(self, index: int) -> int:
+        """The line of token `index` (counted from the first token's line when lines are not known)."""
+        return self.token_lines[index] if self.token_lines else self.line + index
 
 
 def conllu_column(label_column: str | int) -> int:
@@ -57,14 +62,14 @@ def read_conllu(path: str | Path, label_column: str | int = "upos", what: str = 
     sentences: list[Sentence] = []
     tokens: list[str] = []
     labels: list[str] = []
-    first = 0
+    first, numbers = 0, []
     lines = read_text(path, what).split("\n")
     for number, raw in enumerate(lines, start=1):
         line = raw.rstrip("\r")
         if not line.strip():
             if tokens:
-                sentences.append(Sentence(tokens, labels, first))
-            tokens, labels = [], []
+                sentences.append(Sentence(tokens, labels, first, numbers))
+            tokens, labels, numbers = [], [], []
             continue
         if line.startswith("#"):
             continue
@@ -86,8 +91,9 @@ def read_conllu(path: str | Path, label_column: str | int = "upos", what: str = 
             first = number
         tokens.append(form)
         labels.append(label)
+        numbers.append(number)
     if tokens:
-        sentences.append(Sentence(tokens, labels, first))
+        sentences.append(Sentence(tokens, labels, first, numbers))
     return _nonempty(sentences, path, what)
 
 

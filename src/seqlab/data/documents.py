@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +47,7 @@ class Columns:
     label: str = "label"
     features: tuple[str, ...] = ()
     header: str = "auto"             # auto: a header row when the columns are named, none for indexes
+    label_is_text: bool = False      # the label is text (a translation), not a class (which may be an integer)
 
 
 def read_documents(path: str | Path, fmt: str, columns: Columns | None = None, what: str = "file",
@@ -165,8 +167,16 @@ def _document(fields: list, positions: list[int], columns: Columns, path, number
     text = fields[positions[0]]
     label = fields[positions[1]] if positions[1] < len(fields) else None
     names = (columns.text, columns.label, *columns.features)
-    if text is None or not str(text).strip():
+    if text is not None and not isinstance(text, str):
+        raise SeqlabError(f"{what} {where(path, number)}: the text ({names[0]!r}) is {_json_kind(text)}, expected a "
+                          "string")
+    if text is None or not text.strip():
         raise SeqlabError(f"{what} {where(path, number)}: the text ({names[0]!r}) is missing or empty")
+    if label is not None and not (isinstance(label, str) or (isinstance(label, int) and not isinstance(label, bool)
+                                                              and not columns.label_is_text)):
+        expected = "a string" if columns.label_is_text else "a string or an integer"
+        raise SeqlabError(f"{what} {where(path, number)}: the {'target' if columns.label_is_text else 'label'} "
+                          f"({names[1]!r}) is {_json_kind(label)}, expected {expected}")
     if label is None or not str(label).strip():
         if labelled:
             raise SeqlabError(f"{what} {where(path, number)}: the label ({names[1]!r}) is missing or empty")
@@ -175,12 +185,31 @@ def _document(fields: list, positions: list[int], columns: Columns, path, number
     if columns.features:
         features = []
         for name, position in zip(columns.features, positions[2:], strict=True):
+            value = fields[position]
             try:
-                features.append(float(fields[position]))
+                if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+                    raise TypeError
+                features.append(float(value))
             except (TypeError, ValueError):
-                raise SeqlabError(f"{what} {where(path, number)}: feature {name!r} is {fields[position]!r}, "
+                raise SeqlabError(f"{what} {where(path, number)}: feature {name!r} is {value!r}, "
                                   "expected a number") from None
-    return Document(str(text), None if label is None else str(label).strip(), number, features)
+            if not math.isfinite(features[-1]):
+                raise SeqlabError(f"{what} {where(path, number)}: feature {name!r} is {value!r}, expected a finite "
+                                  "number")
+    return Document(text, None if label is None else str(label).strip(), number, features)
+
+
+def _json_kind(value) -> str:
+    """How to name a JSON value's type in a message: "a number (5)", "a list", "an object", "true"."""
+    if isinstance(value, bool):
+        return f"{str(value).lower()} (a boolean)"
+    if isinstance(value, (int, float)):
+        return f"a number ({value!r})"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
 
 
 def _read_jsonl(text: str, path, columns: Columns, what: str, labelled: bool) -> list[Document]:
@@ -200,8 +229,8 @@ def _read_jsonl(text: str, path, columns: Columns, what: str, labelled: bool) ->
             raise SeqlabError(f"{what} {where(path, number)}: no field {missing[0]!r}; the record has "
                               f"{', '.join(map(repr, record)) or 'no fields'}")
         fields = [record.get(n) for n in names]
-        if isinstance(fields[1], bool | float):
-            fields[1] = int(fields[1]) if float(fields[1]).is_integer() else fields[1]
+        if isinstance(fields[1], float) and fields[1].is_integer() and not columns.label_is_text:
+            fields[1] = int(fields[1])                   # 1.0 is the class 1
         documents.append(_document(fields, list(range(len(names))), columns, path, number, what, labelled))
     return documents
 

@@ -47,7 +47,8 @@ def read_paired(path: str | Path, fmt: str, source_field: str = "source", target
     """Pairs from one TSV (header names or 0-based indexes) or JSON-lines file (field names)."""
     if fmt not in PAIRED_FORMATS:
         raise SeqlabError(f"--format {fmt!r}: a file of pairs is one of {', '.join(PAIRED_FORMATS)}")
-    documents = read_documents(path, fmt, Columns(source_field, target_field), what, labelled=with_targets)
+    documents = read_documents(path, fmt, Columns(source_field, target_field, label_is_text=True), what,
+                               labelled=with_targets)
     return [Pair(d.text, d.label if with_targets else None, d.line) for d in documents]
 
 

@@ -29,6 +29,19 @@ def split_tag(tag: str) -> tuple[str, str]:
     return tag, ""
 
 
+def is_entity_tag(tag: str) -> bool:
+    """O, or a known prefix and a type (B-PER, I-LOC, E-ORG, S-MISC)."""
+    return tag == "O" or bool(split_tag(tag)[1])
+
+
+def looks_like_entity_tags(labels) -> bool:
+    """Whether a file's tags are entity tags, a few stray ones aside (an `I-` without a type, `X-PER`):
+    prefixed tags beside O (or only prefixed tags). A POS tag set has neither."""
+    labels = set(labels)
+    prefixed = sum(bool(split_tag(t)[1]) for t in labels)
+    return prefixed > 0 and ("O" in labels or prefixed == len(labels))
+
+
 def is_entity_tagset(labels) -> bool:
     """Whether every label is O or PREFIX-TYPE with PREFIX in B, I, E, S (else: plain tags, like POS)."""
     labels = set(labels)

@@ -69,7 +69,11 @@ class BPETokenizer(Tokenizer):
 
         self.vocab_size = vocab_size
         self.min_frequency = min_frequency
-        self._hf = HFTokenizer.from_str(state) if state is not None else None
+        try:
+            self._hf = HFTokenizer.from_str(state) if state is not None else None
+        except Exception as error:           # the tokenizers library raises a plain Exception
+            raise SeqlabError(f"the saved BPE tokenizer cannot be read ({str(error)[:120]}); the run directory's "
+                              "tokenizer.json is damaged") from None
 
     def fit(self, lines: Iterable[str]) -> None:
         from tokenizers import Tokenizer as HFTokenizer

@@ -15,8 +15,11 @@ class Vocab:
     """A list of tokens whose first five are always `<pad> <unk> <s> </s> <sep>` (ids 0-4)."""
 
     def __init__(self, tokens: list[str]):
-        if tuple(tokens[: len(SPECIALS)]) != SPECIALS:
-            raise SeqlabError(f"a vocabulary must start with {SPECIALS}, got {tuple(tokens[:5])}")
+        if not isinstance(tokens, list) or tuple(tokens[: len(SPECIALS)]) != SPECIALS:
+            raise SeqlabError(f"a vocabulary must be a list starting with {SPECIALS}, got {str(tokens)[:80]}")
+        if not all(isinstance(t, str) for t in tokens):
+            raise SeqlabError("a vocabulary lists tokens as strings; this one holds "
+                              f"{next(t for t in tokens if not isinstance(t, str))!r}")
         self.tokens = list(tokens)
         self.index = {token: i for i, token in enumerate(self.tokens)}
         if len(self.index) != len(self.tokens):

@@ -22,7 +22,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from seqlab.errors import SeqlabError
+from seqlab.errors import SeqlabError, os_error_reason
 from seqlab.fileio import atomic_write_bytes
 
 FORMAT_VERSION = 1
@@ -50,11 +50,20 @@ def load_tensors(path: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
     path = Path(path)
     if not path.exists():
         raise SeqlabError(f"checkpoint {path} does not exist")
-    data = path.read_bytes()
+    if not path.is_file():
+        raise SeqlabError(f"checkpoint {path} is not a file (a directory?); the run directory is damaged")
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise SeqlabError(f"cannot read checkpoint {path}: {os_error_reason(error)}") from None
     try:
         tensors = st_load(data)
         metadata = _header(data)
-    except (SafetensorError, ValueError, OSError, RuntimeError) as error:
+    except (SafetensorError, ValueError, OSError, RuntimeError, UnicodeDecodeError, AttributeError) as error:
+        foreign = _foreign_format(data)
+        if foreign:
+            raise SeqlabError(f"checkpoint {path} is not a safetensors file: it is {foreign}; seqlab loads only "
+                              "safetensors and never unpickles a file (it could run any code)") from None
         raise SeqlabError(f"checkpoint {path} is truncated or corrupted and cannot be read ({error})") from None
     expected = metadata.get("sha256")
     if metadata.get("format") != "seqlab" or expected is None:
@@ -67,6 +76,15 @@ def load_tensors(path: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
         raise SeqlabError(f"checkpoint {path} has format version {version}; this seqlab reads up to "
                           f"{FORMAT_VERSION}: upgrade seqlab")
     return tensors, metadata
+
+
+def _foreign_format(data: bytes) -> str | None:
+    """What a file that is not safetensors is, when it is recognisably something else."""
+    if data[:4] == b"PK\x03\x04":
+        return "a zip archive (the format of torch.save)"
+    if data[:1] == b"\x80" and data[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
+        return "a Python pickle (torch.save's legacy format, or pickle.dump)"
+    return None
 
 
 def _header(data: bytes) -> dict:
