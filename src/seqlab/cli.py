@@ -21,6 +21,7 @@ from pathlib import Path
 from seqlab import __version__
 from seqlab.config import field_type, range_text, value_problem
 from seqlab.errors import SeqlabError
+from seqlab.fileio import check_writable
 
 
 class Parser(argparse.ArgumentParser):
@@ -395,8 +396,10 @@ def classify_command(args: argparse.Namespace) -> int:
 def evaluate_classifier(args: argparse.Namespace) -> int:
     from seqlab.classifier import load_classifier
 
-    classifier = load_classifier(args.run_dir, args.device)
     png = args.confusion_png or str(Path(args.run_dir) / f"confusion_{Path(args.file).name}.png")
+    if png != "none":
+        check_writable(png, "--confusion-png")
+    classifier = load_classifier(args.run_dir, args.device)
     result = classifier.evaluate_file(args.file, args.format, None if png == "none" else png,
                                       progress=False if args.json else None)
     result["file"] = args.file
@@ -429,6 +432,8 @@ def decode_command(args: argparse.Namespace) -> int:
     from seqlab.data.parallel import read_aligned, read_paired
     from seqlab.seq2seq import load_seq2seq
 
+    if args.attention_dir:
+        check_writable(args.attention_dir, "--attention-dir", folder=True)
     model = load_seq2seq(args.run_dir, args.device)
     data = model.config.data
     with input_file(args.file) as (path, what):
@@ -463,6 +468,8 @@ def evaluate_seq2seq(args: argparse.Namespace) -> int:
         raise SeqlabError("--src and --tgt go together: the sources and their reference targets")
     if not args.src and not args.file:
         raise SeqlabError("seqlab evaluate needs --src FILE --tgt FILE (aligned files) or a file of pairs")
+    if args.hypotheses:
+        check_writable(args.hypotheses, "--hypotheses")
     model = load_seq2seq(args.run_dir, args.device)
     result = model.evaluate_files(args.src or args.file, args.tgt, args.format, options=search_options(args),
                                   batch_size=args.batch_size or 64, bleu_tokenize=args.bleu_tokenize,

@@ -100,6 +100,25 @@ def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
     return stale
 
 
+def check_writable(path: str | os.PathLike, what: str, folder: bool = False) -> None:
+    """Refuse, before any work, an output path that cannot be written: a file where a folder is meant (or
+    the reverse), a folder that cannot be created, or one this process may not write in. Creates the
+    folders on the way."""
+    path = Path(path)
+    target = path if folder else path.parent
+    if folder and path.exists() and not path.is_dir():
+        raise SeqlabError(f"{what} {path} is a file, not a folder: choose another path")
+    if not folder and path.is_dir():
+        raise SeqlabError(f"{what} {path} is a folder: give a file name")
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=target, prefix=".seqlab-write-test.", suffix=TMP_SUFFIX)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as error:
+        raise SeqlabError(f"cannot write {what} {path}: {os_error_reason(error)}") from None
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     atomic_write(path, lambda tmp: tmp.write_bytes(data))
 

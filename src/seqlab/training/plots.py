@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from seqlab.fileio import atomic_write
+
 
 def plot_curves(run_dir: str | Path, metric_label: str = "loss (nats per token)") -> Path | None:
     """Read train_log.jsonl and metrics.jsonl from a run directory and draw curves.png."""
@@ -36,11 +38,13 @@ def _read(path: Path) -> list[dict]:
     if not path.exists():
         return []
     rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except json.JSONDecodeError:
-            continue
+            continue                  # a half-written last line: a curve loses a point, nothing more
+        if isinstance(row, dict):
+            rows.append(row)
     return rows
 
 
@@ -99,13 +103,12 @@ def plot_attention(weights, source_tokens: list[str], target_tokens: list[str], 
 
 
 def save_png(fig, path: str | Path) -> Path:
-    """Write a figure as a PNG atomically (a temporary file renamed into place) and close it."""
+    """Write a figure as a PNG atomically (seqlab.fileio.atomic_write) and close it."""
     import matplotlib.pyplot as plt
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, format="png")
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"))
+    finally:
+        plt.close(fig)
     return path
