@@ -13,7 +13,8 @@ from seqlab.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures" / "classify"
 SMALL = ["--embedding-size", "16", "--hidden-size", "16", "--dropout", "0", "--batch-size", "4",
-         "--eval-batch-size", "5", "--lr", "0.02", "--schedule", "constant", "--no-progress", "--epochs", "30"]
+         "--eval-batch-size", "5", "--lr", "0.02", "--schedule", "constant", "--no-progress", "--epochs", "30",
+         "--eval-every", "1000"]
 READERS = [
     ("tsv", "sentiment.tsv", []),
     ("csv", "sentiment.csv", []),

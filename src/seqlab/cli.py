@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import io
 import json
 import os
@@ -22,6 +23,7 @@ from seqlab import __version__
 from seqlab.config import field_type, range_text, value_problem
 from seqlab.errors import SeqlabError
 from seqlab.fileio import check_writable
+from seqlab.runs import RESUME_OR_OVERWRITE
 
 
 class Parser(argparse.ArgumentParser):
@@ -84,6 +86,7 @@ def add_options(parser: argparse.ArgumentParser, cls, title: str, skip=(), defau
         group.add_argument(*names, **kwargs)
 
 
+@functools.cache
 def build_parser() -> argparse.ArgumentParser:
     from seqlab.classifier import TRAIN_DEFAULTS as CLASSIFIER_DEFAULTS
     from seqlab.classifier import ClassifierDataConfig
@@ -287,6 +290,8 @@ def train_command(args: argparse.Namespace) -> int:
     module = importlib.import_module(module_name)
     resolve, train = getattr(module, resolve_name), getattr(module, train_name)
     overrides = {k: v for k, v in vars(args).items() if k in module.OPTION_GROUPS}
+    if args.resume and args.overwrite:
+        raise SeqlabError(RESUME_OR_OVERWRITE)
     config = resolve(args.config, overrides, resume=args.resume)
     train(config, resume=args.resume, overwrite=args.overwrite)
     output = config.train.output
@@ -509,11 +514,13 @@ def evaluate_command(args: argparse.Namespace) -> int:
         return evaluate_tagger(args)
     if task == "classifier":
         return evaluate_classifier(args)
+    from seqlab.data.readers import load_stream
     from seqlab.lm import load
 
     lm = load(args.run_dir, device=args.device, rnn_impl=args.rnn_impl)
+    ids = load_stream(args.file, lm.tokenizer, lm.vocab, "evaluation file")        # errors before the bar
     with tqdm(desc="scoring", unit="batch", leave=False, disable=args.json) as bar:
-        result = lm.evaluate_file(args.file, args.batch_size or 10, args.stride, progress=bar)
+        result = lm.evaluate_ids(ids, args.batch_size or 10, args.stride, progress=bar)
     result["file"] = args.file
     if args.json:
         print(json.dumps(result))

@@ -18,9 +18,10 @@ from seqlab.config import coerce, file_fields, from_dict, read_config_file, to_d
 from seqlab.errors import DAMAGED, SeqlabError, os_error_reason
 from seqlab.fileio import atomic_write_json, read_json, remove_stale_temporaries
 from seqlab.training import distributed
-from seqlab.training.checkpoint import FORMAT_VERSION, load_model
+from seqlab.training.checkpoint import FORMAT_VERSION, load_model, load_tensors
 from seqlab.training.trainer import TrainConfig, check_precision, configure_threads, resolve_device
 
+RESUME_OR_OVERWRITE = "--resume continues the run in --output and --overwrite replaces it: choose one"
 RUN_OUTPUTS = ("metrics.jsonl", "train_log.jsonl", "model.safetensors", "checkpoint.safetensors", "curves.png")
 
 
@@ -39,7 +40,7 @@ def train_in_run(config, resume: bool, overwrite: bool, work: Callable) -> dict:
     a file whose SHA-256 differs from the one recorded when the run started."""
     run_dir = Path(config.train.output)
     if resume and overwrite:
-        raise SeqlabError("--resume continues the run in --output and --overwrite replaces it: choose one")
+        raise SeqlabError(RESUME_OR_OVERWRITE)
     device = resolve_device(config.train.device)
     check_precision(device, config.train.precision)
     with RunLock(run_dir) if distributed.world()[0] == 0 else contextlib.nullcontext():
@@ -48,6 +49,7 @@ def train_in_run(config, resume: bool, overwrite: bool, work: Callable) -> dict:
         check_run_dir(run_dir, resume, overwrite)
         if resume:
             check_data_files(run_dir, config.data)
+            load_tensors(run_dir / "checkpoint.safetensors")        # a damaged checkpoint fails here, before any work
         configure_threads(config.train.threads, device)
         distributed.setup(device)
         try:
