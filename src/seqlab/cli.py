@@ -568,7 +568,9 @@ def main(argv: list[str] | None = None) -> int:
             import torch
 
             torch.set_num_threads(args.threads)
-        return commands[args.command](args)
+        code = commands[args.command](args)
+        sys.stdout.flush()            # a full disk or a closed pipe shows here, not after main has returned
+        return code
     except SeqlabError as error:
         return fail(str(error))
     except KeyboardInterrupt:
@@ -581,8 +583,11 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:           # a write to standard output, or a path no check above caught
         from seqlab.errors import os_error_message
 
-        where = "" if error.filename is not None else "writing the output: "
-        return fail(where + os_error_message(error))
+        if error.filename is None:         # standard output: drop what is left, so exiting does not fail again
+            with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return fail(f"cannot write the output: {os_error_message(error)}")
+        return fail(os_error_message(error))
     except MemoryError:
         return fail("out of memory: lower --batch-size (or the model's size), or give the process more memory")
     except RuntimeError as error:      # PyTorch reports a failed allocation as a RuntimeError
