@@ -101,3 +101,15 @@ def test_lm_api_streamed_pieces_join_to_the_generated_text(trained):
     pieces = list(lm.stream("We are", max_tokens=10, seed=5, stop_at_eos=False))
     assert len(pieces) == 10
     assert "".join(pieces) == lm.generate("We are", max_tokens=10, seed=5, stop_at_eos=False)
+
+
+def test_lm_api_generation_goes_past_line_ends_unless_asked_to_stop(trained):
+    """A word model's </s> is a line break: by default generation writes it and goes on, so hard-wrapped
+    prose does not end after one line; stop_at_eos=True stops at the first one."""
+    lm = seqlab.load(trained)
+    with torch.no_grad():
+        lm.model.output.decoder.bias[EOS] += 100.0                              # always predicts </s>
+    assert lm.generate("We are", max_tokens=5, greedy=True) == "\n" * 5
+    assert lm.generate("We are", max_tokens=5, seed=1) == "\n" * 5
+    assert lm.generate("We are", max_tokens=5, greedy=True, stop_at_eos=True) == ""
+    assert list(lm.stream("We are", max_tokens=3, greedy=True)) == ["\n", "\n", "\n"]

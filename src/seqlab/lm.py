@@ -260,8 +260,9 @@ class TrainedLM:
         return "\n".join(lines)
 
     def stream(self, prompt: str, truncate_prompt: bool = False, **options) -> Iterator[str]:
-        """Yield the continuation of `prompt` piece by piece as it is generated."""
-        options.setdefault("stop_at_eos", self.tokenizer.stop_at_eos)
+        """Yield the continuation of `prompt` piece by piece as it is generated. Generation goes on past
+        line ends (`</s>`, written as line breaks) until `max_tokens`; `stop_at_eos=True` stops at the
+        first one."""
         sampling = SamplingOptions(**options)
         context = self.prompt_ids(prompt, truncate_prompt)
         prompt_body = context[1:]

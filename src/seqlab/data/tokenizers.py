@@ -20,7 +20,6 @@ class Tokenizer:
     kind = ""
     unit = "token"           # what perplexity is measured per, for reports
     joiner = ""              # how detokenized lines are joined within a line
-    stop_at_eos = True       # whether generation stops at </s> by default
 
     def fit(self, lines: Iterable[str]) -> None:
         """Learn from the training lines (only BPE learns anything)."""
@@ -40,7 +39,7 @@ class Tokenizer:
 
 
 class CharTokenizer(Tokenizer):
-    kind, unit, joiner, stop_at_eos = "char", "character", "", False
+    kind, unit, joiner = "char", "character", ""
 
     def tokenize(self, line: str) -> list[str]:
         return list(line)
