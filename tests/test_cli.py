@@ -39,9 +39,13 @@ def test_cli_train_evaluate_generate(tmp_path, capsys, arch):
     figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert figures["tokens"] == sum(len(line.split()) + 1 for line in TEST.read_text().splitlines())
     assert figures["unit"] == "word" and figures["perplexity"] > 1
+    assert figures["characters"] == len(TEST.read_text())                 # every line ends with its newline
+    assert figures["bits_per_char"] == pytest.approx(figures["bits_per_token"] * figures["tokens"]
+                                                     / figures["characters"], rel=1e-12)
     assert main(["evaluate", str(run), str(TEST)]) == 0
     text = capsys.readouterr().out
     assert "perplexity:" in text and "nats per word token" in text and "bits per word token" in text
+    assert f"bits per char: {figures['bits_per_char']:.4f}" in text
     assert main(["generate", str(run), "--prompt", "First Citizen", "--max-tokens", "5", "--seed", "1",
                  "--no-stop-at-eos"]) == 0
     out = capsys.readouterr().out

@@ -518,6 +518,8 @@ def evaluate_command(args: argparse.Namespace) -> int:
     print(f"cross-entropy: {result['loss']:.4f} nats per {result['unit']} token")
     print(f"               {result['bits_per_token']:.4f} bits per {result['unit']} token")
     print(f"perplexity:    {result['perplexity']:.2f} (per {result['unit']} token)")
+    print(f"bits per char: {result['bits_per_char']:.4f} (the total over the file's {result['characters']:,} "
+          "characters, a line break each)")
     return 0
 
 

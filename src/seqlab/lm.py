@@ -23,7 +23,7 @@ import torch
 
 from seqlab.config import check_fields, option
 from seqlab.data.batching import StreamBatches, sliding_windows
-from seqlab.data.readers import count_tokens, default_corpus, encode_lines, load_stream, read_lines
+from seqlab.data.readers import count_characters, count_tokens, default_corpus, encode_lines, read_lines, read_stream
 from seqlab.data.tokenizers import TOKENIZERS, Tokenizer, make_tokenizer, tokenizer_from_dict
 from seqlab.data.vocab import EOS, UNK, Vocab
 from seqlab.decoding import SamplingOptions, generate_ids
@@ -108,8 +108,8 @@ def _train_lm(config, run_dir, device, resume, overwrite, callback) -> dict:
         train_tokens = tokenizer.tokenize_lines(train_lines)
         vocab = Vocab.build(count_tokens(train_tokens), data.min_freq, data.max_vocab or None)
     train_ids = encode_lines(train_tokens, vocab)
-    valid_ids = load_stream(data.valid or valid_lines, tokenizer, vocab, "validation file")
-    test_ids = load_stream(data.test, tokenizer, vocab, "test file") if data.test else None
+    valid_ids, valid_characters = read_stream(data.valid or valid_lines, tokenizer, vocab, "validation file")
+    test_ids, test_characters = read_stream(data.test, tokenizer, vocab, "test file") if data.test else (None, 0)
     model_config = dataclasses.replace(config.model, vocab_size=len(vocab))
     config = dataclasses.replace(config, model=model_config)
     torch.manual_seed(config.train.seed)
@@ -123,7 +123,7 @@ def _train_lm(config, run_dir, device, resume, overwrite, callback) -> dict:
     distributed.barrier()
     task = LanguageModelingTask(model, train_ids, valid_ids, test_ids, config.train.batch_size,
                                 config.train.seq_len, config.train.eval_batch_size,
-                                config.train.eval_stride, config.train.seed)
+                                config.train.eval_stride, config.train.seed, valid_characters, test_characters)
     trainer = Trainer(task, model, config.train, run_dir, device, callback)
     return trainer.fit(resume=resume)
 
@@ -171,12 +171,17 @@ class TrainedLM:
     def unit(self) -> str:
         return self.tokenizer.unit
 
-    def tokenize(self, text: str) -> list[list[str]]:
-        """Text -> the tokens of each line (a final newline adds no line)."""
+    @staticmethod
+    def lines(text: str) -> list[str]:
+        """Text -> its lines (a final newline adds no line)."""
         lines = text.split("\n")
         if lines and lines[-1] == "" and len(lines) > 1:
             lines.pop()
-        return self.tokenizer.tokenize_lines(lines)
+        return lines
+
+    def tokenize(self, text: str) -> list[list[str]]:
+        """Text -> the tokens of each line (a final newline adds no line)."""
+        return self.tokenizer.tokenize_lines(self.lines(text))
 
     def encode(self, text: str) -> torch.Tensor:
         """Text -> the id stream the model is scored on (one `</s>` per line)."""
@@ -188,25 +193,38 @@ class TrainedLM:
             return list(StreamBatches(ids, batch_size, self.config.train.seq_len, exact=True))
         return sliding_windows(ids, batch_size, context, stride or max(1, context // 2))
 
-    def evaluate_ids(self, ids: torch.Tensor, batch_size: int = 10, stride: int = 0, progress=None) -> dict:
+    def evaluate_ids(self, ids: torch.Tensor, batch_size: int = 10, stride: int = 0, progress=None,
+                     characters: int | None = None) -> dict:
+        """Tokens, loss (nats/token), bits per token, perplexity and bits per character of an id stream
+        (one `</s>` per line). `characters` is the text's character count (`count_characters`); by
+        default, that of the text the ids decode to (exact for text the tokenizer gives back unchanged,
+        such as characters and BPE; an `<unk>` counts as its 5 letters)."""
         batches = self._batches(ids, batch_size, stride)
         if progress is not None:
             progress.reset(total=len(batches))
         stats = evaluate_lm(self.model, batches, self.model.context_length is None, self.device,
                             progress=progress)
-        result = summarize(stats["loss_sum"], stats["tokens"])
+        if characters is None:
+            characters = len(self.detokenize(ids.tolist()))
+        result = summarize(stats["loss_sum"], stats["tokens"], characters)
         result["unknown"] = int((ids == UNK).sum())
         result["unit"] = self.unit
         return result
 
     def evaluate_file(self, path: str | Path, batch_size: int = 10, stride: int = 0, progress=None) -> dict:
-        """Tokens, loss (nats/token), bits per token and perplexity of a text file."""
-        ids = load_stream(path, self.tokenizer, self.vocab, "evaluation file")
-        return self.evaluate_ids(ids, batch_size, stride, progress)
+        """Tokens, loss (nats/token), bits per token, perplexity and bits per character of a text file."""
+        ids, characters = read_stream(path, self.tokenizer, self.vocab, "evaluation file")
+        return self.evaluate_ids(ids, batch_size, stride, progress, characters)
 
     def perplexity(self, text: str) -> float:
         """exp of the mean negative log-likelihood per token of `text` (SLP 9.1)."""
-        return self.evaluate_ids(self.encode(text), batch_size=1)["perplexity"]
+        return self.evaluate_text(text)["perplexity"]
+
+    def evaluate_text(self, text: str) -> dict:
+        """`evaluate_file`'s figures for a string (its lines as a file's lines)."""
+        lines = self.lines(text)
+        return self.evaluate_ids(encode_lines(self.tokenizer.tokenize_lines(lines), self.vocab), batch_size=1,
+                                 characters=count_characters(lines))
 
     @torch.no_grad()
     def score(self, text: str) -> list[tuple[str, float]]:
