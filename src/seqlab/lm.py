@@ -23,7 +23,7 @@ import torch
 
 from seqlab.config import check_fields, option
 from seqlab.data.batching import StreamBatches, sliding_windows
-from seqlab.data.readers import count_characters, count_tokens, default_corpus, encode_lines, read_lines, read_stream
+from seqlab.data.readers import count_characters, default_corpus, encode_lines, read_lines, read_stream
 from seqlab.data.tokenizers import TOKENIZERS, Tokenizer, make_tokenizer, tokenizer_from_dict
 from seqlab.data.vocab import EOS, UNK, Vocab
 from seqlab.decoding import SamplingOptions, generate_ids
@@ -49,9 +49,12 @@ class LMDataConfig:
     test: str = option("", "test text file, scored with the best weights at the end", file=True)
     tokenizer: str = option("char", "tokens: characters, whitespace words (PTB, wikitext) or BPE",
                             choices=tuple(TOKENIZERS))
-    min_freq: int = option(1, "keep tokens seen at least this often in training; the rest become <unk>", at_least=1)
-    max_vocab: int = option(0, "keep at most this many tokens, specials included (0: no limit)", at_least=0)
-    bpe_vocab_size: int = option(8000, "BPE: learn merges until the vocabulary has this many pieces", at_least=1)
+    min_freq: int = option(1, "word / char: keep tokens seen at least this often in training; the rest become "
+                              "<unk> (BPE keeps every piece of its model)", at_least=1)
+    max_vocab: int = option(0, "word / char: keep at most this many tokens, specials included (0: no limit; "
+                               "refused with BPE: use --bpe-vocab-size)", at_least=0)
+    bpe_vocab_size: int = option(8000, "BPE: learn merges until the model has this many pieces (the 256 bytes "
+                                       "included); the vocabulary is these pieces and the 5 specials", at_least=1)
 
     def __post_init__(self):
         check_fields(self)
@@ -103,10 +106,13 @@ def _train_lm(config, run_dir, device, resume, overwrite, callback) -> dict:
         tokenizer, vocab = read_tokenizer_and_vocab(run_dir)
         train_tokens = tokenizer.tokenize_lines(train_lines)
     else:
+        if data.tokenizer == "bpe" and data.max_vocab:
+            raise SeqlabError(f"--max-vocab {data.max_vocab}: a BPE vocabulary is every piece of its BPE model; "
+                              "set its size with --bpe-vocab-size instead (--max-vocab is for word and char)")
         tokenizer = make_tokenizer(data.tokenizer, data.bpe_vocab_size)
         tokenizer.fit(train_lines)
         train_tokens = tokenizer.tokenize_lines(train_lines)
-        vocab = Vocab.build(count_tokens(train_tokens), data.min_freq, data.max_vocab or None)
+        vocab = tokenizer.vocabulary(train_tokens, data.min_freq, data.max_vocab or None)
     train_ids = encode_lines(train_tokens, vocab)
     valid_ids, valid_characters = read_stream(data.valid or valid_lines, tokenizer, vocab, "validation file")
     test_ids, test_characters = read_stream(data.test, tokenizer, vocab, "test file") if data.test else (None, 0)
