@@ -62,12 +62,26 @@ def test_classifier_model_features_arch_and_sigmoid_output():
 
 
 def test_classifier_model_embedding_std_sets_the_initial_scale():
-    default, small = tiny("pooled"), tiny("pooled", embedding_std=0.01)
-    assert 0.8 < default.embedding.weight[1:].std() < 1.2                      # PyTorch's N(0, 1)
+    wide, small = tiny("pooled", embedding_std=1.0), tiny("pooled", embedding_std=0.01)
+    assert 0.8 < wide.embedding.weight[1:].std() < 1.2                         # PyTorch's N(0, 1)
     assert 0.008 < small.embedding.weight[1:].std() < 0.012
     assert small.embedding.weight[0].abs().sum() == 0                           # padding stays zero
-    with pytest.raises(SeqlabError, match="--embedding-std must be positive"):
-        tiny("pooled", embedding_std=0.0)
+    with pytest.raises(SeqlabError, match="--embedding-std must be at least 0"):
+        tiny("pooled", embedding_std=-0.01)
+
+
+def test_classifier_model_default_embedding_std_is_small_for_the_pooled_classifier_only():
+    """The default (0) stands for 0.01 with pooled embeddings, which max pooling needs to learn at all, and
+    for PyTorch's N(0, 1) with every encoder; the config keeps the value it stands for (config.json)."""
+    assert ClassifierConfig(arch="pooled").embedding_std == 0.01
+    pooled = tiny("pooled", pooling="max")
+    assert pooled.config.embedding_std == 0.01
+    assert 0.008 < pooled.embedding.weight[1:].std() < 0.012
+    for arch in ("rnn", "lstm", "gru", "transformer", "features"):
+        assert ClassifierConfig(arch=arch).embedding_std == 1.0
+    torch.manual_seed(0)
+    untouched = torch.nn.Embedding(V, 12, padding_idx=0).weight                 # the draws of PyTorch's default
+    torch.testing.assert_close(tiny("lstm").embedding.weight, untouched, rtol=0, atol=0)
 
 
 def test_pooling_ignores_padding_and_matches_the_equations():

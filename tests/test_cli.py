@@ -11,10 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
+import seqlab
 from conftest import ARCHS, TEST, TRAIN, VALID
 from seqlab.cli import main
-from seqlab.training.checkpoint import load_tensors
+from seqlab.data.vocab import EOS
+from seqlab.training.checkpoint import load_tensors, save_model
 
 TINY = ["--embedding-size", "16", "--hidden-size", "16", "--layers", "1", "--heads", "2", "--batch-size", "4",
         "--seq-len", "8", "--max-steps", "4", "--eval-every", "2", "--no-progress", "--log-every", "1"]
@@ -36,15 +39,38 @@ def test_cli_train_evaluate_generate(tmp_path, capsys, arch):
     figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert figures["tokens"] == sum(len(line.split()) + 1 for line in TEST.read_text().splitlines())
     assert figures["unit"] == "word" and figures["perplexity"] > 1
+    assert figures["characters"] == len(TEST.read_text())                 # every line ends with its newline
+    assert figures["bits_per_char"] == pytest.approx(figures["bits_per_token"] * figures["tokens"]
+                                                     / figures["characters"], rel=1e-12)
     assert main(["evaluate", str(run), str(TEST)]) == 0
     text = capsys.readouterr().out
     assert "perplexity:" in text and "nats per word token" in text and "bits per word token" in text
+    assert f"bits per char: {figures['bits_per_char']:.4f}" in text
     assert main(["generate", str(run), "--prompt", "First Citizen", "--max-tokens", "5", "--seed", "1",
                  "--no-stop-at-eos"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("First Citizen ") and len(out.split()) == 2 + 5
     config = json.loads((run / "config.json").read_text())
     assert config["model"]["arch"] == arch and config["model"]["tie_weights"] is True
+
+
+def test_cli_generate_goes_past_line_ends_unless_stop_at_eos(tmp_path, capsys):
+    """A word model's </s> is a line break: `seqlab generate` writes it and goes on to --max-tokens (prose
+    hard-wrapped into lines does not end after one); --stop-at-eos stops at the first line end."""
+    code, run = train(tmp_path, "--tokenizer", "word")
+    assert code == 0
+    lm = seqlab.load(run)
+    with torch.no_grad():
+        lm.model.output.decoder.bias[EOS] += 6.0                               # </s> about one token in three
+    save_model(run / "model.safetensors", lm.model)
+    capsys.readouterr()
+    assert main(["generate", str(run), "--prompt", "We are", "--max-tokens", "30", "--seed", "1"]) == 0
+    going_on = capsys.readouterr().out[len("We are"):-1]                        # the CLI ends with a newline
+    assert going_on.count("\n") >= 3
+    assert len(going_on.split()) + going_on.count("\n") == 30                 # 30 tokens: words and line ends
+    assert main(["generate", str(run), "--prompt", "We are", "--max-tokens", "30", "--seed", "1",
+                 "--stop-at-eos"]) == 0
+    assert capsys.readouterr().out[len("We are"):-1] == going_on[:going_on.index("\n")]
 
 
 def test_cli_default_corpus_and_sampling_options(tmp_path, capsys):

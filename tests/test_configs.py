@@ -78,9 +78,9 @@ def test_configs_classifier_recipes_are_the_measured_commands():
         "format": "sst-tree", "sst_classes": 2, "phrases": True, "tokenizer": "whitespace", "arch": "lstm",
         "bidirectional": True, "pooling": "max", "embedding_size": 300, "hidden_size": 150, "epochs": 6})
     assert resolve_classifier_config(folder / "sst2-bilstm-max-phrases.yaml") == sst2
-    imdb = resolve_classifier_config(None, {
+    imdb = resolve_classifier_config(None, {           # embedding_std 1.0: the pooled default when measured
         "format": "jsonl", "arch": "pooled", "ngrams": 2, "min_freq": 3, "embedding_size": 64, "hidden_size": 64,
-        "lr": 1e-2, "epochs": 6, "batch_size": 64})
+        "lr": 1e-2, "epochs": 6, "batch_size": 64, "embedding_std": 1.0})
     assert resolve_classifier_config(folder / "imdb-pooled-bigrams.yaml") == imdb
 
 

@@ -274,15 +274,17 @@ def test_decoding_transformer_refuses_a_prompt_longer_than_its_context():
 
 
 @pytest.mark.parametrize("arch, overrides", ARCHS)
-def test_decoding_generate_stops_at_eos(arch, overrides):
+def test_decoding_generate_goes_past_eos_unless_asked_to_stop(arch, overrides):
+    """</s> is a line end: by default generation writes it and goes on to max_tokens; stop_at_eos stops there."""
     model = tiny_lm(arch, **overrides)
     with torch.no_grad():
         model.output.decoder.bias[EOS] = 100.0                          # always predicts </s>
     prompt = [EOS, 7, 9]
-    assert list(generate_ids(model, prompt, SamplingOptions(max_tokens=10, greedy=True))) == [EOS]
-    assert list(generate_ids(model, prompt, SamplingOptions(max_tokens=10, seed=1))) == [EOS]
+    assert list(generate_ids(model, prompt, SamplingOptions(max_tokens=10, greedy=True))) == [EOS] * 10
+    assert list(generate_ids(model, prompt, SamplingOptions(max_tokens=10, seed=1))) == [EOS] * 10
     assert list(generate_ids(model, prompt, SamplingOptions(max_tokens=10, greedy=True,
-                                                            stop_at_eos=False))) == [EOS] * 10
+                                                            stop_at_eos=True))) == [EOS]
+    assert list(generate_ids(model, prompt, SamplingOptions(max_tokens=10, seed=1, stop_at_eos=True))) == [EOS]
     assert list(generate_ids(model, prompt, SamplingOptions(max_tokens=0, greedy=True))) == []
 
 

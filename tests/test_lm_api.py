@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 import torch
 
 import seqlab
-from conftest import VALID, tiny_config
+from conftest import TEST, VALID, tiny_config
 from seqlab.data.batching import StreamBatches, sliding_windows
 from seqlab.data.vocab import EOS
 from seqlab.lm import SeqlabWarning
 from seqlab.models.lm import LMConfig, build_lm
-from seqlab.tasks.lm import evaluate_lm, summarize
+from seqlab.tasks.lm import LanguageModelingTask, evaluate_lm, summarize
 
 
 def brute_force_nll(model, ids: torch.Tensor) -> float:
@@ -101,3 +102,66 @@ def test_lm_api_streamed_pieces_join_to_the_generated_text(trained):
     pieces = list(lm.stream("We are", max_tokens=10, seed=5, stop_at_eos=False))
     assert len(pieces) == 10
     assert "".join(pieces) == lm.generate("We are", max_tokens=10, seed=5, stop_at_eos=False)
+
+
+def test_lm_api_bits_per_char_is_the_total_in_bits_over_the_characters(trained):
+    """Word model: bits per character = (summed loss in bits) / (characters of each line + one per line)."""
+    lm = seqlab.load(trained)
+    figures = lm.evaluate_file(VALID)
+    lines = VALID.read_text().splitlines()
+    characters = sum(len(line) + 1 for line in lines)
+    assert figures["characters"] == characters
+    total_bits = figures["loss"] * figures["tokens"] / math.log(2)
+    assert figures["bits_per_char"] == pytest.approx(total_bits / characters, rel=1e-12)
+    text = "First Citizen:\nWe are accounted poor citizens"
+    assert lm.evaluate_text(text)["characters"] == len(text) + 1                  # the last line's break counted
+    assert lm.evaluate_text(text + "\n")["bits_per_char"] == lm.evaluate_text(text)["bits_per_char"]
+    ids = lm.encode(text)                               # 'citizens' is not in the tiny vocabulary: read as <unk>
+    assert lm.evaluate_ids(ids, batch_size=1)["characters"] == len(text.replace("citizens", "<unk>")) + 1
+    assert lm.evaluate_ids(ids, batch_size=1, characters=len(text) + 1) == lm.evaluate_text(text)
+
+
+def test_lm_api_bits_per_char_equals_bits_per_token_for_characters(tmp_path):
+    """A character model scores one token per character and one </s> per line break: the two are the same figure,
+    during training (metrics.jsonl, valid and test) and in evaluation."""
+    run = tmp_path / "chars"
+    seqlab.train_lm(tiny_config(run, "gru", tokenizer="char", max_steps=4, eval_every=2))
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert {r["split"] for r in records} == {"valid", "test"} and len(records) == 4
+    for record in records:
+        assert record["bits_per_char"] == record["bits_per_token"]
+        assert record["characters"] == record["tokens"]
+    lm = seqlab.load(run)
+    for path in (VALID, TEST):
+        figures = lm.evaluate_file(path)
+        assert figures["bits_per_char"] == figures["bits_per_token"]
+        assert figures["characters"] == figures["tokens"] == len(path.read_text())   # the file ends with a newline
+
+
+def test_lm_task_reports_the_characters_once_across_processes():
+    """Under DDP each process scores some rows and the trainer adds their figures: only the process holding the
+    first rows reports the split's characters."""
+    torch.manual_seed(0)
+    model = build_lm(LMConfig(arch="lstm", vocab_size=30, embedding_size=8, hidden_size=8, num_layers=1)).eval()
+    ids = torch.randint(3, 30, (80,))
+    task = LanguageModelingTask(model, ids, ids[:40], ids[40:], batch_size=2, seq_len=5, eval_batch_size=4,
+                                eval_stride=0, seed=0, valid_characters=123, test_characters=77)
+    first, second = (task.evaluate(model, task.valid_data, "cpu", rows) for rows in (slice(0, 2), slice(2, 4)))
+    assert (first["characters"], second["characters"]) == (123, 0)
+    assert task.evaluate(model, task.test_data, "cpu")["characters"] == 77
+    added = {k: first[k] + second[k] for k in first}
+    whole = task.evaluate(model, task.valid_data, "cpu")
+    assert task.summarize(added)["bits_per_char"] == pytest.approx(task.summarize(whole)["bits_per_char"], rel=1e-9)
+    assert task.summarize(whole)["bits_per_char"] == pytest.approx(whole["loss_sum"] / 123 / math.log(2))
+
+
+def test_lm_api_generation_goes_past_line_ends_unless_asked_to_stop(trained):
+    """A word model's </s> is a line break: by default generation writes it and goes on, so hard-wrapped
+    prose does not end after one line; stop_at_eos=True stops at the first one."""
+    lm = seqlab.load(trained)
+    with torch.no_grad():
+        lm.model.output.decoder.bias[EOS] += 100.0                              # always predicts </s>
+    assert lm.generate("We are", max_tokens=5, greedy=True) == "\n" * 5
+    assert lm.generate("We are", max_tokens=5, seed=1) == "\n" * 5
+    assert lm.generate("We are", max_tokens=5, greedy=True, stop_at_eos=True) == ""
+    assert list(lm.stream("We are", max_tokens=3, greedy=True)) == ["\n", "\n", "\n"]

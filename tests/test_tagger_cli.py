@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 from seqlab.cli import main
+from seqlab.tagger import load_tagger
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SMALL = ["--embedding-size", "16", "--hidden-size", "16", "--dropout", "0", "--batch-size", "2",
@@ -81,3 +82,14 @@ def test_tagger_cli_reads_conll_input_and_reports_confusions_and_unseen_tags(tmp
     out = capsys.readouterr().out
     assert "tags training never saw, each token counted as an error: INTJ_NEW (1)" in out
     assert "most confused tags" in out and "VERB -> NOUN" in out
+
+
+def test_tagger_cli_trains_character_features_by_default_and_none_turns_them_off(tmp_path):
+    pos = str(FIXTURES / "tagging.conllu")
+    for name, options, expected in (("default", [], "lstm"), ("none", ["--char-features", "none"], "none")):
+        run = tmp_path / name
+        assert main(["train", "tagger", "--train", pos, "--dev", pos, "--output", str(run), "--max-steps", "2",
+                     *SMALL, *options]) == 0
+        assert json.loads((run / "config.json").read_text())["model"]["char_features"] == expected
+        tagger = load_tagger(run)
+        assert (tagger.model.chars is not None) == (expected == "lstm")

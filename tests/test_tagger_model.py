@@ -13,7 +13,7 @@ V, K, C = 30, 5, 12
 
 def tiny(encoder, **overrides):
     settings = {"encoder": encoder, "vocab_size": V, "num_labels": K, "char_vocab_size": C, "embedding_size": 8,
-                "hidden_size": 8, "num_heads": 2, "dropout": 0.0, "char_embedding_size": 4,
+                "hidden_size": 8, "num_heads": 2, "dropout": 0.0, "char_features": "none", "char_embedding_size": 4,
                 "char_hidden_size": 4, "window": 1, **overrides}
     torch.manual_seed(0)
     return Tagger(TaggerConfig(**settings))
@@ -89,6 +89,21 @@ def fit(model, steps=150):
 @pytest.mark.parametrize("crf", [False, True])
 def test_tagger_overfits_a_few_sentences(encoder, crf):
     assert fit(tiny(encoder, crf=crf, char_features="cnn" if encoder == "lstm" else "none"))
+
+
+def test_tagger_default_config_has_character_features():
+    """A tagger trained with the defaults reads each word's characters (a BiLSTM over them, as every shipped
+    recipe): without them unseen words have only the <unk> embedding. `none` still turns them off."""
+    assert TaggerConfig().char_features == "lstm"
+    torch.manual_seed(0)
+    model = Tagger(TaggerConfig(vocab_size=V, num_labels=K, char_vocab_size=C))
+    assert model.chars is not None
+    words, lengths, chars = ragged_batch()
+    with_chars = model(words, lengths, chars)
+    other = chars.clone()
+    other[0, 0, 0] = (other[0, 0, 0] + 1) % (C - 5) + 5                       # one character of one word changed
+    assert not torch.equal(model(words, lengths, other)[0, 0], with_chars[0, 0])
+    assert tiny("lstm", char_features="none").chars is None
 
 
 def test_tagger_bad_configs():

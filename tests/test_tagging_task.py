@@ -44,7 +44,8 @@ def test_tagging_batches_cover_every_sentence_once_and_repeat_with_the_seed():
 
 
 def train_tagger(tmp_path, train, valid, **model):
-    encoder = Encoder.build(train, char_features=model.get("char_features", "none") != "none")
+    model = {"char_features": "none", **model}
+    encoder = Encoder.build(train, char_features=model["char_features"] != "none")
     config = TaggerConfig(vocab_size=len(encoder.words), num_labels=len(encoder.labels),
                           char_vocab_size=len(encoder.chars) if encoder.chars else 0, embedding_size=16,
                           hidden_size=16, dropout=0.0, **model)

@@ -175,8 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--seed", type=Number.of(SamplingOptions, "seed"), default=None,
                           help="random seed for reproducible samples")
     generate.add_argument("--stop-at-eos", action=argparse.BooleanOptionalAction, default=None,
-                          help="stop at </s> (default: yes for word and BPE models, no for characters, "
-                          "whose </s> is a line break)")
+                          help="stop at the first line end (</s>) (default: no, for every tokenizer: </s> is "
+                          "written as a line break and generation goes on to --max-tokens)")
     generate.add_argument("--truncate-prompt", action="store_true",
                           help="keep the end of a prompt longer than the model's context")
     add_runtime_options(generate)
@@ -532,6 +532,8 @@ def evaluate_command(args: argparse.Namespace) -> int:
     print(f"cross-entropy: {result['loss']:.4f} nats per {result['unit']} token")
     print(f"               {result['bits_per_token']:.4f} bits per {result['unit']} token")
     print(f"perplexity:    {result['perplexity']:.2f} (per {result['unit']} token)")
+    print(f"bits per char: {result['bits_per_char']:.4f} (the total over the file's {result['characters']:,} "
+          "characters, a line break each)")
     return 0
 
 

@@ -35,7 +35,8 @@ class SamplingOptions:
     top_k: int = option(0, "sample among the k most likely tokens (0: all)", at_least=0)
     top_p: float = option(1.0, "sample among the most likely tokens holding probability p", above=0, at_most=1)
     seed: int | None = option(None, "random seed for reproducible samples", at_least=0, below=2**63)
-    stop_at_eos: bool = option(True, "stop at </s>")
+    stop_at_eos: bool = option(False, "stop at the first </s> (a line end); otherwise go on past line breaks "
+                                      "until max_tokens")
 
     def __post_init__(self):
         check_fields(self)

@@ -23,7 +23,7 @@ import torch
 
 from seqlab.config import check_fields, option
 from seqlab.data.batching import StreamBatches, sliding_windows
-from seqlab.data.readers import count_tokens, default_corpus, encode_lines, load_stream, read_lines
+from seqlab.data.readers import count_characters, default_corpus, encode_lines, read_lines, read_stream
 from seqlab.data.tokenizers import TOKENIZERS, Tokenizer, make_tokenizer, tokenizer_from_dict
 from seqlab.data.vocab import EOS, UNK, Vocab
 from seqlab.decoding import SamplingOptions, generate_ids
@@ -49,9 +49,12 @@ class LMDataConfig:
     test: str = option("", "test text file, scored with the best weights at the end", file=True)
     tokenizer: str = option("char", "tokens: characters, whitespace words (PTB, wikitext) or BPE",
                             choices=tuple(TOKENIZERS))
-    min_freq: int = option(1, "keep tokens seen at least this often in training; the rest become <unk>", at_least=1)
-    max_vocab: int = option(0, "keep at most this many tokens, specials included (0: no limit)", at_least=0)
-    bpe_vocab_size: int = option(8000, "BPE: learn merges until the vocabulary has this many pieces", at_least=1)
+    min_freq: int = option(1, "word / char: keep tokens seen at least this often in training; the rest become "
+                              "<unk> (BPE keeps every piece of its model)", at_least=1)
+    max_vocab: int = option(0, "word / char: keep at most this many tokens, specials included (0: no limit; "
+                               "refused with BPE: use --bpe-vocab-size)", at_least=0)
+    bpe_vocab_size: int = option(8000, "BPE: learn merges until the model has this many pieces (the 256 bytes "
+                                       "included); the vocabulary is these pieces and the 5 specials", at_least=1)
 
     def __post_init__(self):
         check_fields(self)
@@ -103,13 +106,16 @@ def _train_lm(config, run_dir, device, resume, overwrite, callback) -> dict:
         tokenizer, vocab = read_tokenizer_and_vocab(run_dir)
         train_tokens = tokenizer.tokenize_lines(train_lines)
     else:
+        if data.tokenizer == "bpe" and data.max_vocab:
+            raise SeqlabError(f"--max-vocab {data.max_vocab}: a BPE vocabulary is every piece of its BPE model; "
+                              "set its size with --bpe-vocab-size instead (--max-vocab is for word and char)")
         tokenizer = make_tokenizer(data.tokenizer, data.bpe_vocab_size)
         tokenizer.fit(train_lines)
         train_tokens = tokenizer.tokenize_lines(train_lines)
-        vocab = Vocab.build(count_tokens(train_tokens), data.min_freq, data.max_vocab or None)
+        vocab = tokenizer.vocabulary(train_tokens, data.min_freq, data.max_vocab or None)
     train_ids = encode_lines(train_tokens, vocab)
-    valid_ids = load_stream(data.valid or valid_lines, tokenizer, vocab, "validation file")
-    test_ids = load_stream(data.test, tokenizer, vocab, "test file") if data.test else None
+    valid_ids, valid_characters = read_stream(data.valid or valid_lines, tokenizer, vocab, "validation file")
+    test_ids, test_characters = read_stream(data.test, tokenizer, vocab, "test file") if data.test else (None, 0)
     model_config = dataclasses.replace(config.model, vocab_size=len(vocab))
     config = dataclasses.replace(config, model=model_config)
     torch.manual_seed(config.train.seed)
@@ -123,7 +129,7 @@ def _train_lm(config, run_dir, device, resume, overwrite, callback) -> dict:
     distributed.barrier()
     task = LanguageModelingTask(model, train_ids, valid_ids, test_ids, config.train.batch_size,
                                 config.train.seq_len, config.train.eval_batch_size,
-                                config.train.eval_stride, config.train.seed)
+                                config.train.eval_stride, config.train.seed, valid_characters, test_characters)
     trainer = Trainer(task, model, config.train, run_dir, device, callback)
     return trainer.fit(resume=resume)
 
@@ -173,12 +179,17 @@ class TrainedLM:
     def unit(self) -> str:
         return self.tokenizer.unit
 
-    def tokenize(self, text: str) -> list[list[str]]:
-        """Text -> the tokens of each line (a final newline adds no line)."""
+    @staticmethod
+    def lines(text: str) -> list[str]:
+        """Text -> its lines (a final newline adds no line)."""
         lines = text.split("\n")
         if lines and lines[-1] == "" and len(lines) > 1:
             lines.pop()
-        return self.tokenizer.tokenize_lines(lines)
+        return lines
+
+    def tokenize(self, text: str) -> list[list[str]]:
+        """Text -> the tokens of each line (a final newline adds no line)."""
+        return self.tokenizer.tokenize_lines(self.lines(text))
 
     def encode(self, text: str) -> torch.Tensor:
         """Text -> the id stream the model is scored on (one `</s>` per line)."""
@@ -190,25 +201,38 @@ class TrainedLM:
             return list(StreamBatches(ids, batch_size, self.config.train.seq_len, exact=True))
         return sliding_windows(ids, batch_size, context, stride or max(1, context // 2))
 
-    def evaluate_ids(self, ids: torch.Tensor, batch_size: int = 10, stride: int = 0, progress=None) -> dict:
+    def evaluate_ids(self, ids: torch.Tensor, batch_size: int = 10, stride: int = 0, progress=None,
+                     characters: int | None = None) -> dict:
+        """Tokens, loss (nats/token), bits per token, perplexity and bits per character of an id stream
+        (one `</s>` per line). `characters` is the text's character count (`count_characters`); by
+        default, that of the text the ids decode to (exact for text the tokenizer gives back unchanged,
+        such as characters and BPE; an `<unk>` counts as its 5 letters)."""
         batches = self._batches(ids, batch_size, stride)
         if progress is not None:
             progress.reset(total=len(batches))
         stats = evaluate_lm(self.model, batches, self.model.context_length is None, self.device,
                             progress=progress)
-        result = summarize(stats["loss_sum"], stats["tokens"])
+        if characters is None:
+            characters = len(self.detokenize(ids.tolist()))
+        result = summarize(stats["loss_sum"], stats["tokens"], characters)
         result["unknown"] = int((ids == UNK).sum())
         result["unit"] = self.unit
         return result
 
     def evaluate_file(self, path: str | Path, batch_size: int = 10, stride: int = 0, progress=None) -> dict:
-        """Tokens, loss (nats/token), bits per token and perplexity of a text file."""
-        ids = load_stream(path, self.tokenizer, self.vocab, "evaluation file")
-        return self.evaluate_ids(ids, batch_size, stride, progress)
+        """Tokens, loss (nats/token), bits per token, perplexity and bits per character of a text file."""
+        ids, characters = read_stream(path, self.tokenizer, self.vocab, "evaluation file")
+        return self.evaluate_ids(ids, batch_size, stride, progress, characters)
 
     def perplexity(self, text: str) -> float:
         """exp of the mean negative log-likelihood per token of `text` (SLP 9.1)."""
-        return self.evaluate_ids(self.encode(text), batch_size=1)["perplexity"]
+        return self.evaluate_text(text)["perplexity"]
+
+    def evaluate_text(self, text: str) -> dict:
+        """`evaluate_file`'s figures for a string (its lines as a file's lines)."""
+        lines = self.lines(text)
+        return self.evaluate_ids(encode_lines(self.tokenizer.tokenize_lines(lines), self.vocab), batch_size=1,
+                                 characters=count_characters(lines))
 
     @torch.no_grad()
     def score(self, text: str) -> list[tuple[str, float]]:
@@ -262,8 +286,9 @@ class TrainedLM:
         return "\n".join(lines)
 
     def stream(self, prompt: str, truncate_prompt: bool = False, **options) -> Iterator[str]:
-        """Yield the continuation of `prompt` piece by piece as it is generated."""
-        options.setdefault("stop_at_eos", self.tokenizer.stop_at_eos)
+        """Yield the continuation of `prompt` piece by piece as it is generated. Generation goes on past
+        line ends (`</s>`, written as line breaks) until `max_tokens`; `stop_at_eos=True` stops at the
+        first one."""
         sampling = SamplingOptions(**options)
         context = self.prompt_ids(prompt, truncate_prompt)
         prompt_body = context[1:]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,11 +70,12 @@ class Seq2SeqDataConfig:
                                    choices=("", *TOKENIZERS))
     shared_vocab: bool = option(False, "one tokenizer and vocabulary learned on both sides (needed by --arch lm "
                                        "and --share-embeddings)")
-    bpe_vocab_size: int = option(8000, "bpe: subwords per vocabulary", at_least=1)
-    min_freq: int = option(1, "word / char: keep tokens seen at least this often in training; the rest are <unk>",
-                           at_least=1)
-    max_vocab: int = option(0, "keep at most this many tokens per vocabulary, specials included (0: no limit)",
-                            at_least=0)
+    bpe_vocab_size: int = option(8000, "bpe: pieces per BPE model (the 256 bytes included); its vocabulary is "
+                                       "these pieces and the 5 specials", at_least=1)
+    min_freq: int = option(1, "word / char: keep tokens seen at least this often in training; the rest are <unk> "
+                              "(BPE keeps every piece of its model)", at_least=1)
+    max_vocab: int = option(0, "word / char: keep at most this many tokens per vocabulary, specials included (0: no "
+                               "limit; refused when every side is BPE: use --bpe-vocab-size)", at_least=0)
     max_source_length: int = option(0, "longest source in tokens (0: no limit for rnn / lstm / gru; the "
                                        "transformer: --max-positions; lm: what --max-target-length leaves)", at_least=0)
     max_target_length: int = option(0, "longest target in tokens (0: no limit for rnn / lstm / gru; the "
@@ -191,30 +191,30 @@ def _train(config: Seq2SeqTrainConfig, run_dir: Path, device, resume: bool, over
 
 
 def build_encoder(train: list[Pair], config: Seq2SeqTrainConfig) -> PairEncoder:
-    """Tokenizers and vocabularies from the training pairs only."""
+    """Tokenizers and vocabularies from the training pairs only: a word or char vocabulary holds the
+    tokens seen (--min-freq, --max-vocab), a BPE vocabulary every piece of its BPE model."""
     data = config.data
+    if data.max_vocab and {data.side_tokenizer("source"), data.side_tokenizer("target")} == {"bpe"}:
+        raise SeqlabError(f"--max-vocab {data.max_vocab}: a BPE vocabulary is every piece of its BPE model; set its "
+                          "size with --bpe-vocab-size instead (--max-vocab is for word and char vocabularies)")
     sources, targets = [p.source for p in train], [p.target for p in train]
     if data.shared_vocab:
         if data.side_tokenizer("source") != data.side_tokenizer("target"):
             raise SeqlabError("--shared-vocab needs the same tokenizer on both sides")
         tokenizer = make_tokenizer(data.side_tokenizer("source"), data.bpe_vocab_size)
         tokenizer.fit(sources + targets)
-        counts = Counter(t for tokens in tokenizer.tokenize_lines(sources + targets) for t in tokens)
-        vocab = Vocab.build(counts, _min_freq(tokenizer, data), data.max_vocab or None)
+        vocab = tokenizer.vocabulary(tokenizer.tokenize_lines(sources + targets), data.min_freq,
+                                     data.max_vocab or None)
         return PairEncoder(tokenizer, tokenizer, vocab, vocab, config.model.arch == "lm",
                            data.max_source_length, data.max_target_length)
     made = []
     for side, lines in (("source", sources), ("target", targets)):
         tokenizer = make_tokenizer(data.side_tokenizer(side), data.bpe_vocab_size)
         tokenizer.fit(lines)
-        counts = Counter(t for tokens in tokenizer.tokenize_lines(lines) for t in tokens)
-        made.append((tokenizer, Vocab.build(counts, _min_freq(tokenizer, data), data.max_vocab or None)))
+        made.append((tokenizer, tokenizer.vocabulary(tokenizer.tokenize_lines(lines), data.min_freq,
+                                                     data.max_vocab or None)))
     return PairEncoder(made[0][0], made[1][0], made[0][1], made[1][1], False, data.max_source_length,
                        data.max_target_length)
-
-
-def _min_freq(tokenizer, data: Seq2SeqDataConfig) -> int:
-    return 1 if tokenizer.kind == "bpe" else data.min_freq      # every BPE subword of training is kept
 
 
 def write_run_files(run_dir: Path, config: Seq2SeqTrainConfig, encoder: PairEncoder, overwrite: bool = False) -> None:

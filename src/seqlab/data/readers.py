@@ -52,9 +52,19 @@ def encode_lines(token_lines: list[list[str]], vocab: Vocab) -> torch.Tensor:
     return torch.tensor(ids, dtype=torch.long)
 
 
-def load_stream(source: str | Path | list[str], tokenizer: Tokenizer, vocab: Vocab,
-                what: str = "file") -> torch.Tensor:
-    """Read, tokenize and encode a file (or lines already read); refuse a file that is all unknowns."""
+def count_characters(lines: list[str]) -> int:
+    """The characters of a text as a language model's bits per character count them: every character
+    (Unicode code point) of each line as read, plus one per line for its line break, the `</s>` that
+    ends each line of the token stream (so a last line without a final newline is counted as ended
+    too, and a CRLF counts as one break). For a character-level model this is the number of tokens
+    scored."""
+    return sum(len(line) for line in lines) + len(lines)
+
+
+def read_stream(source: str | Path | list[str], tokenizer: Tokenizer, vocab: Vocab,
+                what: str = "file") -> tuple[torch.Tensor, int]:
+    """Read, tokenize and encode a file (or lines already read) -> (ids, characters, see
+    `count_characters`); refuse a file that is all unknowns."""
     lines = read_lines(source, what) if not isinstance(source, list) else source
     ids = encode_lines(tokenizer.tokenize_lines(lines), vocab)
     words = ids[ids != EOS]
@@ -62,4 +72,10 @@ def load_stream(source: str | Path | list[str], tokenizer: Tokenizer, vocab: Voc
         raise SeqlabError(f"{what} {source if not isinstance(source, list) else '(text)'}: all "
                           f"{len(words)} tokens are unknown to the vocabulary built from the training "
                           f"file; is it the same language and tokenization?")
-    return ids
+    return ids, count_characters(lines)
+
+
+def load_stream(source: str | Path | list[str], tokenizer: Tokenizer, vocab: Vocab,
+                what: str = "file") -> torch.Tensor:
+    """The ids of `read_stream`."""
+    return read_stream(source, tokenizer, vocab, what)[0]

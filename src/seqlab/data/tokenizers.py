@@ -4,13 +4,19 @@ A tokenizer turns one line (without its newline) into token strings and back. Th
 the vocabulary's `</s>`, added by the caller (see `seqlab.data.readers.encode_lines`): one `</s>`
 per line, the convention of PTB and wikitext-2. For characters `</s>` is the newline character, so
 a character stream has exactly the tokens of nanoGPT's `shakespeare_char` (65 symbols).
+
+Each tokenizer also says which vocabulary its tokens get ids from (`vocabulary`): words and
+characters those seen in training (`min_freq`, `max_size`); byte-level BPE every piece of its own
+model, so that no text ever gets an `<unk>`.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable
 
+from seqlab.data.vocab import Vocab
 from seqlab.errors import SeqlabError
 
 
@@ -20,7 +26,6 @@ class Tokenizer:
     kind = ""
     unit = "token"           # what perplexity is measured per, for reports
     joiner = ""              # how detokenized lines are joined within a line
-    stop_at_eos = True       # whether generation stops at </s> by default
 
     def fit(self, lines: Iterable[str]) -> None:
         """Learn from the training lines (only BPE learns anything)."""
@@ -35,12 +40,18 @@ class Tokenizer:
         """Tokens of one line (no </s>) -> text."""
         return self.joiner.join(tokens)
 
+    def vocabulary(self, token_lines: list[list[str]], min_freq: int = 1, max_size: int | None = None) -> Vocab:
+        """The vocabulary of a model over these tokens: the tokens of the training lines seen at least
+        `min_freq` times, the `max_size` most frequent (specials included), the rest read as `<unk>`."""
+        counts = Counter(token for tokens in token_lines for token in tokens)
+        return Vocab.build(counts, min_freq, max_size)
+
     def to_dict(self) -> dict:
         return {"kind": self.kind}
 
 
 class CharTokenizer(Tokenizer):
-    kind, unit, joiner, stop_at_eos = "char", "character", "", False
+    kind, unit, joiner = "char", "character", ""
 
     def tokenize(self, line: str) -> list[str]:
         return list(line)
@@ -58,8 +69,9 @@ class WordTokenizer(Tokenizer):
 class BPETokenizer(Tokenizer):
     """Byte-level BPE (GPT-2 style) learned on the training split with Hugging Face `tokenizers`.
 
-    Byte-level means every string is representable: BPE never produces an unknown token for text
-    whose bytes occurred in training.
+    Byte-level means every string is representable: any UTF-8 text is a sequence of the 256 byte
+    symbols, which are pieces of the model whether or not training saw them, so with the model's own
+    vocabulary (`vocabulary`) no text ever gets an `<unk>`.
     """
 
     kind, unit = "bpe", "BPE token"
@@ -103,6 +115,17 @@ class BPETokenizer(Tokenizer):
     def detokenize(self, tokens: list[str]) -> str:
         text = self.hf.decoder.decode(tokens)
         return text[1:] if text.startswith(" ") else text
+
+    def pieces(self) -> list[str]:
+        """Every piece of the trained BPE model in the model's id order: the 256 byte symbols (sorted),
+        then each merge's result in the order the merges were learned."""
+        ids = self.hf.get_vocab()
+        return sorted(ids, key=ids.__getitem__)
+
+    def vocabulary(self, token_lines: list[list[str]], min_freq: int = 1, max_size: int | None = None) -> Vocab:
+        """The BPE model's own pieces after the five specials, whatever training used: `min_freq` and
+        `max_size` do not apply (the size is the model's, `--bpe-vocab-size`)."""
+        return Vocab.of_pieces(self.pieces())
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "vocab_size": self.vocab_size, "min_frequency": self.min_frequency,

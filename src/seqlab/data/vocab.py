@@ -34,6 +34,13 @@ class Vocab:
             kept = kept[: max(0, max_size - len(SPECIALS))]
         return cls(list(SPECIALS) + kept)
 
+    @classmethod
+    def of_pieces(cls, pieces: Iterable[str]) -> Vocab:
+        """The specials, then `pieces` in their order (a subword model's own vocabulary). A piece spelled
+        like a special is left out (byte-level BPE cannot learn one: its pre-tokenizer splits `<s>`
+        into `<`, `s`, `>`)."""
+        return cls(list(SPECIALS) + [piece for piece in pieces if piece not in SPECIALS])
+
     def __len__(self) -> int:
         return len(self.tokens)
 

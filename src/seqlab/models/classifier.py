@@ -34,6 +34,9 @@ from seqlab.nn.recurrent import RecurrentStack
 from seqlab.nn.transformer import PositionalEmbedding, TransformerBlock
 
 ARCHS = ("features", "pooled", "rnn", "lstm", "gru", "transformer")
+# the pooled classifier's initial embeddings, N(0, 0.01^2): from PyTorch's N(0, 1) the max of the embeddings never
+# left one class and the mean trained 3 points lower (benchmarks/results/classification_init.md)
+POOLED_EMBEDDING_STD = 0.01
 POOLINGS = ("auto", "last", "mean", "max", "cls")
 RECURRENT = ("rnn", "lstm", "gru")
 
@@ -48,8 +51,10 @@ class ClassifierConfig:
     num_features: int = option(0, "features arch: input features (set from the data)", at_least=0)
     embedding_size: int = option(128, "word embedding width (with --vectors: the vectors' width)", at_least=1)
     freeze_embeddings: bool = option(False, "keep the word embeddings as initialised (with --vectors)")
-    embedding_std: float = option(1.0, "standard deviation of the random initial embeddings (1: PyTorch's "
-                                       "default); max pooling of embeddings learns only from small ones", above=0)
+    embedding_std: float = option(0.0, "standard deviation of the random initial embeddings; 0: the arch's "
+                                       "default, 0.01 for pooled (max pooling of embeddings learns only from "
+                                       "small ones, mean pooling gains 3 points) and 1 (PyTorch's N(0, 1)) for the "
+                                       "others", at_least=0)
     hidden_size: int = option(128, "recurrent state per direction; the transformer's width; the hidden "
                                    "layers of the features and pooled networks", at_least=1)
     num_layers: int = option(1, "stacked encoder layers (features / pooled: hidden layers)", flag="layers", at_least=1)
@@ -77,6 +82,8 @@ class ClassifierConfig:
 
     def __post_init__(self):
         check_fields(self)
+        if self.embedding_std == 0:                  # the arch's default, saved as the value it stands for
+            self.embedding_std = POOLED_EMBEDDING_STD if self.arch == "pooled" else 1.0
         pooling = self.document_pooling
         allowed = {"features": ("mean",), "pooled": ("mean", "max"), "transformer": ("mean", "max", "cls")}
         if pooling not in allowed.get(self.arch, ("last", "mean", "max")):

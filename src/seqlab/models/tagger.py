@@ -54,7 +54,9 @@ class TaggerConfig:
     bidirectional: bool = option(True, "recurrent encoders: read the sentence both ways")
     combine: str = option("concat", "how the two directions' states are combined (SLP 9.2.6)", choices=COMBINE)
     dropout: float = option(0.5, "dropout on the embeddings, between layers and before the output", at_least=0, below=1)
-    char_features: str = option("none", "character-level word features", choices=CHAR_FEATURES)
+    char_features: str = option("lstm", "character-level word features: a BiLSTM over each word's characters "
+                                        "(Lample et al. 2016), a CNN (Ma & Hovy 2016), or none",
+                                choices=CHAR_FEATURES)
     char_embedding_size: int = option(25, "character embedding width", at_least=1)
     char_hidden_size: int = option(25, "char BiLSTM state per direction, or the number of CNN filters", at_least=1)
     char_kernel: int = option(3, "char CNN: characters per filter", at_least=1)

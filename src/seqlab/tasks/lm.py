@@ -5,6 +5,13 @@ over a text of N tokens the loss is the mean, L = -(1/N) sum_t log P(w_t | w_<t)
 Perplexity is exp(L) (SLP 9.1: the inverse probability of the text, normalised by its length) and
 bits per token are L / ln 2. N counts every token of the file, one `</s>` per line included
 (the PTB convention); the first token is predicted from `</s>`, as at the start of a line.
+
+Bits per character divide the same total, in bits, by the characters of the text instead of its
+tokens: BPC = -(1 / C) sum_t log2 P(w_t | w_<t), where C counts every character of every line plus
+one per line break (`seqlab.data.readers.count_characters`: the `</s>` of each line stands for its
+break). The total is the same whatever the tokenizer, so BPC compares models with different
+tokenizers where perplexities per token do not; for a character-level model C = N and BPC equals
+bits per token.
 """
 
 from __future__ import annotations
@@ -29,11 +36,16 @@ def token_loss(logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
     return loss_sum, (targets != PAD).sum()
 
 
-def summarize(loss_sum: float, count: int) -> dict:
-    """Loss in nats and bits per token and perplexity, from the summed loss and the token count."""
+def summarize(loss_sum: float, count: int, characters: int = 0) -> dict:
+    """Loss in nats and bits per token and perplexity, from the summed loss and the token count; with
+    the text's character count, bits per character too."""
     loss = loss_sum / max(count, 1)
-    return {"tokens": int(count), "loss": loss, "bits_per_token": loss / math.log(2),
-            "perplexity": math.exp(min(loss, 700.0))}
+    figures = {"tokens": int(count), "loss": loss, "bits_per_token": loss / math.log(2),
+               "perplexity": math.exp(min(loss, 700.0))}
+    if characters:
+        figures["characters"] = int(characters)
+        figures["bits_per_char"] = loss_sum / characters / math.log(2)     # as bits_per_token: equal when C = N
+    return figures
 
 
 class LanguageModelingTask:
@@ -44,9 +56,11 @@ class LanguageModelingTask:
     progress: bool | None = False      # a bar over evaluation batches (None: when stderr is a terminal)
 
     def __init__(self, model, train_ids: Tensor, valid_ids: Tensor, test_ids: Tensor | None,
-                 batch_size: int, seq_len: int, eval_batch_size: int, eval_stride: int, seed: int):
+                 batch_size: int, seq_len: int, eval_batch_size: int, eval_stride: int, seed: int,
+                 valid_characters: int = 0, test_characters: int = 0):
         self.context = model.context_length          # None: a stream model that carries its state
         self.train_ids, self.valid_data, self.test_data = train_ids, valid_ids, test_ids
+        self.valid_characters, self.test_characters = valid_characters, test_characters
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
         self.seq_len = self.context or seq_len
         self.eval_stride = eval_stride or max(1, (self.context or 2) // 2)
@@ -78,15 +92,22 @@ class LanguageModelingTask:
 
     @torch.no_grad()
     def evaluate(self, model, ids: Tensor, device, rows: slice = slice(None)) -> dict:
-        """Summed loss and token count over `ids` (the rows of each batch in `rows`, for DDP)."""
+        """Summed loss and token count over `ids` (the rows of each batch in `rows`, for DDP), and the
+        characters of the split's text when known. The trainer adds every process's figures, so only
+        the process that scores the first rows reports the characters (the others 0)."""
         batches = self.eval_batches(ids)
         with tqdm(total=len(batches), desc="evaluating", unit="batch", leave=False,
                   disable=True if self.progress is False else None) as bar:
-            return evaluate_lm(model, batches, self.carries_state, device, rows, progress=bar)
+            stats = evaluate_lm(model, batches, self.carries_state, device, rows, progress=bar)
+        characters = self.valid_characters if ids is self.valid_data else \
+            self.test_characters if ids is self.test_data else 0
+        if characters:
+            stats["characters"] = characters if (rows.start or 0) == 0 else 0
+        return stats
 
     @staticmethod
     def summarize(stats: dict) -> dict:
-        return summarize(stats["loss_sum"], int(stats["tokens"]))
+        return summarize(stats["loss_sum"], int(stats["tokens"]), int(stats.get("characters", 0)))
 
     @property
     def batch_unit(self) -> str:
@@ -99,8 +120,9 @@ class LanguageModelingTask:
     @staticmethod
     def describe(record: dict) -> str:
         where = f"step {record['step']}" + (f" (epoch {record['epoch']})" if "epoch" in record else "")
+        per_char = f", {record['bits_per_char']:.4f} bits/char" if "bits_per_char" in record else ""
         return (f"{where} {record['split']}: loss {record['loss']:.4f} nats/token, "
-                f"{record['bits_per_token']:.4f} bits/token, perplexity {record['perplexity']:.2f} "
+                f"{record['bits_per_token']:.4f} bits/token, perplexity {record['perplexity']:.2f}{per_char} "
                 f"over {record['tokens']:,} tokens")
 
 
