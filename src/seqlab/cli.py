@@ -514,13 +514,13 @@ def evaluate_command(args: argparse.Namespace) -> int:
         return evaluate_tagger(args)
     if task == "classifier":
         return evaluate_classifier(args)
-    from seqlab.data.readers import load_stream
+    from seqlab.data.readers import read_stream
     from seqlab.lm import load
 
     lm = load(args.run_dir, device=args.device, rnn_impl=args.rnn_impl)
-    ids = load_stream(args.file, lm.tokenizer, lm.vocab, "evaluation file")        # errors before the bar
+    ids, characters = read_stream(args.file, lm.tokenizer, lm.vocab, "evaluation file")   # errors before the bar
     with tqdm(desc="scoring", unit="batch", leave=False, disable=args.json) as bar:
-        result = lm.evaluate_ids(ids, args.batch_size or 10, args.stride, progress=bar)
+        result = lm.evaluate_ids(ids, args.batch_size or 10, args.stride, progress=bar, characters=characters)
     result["file"] = args.file
     if args.json:
         print(json.dumps(result))
