@@ -266,8 +266,8 @@ def add_search_options(parser: argparse.ArgumentParser) -> None:
 def search_options(args: argparse.Namespace):
     from seqlab.search import SearchOptions
 
-    return SearchOptions(args.beam, args.max_length, args.length_penalty, args.sample, args.temperature,
-                         args.top_k, args.top_p, args.seed)
+    return SearchOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(SearchOptions)
+                            if hasattr(args, f.name)})
 
 
 # each task's module, its config resolver and trainer, and what to try once it has trained

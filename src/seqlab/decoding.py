@@ -26,20 +26,27 @@ NEVER_GENERATED = (PAD, BOS, SEP)       # ids that are never a language model's 
 
 
 @dataclass
-class SamplingOptions:
-    """How to choose each generated token (`seqlab generate` options)."""
+class Sampling:
+    """How a sampled token is drawn: the options that language-model generation (`SamplingOptions`) and
+    sequence-to-sequence decoding (`seqlab.search.SearchOptions`) share."""
 
-    max_tokens: int = option(200, "tokens to generate", at_least=0)
-    greedy: bool = option(False, "always take the most likely token")
     temperature: float = option(1.0, "softmax temperature; below 1 sharpens, above 1 flattens", above=0)
     top_k: int = option(0, "sample among the k most likely tokens (0: all)", at_least=0)
     top_p: float = option(1.0, "sample among the most likely tokens holding probability p", above=0, at_most=1)
     seed: int | None = option(None, "random seed for reproducible samples", at_least=0, below=2**63)
-    stop_at_eos: bool = option(False, "stop at the first </s> (a line end); otherwise go on past line breaks "
-                                      "until max_tokens")
 
     def __post_init__(self):
         check_fields(self)
+
+
+@dataclass
+class SamplingOptions(Sampling):
+    """How to choose each generated token (`seqlab generate` options)."""
+
+    max_tokens: int = option(200, "tokens to generate", at_least=0)
+    greedy: bool = option(False, "always take the most likely token")
+    stop_at_eos: bool = option(False, "stop at the first </s> (a line end); otherwise go on past line breaks "
+                                      "until max_tokens")
 
 
 def blocked(logits: Tensor) -> Tensor:

@@ -27,23 +27,19 @@ from torch import Tensor
 
 from seqlab.config import check_fields, option
 from seqlab.data.vocab import EOS
-from seqlab.decoding import NEVER_GENERATED, SamplingOptions, blocked, choose
+from seqlab.decoding import NEVER_GENERATED, Sampling, SamplingOptions, blocked, choose
 from seqlab.errors import SeqlabError
 
 
 @dataclass
-class SearchOptions:
-    """How to decode (`seqlab translate` / `summarize` options)."""
+class SearchOptions(Sampling):
+    """How to decode (`seqlab translate` / `summarize` options; the sampling ones are `Sampling`'s)."""
 
     beam: int = option(1, "beam size; 1: greedy (or sampling, with sample=True)", at_least=1)
     max_length: int = option(0, "most output tokens, </s> included (0: 2 x the source length + 10, within the "
                              "model's limit)", at_least=0)
     length_penalty: float = option(1.0, "rank beam hypotheses by log p / length^alpha (0: raw log p)", at_least=0)
     sample: bool = option(False, "sample each token (with beam 1)")
-    temperature: float = option(1.0, "sampling temperature", above=0)
-    top_k: int = option(0, "sample among the k most likely tokens (0: all)", at_least=0)
-    top_p: float = option(1.0, "sample within probability mass p", above=0, at_most=1)
-    seed: int | None = option(None, "random seed for sampling", at_least=0, below=2**63)
     nbest: int = option(1, "beam search: hypotheses returned per sentence", at_least=1)
 
     def __post_init__(self):

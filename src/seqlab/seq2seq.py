@@ -303,8 +303,9 @@ class TrainedSeq2Seq:
         if empty:
             raise SeqlabError(f"{what} {empty[0] + 1} of {len(texts)} is empty; there is nothing to decode")
         return self.generate_pairs([Pair(t, None, i + 1) for i, t in enumerate(texts)],
-                                   SearchOptions(beam, max_length, length_penalty, sample, temperature, top_k, top_p,
-                                                 seed), batch_size, attention, long_source, progress, what)
+                                   SearchOptions(beam=beam, max_length=max_length, length_penalty=length_penalty,
+                                                 sample=sample, temperature=temperature, top_k=top_k, top_p=top_p,
+                                                 seed=seed), batch_size, attention, long_source, progress, what)
 
     @torch.no_grad()
     def generate_pairs(self, pairs: list[Pair], options: SearchOptions, batch_size: int = 64,
