@@ -526,12 +526,13 @@ def evaluate_command(args: argparse.Namespace) -> int:
         print(json.dumps(result))
         return 0
     eos_note = " (one </s> per line counted, as in PTB)"
+    unit = result["unit"] if result["unit"].endswith("token") else f"{result['unit']} token"   # "BPE token"
     print(f"file:          {args.file}")
-    print(f"tokens:        {result['tokens']:,} {result['unit']} tokens{eos_note}")
+    print(f"tokens:        {result['tokens']:,} {unit}s{eos_note}")
     print(f"unknown:       {result['unknown']:,} read as <unk>")
-    print(f"cross-entropy: {result['loss']:.4f} nats per {result['unit']} token")
-    print(f"               {result['bits_per_token']:.4f} bits per {result['unit']} token")
-    print(f"perplexity:    {result['perplexity']:.2f} (per {result['unit']} token)")
+    print(f"cross-entropy: {result['loss']:.4f} nats per {unit}")
+    print(f"               {result['bits_per_token']:.4f} bits per {unit}")
+    print(f"perplexity:    {result['perplexity']:.2f} (per {unit})")
     print(f"bits per char: {result['bits_per_char']:.4f} (the total over the file's {result['characters']:,} "
           "characters, a line break each)")
     return 0
