@@ -1,15 +1,25 @@
 """Reading in bounded memory, unit by unit: the line reader against whole-file reading (lines, cuts,
-pieces, bad bytes, restarts), and chunking."""
+pieces, bad bytes, restarts), chunking, the input limit, BLEU / chrF / ROUGE from summed statistics,
+and the language-model batches read from a file against those cut from the whole stream."""
 
 import gzip
 import random
+import warnings
+from collections import Counter
 
 import pytest
+import torch
 
-from seqlab.data import stream
-from seqlab.data.readers import read_lines
+from conftest import TEST, TRAIN
+from seqlab.data import lm_stream, stream
+from seqlab.data.batching import StreamBatches, sliding_windows
+from seqlab.data.limits import InputLimit
+from seqlab.data.readers import encode_lines, read_lines
 from seqlab.data.stream import LineReader, chunked
+from seqlab.data.tokenizers import CharTokenizer, WordTokenizer
+from seqlab.data.vocab import Vocab
 from seqlab.errors import SeqlabError
+from seqlab.metrics import CorpusScores, bleu, chrf, rouge
 
 ALPHABET = ["a", "b", " ", "\r", "é", "€", "𝄞", "\n", "\n", "\t"]
 
@@ -105,3 +115,65 @@ def test_stream_chunked_grows_from_one_batch_and_ends_early_when_the_input_pause
     assert [len(c) for c in chunked(range(20), 8)] == [8, 8, 4]
     paused = iter([True, False, True, True, True])         # the input pauses after the second item
     assert [len(c) for c in chunked(range(5), 10, ready=lambda wait: next(paused))] == [2, 3]
+
+
+def test_limits_input_limit_truncates_names_the_first_lines_counts_and_rejects():
+    limit = InputLimit(3, noun="sentence")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        kept = [limit.apply(list("abcde"), f"input file x:{n}", n) for n in range(1, 9)]
+        assert limit.apply(list("ab"), "input file x:9", 9) == ["a", "b"]
+    assert kept[0] == ["a", "b", "c"] and limit.cut == 8 and limit.inputs == 9 and limit.longest == 5
+    assert len(caught) == 5 and "input file x:1: the sentence is 5 tokens; read its first 3" in str(caught[0].message)
+    assert limit.report("input file x") == ("input file x: truncated 8 of 9 sentences to their first 3 tokens "
+                                            "(--max-input-length; lines 1, 2, 3, 4, 5, ...)")
+    tail = InputLimit(2, keep="tail")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert tail.apply(list("abc"), "x:1", 1) == ["b", "c"]
+        assert tail.apply(list("a"), "x:2", 2, line_cut=True) == ["a"] and tail.cut == 2
+    with pytest.raises(SeqlabError, match="x:4: the source is 4 tokens, longer than the model's 3"):
+        InputLimit(3, "reject", noun="source").apply(list("abcd"), "x:4", 4)
+    assert InputLimit(1).chars == 65536 and InputLimit(10_000).chars == 640_000
+    with pytest.raises(SeqlabError, match="reads at most 512 tokens"):
+        InputLimit.resolve(600, 512, 512, "this transformer tagger")
+
+
+def test_metrics_corpus_scores_from_summed_statistics_equal_the_whole_corpus_figures():
+    rng = random.Random(2)
+    words = "a man is sleeping on the bench . two dogs run , and".split()
+    hypotheses = [" ".join(rng.choices(words, k=rng.randint(1, 12))) for _ in range(120)]
+    references = [" ".join(rng.choices(words, k=rng.randint(1, 12))) for _ in range(120)]
+    for tokenize in ("13a", "none"):
+        scores = CorpusScores(tokenize)
+        for k in range(0, 120, 7):
+            scores.add(hypotheses[k:k + 7], references[k:k + 7])
+        figures = scores.scores()
+        assert figures["bleu"] == bleu(hypotheses, references, tokenize)
+        assert figures["chrf"] == chrf(hypotheses, references)
+        assert figures == pytest.approx({**figures, **rouge(hypotheses, references)}, rel=1e-12)
+
+
+@pytest.mark.parametrize("tokenizer", [WordTokenizer(), CharTokenizer()])
+def test_lm_stream_batches_read_from_the_file_equal_those_of_the_whole_stream(tmp_path, monkeypatch, tokenizer):
+    monkeypatch.setattr(lm_stream, "CHECKPOINT", 5)          # many line starts to seek from
+    vocab = Vocab.build(Counter(t for line in read_lines(TRAIN) for t in tokenizer.tokenize(line)))
+    long = tmp_path / "long.txt"                              # a line over LINE_CHARS, read in pieces
+    long.write_text(" ".join(read_lines(TEST)[:40]) + "\n" + TEST.read_text())
+    monkeypatch.setattr(lm_stream, "LINE_CHARS", 25)          # longer than any word of the text
+    for path in (TEST, long):
+        ids = encode_lines(tokenizer.tokenize_lines(read_lines(path)), vocab)
+        found = lm_stream.survey(path, "file", tokenizer, vocab)
+        assert found.tokens == len(ids) and found.unknown == int((ids == 1).sum())
+        for B, T in ((1, 7), (3, 5), (10, 35), (2000, 4)):
+            whole = list(StreamBatches(ids, B, T, exact=True))
+            read = list(lm_stream.stream_batches(found, tokenizer, vocab, B, T))
+            assert len(read) == len(whole) == lm_stream.stream_batch_count(found, B, T)
+            assert all(torch.equal(a.inputs, b.inputs) and torch.equal(a.targets, b.targets)
+                       for a, b in zip(read, whole, strict=True))
+        for B, context, stride in ((4, 16, 8), (3, 10, 10), (5, 12, 1)):
+            whole = sliding_windows(ids, B, context, stride)
+            read = list(lm_stream.window_batches(found, tokenizer, vocab, B, context, stride))
+            assert len(read) == len(whole) == lm_stream.window_batch_count(found, B, context, stride)
+            assert all(torch.equal(a.inputs, b.inputs) and torch.equal(a.targets, b.targets)
+                       for a, b in zip(read, whole, strict=True))
