@@ -19,6 +19,7 @@ from seqlab.data.stream import LineReader, chunked
 from seqlab.data.tokenizers import CharTokenizer, WordTokenizer
 from seqlab.data.vocab import Vocab
 from seqlab.errors import SeqlabError
+from seqlab.fileio import atomic_text_writer
 from seqlab.metrics import CorpusScores, bleu, chrf, rouge
 
 ALPHABET = ["a", "b", " ", "\r", "é", "€", "𝄞", "\n", "\n", "\t"]
@@ -117,6 +118,12 @@ def test_stream_chunked_grows_from_one_batch_and_ends_early_when_the_input_pause
     assert [len(c) for c in chunked(range(5), 10, ready=lambda wait: next(paused))] == [2, 3]
 
 
+def test_stream_chunked_ends_a_chunk_of_long_items_at_its_character_budget(monkeypatch):
+    monkeypatch.setattr(stream, "CHUNK_CHARS", 10)
+    items = ["a" * 4, "b" * 4, "c" * 4, "d", "e" * 20, "f"]
+    assert [len(c) for c in chunked(items, 100, chars=len)] == [3, 2, 1]
+
+
 def test_limits_input_limit_truncates_names_the_first_lines_counts_and_rejects():
     limit = InputLimit(3, noun="sentence")
     with warnings.catch_warnings(record=True) as caught:
@@ -177,3 +184,16 @@ def test_lm_stream_batches_read_from_the_file_equal_those_of_the_whole_stream(tm
             assert len(read) == len(whole) == lm_stream.window_batch_count(found, B, context, stride)
             assert all(torch.equal(a.inputs, b.inputs) and torch.equal(a.targets, b.targets)
                        for a, b in zip(read, whole, strict=True))
+
+
+def test_fileio_atomic_text_writer_puts_the_file_in_place_only_when_the_writing_ends_well(tmp_path):
+    path = tmp_path / "out" / "hypotheses.txt"
+    with atomic_text_writer(path) as out:
+        out.write("one\n")
+        assert not path.exists()                              # written aside until the block ends
+        out.write("two\n")
+    assert path.read_text() == "one\ntwo\n"
+    with pytest.raises(SeqlabError, match="bad input"), atomic_text_writer(path) as out:
+        out.write("three\n")
+        raise SeqlabError("bad input")
+    assert path.read_text() == "one\ntwo\n" and [p.name for p in path.parent.iterdir()] == ["hypotheses.txt"]

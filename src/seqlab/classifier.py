@@ -32,7 +32,7 @@ from seqlab.config import check_fields, option
 from seqlab.data.batching import length_batches
 from seqlab.data.documents import FORMATS, Columns, Document, document_reader, read_documents, text_documents
 from seqlab.data.limits import DEFAULT_MAX_TOKENS, InputLimit
-from seqlab.data.stream import LineReader, chunked, interactive
+from seqlab.data.stream import CHUNK_SIZE, LineReader, chunked, interactive
 from seqlab.data.text_features import (
     TOKENIZERS,
     FeatureExtractor,
@@ -386,14 +386,15 @@ class TrainedClassifier:
                                   f"this {model.arch} classifier", long_input, data.truncate, "document")
 
     def classify_stream(self, path: str | Path = "-", input_format: str = "text", batch_size: int = 64,
-                        chunk_size: int = 1024, max_input_length: int | None = None, long_input: str = "truncate",
+                        chunk_size: int = CHUNK_SIZE, max_input_length: int | None = None, long_input: str = "truncate",
                         what: str = "input file") -> Iterator[list[Prediction]]:
         """Classify a file (or standard input, "-") a chunk of documents at a time: each chunk's
         Predictions, in input order, as soon as they are made; memory does not grow with the input.
 
         input_format: text (a document per line) or a training format (its labels, if any, ignored).
-        A chunk holds at most `chunk_size` documents (the first one batch, then twice as many each
-        time), sorted by length into batches, and ends early when a pipe has nothing more yet.
+        A chunk holds at most `chunk_size` documents, sorted by length into batches (from a pipe or a
+        terminal the first chunk is one batch, then twice as many each time, and a chunk ends early
+        when the input pauses: `seqlab.data.stream.chunked`).
         Documents over the limit (`input_limit`) are truncated with a warning, or refused."""
         limit = self.input_limit(max_input_length, long_input)
         data = self.config.data
@@ -403,7 +404,8 @@ class TrainedClassifier:
             else:
                 documents = document_reader(input_format, data.columns, path, what, labelled=False,
                                             sst_classes=data.sst_classes)(lines)
-            for chunk in chunked(documents, chunk_size, *interactive(lines, batch_size)):
+            for chunk in chunked(documents, chunk_size, *interactive(lines, batch_size),
+                                 chars=lambda d: len(d.text)):
                 unlabelled = [dataclasses.replace(d, label=None) for d in chunk]
                 yield self._predict(self._encode_within(unlabelled, limit, lines.place, path, what), batch_size)
         limit.warn(place(what, path))
@@ -416,7 +418,7 @@ class TrainedClassifier:
         return encoder.encode_all(documents, path, what, None, tokens)
 
     def evaluate_file(self, path: str | Path, fmt: str | None = None, confusion_png: str | Path | None = None,
-                      progress: bool | None = False, chunk_size: int = 1024, max_input_length: int | None = None,
+                      progress: bool | None = False, chunk_size: int = CHUNK_SIZE, max_input_length: int | None = None,
                       long_input: str = "truncate") -> dict:
         """Accuracy, per-class P/R/F1, macro-F1 and the confusion matrix on a labelled file (a label
         training never saw is an error naming its line); optionally the matrix as a PNG heat map.
@@ -433,7 +435,7 @@ class TrainedClassifier:
         totals: dict = {}
         bar = tqdm(desc="evaluating", unit="document", leave=False, disable=True if progress is False else None)
         with LineReader(path, what, limit.chars, stdin=False) as lines, bar:
-            for chunk in chunked(read(lines), chunk_size):
+            for chunk in chunked(read(lines), chunk_size, chars=lambda d: len(d.text)):
                 encoded = self._encode_within(chunk, limit, lines.place, path, what)
                 for key, value in task.evaluate(self.model, document_batches(encoded, self.encoder, 128, None),
                                                 self.device).items():

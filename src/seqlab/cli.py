@@ -233,12 +233,14 @@ def add_input_options(parser: argparse.ArgumentParser, who: str = "", long_sourc
     """How an inference command (and evaluate) reads its input: in chunks, each input within a length;
     `long_source`: --long-input also answers to its earlier seq2seq name."""
     from seqlab.data.limits import CHARS_PER_TOKEN, DEFAULT_MAX_TOKENS, LONG_INPUT, MIN_LINE_CHARS
+    from seqlab.data.stream import CHUNK_CHARS, CHUNK_SIZE
 
     group = parser.add_argument_group("input")
-    group.add_argument("--chunk-size", type=Number(int, at_least=1), default=1024,
-                       help=f"{who}inputs read, processed and written at a time: memory grows with it, not with "
-                       "the input (default: 1024); from a pipe or a terminal the first chunk is one batch, then "
-                       "twice as many each time, and a chunk ends early when the input pauses")
+    group.add_argument("--chunk-size", type=Number(int, at_least=1), default=CHUNK_SIZE,
+                       help=f"{who}inputs read, sorted into batches by length, processed and written at a time "
+                       f"(at most {CHUNK_CHARS // 2 ** 20}M characters): memory grows with it, not with the input; "
+                       "larger chunks sort better (default: %(default)s); from a pipe or a terminal the first chunk "
+                       "is one batch, then twice as many each time, and a chunk ends early when the input pauses")
     group.add_argument("--max-input-length", type=Number(int, at_least=1), default=None, metavar="N",
                        help=f"{who}the longest input in tokens (default: the model's own: a transformer's positions, "
                        "a classifier's training --max-length, a seq2seq model's --max-source-length; else "

@@ -31,7 +31,7 @@ from seqlab.config import check_fields, option
 from seqlab.data.batching import length_batches
 from seqlab.data.limits import DEFAULT_MAX_TOKENS, InputLimit
 from seqlab.data.parallel import PAIRED_FORMATS, Pair, aligned_pairs, paired_reader, read_aligned, read_paired
-from seqlab.data.stream import LineReader, chunked, interactive
+from seqlab.data.stream import CHUNK_SIZE, LineReader, chunked, interactive
 from seqlab.data.tokenizers import TOKENIZERS, make_tokenizer, tokenizer_from_dict
 from seqlab.data.vocab import UNK, Vocab
 from seqlab.errors import SeqlabError, place
@@ -383,16 +383,16 @@ class TrainedSeq2Seq:
                                   hard.get(model.arch), f"this {model.arch} model", long_input, "head", "source")
 
     def generate_stream(self, path: str | Path = "-", input_format: str = "text", options: SearchOptions | None = None,
-                        batch_size: int = 64, chunk_size: int = 1024, attention: bool = False,
+                        batch_size: int = 64, chunk_size: int = CHUNK_SIZE, attention: bool = False,
                         max_input_length: int | None = None, long_input: str = "truncate",
                         what: str = "input file") -> Iterator[list[tuple[Pair, Output]]]:
         """Decode the sources of a file (or standard input, "-") a chunk at a time: each chunk's
         (Pair, Output) in input order, as soon as it is decoded; memory does not grow with the input.
 
         input_format: text (a source per line) or tsv / jsonl (a file of pairs, its sources read from
-        the run's --source-field). A chunk holds at most `chunk_size` sources (the first one batch,
-        then twice as many each time), sorted by length into batches, and ends early when a pipe has
-        nothing more yet."""
+        the run's --source-field). A chunk holds at most `chunk_size` sources, sorted by length into
+        batches (from a pipe or a terminal the first chunk is one batch, then twice as many each time,
+        and a chunk ends early when the input pauses: `seqlab.data.stream.chunked`)."""
         options = options or SearchOptions(beam=5)
         limit = self.input_limit(max_input_length, long_input)
         data = self.config.data
@@ -402,7 +402,8 @@ class TrainedSeq2Seq:
             else:
                 pairs = paired_reader(input_format, data.source_field, data.target_field, path, what,
                                       with_targets=False)(lines)
-            for chunk in chunked(pairs, chunk_size, *interactive(lines, batch_size)):
+            for chunk in chunked(pairs, chunk_size, *interactive(lines, batch_size),
+                                 chars=lambda p: len(p.source)):
                 encoded, tokens = self._encode_within(chunk, limit, lines.place, LengthReport())
                 yield list(zip(chunk, self._decode(encoded, tokens, options, batch_size, attention, False),
                                strict=True))
@@ -419,7 +420,7 @@ class TrainedSeq2Seq:
 
     def evaluate_files(self, source: str | Path, target: str | Path | None = None, fmt: str | None = None,
                        options: SearchOptions | None = None, batch_size: int = 64, bleu_tokenize: str = "13a",
-                       long_source: str = "truncate", progress: bool | None = False, chunk_size: int = 1024,
+                       long_source: str = "truncate", progress: bool | None = False, chunk_size: int = CHUNK_SIZE,
                        max_input_length: int | None = None, write_hypothesis=None,
                        keep_hypotheses: bool = True) -> dict:
         """`evaluate_pairs` on two aligned files, or on one file of pairs (target None; the training
@@ -449,7 +450,7 @@ class TrainedSeq2Seq:
                 pairs = aligned_pairs(sources, targets, source, target, what)
             bar = stack.enter_context(tqdm(desc="decoding", unit="pair", leave=False,
                                            disable=True if progress is False else None))
-            for chunk in chunked(pairs, chunk_size):
+            for chunk in chunked(pairs, chunk_size, chars=lambda p: len(p.source) + len(p.target)):
                 encoded, tokens = self._encode_within(chunk, limit, sources.place, report)
                 texts = [o.text for o in self._decode(encoded, tokens, options, batch_size, False, False)]
                 scores.add(texts, [p.target for p in chunk])

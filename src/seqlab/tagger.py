@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from seqlab.config import check_fields, option
 from seqlab.data.conll import FORMATS, Sentence, labelled_sentences, read_labelled
 from seqlab.data.limits import DEFAULT_MAX_TOKENS, InputLimit
-from seqlab.data.stream import LineReader, chunked, interactive
+from seqlab.data.stream import CHUNK_SIZE, LineReader, chunked, interactive
 from seqlab.data.tags import (
     SCHEMES,
     allowed_transitions,
@@ -272,25 +272,26 @@ class TrainedTagger:
                                   long_input, "head", "sentence")
 
     def tag_stream(self, path: str | Path = "-", input_format: str = "text", batch_size: int = 64,
-                   chunk_size: int = 1024, max_input_length: int | None = None, long_input: str = "truncate",
+                   chunk_size: int = CHUNK_SIZE, max_input_length: int | None = None, long_input: str = "truncate",
                    what: str = "input file") -> Iterator[list[tuple[list[str], list[tuple[str, float]]]]]:
         """Tag a file (or standard input, "-") a chunk of sentences at a time: each chunk's (tokens, tags)
         pairs, in input order, as soon as it is tagged; memory does not grow with the input.
 
         input_format: text (a sentence per line, tokens separated by whitespace; an empty line is an
         empty sentence) or conllu / conll (the tokens of a CoNLL-U or CoNLL-2003 file). A chunk holds at
-        most `chunk_size` sentences (the first one batch, then twice as many each time) and ends early
-        when a pipe has nothing more yet. Sentences longer than the limit (`input_limit`) are cut to
-        their first tokens with a warning, or refused (long_input="reject")."""
+        most `chunk_size` sentences, sorted by length into batches (from a pipe or a terminal the first
+        chunk is one batch, then twice as many each time, and a chunk ends early when the input pauses).
+        Sentences longer than the limit (`input_limit`) are cut to their first tokens with a warning, or
+        refused (long_input="reject")."""
         limit = self.input_limit(max_input_length, long_input)
         with LineReader(path, what, limit.chars) as lines:
             sentences = input_sentences(lines, input_format, limit, path, what)
-            for chunk in chunked(sentences, chunk_size, *interactive(lines, batch_size)):
+            for chunk in chunked(sentences, chunk_size, *interactive(lines, batch_size), chars=token_chars):
                 yield list(zip(chunk, self.tag_sentences(chunk, batch_size), strict=True))
         limit.warn(place(what, path))
 
     def evaluate_file(self, path: str | Path, fmt: str | None = None, top_confusions: int = 10,
-                      chunk_size: int = 1024, max_input_length: int | None = None,
+                      chunk_size: int = CHUNK_SIZE, max_input_length: int | None = None,
                       long_input: str = "truncate") -> dict:
         """Accuracy (and entity P/R/F1 for IOB-style tags) on a labelled file, the most frequent
         (gold, predicted) mistakes, and the gold tags training never saw (each token an error).
@@ -313,7 +314,7 @@ class TrainedTagger:
         totals: dict = {}
         confused, unseen = Counter(), Counter()
         with LineReader(path, what, limit.chars, stdin=False) as lines:
-            for chunk in chunked(read(lines), chunk_size):
+            for chunk in chunked(read(lines), chunk_size, chars=lambda s: token_chars(s.tokens)):
                 for s in chunk:
                     limit.apply(s.tokens, lines.place(s.line), s.line, len(s) + s.dropped)   # reject, or count
                 if self.scheme != "none":
@@ -330,6 +331,11 @@ class TrainedTagger:
         result["unseen_tags"] = dict(unseen.most_common())
         result["truncated"] = limit.cut
         return result
+
+
+def token_chars(tokens: list[str]) -> int:
+    """A sentence's size in characters, for `chunked`."""
+    return sum(map(len, tokens))
 
 
 def input_sentences(lines: LineReader, fmt: str, limit: InputLimit, path, what: str) -> Iterator[list[str]]:

@@ -79,8 +79,10 @@ class InputLimit:
             return tokens
         size = f"longer than {self.chars:,} characters" if line_cut else f"{length:,} tokens"
         if self.long == "reject":
-            raise SeqlabError(f"{where}: the {self.noun} is {size}, longer than the model's {self.tokens:,} "
-                              f"(--max-input-length; --long-input truncate keeps its {self.side} {self.tokens:,})")
+            limit = f"the most read for the model's {self.tokens:,} tokens" if line_cut else \
+                f"longer than the model's {self.tokens:,}"
+            raise SeqlabError(f"{where}: the {self.noun} is {size}, {limit} (--max-input-length; --long-input "
+                              f"truncate keeps its {self.side} {self.tokens:,})")
         self.cut += 1
         self.longest = max(self.longest, length)
         if len(self.named) < NAMED:

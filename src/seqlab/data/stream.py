@@ -39,6 +39,8 @@ from seqlab.errors import STDIN, SeqlabError, os_error_reason, place
 
 BLOCK = 1 << 16          # bytes per read
 BYTES_PER_CHAR = 4       # the most a UTF-8 character takes
+CHUNK_SIZE = 4096        # inputs per chunk unless told otherwise (--chunk-size)
+CHUNK_CHARS = 1 << 24    # characters of input a chunk holds at most (see chunked)
 
 T = TypeVar("T")
 
@@ -144,6 +146,8 @@ class LineReader:
 
     def _open_stdin(self) -> Callable[[], bytes]:
         stream = sys.stdin
+        if stream is None:                                 # started with standard input closed (<&-)
+            raise SeqlabError("standard input is closed: give a file, or pipe the input in")
         binary = getattr(stream, "buffer", None)
         try:
             fd = stream.fileno() if binary is not None else None
@@ -287,18 +291,22 @@ class LineReader:
 
 
 def chunked(items: Iterable[T], size: int, first: int = 0, ready: Callable[[float], bool] | None = None,
-            wait: float = 0.05) -> Iterator[list[T]]:
+            wait: float = 0.05, chars: Callable[[T], int] | None = None) -> Iterator[list[T]]:
     """Consecutive lists of at most `size` items, in order. With `first`, the first list holds at most
     `first` items and each next one twice as many, up to `size`, so that the first output comes soon;
     with `ready` (LineReader.ready) a list also ends when no next item arrives within `wait` seconds,
-    so that a command on a slow pipe answers what has come instead of waiting for a full chunk."""
+    so that a command on a slow pipe answers what has come instead of waiting for a full chunk; with
+    `chars` (an item's size in characters) a list also ends at CHUNK_CHARS characters, so that a
+    chunk of long lines stays as small in memory as a chunk of short ones."""
     limit = max(1, min(first or size, size))
     chunk: list[T] = []
+    held = 0
     for item in items:
         chunk.append(item)
-        if len(chunk) >= limit or (ready is not None and not ready(wait)):
+        held += chars(item) if chars is not None else 0
+        if len(chunk) >= limit or held >= CHUNK_CHARS or (ready is not None and not ready(wait)):
             yield chunk
-            chunk = []
+            chunk, held = [], 0
             limit = min(2 * limit, size)
     if chunk:
         yield chunk
