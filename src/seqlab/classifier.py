@@ -16,11 +16,12 @@ confusion matrices of the final evaluation (confusion_valid.png, confusion_test.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import random
 import warnings
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +30,9 @@ from tqdm.auto import tqdm
 
 from seqlab.config import check_fields, option
 from seqlab.data.batching import length_batches
-from seqlab.data.documents import FORMATS, Columns, Document, read_documents
+from seqlab.data.documents import FORMATS, Columns, Document, document_reader, read_documents, text_documents
+from seqlab.data.limits import DEFAULT_MAX_TOKENS, InputLimit
+from seqlab.data.stream import CHUNK_SIZE, LineReader, chunked, interactive
 from seqlab.data.text_features import (
     TOKENIZERS,
     FeatureExtractor,
@@ -40,7 +43,7 @@ from seqlab.data.text_features import (
 )
 from seqlab.data.vectors import extend_vocab, fill_embeddings
 from seqlab.data.vocab import Vocab
-from seqlab.errors import DAMAGED, SeqlabError
+from seqlab.errors import DAMAGED, SeqlabError, place
 from seqlab.fileio import atomic_write_json, read_json
 from seqlab.models.classifier import Classifier, ClassifierConfig
 from seqlab.runs import check_sizes, load_best, log, read_run_config_as, resolve_run_config, start_run, train_in_run
@@ -49,6 +52,7 @@ from seqlab.tasks.classification import (
     DocEncoder,
     Truncation,
     class_weights,
+    document_batches,
     document_lengths,
     probabilities,
 )
@@ -353,7 +357,6 @@ class TrainedClassifier:
             raise SeqlabError(f"text {empty[0] + 1} of {len(texts)} is empty; there is nothing to classify")
         return self.classify_documents([Document(t, None, i + 1) for i, t in enumerate(texts)], batch_size, progress)
 
-    @torch.no_grad()
     def classify_documents(self, documents: list[Document], batch_size: int = 64, progress: bool | None = False,
                            what: str = "input") -> list[Prediction]:
         """The Prediction for each document (its label, if any, is ignored), in order."""
@@ -363,6 +366,10 @@ class TrainedClassifier:
         message = counter.report(what, self.encoder.max_length, self.encoder.truncate)
         if message:
             warnings.warn(message, stacklevel=2)
+        return self._predict(encoded, batch_size, progress)
+
+    @torch.no_grad()
+    def _predict(self, encoded: list, batch_size: int, progress: bool | None = False) -> list[Prediction]:
         results: list[Prediction | None] = [None] * len(encoded)
         groups = length_batches(document_lengths(encoded), batch_size, None)   # shortest first: little padding
         for group in tqdm(groups, desc="classifying", unit="batch", leave=False,
@@ -374,23 +381,75 @@ class TrainedClassifier:
                 results[i] = Prediction(self.labels[best], row[best], dict(zip(self.labels, row, strict=True)))
         return results
 
+    def input_limit(self, max_input_length: int | None = None, long_input: str = "truncate") -> InputLimit:
+        """The longest document this classifier reads (`seqlab.data.limits`): its training --max-length
+        (a transformer's is its positions), else DEFAULT_MAX_TOKENS, unless `max_input_length` says
+        otherwise; longer ones keep their first (or, trained with --truncate tail, last) tokens."""
+        model, data = self.config.model, self.config.data
+        hard = model.max_positions - (model.document_pooling == "cls") if model.arch == "transformer" else None
+        return InputLimit.resolve(max_input_length, data.max_length or hard or DEFAULT_MAX_TOKENS, hard,
+                                  f"this {model.arch} classifier", long_input, data.truncate, "document")
+
+    def classify_stream(self, path: str | Path = "-", input_format: str = "text", batch_size: int = 64,
+                        chunk_size: int = CHUNK_SIZE, max_input_length: int | None = None, long_input: str = "truncate",
+                        what: str = "input file") -> Iterator[list[Prediction]]:
+        """Classify a file (or standard input, "-") a chunk of documents at a time: each chunk's
+        Predictions, in input order, as soon as they are made; memory does not grow with the input.
+
+        input_format: text (a document per line) or a training format (its labels, if any, ignored).
+        A chunk holds at most `chunk_size` documents, sorted by length into batches (from a pipe or a
+        terminal the first chunk is one batch, then twice as many each time, and a chunk ends early
+        when the input pauses: `seqlab.data.stream.chunked`).
+        Documents over the limit (`input_limit`) are truncated with a warning, or refused."""
+        limit = self.input_limit(max_input_length, long_input)
+        data = self.config.data
+        with LineReader(path, what, limit.chars, limit.keep if input_format == "text" else "head") as lines:
+            if input_format == "text":
+                documents = text_documents(lines, path, what)
+            else:
+                documents = document_reader(input_format, data.columns, path, what, labelled=False,
+                                            sst_classes=data.sst_classes)(lines)
+            for chunk in chunked(documents, chunk_size, *interactive(lines, batch_size),
+                                 chars=lambda d: len(d.text)):
+                unlabelled = [dataclasses.replace(d, label=None) for d in chunk]
+                yield self._predict(self._encode_within(unlabelled, limit, lines.place, path, what), batch_size)
+        limit.warn(place(what, path))
+
+    def _encode_within(self, documents: list[Document], limit: InputLimit, where, path, what: str) -> list:
+        """The documents as ids, each cut to the limit first (or refused); `where(line)` names a line."""
+        encoder = copy.copy(self.encoder)
+        encoder.max_length, encoder.truncate = limit.tokens, limit.keep
+        tokens = [limit.apply(encoder.tokens(d.text), where(d.line), d.line, line_cut=d.cut) for d in documents]
+        return encoder.encode_all(documents, path, what, None, tokens)
+
     def evaluate_file(self, path: str | Path, fmt: str | None = None, confusion_png: str | Path | None = None,
-                      progress: bool | None = False) -> dict:
+                      progress: bool | None = False, chunk_size: int = CHUNK_SIZE, max_input_length: int | None = None,
+                      long_input: str = "truncate") -> dict:
         """Accuracy, per-class P/R/F1, macro-F1 and the confusion matrix on a labelled file (a label
-        training never saw is an error naming its line); optionally the matrix as a PNG heat map."""
-        documents = read_split(str(path), self.config.data, "evaluation file", fmt=fmt)
-        counter = Truncation()
-        encoded = self.encoder.encode_all(documents, path, "evaluation file", counter)
-        task = ClassificationTask(self.encoder, [], encoded, None, batch_size=1, eval_batch_size=128, seed=0,
-                                  metric=self.config.data.metric)
-        task.progress = progress
-        result = task.summarize(task.evaluate(self.model, task.valid_data, self.device))
-        result["truncated"] = counter.truncated
-        message = counter.report(str(path), self.encoder.max_length, self.encoder.truncate)
-        if message:
-            warnings.warn(message, stacklevel=2)
+        training never saw is an error naming its line); optionally the matrix as a PNG heat map.
+
+        The file is read a chunk of documents at a time, in memory that does not grow with it; the
+        confusion matrix (and the loss) are sums over documents, so the chunks give the figures of the
+        whole file (the loss to float rounding)."""
+        what = "evaluation file"
+        data = self.config.data
+        limit = self.input_limit(max_input_length, long_input)
+        read = document_reader(fmt or data.format, data.columns, path, what, sst_classes=data.sst_classes)
+        task = ClassificationTask(self.encoder, [], [], None, batch_size=1, eval_batch_size=128, seed=0,
+                                  metric=data.metric)
+        totals: dict = {}
+        bar = tqdm(desc="evaluating", unit="document", leave=False, disable=True if progress is False else None)
+        with LineReader(path, what, limit.chars, stdin=False) as lines, bar:
+            for chunk in chunked(read(lines), chunk_size, chars=lambda d: len(d.text)):
+                encoded = self._encode_within(chunk, limit, lines.place, path, what)
+                for key, value in task.evaluate(self.model, document_batches(encoded, self.encoder, 128, None),
+                                                self.device).items():
+                    totals[key] = totals.get(key, 0) + value
+                bar.update(len(chunk))
+        result = task.summarize(totals)
+        result["truncated"] = limit.cut
+        limit.warn(place(what, path))
         if confusion_png:
             plot_confusion(result["confusion"], self.labels, confusion_png, f"{Path(path).name}: "
                            f"{result['accuracy']:.2f}% accuracy")
         return result
-

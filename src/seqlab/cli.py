@@ -15,7 +15,6 @@ import io
 import json
 import os
 import sys
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -157,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "(default: 64)")
     evaluate.add_argument("--stride", type=Number(int, at_least=0), default=0,
                           help="transformer: sliding-window stride (default: context / 2)")
+    add_input_options(evaluate, "taggers, classifiers and seq2seq: ", long_source=True)
     add_runtime_options(evaluate)
     evaluate.add_argument("--rnn-impl", choices=("fused", "textbook"), help="run the recurrent layers this way")
 
@@ -193,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="conll: token, tag and probability per line, a blank line between sentences; json: one "
                      "object per sentence, with entity spans for IOB-style tags (default: conll)")
     tag.add_argument("--batch-size", type=Number(int, at_least=1), default=64, help="sentences per batch (default: 64)")
+    add_input_options(tag)
     add_runtime_options(tag)
 
     classify = commands.add_parser("classify", help="classify documents with a trained classifier")
@@ -208,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "json: one object per document (default: tsv)")
     classify.add_argument("--batch-size", type=Number(int, at_least=1), default=64,
                           help="documents per batch (default: 64)")
+    add_input_options(classify)
     add_runtime_options(classify)
     for name, what in (("translate", "translate"), ("summarize", "summarize")):
         command = commands.add_parser(name, help=f"{what} texts with a trained sequence-to-sequence model")
@@ -226,8 +228,33 @@ def build_parser() -> argparse.ArgumentParser:
         add_search_options(command)
         command.add_argument("--batch-size", type=Number(int, at_least=1), default=64,
                              help="sentences per batch (default: 64)")
+        add_input_options(command, long_source=True)
         add_runtime_options(command)
     return parser
+
+
+def add_input_options(parser: argparse.ArgumentParser, who: str = "", long_source: bool = False) -> None:
+    """How an inference command (and evaluate) reads its input: in chunks, each input within a length;
+    `long_source`: --long-input also answers to its earlier seq2seq name."""
+    from seqlab.data.limits import CHARS_PER_TOKEN, DEFAULT_MAX_TOKENS, LONG_INPUT, MIN_LINE_CHARS
+    from seqlab.data.stream import CHUNK_CHARS, CHUNK_SIZE
+
+    group = parser.add_argument_group("input")
+    group.add_argument("--chunk-size", type=Number(int, at_least=1), default=CHUNK_SIZE,
+                       help=f"{who}inputs read, sorted into batches by length, processed and written at a time "
+                       f"(at most {CHUNK_CHARS // 2 ** 20}M characters): memory grows with it, not with the input; "
+                       "larger chunks sort better (default: %(default)s); from a pipe or a terminal the first chunk "
+                       "is one batch, then twice as many each time, and a chunk ends early when the input pauses")
+    group.add_argument("--max-input-length", type=Number(int, at_least=1), default=None, metavar="N",
+                       help=f"{who}the longest input in tokens (default: the model's own: a transformer's positions, "
+                       "a classifier's training --max-length, a seq2seq model's --max-source-length; else "
+                       f"{DEFAULT_MAX_TOKENS:,}); a line is read up to {CHARS_PER_TOKEN} characters per token "
+                       f"(at least {MIN_LINE_CHARS:,}), the rest skipped")
+    group.add_argument("--long-input", *["--long-source"] * long_source, dest="long_input", choices=LONG_INPUT,
+                       default="truncate",
+                       help=f"{who}an input over --max-input-length: keep its first tokens (its last for a "
+                       "classifier trained with --truncate tail), with a warning naming its line, or stop with an "
+                       "error naming it (default: truncate)")
 
 
 def add_runtime_options(parser: argparse.ArgumentParser) -> None:
@@ -258,9 +285,6 @@ def add_search_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--top-p", type=Number.of(SearchOptions, "top_p"), default=1.0,
                        help="sample within probability mass p (default: 1.0)")
     group.add_argument("--seed", type=Number.of(SearchOptions, "seed"), default=None, help="random seed for sampling")
-    group.add_argument("--long-source", choices=("truncate", "reject"), default="truncate",
-                       help="a source longer than the model's limit: keep its beginning (with a warning) or "
-                       "stop with an error (default: truncate)")
 
 
 def search_options(args: argparse.Namespace):
@@ -302,62 +326,50 @@ def train_command(args: argparse.Namespace) -> int:
 
 
 def tag_command(args: argparse.Namespace) -> int:
+    """`seqlab tag`: each chunk of sentences written (and flushed) as soon as it is tagged."""
     from seqlab.data.tags import spans
-    from seqlab.fileio import read_text
     from seqlab.tagger import load_tagger
 
     tagger = load_tagger(args.run_dir, args.device)
-    if args.input_format == "text":
-        text = sys.stdin.read() if args.file == "-" else read_text(args.file, "input file")
-        sentences = [line.split() for line in text.splitlines()]
-    else:
-        sentences = [s.tokens for s in read_tokens(args.file, args.input_format)]
-    for tokens, tags in zip(sentences, tagger.tag_sentences(sentences, args.batch_size, progress=None), strict=True):
-        if args.output_format == "json":
-            record = {"tokens": tokens, "tags": [t for t, _ in tags], "probabilities": [round(p, 4) for _, p in tags]}
-            if tagger.scheme != "none":
-                record["entities"] = [{"type": kind, "start": start, "end": end, "text": " ".join(tokens[start:end])}
-                                      for kind, start, end in spans(record["tags"])]
-            print(json.dumps(record, ensure_ascii=False))
-        else:
-            for token, (label, p) in zip(tokens, tags, strict=True):
-                print(f"{token}\t{label}\t{p:.4f}")
-            print()
+    for chunk in tagger.tag_stream(args.file, args.input_format, args.batch_size, args.chunk_size,
+                                   args.max_input_length, args.long_input):
+        out = []
+        for tokens, tags in chunk:
+            if args.output_format == "json":
+                record = {"tokens": tokens, "tags": [t for t, _ in tags],
+                          "probabilities": [round(p, 4) for _, p in tags]}
+                if tagger.scheme != "none":
+                    record["entities"] = [{"type": kind, "start": start, "end": end,
+                                           "text": " ".join(tokens[start:end])}
+                                          for kind, start, end in spans(record["tags"])]
+                out.append(json.dumps(record, ensure_ascii=False) + "\n")
+            else:
+                out.extend(f"{token}\t{label}\t{p:.4f}\n" for token, (label, p) in zip(tokens, tags, strict=True))
+                out.append("\n")
+        write_chunk(out)
     return 0
 
 
-def read_tokens(path: str, fmt: str):
-    """The sentences of a CoNLL-U or CoNLL file (or of standard input, "-")."""
-    from seqlab.data.conll import read_labelled
-
-    with input_file(path) as (file, what):
-        return read_labelled(file, fmt, None if fmt == "conllu" else 0, what)
-
-
-@contextlib.contextmanager
-def input_file(path: str):
-    """(a readable path, how to name it in messages) for a file argument; "-" is standard input, copied
-    to a temporary file so that the readers (and their file:line messages) serve it unchanged."""
-    if path != "-":
-        yield path, "input file"
-        return
-    with tempfile.TemporaryDirectory() as folder:
-        copy = Path(folder) / "stdin"
-        copy.write_text(sys.stdin.read(), encoding="utf-8")
-        yield copy, "standard input"
+def write_chunk(lines: list[str]) -> None:
+    """Write a chunk's output lines and flush them: a reader of the pipe sees each chunk at once."""
+    sys.stdout.write("".join(lines))
+    sys.stdout.flush()
 
 
 def evaluate_tagger(args: argparse.Namespace) -> int:
     from seqlab.tagger import load_tagger
 
     tagger = load_tagger(args.run_dir, args.device)
-    result = tagger.evaluate_file(args.file, args.format, top_confusions=args.confusions)
+    result = tagger.evaluate_file(args.file, args.format, args.confusions, args.chunk_size, args.max_input_length,
+                                  args.long_input)
     result["file"] = args.file
     if args.json:
         print(json.dumps(result))
         return 0
     print(f"file:      {args.file}")
     print(f"tokens:    {result['tokens']:,}")
+    if result["truncated"]:
+        print(f"truncated: {result['truncated']:,} sentences longer than the limit, scored on their first tokens")
     print(f"accuracy:  {result['accuracy']:.2f}%")
     if "f1" in result:
         print(f"entities:  precision {result['precision']:.2f}  recall {result['recall']:.2f}  "
@@ -376,25 +388,24 @@ def evaluate_tagger(args: argparse.Namespace) -> int:
 
 
 def classify_command(args: argparse.Namespace) -> int:
-    from seqlab.classifier import load_classifier, read_split
-    from seqlab.data.documents import read_texts
+    """`seqlab classify`: each chunk of documents written (and flushed) as soon as it is classified."""
+    from seqlab.classifier import load_classifier
 
     classifier = load_classifier(args.run_dir, args.device)
-    with input_file(args.file) as (path, what):
-        if args.input_format == "text":
-            documents = read_texts(path, what)
-        else:
-            documents = read_split(str(path), classifier.config.data, what, labelled=False, fmt=args.input_format)
-    predictions = classifier.classify_documents(documents, args.batch_size, progress=None, what=str(args.file))
-    if args.output_format == "tsv":
-        print("\t".join(["label", *(f"p({label})" for label in classifier.labels)]))
-    for prediction in predictions:
-        if args.output_format == "json":
-            print(json.dumps({"label": prediction.label, "probability": round(prediction.probability, 6),
-                              "probabilities": {k: round(v, 6) for k, v in prediction.probabilities.items()}},
-                             ensure_ascii=False))
-        else:
-            print("\t".join([prediction.label, *(f"{p:.4f}" for p in prediction.probabilities.values())]))
+    header = args.output_format == "tsv"
+    for predictions in classifier.classify_stream(args.file, args.input_format, args.batch_size, args.chunk_size,
+                                                  args.max_input_length, args.long_input):
+        out = ["\t".join(["label", *(f"p({label})" for label in classifier.labels)]) + "\n"] if header else []
+        header = False
+        for prediction in predictions:
+            if args.output_format == "json":
+                out.append(json.dumps({"label": prediction.label, "probability": round(prediction.probability, 6),
+                                       "probabilities": {k: round(v, 6) for k, v in prediction.probabilities.items()}},
+                                      ensure_ascii=False) + "\n")
+            else:
+                out.append("\t".join([prediction.label, *(f"{p:.4f}" for p in prediction.probabilities.values())])
+                           + "\n")
+        write_chunk(out)
     return 0
 
 
@@ -406,7 +417,8 @@ def evaluate_classifier(args: argparse.Namespace) -> int:
         check_writable(png, "--confusion-png")
     classifier = load_classifier(args.run_dir, args.device)
     result = classifier.evaluate_file(args.file, args.format, None if png == "none" else png,
-                                      progress=False if args.json else None)
+                                      progress=False if args.json else None, chunk_size=args.chunk_size,
+                                      max_input_length=args.max_input_length, long_input=args.long_input)
     result["file"] = args.file
     if png != "none":
         result["confusion_png"] = png
@@ -433,32 +445,28 @@ def evaluate_classifier(args: argparse.Namespace) -> int:
 
 
 def decode_command(args: argparse.Namespace) -> int:
-    """`seqlab translate` and `seqlab summarize`: one output per input line, in input order."""
-    from seqlab.data.parallel import read_aligned, read_paired
+    """`seqlab translate` and `seqlab summarize`: one output per input line, in input order, each chunk
+    written (and flushed) as soon as it is decoded."""
     from seqlab.seq2seq import load_seq2seq
 
     if args.attention_dir:
         check_writable(args.attention_dir, "--attention-dir", folder=True)
     model = load_seq2seq(args.run_dir, args.device)
-    data = model.config.data
-    with input_file(args.file) as (path, what):
-        if args.input_format == "text":
-            pairs = read_aligned(path, None, what)
-        else:
-            pairs = read_paired(path, args.input_format, data.source_field, data.target_field, what,
-                                with_targets=False)
-    outputs = model.generate_pairs(pairs, search_options(args), args.batch_size, bool(args.attention_dir),
-                                   args.long_source, progress=None, what=str(args.file))
-    for pair, output in zip(pairs, outputs, strict=True):
-        if args.output_format == "json":
-            print(json.dumps({"line": pair.line, "text": output.text, "tokens": output.tokens,
-                              "score": round(output.score, 4), "normalized_score": round(output.normalized, 4),
-                              "finished": output.finished}, ensure_ascii=False))
-        else:
-            print(output.text)
-        if args.attention_dir and output.attention is not None:
-            model.plot_attention(output, Path(args.attention_dir) / f"{pair.line:04d}.png",
-                                 f"{args.file}:{pair.line}")
+    for chunk in model.generate_stream(args.file, args.input_format, search_options(args), args.batch_size,
+                                       args.chunk_size, bool(args.attention_dir), args.max_input_length,
+                                       args.long_input):
+        out = []
+        for pair, output in chunk:
+            if args.output_format == "json":
+                out.append(json.dumps({"line": pair.line, "text": output.text, "tokens": output.tokens,
+                                       "score": round(output.score, 4), "normalized_score": round(output.normalized, 4),
+                                       "finished": output.finished}, ensure_ascii=False) + "\n")
+            else:
+                out.append(output.text + "\n")
+            if args.attention_dir and output.attention is not None:
+                model.plot_attention(output, Path(args.attention_dir) / f"{pair.line:04d}.png",
+                                     f"{args.file}:{pair.line}")
+        write_chunk(out)
     if args.attention_dir and not model.model.attends:
         warnings.warn(f"--attention-dir: a {model.config.model.arch} model without attention has no weights to draw",
                       stacklevel=1)
@@ -466,7 +474,7 @@ def decode_command(args: argparse.Namespace) -> int:
 
 
 def evaluate_seq2seq(args: argparse.Namespace) -> int:
-    from seqlab.fileio import atomic_write_text
+    from seqlab.fileio import atomic_text_writer
     from seqlab.seq2seq import load_seq2seq
 
     if bool(args.src) != bool(args.tgt):
@@ -476,13 +484,14 @@ def evaluate_seq2seq(args: argparse.Namespace) -> int:
     if args.hypotheses:
         check_writable(args.hypotheses, "--hypotheses")
     model = load_seq2seq(args.run_dir, args.device)
-    result = model.evaluate_files(args.src or args.file, args.tgt, args.format, options=search_options(args),
-                                  batch_size=args.batch_size or 64, bleu_tokenize=args.bleu_tokenize,
-                                  long_source=args.long_source,
-                                  progress=False if args.json else None)
-    hypotheses = result.pop("hypotheses")
-    if args.hypotheses:
-        atomic_write_text(args.hypotheses, "".join(h + "\n" for h in hypotheses))
+    with contextlib.ExitStack() as stack:
+        write = stack.enter_context(atomic_text_writer(args.hypotheses)).write if args.hypotheses else None
+        result = model.evaluate_files(args.src or args.file, args.tgt, args.format, options=search_options(args),
+                                      batch_size=args.batch_size or 64, bleu_tokenize=args.bleu_tokenize,
+                                      long_source=args.long_input, progress=False if args.json else None,
+                                      chunk_size=args.chunk_size, max_input_length=args.max_input_length,
+                                      write_hypothesis=None if write is None else lambda h: write(h + "\n"),
+                                      keep_hypotheses=False)
     result["file"] = args.src or args.file
     if args.json:
         print(json.dumps(result))
@@ -501,8 +510,6 @@ def evaluate_seq2seq(args: argparse.Namespace) -> int:
 
 
 def evaluate_command(args: argparse.Namespace) -> int:
-    from tqdm.auto import tqdm
-
     from seqlab.runs import read_run_json
 
     task = read_run_json(args.run_dir).get("task")
@@ -514,13 +521,10 @@ def evaluate_command(args: argparse.Namespace) -> int:
         return evaluate_tagger(args)
     if task == "classifier":
         return evaluate_classifier(args)
-    from seqlab.data.readers import read_stream
     from seqlab.lm import load
 
     lm = load(args.run_dir, device=args.device, rnn_impl=args.rnn_impl)
-    ids, characters = read_stream(args.file, lm.tokenizer, lm.vocab, "evaluation file")   # errors before the bar
-    with tqdm(desc="scoring", unit="batch", leave=False, disable=args.json) as bar:
-        result = lm.evaluate_ids(ids, args.batch_size or 10, args.stride, progress=bar, characters=characters)
+    result = lm.evaluate_file(args.file, args.batch_size or 10, args.stride, progress=False if args.json else None)
     result["file"] = args.file
     if args.json:
         print(json.dumps(result))

@@ -22,6 +22,17 @@ def where(path, line: int | None = None) -> str:
     return f"{path}:{line}" if line is not None else str(path)
 
 
+STDIN = "-"
+
+
+def place(what: str, path, line: int | None = None) -> str:
+    """How a message names a place in the user's input: "input file in.txt:3", or for standard input
+    (path "-") "standard input:3"."""
+    if str(path) == STDIN:
+        return where("standard input", line)
+    return f"{what} {where(path, line)}"
+
+
 # what to do about an operating-system error, by errno
 _ADVICE = {
     errno.ENOSPC: "the disk is full: free some space or write somewhere else",

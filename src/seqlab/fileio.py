@@ -7,12 +7,13 @@ never a half-written one.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
 import tempfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from seqlab.errors import SeqlabError, os_error_reason, where
@@ -76,6 +77,56 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> None
         if tmp is not None:
             tmp.unlink(missing_ok=True)
     _fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def atomic_text_writer(path: str | os.PathLike) -> Iterator[TextWriter]:
+    """A text file written line by line that takes the place of `path` only when the block ends without
+    an error (a temporary file in the same folder, fsynced and renamed, as `atomic_write`): a long
+    output can be written as it is produced and still never be left half-written. On an error the
+    temporary file is removed and what was at `path` stays; an OS error is a SeqlabError naming `path`."""
+    path = Path(path)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
+        tmp = Path(name)
+        os.fchmod(fd, 0o666 & ~umask())
+        writer = TextWriter(os.fdopen(fd, "w", encoding="utf-8"), path)
+    except OSError as error:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+        raise SeqlabError(f"cannot write {path}: {os_error_reason(error)}") from None
+    try:
+        with writer.handle:
+            yield writer
+            writer.finish()
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as error:
+        raise SeqlabError(f"cannot write {path}: {os_error_reason(error)}"
+                          f"{' (the previous file is intact)' if path.is_file() else ''}") from None
+    finally:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+    _fsync_dir(path.parent)
+
+
+class TextWriter:
+    """What `atomic_text_writer` gives: write(text), with an OS error (a full disk) a SeqlabError."""
+
+    def __init__(self, handle, path: Path):
+        self.handle, self.path = handle, path
+
+    def write(self, text: str) -> None:
+        try:
+            self.handle.write(text)
+        except OSError as error:
+            raise SeqlabError(f"cannot write {self.path}: {os_error_reason(error)}") from None
+
+    def finish(self) -> None:
+        self.handle.flush()
+        os.fsync(self.handle.fileno())
 
 
 def umask() -> int:

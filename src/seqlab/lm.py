@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from tqdm.auto import tqdm
 
 from seqlab.config import check_fields, option
+from seqlab.data import lm_stream
 from seqlab.data.batching import StreamBatches, sliding_windows
 from seqlab.data.readers import count_characters, default_corpus, encode_lines, read_lines, read_stream
 from seqlab.data.tokenizers import TOKENIZERS, Tokenizer, make_tokenizer, tokenizer_from_dict
@@ -219,10 +221,34 @@ class TrainedLM:
         result["unit"] = self.unit
         return result
 
-    def evaluate_file(self, path: str | Path, batch_size: int = 10, stride: int = 0, progress=None) -> dict:
-        """Tokens, loss (nats/token), bits per token, perplexity and bits per character of a text file."""
-        ids, characters = read_stream(path, self.tokenizer, self.vocab, "evaluation file")
-        return self.evaluate_ids(ids, batch_size, stride, progress, characters)
+    def evaluate_file(self, path: str | Path, batch_size: int = 10, stride: int = 0,
+                      progress: bool | None = False) -> dict:
+        """Tokens, loss (nats/token), bits per token, perplexity and bits per character of a text file;
+        `progress` None or True: a bar over the batches (None: when stderr is a terminal), shown once the
+        file has been read through (so a bad file is reported on a clean line).
+
+        The file is read twice and never held whole (`seqlab.data.lm_stream`): once to count its
+        tokens, then as the batches need it; the batches, and so the figures, are those
+        `evaluate_ids` gives on the file's whole id stream (the recurrent state carried along each
+        row of the stream; the transformer's overlapping windows)."""
+        what = "evaluation file"
+        found = lm_stream.survey(path, what, self.tokenizer, self.vocab)
+        context = self.model.context_length
+        if context is None:
+            seq_len = self.config.train.seq_len
+            batches = lm_stream.stream_batches(found, self.tokenizer, self.vocab, batch_size, seq_len)
+            count = lm_stream.stream_batch_count(found, batch_size, seq_len)
+        else:
+            stride = stride or max(1, context // 2)
+            batches = lm_stream.window_batches(found, self.tokenizer, self.vocab, batch_size, context, stride)
+            count = lm_stream.window_batch_count(found, batch_size, context, stride)
+        with tqdm(total=count, desc="scoring", unit="batch", leave=False,
+                  disable=True if progress is False else None) as bar:
+            stats = evaluate_lm(self.model, batches, context is None, self.device, progress=bar)
+        result = summarize(stats["loss_sum"], stats["tokens"], found.characters)
+        result["unknown"] = found.unknown
+        result["unit"] = self.unit
+        return result
 
     def perplexity(self, text: str) -> float:
         """exp of the mean negative log-likelihood per token of `text` (SLP 9.1)."""

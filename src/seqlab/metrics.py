@@ -86,9 +86,20 @@ def accuracy(gold: list[list[str]], predicted: list[list[str]]) -> float:
 
 def confusions(gold: list[list[str]], predicted: list[list[str]], top: int = 10) -> list[tuple[str, str, int]]:
     """The most frequent (gold, predicted, count) mistakes."""
-    counts = Counter((g, p) for gs, ps in zip(gold, predicted, strict=True)
-                     for g, p in zip(gs, ps, strict=True) if g != p)
-    return [(g, p, n) for (g, p), n in counts.most_common(top)]
+    return most_confused(mistakes(gold, predicted), top)
+
+
+def mistakes(gold: list[list[str]], predicted: list[list[str]]) -> Counter:
+    """How often each (gold, predicted) pair of different tags occurs: summable over parts of a file."""
+    return Counter((g, p) for gs, ps in zip(gold, predicted, strict=True)
+                   for g, p in zip(gs, ps, strict=True) if g != p)
+
+
+def most_confused(counts: Counter, top: int = 10) -> list[tuple[str, str, int]]:
+    """The `top` most frequent mistakes, ties by tag name (so the list does not depend on the order the
+    sentences were scored in)."""
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return [(g, p, n) for (g, p), n in ranked[:top]]
 
 
 def classification_scores(confusion: list[list[int]], labels: list[str]) -> dict:
@@ -146,3 +157,64 @@ def rouge(hypotheses: list[str], references: list[str], stemmer: bool = True) ->
 def _same_length(hypotheses: list[str], references: list[str]) -> None:
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
+
+
+class CorpusScores:
+    """BLEU, chrF and ROUGE-1/2/L of a corpus scored a part at a time, keeping no text.
+
+    Corpus BLEU and chrF are functions of sums over sentences (BLEU: n-gram matches and totals for
+    n = 1-4 and the hypothesis and reference lengths; chrF: character n-gram matches and totals), and
+    sacrebleu's corpus_score computes them exactly so: `add` sums sacrebleu's own per-sentence
+    statistics, `scores` turns the sums into the figures of `bleu` and `chrf` on the whole corpus.
+    ROUGE is a mean over documents: the sum of their F1 and their count. (This uses sacrebleu's
+    `_extract_corpus_statistics` and `_compute_score_from_stats`, the two halves of its corpus_score.)"""
+
+    KINDS = ("rouge1", "rouge2", "rougeL")
+
+    def __init__(self, bleu_tokenize: str = "13a", lowercase: bool = False, stemmer: bool = True):
+        from rouge_score import rouge_scorer
+        from sacrebleu.metrics import BLEU, CHRF
+
+        # force: no "forgot to detokenize" check per part; it is made once over the corpus below
+        self.bleu_metric = BLEU(tokenize=bleu_tokenize, lowercase=lowercase, force=True)
+        self.chrf_metric = CHRF()
+        self.scorer = rouge_scorer.RougeScorer(list(self.KINDS), use_stemmer=stemmer)
+        self.check_detokenized = bleu_tokenize != "none"
+        self.bleu_stats: list[int] | None = None
+        self.chrf_stats: list[int] | None = None
+        self.rouge_sums = dict.fromkeys(self.KINDS, 0.0)
+        self.documents = self.tokenized_periods = 0
+
+    def add(self, hypotheses: list[str], references: list[str]) -> None:
+        _same_length(hypotheses, references)
+        if not hypotheses:
+            return
+        self.bleu_stats = _add_stats(self.bleu_stats, self.bleu_metric._extract_corpus_statistics(
+            hypotheses, [references]))
+        self.chrf_stats = _add_stats(self.chrf_stats, self.chrf_metric._extract_corpus_statistics(
+            hypotheses, [references]))
+        for hypothesis, reference in zip(hypotheses, references, strict=True):
+            scores = self.scorer.score(reference, hypothesis)
+            for kind in self.KINDS:
+                self.rouge_sums[kind] += scores[kind].fmeasure
+        self.documents += len(hypotheses)
+        self.tokenized_periods += sum(h.endswith(" .") for h in hypotheses)
+
+    def scores(self) -> dict[str, float]:
+        """bleu, chrf, rouge1, rouge2, rougeL (percent) of everything added."""
+        if self.check_detokenized and self.tokenized_periods >= 100:
+            import logging
+            logging.getLogger("sacrebleu").warning(
+                "That's 100 lines that end in a tokenized period ('.'); it looks like you forgot to detokenize "
+                "your test data, which may hurt your score")
+        if self.bleu_stats is None:
+            return {"bleu": 0.0, "chrf": 0.0, **dict.fromkeys(self.KINDS, 0.0)}
+        return {"bleu": self.bleu_metric._compute_score_from_stats(self.bleu_stats).score,
+                "chrf": self.chrf_metric._compute_score_from_stats(self.chrf_stats).score,
+                **{kind: 100.0 * total / max(self.documents, 1) for kind, total in self.rouge_sums.items()}}
+
+
+def _add_stats(total: list | None, segments: list[list]) -> list:
+    for segment in segments:
+        total = list(segment) if total is None else [a + b for a, b in zip(total, segment, strict=True)]
+    return total

@@ -15,9 +15,11 @@ development loss), checkpoint.safetensors (for --resume), metrics.jsonl, train_l
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import dataclasses
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,16 +28,18 @@ from tqdm.auto import tqdm
 
 from seqlab.config import check_fields, option
 from seqlab.data.batching import length_batches
-from seqlab.data.parallel import PAIRED_FORMATS, Pair, read_aligned, read_paired
+from seqlab.data.limits import DEFAULT_MAX_TOKENS, InputLimit
+from seqlab.data.parallel import PAIRED_FORMATS, Pair, aligned_pairs, paired_reader, read_aligned, read_paired
+from seqlab.data.stream import CHUNK_SIZE, LineReader, chunked, interactive
 from seqlab.data.tokenizers import TOKENIZERS, make_tokenizer, tokenizer_from_dict
 from seqlab.data.vocab import UNK, Vocab
-from seqlab.errors import DAMAGED, SeqlabError
+from seqlab.errors import DAMAGED, SeqlabError, place
 from seqlab.fileio import atomic_write_json, read_json
-from seqlab.metrics import bleu, chrf, rouge
+from seqlab.metrics import CorpusScores, bleu, chrf, rouge
 from seqlab.models.seq2seq import Seq2SeqConfig, build_model
 from seqlab.runs import check_sizes, load_best, log, read_run_config_as, resolve_run_config, start_run, train_in_run
 from seqlab.search import Hypothesis, SearchOptions, decode
-from seqlab.tasks.seq2seq import LengthReport, PairEncoder, Seq2SeqTask
+from seqlab.tasks.seq2seq import LengthReport, PairEncoder, Seq2SeqTask, pair_batches
 from seqlab.training import distributed
 from seqlab.training.plots import plot_attention
 from seqlab.training.trainer import TrainConfig, Trainer
@@ -372,16 +376,105 @@ class TrainedSeq2Seq:
                 "unknown_source_tokens": unknown, "truncated_sources": report.truncated_sources,
                 "beam": options.beam, "bleu_tokenize": bleu_tokenize, "hypotheses": hypotheses}
 
-    def evaluate_files(self, source: str | Path, target: str | Path | None = None, fmt: str | None = None,
-                       **options) -> dict:
-        """`evaluate_pairs` on two aligned files, or on one file of pairs (target None; the training
-        run's --format and fields unless `fmt` is given)."""
+    def input_limit(self, max_input_length: int | None = None, long_input: str = "truncate") -> InputLimit:
+        """The longest source this model reads (`seqlab.data.limits`): its --max-source-length (the
+        transformer's positions; what the lm's window leaves), else DEFAULT_MAX_TOKENS, unless
+        `max_input_length` says otherwise; longer sources keep their first tokens (with a warning) or
+        are refused (long_input="reject", `--long-source reject`)."""
+        model = self.config.model
+        hard = {"transformer": model.max_positions, "lm": model.max_positions - 1 - self.encoder.max_target}
+        return InputLimit.resolve(max_input_length, self.encoder.max_source or DEFAULT_MAX_TOKENS,
+                                  hard.get(model.arch), f"this {model.arch} model", long_input, "head", "source")
+
+    def generate_stream(self, path: str | Path = "-", input_format: str = "text", options: SearchOptions | None = None,
+                        batch_size: int = 64, chunk_size: int = CHUNK_SIZE, attention: bool = False,
+                        max_input_length: int | None = None, long_input: str = "truncate",
+                        what: str = "input file") -> Iterator[list[tuple[Pair, Output]]]:
+        """Decode the sources of a file (or standard input, "-") a chunk at a time: each chunk's
+        (Pair, Output) in input order, as soon as it is decoded; memory does not grow with the input.
+
+        input_format: text (a source per line) or tsv / jsonl (a file of pairs, its sources read from
+        the run's --source-field). A chunk holds at most `chunk_size` sources, sorted by length into
+        batches (from a pipe or a terminal the first chunk is one batch, then twice as many each time,
+        and a chunk ends early when the input pauses: `seqlab.data.stream.chunked`)."""
+        options = options or SearchOptions(beam=5)
+        limit = self.input_limit(max_input_length, long_input)
         data = self.config.data
-        if target is None:
-            pairs = read_paired(source, fmt or data.format, data.source_field, data.target_field, "evaluation file")
-        else:
-            pairs = read_aligned(source, target, "evaluation file")
-        return self.evaluate_pairs(pairs, **options)
+        with LineReader(path, what, limit.chars) as lines:
+            if input_format == "text":
+                pairs = aligned_pairs(lines, None, path, None, what)
+            else:
+                pairs = paired_reader(input_format, data.source_field, data.target_field, path, what,
+                                      with_targets=False)(lines)
+            for chunk in chunked(pairs, chunk_size, *interactive(lines, batch_size),
+                                 chars=lambda p: len(p.source)):
+                encoded, tokens = self._encode_within(chunk, limit, lines.place, LengthReport())
+                yield list(zip(chunk, self._decode(encoded, tokens, options, batch_size, attention, False),
+                               strict=True))
+        limit.warn(place(what, path))
+
+    def _encode_within(self, pairs: list[Pair], limit: InputLimit, where, report: LengthReport):
+        """The pairs as ids, each source cut to the limit first (or refused; `where(line)` names its
+        line), targets to the model's --max-target-length (counted in `report`); and the source tokens."""
+        tokens = [limit.apply(t, where(p.line), p.line, line_cut=p.cut)
+                  for t, p in zip(self.encoder.source_tokens([p.source for p in pairs]), pairs, strict=True)]
+        encoder = copy.copy(self.encoder)
+        encoder.max_source = limit.tokens
+        return encoder.encode(pairs, "", "", "truncate", report, tokens), tokens
+
+    def evaluate_files(self, source: str | Path, target: str | Path | None = None, fmt: str | None = None,
+                       options: SearchOptions | None = None, batch_size: int = 64, bleu_tokenize: str = "13a",
+                       long_source: str = "truncate", progress: bool | None = False, chunk_size: int = CHUNK_SIZE,
+                       max_input_length: int | None = None, write_hypothesis=None,
+                       keep_hypotheses: bool = True) -> dict:
+        """`evaluate_pairs` on two aligned files, or on one file of pairs (target None; the training
+        run's --format and fields unless `fmt` is given), read and decoded a chunk of pairs at a time.
+
+        Memory does not grow with the files: BLEU and chrF are computed from sacrebleu's sentence
+        statistics summed over the chunks, ROUGE from summed F1 (`seqlab.metrics.CorpusScores`), the
+        perplexity from the summed loss and token count; no hypothesis or reference is kept, unless
+        keep_hypotheses (the default, for the result's "hypotheses"). `write_hypothesis` is called with
+        each output in order as it is decoded. The figures are those of the whole files (the
+        perplexity to float rounding). A reference line is read up to the same number of characters
+        as a source line (`seqlab.data.limits`)."""
+        options = options or SearchOptions(beam=5)
+        limit = self.input_limit(max_input_length, long_source)
+        data, what = self.config.data, "evaluation file"
+        scores, report = CorpusScores(bleu_tokenize), LengthReport()
+        task = Seq2SeqTask(self.encoder, [], [], None, batch_size=1, eval_batch_size=batch_size, seed=0)
+        totals: dict = {}
+        unknown, hypotheses = 0, []
+        with contextlib.ExitStack() as stack:
+            if target is None:
+                sources = stack.enter_context(LineReader(source, what, limit.chars, stdin=False))
+                pairs = paired_reader(fmt or data.format, data.source_field, data.target_field, source, what)(sources)
+            else:
+                sources = stack.enter_context(LineReader(source, f"{what} source", limit.chars, stdin=False))
+                targets = stack.enter_context(LineReader(target, f"{what} target", limit.chars, stdin=False))
+                pairs = aligned_pairs(sources, targets, source, target, what)
+            bar = stack.enter_context(tqdm(desc="decoding", unit="pair", leave=False,
+                                           disable=True if progress is False else None))
+            for chunk in chunked(pairs, chunk_size, chars=lambda p: len(p.source) + len(p.target)):
+                encoded, tokens = self._encode_within(chunk, limit, sources.place, report)
+                texts = [o.text for o in self._decode(encoded, tokens, options, batch_size, False, False)]
+                scores.add(texts, [p.target for p in chunk])
+                for key, value in task.evaluate(self.model, pair_batches(encoded, self.encoder, batch_size, None),
+                                                self.device).items():
+                    totals[key] = totals.get(key, 0) + value
+                unknown += sum(i == UNK for e in encoded for i in e.source)
+                for text in texts:
+                    if write_hypothesis is not None:
+                        write_hypothesis(text)
+                hypotheses.extend(texts if keep_hypotheses else ())
+                bar.update(len(chunk))
+        limit.warn(place(what, source))
+        for message in report.messages(place(what, source), limit.tokens, self.encoder.max_target):
+            warnings.warn(message, stacklevel=2)
+        figures = task.summarize(totals)
+        return {"pairs": figures["pairs"], **scores.scores(), "perplexity": figures["perplexity"],
+                "loss": figures["loss"], "target_tokens": figures["tokens"], "unknown_source_tokens": unknown,
+                "truncated_sources": limit.cut, "beam": options.beam, "bleu_tokenize": bleu_tokenize,
+                **({"hypotheses": hypotheses} if keep_hypotheses else {})}
 
 
 def _show(token: str) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,7 +25,9 @@ import torch
 from tqdm.auto import tqdm
 
 from seqlab.config import check_fields, option
-from seqlab.data.conll import FORMATS, Sentence, read_labelled
+from seqlab.data.conll import FORMATS, Sentence, labelled_sentences, read_labelled
+from seqlab.data.limits import DEFAULT_MAX_TOKENS, InputLimit
+from seqlab.data.stream import CHUNK_SIZE, LineReader, chunked, interactive
 from seqlab.data.tags import (
     SCHEMES,
     allowed_transitions,
@@ -37,12 +39,12 @@ from seqlab.data.tags import (
 )
 from seqlab.data.vectors import extend_vocab, fill_embeddings
 from seqlab.data.vocab import Vocab
-from seqlab.errors import DAMAGED, SeqlabError, where
+from seqlab.errors import DAMAGED, SeqlabError, place
 from seqlab.fileio import atomic_write_json, read_json
-from seqlab.metrics import confusions
+from seqlab.metrics import mistakes, most_confused
 from seqlab.models.tagger import Tagger, TaggerConfig
 from seqlab.runs import check_sizes, load_best, log, read_run_config_as, resolve_run_config, start_run, train_in_run
-from seqlab.tasks.tagging import Encoder, TaggingTask, best_tags
+from seqlab.tasks.tagging import Encoder, TaggingTask, best_tags, length_batches
 from seqlab.training import distributed
 from seqlab.training.trainer import TrainConfig, Trainer
 
@@ -111,7 +113,7 @@ def refuse_stray_tags(sentences: list[Sentence], path: str, what: str) -> None:
     for sentence in sentences:
         for i, tag in enumerate(sentence.labels):
             if not is_entity_tag(tag):
-                raise SeqlabError(f"{what} {where(path, sentence.line_of(i))}: the tag {tag!r} fits no entity scheme; "
+                raise SeqlabError(f"{place(what, path, sentence.line_of(i))}: the tag {tag!r} fits no entity scheme; "
                                   "the other tags are O and B-/I-/E-/S- plus a type (e.g. B-PER): correct it, or "
                                   "pass --scheme none to read every tag as a plain label")
 
@@ -286,20 +288,95 @@ class TrainedTagger:
         """(tag, probability) for each token of one sentence."""
         return self.tag_sentences([tokens])[0]
 
-    def evaluate_file(self, path: str | Path, fmt: str | None = None, top_confusions: int = 10) -> dict:
+    def input_limit(self, max_input_length: int | None = None, long_input: str = "truncate") -> InputLimit:
+        """The longest sentence this tagger reads (`seqlab.data.limits`): a transformer's positions, else
+        DEFAULT_MAX_TOKENS, unless `max_input_length` says otherwise; longer ones truncated or rejected."""
+        model = self.config.model
+        hard = model.max_positions if model.encoder == "transformer" else None
+        return InputLimit.resolve(max_input_length, hard or DEFAULT_MAX_TOKENS, hard, f"this {model.encoder} tagger",
+                                  long_input, "head", "sentence")
+
+    def tag_stream(self, path: str | Path = "-", input_format: str = "text", batch_size: int = 64,
+                   chunk_size: int = CHUNK_SIZE, max_input_length: int | None = None, long_input: str = "truncate",
+                   what: str = "input file") -> Iterator[list[tuple[list[str], list[tuple[str, float]]]]]:
+        """Tag a file (or standard input, "-") a chunk of sentences at a time: each chunk's (tokens, tags)
+        pairs, in input order, as soon as it is tagged; memory does not grow with the input.
+
+        input_format: text (a sentence per line, tokens separated by whitespace; an empty line is an
+        empty sentence) or conllu / conll (the tokens of a CoNLL-U or CoNLL-2003 file). A chunk holds at
+        most `chunk_size` sentences, sorted by length into batches (from a pipe or a terminal the first
+        chunk is one batch, then twice as many each time, and a chunk ends early when the input pauses).
+        Sentences longer than the limit (`input_limit`) are cut to their first tokens with a warning, or
+        refused (long_input="reject")."""
+        limit = self.input_limit(max_input_length, long_input)
+        with LineReader(path, what, limit.chars) as lines:
+            sentences = input_sentences(lines, input_format, limit, path, what)
+            for chunk in chunked(sentences, chunk_size, *interactive(lines, batch_size), chars=token_chars):
+                yield list(zip(chunk, self.tag_sentences(chunk, batch_size), strict=True))
+        limit.warn(place(what, path))
+
+    def evaluate_file(self, path: str | Path, fmt: str | None = None, top_confusions: int = 10,
+                      chunk_size: int = CHUNK_SIZE, max_input_length: int | None = None,
+                      long_input: str = "truncate") -> dict:
         """Accuracy (and entity P/R/F1 for IOB-style tags) on a labelled file, the most frequent
-        (gold, predicted) mistakes, and the gold tags training never saw (each token an error)."""
+        (gold, predicted) mistakes, and the gold tags training never saw (each token an error).
+
+        The file is read twice, a chunk of sentences at a time, in memory that does not grow with it:
+        once for its entity scheme (the one under which the fewest tags are invalid), once to tag and
+        count. Every figure is a sum over sentences (tokens right, entity spans found / predicted /
+        in gold, per type; mistakes by tag pair), so the chunks give the figures of the whole file
+        (the loss to float rounding). A sentence over the limit is scored on its first tokens."""
         data = self.config.data
-        sentences = read_labelled(path, fmt or data.format, data.label_column or None, "evaluation file")
+        what = "evaluation file"
+        limit = self.input_limit(max_input_length, long_input)
+        read = labelled_sentences(None, fmt or data.format, data.label_column or None, path, what, limit.tokens)
+        source = self.scheme
         if self.scheme != "none":
-            refuse_stray_tags(sentences, str(path), "evaluation file")
-            source = detect_scheme((s.labels for s in sentences), prefer=self.file_scheme)
-            prepare(sentences, source, self.scheme, str(path))
-        task = TaggingTask(self.encoder, [], sentences, None, batch_size=1, eval_batch_size=64, seed=0)
+            with LineReader(path, what, limit.chars, stdin=False) as lines:
+                checked = (refuse_stray_tags([s], str(path), what) or s for s in read(lines))
+                source = detect_scheme((s.labels for s in checked), prefer=self.file_scheme)
+        task = TaggingTask(self.encoder, [], [], None, batch_size=1, eval_batch_size=64, seed=0)
         task.keep_predictions = True
-        result = task.summarize(task.evaluate(self.model, task.valid_data, self.device))
+        totals: dict = {}
+        confused, unseen = Counter(), Counter()
+        with LineReader(path, what, limit.chars, stdin=False) as lines:
+            for chunk in chunked(read(lines), chunk_size, chars=lambda s: token_chars(s.tokens)):
+                for s in chunk:
+                    limit.apply(s.tokens, lines.place(s.line), s.line, len(s) + s.dropped)   # reject, or count
+                if self.scheme != "none":
+                    prepare(chunk, source, self.scheme, str(path))
+                batches = length_batches([self.encoder.encode(s) for s in chunk], self.encoder, 64, None)
+                for key, value in task.evaluate(self.model, batches, self.device).items():
+                    totals[key] = totals.get(key, 0) + value
+                confused.update(mistakes(*task.predictions))
+                unseen.update(label for s in chunk for label in s.labels if label not in self.encoder.label_index)
+        limit.warn(place(what, path))
+        result = task.summarize(totals)
         result["confusions"] = [{"gold": g, "predicted": p, "count": n}
-                                for g, p, n in confusions(*task.predictions, top=top_confusions)]
-        result["unseen_tags"] = dict(Counter(label for s in sentences for label in s.labels
-                                             if label not in self.encoder.label_index).most_common())
+                                for g, p, n in most_confused(confused, top_confusions)]
+        result["unseen_tags"] = dict(unseen.most_common())
+        result["truncated"] = limit.cut
         return result
+
+
+def token_chars(tokens: list[str]) -> int:
+    """A sentence's size in characters, for `chunked`."""
+    return sum(map(len, tokens))
+
+
+def input_sentences(lines: LineReader, fmt: str, limit: InputLimit, path, what: str) -> Iterator[list[str]]:
+    """The token lists to tag, one at a time, each within the limit: the lines of a text split at
+    whitespace (and at the other line breaks of str.splitlines, as `seqlab tag` always read them), or
+    the tokens of CoNLL-U / CoNLL-2003 sentences (for conll, the first column; other columns ignored)."""
+    if fmt == "text":
+        for line in lines:
+            parts = (line.text + "\n").splitlines()
+            for k, part in enumerate(parts):
+                yield limit.apply(part.split(), lines.place(line.number), line.number,
+                                  line_cut=line.cut and k == len(parts) - 1)
+        return
+    if fmt not in FORMATS:
+        raise SeqlabError(f"--input-format {fmt!r}: choose text, {', '.join(FORMATS)}")
+    read = labelled_sentences(None, fmt, None if fmt == "conllu" else 0, path, what, limit.tokens)
+    for sentence in read(lines):
+        yield limit.apply(sentence.tokens, lines.place(sentence.line), sentence.line, len(sentence) + sentence.dropped)

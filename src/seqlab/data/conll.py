@@ -9,16 +9,20 @@
     <blank> ends the sentence
 
 Every malformed line is refused with the file and line number. A sentence remembers the line of its
-first token, so later messages (an invalid tag sequence, an unknown tag) can point at it.
+first token, so later messages (an invalid tag sequence, an unknown tag) can point at it. The
+readers work on the lines of a `seqlab.data.stream.LineReader` and hand on one sentence at a time
+(`conllu_sentences`, `conll_sentences`), so that a file of any size is read in bounded memory;
+`read_conllu` and friends collect them into a list.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from seqlab.errors import SeqlabError, where
-from seqlab.fileio import read_text
+from seqlab.data.stream import Line, LineReader, refuse_cut
+from seqlab.errors import SeqlabError, place
 
 CONLLU_COLUMNS = ("id", "form", "lemma", "upos", "xpos", "feats", "head", "deprel", "deps", "misc")
 FORMATS = ("conllu", "conll")
@@ -31,7 +35,8 @@ class Sentence:
     tokens: list[str]
     labels: list[str]
     line: int = 0
-    token_lines: list[int] | None = None       # each token's 1-based line, where the reader knows it
+    dropped: int = 0            # tokens after the ones kept, read and checked but not kept (a reader's cap)
+    token_lines: list[int] | None = None       # each kept token's 1-based line, where the reader knows it
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -59,58 +64,93 @@ def read_conllu(path: str | Path, label_column: str | int = "upos", what: str = 
     """The sentences of a CoNLL-U file, labelled from one column; comments, multiword-token ranges
     (`1-2`) and empty nodes (`1.1`) are skipped."""
     column = conllu_column(label_column)
-    sentences: list[Sentence] = []
-    tokens: list[str] = []
-    labels: list[str] = []
-    first, numbers = 0, []
-    lines = read_text(path, what).split("\n")
-    for number, raw in enumerate(lines, start=1):
-        line = raw.rstrip("\r")
-        if not line.strip():
-            if tokens:
-                sentences.append(Sentence(tokens, labels, first, numbers))
-            tokens, labels, numbers = [], [], []
-            continue
-        if line.startswith("#"):
-            continue
-        fields = line.split("\t")
-        if len(fields) != len(CONLLU_COLUMNS):
-            raise SeqlabError(f"{what} {where(path, number)}: expected 10 tab-separated CoNLL-U columns, "
-                              f"found {len(fields)} in {_excerpt(line)}")
-        token_id = fields[0]
-        if "-" in token_id or "." in token_id:              # multiword range or empty node
-            continue
-        if not token_id.isdigit():
-            raise SeqlabError(f"{what} {where(path, number)}: the ID column holds {token_id!r}, expected "
-                              "a word index (1, 2, ...), a range (1-2) or an empty node (1.1)")
-        form, label = fields[1], fields[column]
-        _check_token(form, path, number, what)
-        if not label.strip():
-            raise SeqlabError(f"{what} {where(path, number)}: the {CONLLU_COLUMNS[column]} column is empty")
-        if not tokens:
-            first = number
-        tokens.append(form)
-        labels.append(label)
-        numbers.append(number)
-    if tokens:
-        sentences.append(Sentence(tokens, labels, first, numbers))
-    return _nonempty(sentences, path, what)
+    with LineReader(path, what, stdin=False) as lines:
+        return list(conllu_sentences(lines, column, path, what))
 
 
 def read_conll(path: str | Path, label_column: int = -1, token_column: int = 0,
                what: str = "file") -> list[Sentence]:
     """The sentences of a CoNLL-2003-style file: whitespace-separated columns, a blank line between
     sentences, `-DOCSTART-` lines ignored, the label in column `label_column` (default: the last)."""
-    sentences: list[Sentence] = []
-    tokens: list[str] = []
-    labels: list[str] = []
-    first, width = 0, None
-    for number, raw in enumerate(read_text(path, what).split("\n"), start=1):
+    with LineReader(path, what, stdin=False) as lines:
+        return list(conll_sentences(lines, label_column, token_column, path, what))
+
+
+def read_labelled(path: str | Path, fmt: str, label_column: str | int | None = None,
+                  what: str = "file") -> list[Sentence]:
+    """Either reader, by format name (`conllu` or `conll`); `label_column` None means the default."""
+    sentences = labelled_sentences(None, fmt, label_column, path, what)       # checks the options first
+    with LineReader(path, what, stdin=False) as lines:
+        return list(sentences(lines))
+
+
+def labelled_sentences(lines: Iterable[Line] | None, fmt: str, label_column: str | int | None, path, what: str,
+                       keep_tokens: int = 0):
+    """The sentences of `lines` (a LineReader) in either format, one at a time; with lines None, a
+    function of the lines (the options are checked at once). `keep_tokens` > 0: a sentence keeps its
+    first `keep_tokens` tokens, and counts the others, checked, in `Sentence.dropped`."""
+    if fmt == "conllu":
+        column = conllu_column("upos" if label_column is None else label_column)
+        read = lambda lines: conllu_sentences(lines, column, path, what, keep_tokens)       # noqa: E731
+    elif fmt == "conll":
+        if label_column is not None and not str(label_column).lstrip("-").isdigit():
+            raise SeqlabError(f"--label-column {label_column!r}: CoNLL columns are chosen by index "
+                              "(0 the first, -1 the last)")
+        index = -1 if label_column is None else int(label_column)
+        read = lambda lines: conll_sentences(lines, index, 0, path, what, keep_tokens)      # noqa: E731
+    else:
+        raise SeqlabError(f"--format {fmt!r} is not known; use one of {', '.join(FORMATS)}")
+    return read if lines is None else read(lines)
+
+
+def conllu_sentences(lines: Iterable[Line], column: int, path, what: str, keep_tokens: int = 0) -> Iterator[Sentence]:
+    """The sentences of CoNLL-U lines, labelled from `column` (see `read_conllu`), one at a time."""
+    sentence = _Builder(keep_tokens)
+    count = 0
+    for line in lines:
+        number, text = line.number, line.text.rstrip("\r")
+        refuse_cut(line, place(what, path, number), "CoNLL-U")
+        if not text.strip():
+            if sentence.tokens:
+                yield sentence.done()
+                count += 1
+            continue
+        if text.startswith("#"):
+            continue
+        fields = text.split("\t")
+        if len(fields) != len(CONLLU_COLUMNS):
+            raise SeqlabError(f"{place(what, path, number)}: expected 10 tab-separated CoNLL-U columns, "
+                              f"found {len(fields)} in {_excerpt(text)}")
+        token_id = fields[0]
+        if "-" in token_id or "." in token_id:              # multiword range or empty node
+            continue
+        if not token_id.isdigit():
+            raise SeqlabError(f"{place(what, path, number)}: the ID column holds {token_id!r}, expected "
+                              "a word index (1, 2, ...), a range (1-2) or an empty node (1.1)")
+        form, label = fields[1], fields[column]
+        _check_token(form, path, number, what)
+        if not label.strip():
+            raise SeqlabError(f"{place(what, path, number)}: the {CONLLU_COLUMNS[column]} column is empty")
+        sentence.add(form, label, number)
+    if sentence.tokens:
+        yield sentence.done()
+        count += 1
+    _nonempty(count, path, what)
+
+
+def conll_sentences(lines: Iterable[Line], label_column: int = -1, token_column: int = 0, path="",
+                    what: str = "file", keep_tokens: int = 0) -> Iterator[Sentence]:
+    """The sentences of CoNLL-2003-style lines (see `read_conll`), one at a time."""
+    sentence = _Builder(keep_tokens)
+    count, width = 0, None
+    for line in lines:
+        number, raw = line.number, line.text
+        refuse_cut(line, place(what, path, number), "CoNLL")
         fields = raw.split()
         if not fields:
-            if tokens:
-                sentences.append(Sentence(tokens, labels, first))
-            tokens, labels = [], []
+            if sentence.tokens:
+                yield sentence.done()
+                count += 1
             continue
         if fields[0] == "-DOCSTART-":
             continue
@@ -118,45 +158,55 @@ def read_conll(path: str | Path, label_column: int = -1, token_column: int = 0,
             width = len(fields)
             for name, index in (("--label-column", label_column), ("--token-column", token_column)):
                 if not -width <= index < width:
-                    raise SeqlabError(f"{what} {where(path, number)}: {name} {index} does not exist in a file "
+                    raise SeqlabError(f"{place(what, path, number)}: {name} {index} does not exist in a file "
                                       f"of {width} columns")
             if width < 2:
-                raise SeqlabError(f"{what} {where(path, number)}: one column only; expected a token and a "
+                raise SeqlabError(f"{place(what, path, number)}: one column only; expected a token and a "
                                   f"label separated by whitespace in {_excerpt(raw)}")
         elif len(fields) != width:
-            raise SeqlabError(f"{what} {where(path, number)}: {len(fields)} columns, but the file's first "
+            raise SeqlabError(f"{place(what, path, number)}: {len(fields)} columns, but the file's first "
                               f"token line has {width}: {_excerpt(raw)}")
-        if not tokens:
-            first = number
-        tokens.append(fields[token_column])
-        labels.append(fields[label_column])
-    if tokens:
-        sentences.append(Sentence(tokens, labels, first))
-    return _nonempty(sentences, path, what)
+        sentence.add(fields[token_column], fields[label_column], number)
+    if sentence.tokens:
+        yield sentence.done()
+        count += 1
+    _nonempty(count, path, what)
 
 
-def read_labelled(path: str | Path, fmt: str, label_column: str | int | None = None,
-                  what: str = "file") -> list[Sentence]:
-    """Either reader, by format name (`conllu` or `conll`); `label_column` None means the default."""
-    if fmt == "conllu":
-        return read_conllu(path, "upos" if label_column is None else label_column, what)
-    if fmt == "conll":
-        if label_column is not None and not str(label_column).lstrip("-").isdigit():
-            raise SeqlabError(f"--label-column {label_column!r}: CoNLL columns are chosen by index "
-                              "(0 the first, -1 the last)")
-        return read_conll(path, -1 if label_column is None else int(label_column), what=what)
-    raise SeqlabError(f"--format {fmt!r} is not known; use one of {', '.join(FORMATS)}")
+class _Builder:
+    """The sentence being read: its first `keep` tokens (all with keep 0), and how many more."""
+
+    def __init__(self, keep: int = 0):
+        self.keep = keep
+        self.tokens: list[str] = []
+        self.labels: list[str] = []
+        self.numbers: list[int] = []
+        self.first = self.dropped = 0
+
+    def add(self, token: str, label: str, number: int) -> None:
+        if not self.tokens:
+            self.first = number
+        if self.keep and len(self.tokens) >= self.keep:
+            self.dropped += 1
+            return
+        self.tokens.append(token)
+        self.labels.append(label)
+        self.numbers.append(number)
+
+    def done(self) -> Sentence:
+        sentence = Sentence(self.tokens, self.labels, self.first, self.dropped, self.numbers)
+        self.tokens, self.labels, self.numbers, self.dropped = [], [], [], 0
+        return sentence
 
 
 def _check_token(form: str, path, number: int, what: str) -> None:
     if not form.strip():
-        raise SeqlabError(f"{what} {where(path, number)}: the token is empty or only whitespace")
+        raise SeqlabError(f"{place(what, path, number)}: the token is empty or only whitespace")
 
 
-def _nonempty(sentences: list[Sentence], path, what: str) -> list[Sentence]:
-    if not sentences:
-        raise SeqlabError(f"{what} {path} holds no sentences (only comments, -DOCSTART- or blank lines)")
-    return sentences
+def _nonempty(count: int, path, what: str) -> None:
+    if not count:
+        raise SeqlabError(f"{place(what, path)} holds no sentences (only comments, -DOCSTART- or blank lines)")
 
 
 def _excerpt(line: str, limit: int = 60) -> str:

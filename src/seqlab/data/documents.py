@@ -12,6 +12,8 @@
 Every malformed row is refused with the file and line: a missing text or label, an empty text, a row
 with the wrong number of fields (the usual sign of mixed delimiters), a non-numeric feature.
 A document keeps its 1-based line, so later messages (a label training never saw) point at it.
+The readers hand on one document at a time from the lines of a `seqlab.data.stream.LineReader`
+(`document_reader`, `text_documents`), so that a file of any size is read in bounded memory.
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ import csv
 import io
 import json
 import math
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from seqlab.errors import SeqlabError, where
-from seqlab.fileio import read_text
+from seqlab.data.stream import Line, LineReader, refuse_cut
+from seqlab.errors import SeqlabError, place
 
 FORMATS = ("tsv", "csv", "jsonl", "labeled-lines", "sst-tree")
 
@@ -37,6 +40,7 @@ class Document:
     label: str | None
     line: int = 0
     features: list[float] | None = None
+    cut: bool = False            # its line was too long to read whole: `text` is the part read
 
 
 @dataclass
@@ -53,54 +57,65 @@ class Columns:
 def read_documents(path: str | Path, fmt: str, columns: Columns | None = None, what: str = "file",
                    labelled: bool = True, sst_classes: int = 5, phrases: bool = False) -> list[Document]:
     """The documents of one file. `labelled=False` reads texts only (the label may be absent)."""
+    read = document_reader(fmt, columns, path, what, labelled, sst_classes, phrases)
+    with LineReader(path, what, stdin=False) as lines:
+        return list(read(lines))
+
+
+def document_reader(fmt: str, columns: Columns | None = None, path="", what: str = "file", labelled: bool = True,
+                    sst_classes: int = 5, phrases: bool = False) -> Callable[[Iterable[Line]], Iterator[Document]]:
+    """A function from the lines of a file (a LineReader) to its documents, one at a time; the options
+    are checked at once."""
     if fmt not in FORMATS:
         raise SeqlabError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    if fmt == "sst-tree" and sst_classes not in (2, 5):
+        raise SeqlabError(f"--sst-classes {sst_classes}: choose 5 (very negative ... very positive) or 2 "
+                          "(negative / positive, neutral dropped)")
     columns = columns or Columns()
-    text = read_text(path, what)
-    if fmt in ("tsv", "csv"):
-        documents = _read_table(text, path, fmt, columns, what, labelled)
-    elif fmt == "jsonl":
-        documents = _read_jsonl(text, path, columns, what, labelled)
-    elif fmt == "labeled-lines":
-        documents = _read_labeled_lines(text, path, what, labelled)
-    else:
-        documents = _read_trees(text, path, what, sst_classes, phrases)
-    if not documents:
-        raise SeqlabError(f"{what} {path} holds no documents")
-    return documents
+
+    def read(lines: Iterable[Line]) -> Iterator[Document]:
+        if fmt in ("tsv", "csv"):
+            documents = _read_table(lines, path, fmt, columns, what, labelled)
+        elif fmt == "jsonl":
+            documents = _read_jsonl(lines, path, columns, what, labelled)
+        elif fmt == "labeled-lines":
+            documents = _read_labeled_lines(lines, path, what)
+        else:
+            documents = _read_trees(lines, path, what, sst_classes, phrases)
+        count = 0
+        for document in documents:
+            count += 1
+            yield document
+        if not count:
+            raise SeqlabError(f"{place(what, path)} holds no documents")
+    return read
 
 
 def read_texts(path: str | Path, what: str = "input file") -> list[Document]:
     """One unlabelled document per line (for `seqlab classify`); a blank line is refused."""
-    return [Document(line, None, number) for number, line in enumerate(nonblank_lines(path, what), start=1)]
+    with LineReader(path, what, stdin=False) as lines:
+        return list(text_documents(lines, path, what))
 
 
-def nonblank_lines(path: str | Path, what: str = "file") -> list[str]:
-    """The lines of a file, every one holding text (blank lines at the end are dropped; one before the
-    last text is refused with its file and line)."""
-    lines = lines_of(read_text(path, what))
-    while lines and not lines[-1].strip():
-        lines.pop()
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            raise SeqlabError(f"{what} {where(path, number)}: empty line; every line must hold a document")
-    return lines
-
-
-def lines_of(text: str) -> list[str]:
-    """The lines of a file, split at "\n" (and "\r\n") only: str.splitlines would also split at
-    characters such as U+2028 or U+0085, which a review's text (or a JSON string) may hold."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+def text_documents(lines: Iterable[Line], path, what: str = "input file") -> Iterator[Document]:
+    """One unlabelled document per line, one at a time: blank lines at the end are dropped, one before
+    a later text is refused with its line. A Document from a line too long to read whole is `cut`."""
+    blank = 0                                   # the first blank line since the last text
+    for line in lines:
+        if not line.text.strip():
+            blank = blank or line.number
+            continue
+        if blank:
+            raise SeqlabError(f"{place(what, path, blank)}: empty line; every line must hold a document")
+        yield Document(line.text, None, line.number, cut=line.cut)
 
 
 def _index_or_name(value: str) -> int | str:
     return int(value) if str(value).lstrip("-").isdigit() else str(value)
 
 
-def _read_table(text: str, path, fmt: str, columns: Columns, what: str, labelled: bool) -> list[Document]:
+def _read_table(lines: Iterable[Line], path, fmt: str, columns: Columns, what: str,
+                labelled: bool) -> Iterator[Document]:
     delimiter, other = ("\t", ",") if fmt == "tsv" else (",", "\t")
     wanted = [_index_or_name(c) for c in (columns.text, columns.label, *columns.features)]
     named = any(isinstance(c, str) for c in wanted)
@@ -109,16 +124,11 @@ def _read_table(text: str, path, fmt: str, columns: Columns, what: str, labelled
     has_header = columns.header == "yes" or (columns.header == "auto" and named)
     if named and not has_header:
         names = ", ".join(str(c) for c in wanted if isinstance(c, str))
-        raise SeqlabError(f"{what} {path}: columns given by name ({names}) need a header row; drop --header no "
-                          "or give 0-based indexes")
-    if fmt == "tsv":
-        rows = ((n, line.split("\t")) for n, line in enumerate(lines_of(text), start=1))
-    else:
-        reader = csv.reader(io.StringIO(text, newline=""))
-        rows = ((reader.line_num, row) for row in reader)
+        raise SeqlabError(f"{place(what, path)}: columns given by name ({names}) need a header row; drop --header "
+                          "no or give 0-based indexes")
+    rows = _tsv_rows(lines, path, what) if fmt == "tsv" else _csv_rows(lines, path, what)
     width = None
     positions: list[int] = []
-    documents = []
     for number, fields in rows:
         if not any(f.strip() for f in fields):
             continue
@@ -135,17 +145,41 @@ def _read_table(text: str, path, fmt: str, columns: Columns, what: str, labelled
                     positions = [*wanted[:1], width, *wanted[2:]]          # no label column: read as empty
                     continue
                 if not -width <= c < width:
-                    raise SeqlabError(f"{what} {where(path, number)}: column {c} does not exist; the file has "
+                    raise SeqlabError(f"{place(what, path, number)}: column {c} does not exist; the file has "
                                       f"{width} {_field_word(fmt)} columns")
             positions = positions or list(wanted)
         if len(fields) != width:
             hint = ""
             if len(fields) < width and other in "".join(fields):
                 hint = f"; this row seems to use {'tabs' if other == chr(9) else 'commas'} (mixed delimiters?)"
-            raise SeqlabError(f"{what} {where(path, number)}: expected {width} {_field_word(fmt)} fields (as in the "
-                              f"first row), found {len(fields)}{hint}")
-        documents.append(_document(fields, positions, columns, path, number, what, labelled))
-    return documents
+            raise SeqlabError(f"{place(what, path, number)}: expected {width} {_field_word(fmt)} fields (as in "
+                              f"the first row), found {len(fields)}{hint}")
+        yield _document(fields, positions, columns, path, number, what, labelled)
+
+
+def _tsv_rows(lines: Iterable[Line], path, what: str) -> Iterator[tuple[int, list[str]]]:
+    for line in lines:
+        refuse_cut(line, place(what, path, line.number), "TSV")
+        yield line.number, line.text.split("\t")
+
+
+def _csv_rows(lines: Iterable[Line], path, what: str) -> Iterator[tuple[int, list[str]]]:
+    """RFC 4180 rows (a quoted field may span lines), each with the number of its last line as the csv
+    module counts lines (a lone "\r" ends one, as in a file opened with newline="")."""
+    def physical() -> Iterator[str]:
+        for line in lines:
+            refuse_cut(line, place(what, path, line.number), "CSV")
+            yield from io.StringIO(line.text + "\n", newline="")
+
+    reader = csv.reader(physical())
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as error:
+            raise SeqlabError(f"{place(what, path, reader.line_num)}: not a CSV row ({error})") from None
+        yield reader.line_num, row
 
 
 def _field_word(fmt: str) -> str:
@@ -155,10 +189,12 @@ def _field_word(fmt: str) -> str:
 def _column_position(column: int | str, header: list[str], path, what: str) -> int:
     if isinstance(column, int):
         if not -len(header) <= column < len(header):
-            raise SeqlabError(f"{what} {path}: column {column} does not exist; the header has {len(header)} columns")
+            raise SeqlabError(f"{place(what, path)}: column {column} does not exist; the header has {len(header)} "
+                              "columns")
         return column
     if column not in header:
-        raise SeqlabError(f"{what} {path}: no column named {column!r}; the header has {', '.join(map(repr, header))}")
+        raise SeqlabError(f"{place(what, path)}: no column named {column!r}; the header has "
+                          f"{', '.join(map(repr, header))}")
     return header.index(column)
 
 
@@ -168,18 +204,18 @@ def _document(fields: list, positions: list[int], columns: Columns, path, number
     label = fields[positions[1]] if positions[1] < len(fields) else None
     names = (columns.text, columns.label, *columns.features)
     if text is not None and not isinstance(text, str):
-        raise SeqlabError(f"{what} {where(path, number)}: the text ({names[0]!r}) is {_json_kind(text)}, expected a "
+        raise SeqlabError(f"{place(what, path, number)}: the text ({names[0]!r}) is {_json_kind(text)}, expected a "
                           "string")
     if text is None or not text.strip():
-        raise SeqlabError(f"{what} {where(path, number)}: the text ({names[0]!r}) is missing or empty")
+        raise SeqlabError(f"{place(what, path, number)}: the text ({names[0]!r}) is missing or empty")
     if label is not None and not (isinstance(label, str) or (isinstance(label, int) and not isinstance(label, bool)
                                                               and not columns.label_is_text)):
         expected = "a string" if columns.label_is_text else "a string or an integer"
-        raise SeqlabError(f"{what} {where(path, number)}: the {'target' if columns.label_is_text else 'label'} "
+        raise SeqlabError(f"{place(what, path, number)}: the {'target' if columns.label_is_text else 'label'} "
                           f"({names[1]!r}) is {_json_kind(label)}, expected {expected}")
     if label is None or not str(label).strip():
         if labelled:
-            raise SeqlabError(f"{what} {where(path, number)}: the label ({names[1]!r}) is missing or empty")
+            raise SeqlabError(f"{place(what, path, number)}: the label ({names[1]!r}) is missing or empty")
         label = None
     features = None
     if columns.features:
@@ -191,10 +227,10 @@ def _document(fields: list, positions: list[int], columns: Columns, path, number
                     raise TypeError
                 features.append(float(value))
             except (TypeError, ValueError):
-                raise SeqlabError(f"{what} {where(path, number)}: feature {name!r} is {value!r}, "
+                raise SeqlabError(f"{place(what, path, number)}: feature {name!r} is {value!r}, "
                                   "expected a number") from None
             if not math.isfinite(features[-1]):
-                raise SeqlabError(f"{what} {where(path, number)}: feature {name!r} is {value!r}, expected a finite "
+                raise SeqlabError(f"{place(what, path, number)}: feature {name!r} is {value!r}, expected a finite "
                                   "number")
     return Document(text, None if label is None else str(label).strip(), number, features)
 
@@ -212,41 +248,41 @@ def _json_kind(value) -> str:
     return type(value).__name__
 
 
-def _read_jsonl(text: str, path, columns: Columns, what: str, labelled: bool) -> list[Document]:
+def _read_jsonl(lines: Iterable[Line], path, columns: Columns, what: str, labelled: bool) -> Iterator[Document]:
     names = [str(c) for c in (columns.text, columns.label, *columns.features)]
-    documents = []
-    for number, line in enumerate(lines_of(text), start=1):
-        if not line.strip():
+    for line in lines:
+        number, text = line.number, line.text
+        if not text.strip():
             continue
+        refuse_cut(line, place(what, path, number), "JSON-lines")
         try:
-            record = json.loads(line)
+            record = json.loads(text)
         except json.JSONDecodeError as error:
-            raise SeqlabError(f"{what} {where(path, number)} is not valid JSON: {error.msg}") from None
+            raise SeqlabError(f"{place(what, path, number)} is not valid JSON: {error.msg}") from None
         if not isinstance(record, dict):
-            raise SeqlabError(f"{what} {where(path, number)}: expected a JSON object, found {type(record).__name__}")
+            raise SeqlabError(f"{place(what, path, number)}: expected a JSON object, found {type(record).__name__}")
         missing = [n for i, n in enumerate(names) if n not in record and (i != 1 or labelled)]
         if missing:
-            raise SeqlabError(f"{what} {where(path, number)}: no field {missing[0]!r}; the record has "
+            raise SeqlabError(f"{place(what, path, number)}: no field {missing[0]!r}; the record has "
                               f"{', '.join(map(repr, record)) or 'no fields'}")
         fields = [record.get(n) for n in names]
         if isinstance(fields[1], float) and fields[1].is_integer() and not columns.label_is_text:
             fields[1] = int(fields[1])                   # 1.0 is the class 1
-        documents.append(_document(fields, list(range(len(names))), columns, path, number, what, labelled))
-    return documents
+        yield _document(fields, list(range(len(names))), columns, path, number, what, labelled)
 
 
-def _read_labeled_lines(text: str, path, what: str, labelled: bool) -> list[Document]:
-    documents = []
-    for number, line in enumerate(lines_of(text), start=1):
-        if not line.strip():
+def _read_labeled_lines(lines: Iterable[Line], path, what: str) -> Iterator[Document]:
+    for line in lines:
+        number, text = line.number, line.text
+        if not text.strip():
             continue
-        label, _, body = line.strip().partition(" ")
+        refuse_cut(line, place(what, path, number), "'label text'")
+        label, _, body = text.strip().partition(" ")
         label = label.removeprefix("__label__")
         if not body.strip():
-            raise SeqlabError(f"{what} {where(path, number)}: expected 'label text', found only {label!r} "
+            raise SeqlabError(f"{place(what, path, number)}: expected 'label text', found only {label!r} "
                               "(the text is missing or empty)")
-        documents.append(Document(body.strip(), label, number))
-    return documents
+        yield Document(body.strip(), label, number)
 
 
 # ---------------------------------------------------------------------------- SST trees
@@ -254,27 +290,25 @@ def _read_labeled_lines(text: str, path, what: str, labelled: bool) -> list[Docu
 BRACKETS = {"-LRB-": "(", "-RRB-": ")", "-lrb-": "(", "-rrb-": ")"}
 
 
-def _read_trees(text: str, path, what: str, sst_classes: int, phrases: bool) -> list[Document]:
-    if sst_classes not in (2, 5):
-        raise SeqlabError(f"--sst-classes {sst_classes}: choose 5 (very negative ... very positive) or 2 "
-                          "(negative / positive, neutral dropped)")
-    documents, seen = [], set()
-    for number, line in enumerate(lines_of(text), start=1):
-        if not line.strip():
+def _read_trees(lines: Iterable[Line], path, what: str, sst_classes: int, phrases: bool) -> Iterator[Document]:
+    seen = set()
+    for line in lines:
+        number = line.number
+        if not line.text.strip():
             continue
-        nodes = _parse_tree(line.strip(), path, number, what)       # (label, words), root first
+        refuse_cut(line, place(what, path, number), "SST tree")
+        nodes = _parse_tree(line.text.strip(), path, number, what)       # (label, words), root first
         for label, words in nodes if phrases else nodes[:1]:
             if sst_classes == 2:
                 if label == 2:
                     continue
                 label = 0 if label < 2 else 1
-            text_ = " ".join(BRACKETS.get(w, w) for w in words)
+            text = " ".join(BRACKETS.get(w, w) for w in words)
             if phrases:
-                if (text_, label) in seen:
+                if (text, label) in seen:
                     continue
-                seen.add((text_, label))
-            documents.append(Document(text_, str(label), number))
-    return documents
+                seen.add((text, label))
+            yield Document(text, str(label), number)
 
 
 def _parse_tree(line: str, path, number: int, what: str) -> list[tuple[int, list[str]]]:
@@ -284,7 +318,7 @@ def _parse_tree(line: str, path, number: int, what: str) -> list[tuple[int, list
     position, n = 0, len(line)
 
     def fail(message: str):
-        raise SeqlabError(f"{what} {where(path, number)}: not an SST tree ({message} at character {position + 1})")
+        raise SeqlabError(f"{place(what, path, number)}: not an SST tree ({message} at character {position + 1})")
 
     while position < n:
         char = line[position]

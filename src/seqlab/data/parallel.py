@@ -7,15 +7,20 @@ chosen by name or index). Any file may be gzipped.
 
 Files of different lengths are refused with both counts; an empty source or target line is refused
 with its file and line (a pair needs both sides). `skip_long` drops training pairs longer than a
-limit and says how many.
+limit and says how many. `aligned_pairs` and `paired_reader` hand on one pair at a time from the
+lines of `seqlab.data.stream.LineReader`s, for reading files of any size in bounded memory.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from seqlab.data.documents import Columns, nonblank_lines, read_documents
+from seqlab.data.documents import Columns, document_reader, text_documents
+from seqlab.data.stream import Line, LineReader
 from seqlab.errors import SeqlabError
 
 PAIRED_FORMATS = ("tsv", "jsonl")
@@ -28,28 +33,59 @@ class Pair:
     source: str
     target: str | None
     line: int = 0
+    cut: bool = False            # the source's line was too long to read whole: `source` is the part read
 
 
 def read_aligned(source_path: str | Path, target_path: str | Path | None, what: str = "file") -> list[Pair]:
     """Pairs from two aligned files (or sources only, with `target_path` None)."""
-    sources = nonblank_lines(source_path, f"{what} source")
-    if target_path is None:
-        return [Pair(text, None, number) for number, text in enumerate(sources, start=1)]
-    targets = nonblank_lines(target_path, f"{what} target")
-    if len(sources) != len(targets):
-        raise SeqlabError(f"{what}: {source_path} has {len(sources):,} lines but {target_path} has "
-                          f"{len(targets):,}; line i of one must translate line i of the other")
-    return [Pair(s, t, number) for number, (s, t) in enumerate(zip(sources, targets, strict=True), start=1)]
+    with contextlib.ExitStack() as stack:
+        sources = stack.enter_context(LineReader(source_path, f"{what} source", stdin=False))
+        targets = None if target_path is None else \
+            stack.enter_context(LineReader(target_path, f"{what} target", stdin=False))
+        return list(aligned_pairs(sources, targets, source_path, target_path, what))
+
+
+def aligned_pairs(sources: Iterable[Line], targets: Iterable[Line] | None, source_path, target_path,
+                  what: str = "file") -> Iterator[Pair]:
+    """Pairs from the lines of two aligned files, read side by side (sources only with targets None);
+    files of different lengths are refused with both counts once the shorter one ends."""
+    source_texts = text_documents(sources, source_path, f"{what} source")
+    if targets is None:
+        for document in source_texts:
+            yield Pair(document.text, None, document.line, document.cut)
+        return
+    target_texts = text_documents(targets, target_path, f"{what} target")
+    count = 0
+    for source, target in itertools.zip_longest(source_texts, target_texts):
+        if source is None or target is None:
+            rest = 1 + sum(1 for _ in (source_texts if target is None else target_texts))
+            counts = (count + rest, count) if target is None else (count, count + rest)
+            raise SeqlabError(f"{what}: {source_path} has {counts[0]:,} lines but {target_path} has "
+                              f"{counts[1]:,}; line i of one must translate line i of the other")
+        count += 1
+        yield Pair(source.text, target.text, count, source.cut)
 
 
 def read_paired(path: str | Path, fmt: str, source_field: str = "source", target_field: str = "target",
                 what: str = "file", with_targets: bool = True) -> list[Pair]:
     """Pairs from one TSV (header names or 0-based indexes) or JSON-lines file (field names)."""
+    read = paired_reader(fmt, source_field, target_field, path, what, with_targets)
+    with LineReader(path, what, stdin=False) as lines:
+        return list(read(lines))
+
+
+def paired_reader(fmt: str, source_field: str = "source", target_field: str = "target", path="",
+                  what: str = "file", with_targets: bool = True) -> Callable[[Iterable[Line]], Iterator[Pair]]:
+    """A function from the lines of a file of pairs (a LineReader) to its pairs, one at a time."""
     if fmt not in PAIRED_FORMATS:
         raise SeqlabError(f"--format {fmt!r}: a file of pairs is one of {', '.join(PAIRED_FORMATS)}")
-    documents = read_documents(path, fmt, Columns(source_field, target_field, label_is_text=True), what,
-                               labelled=with_targets)
-    return [Pair(d.text, d.label if with_targets else None, d.line) for d in documents]
+    read = document_reader(fmt, Columns(source_field, target_field, label_is_text=True), path, what,
+                           labelled=with_targets)
+
+    def pairs(lines: Iterable[Line]) -> Iterator[Pair]:
+        for d in read(lines):
+            yield Pair(d.text, d.label if with_targets else None, d.line)
+    return pairs
 
 
 def skip_long(pairs: list, source_lengths: list[int], target_lengths: list[int], max_source: int,

@@ -86,8 +86,10 @@ def detect_scheme(sequences, prefer: str = "iob2") -> str:
     """iob1, iob2 or bioes: the scheme under which the fewest tags are invalid (ties go to `prefer`,
     then IOB2, IOB1, BIOES). One stray error in a file (an I- opening an entity in IOB2 data) does not
     make it read as another scheme, under which every other entity would break."""
-    sequences = list(sequences)
-    errors = {scheme: sum(len(invalid_positions(tags, scheme)) for tags in sequences) for scheme in SCHEMES}
+    errors = dict.fromkeys(SCHEMES, 0)
+    for tags in sequences:                    # one pass: the sequences may be read from a file as they come
+        for scheme in SCHEMES:
+            errors[scheme] += len(invalid_positions(tags, scheme))
     order = [prefer] + [s for s in ("iob2", "iob1", "bioes") if s != prefer]
     return min(order, key=errors.__getitem__)
 
