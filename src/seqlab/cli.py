@@ -163,17 +163,10 @@ def build_parser() -> argparse.ArgumentParser:
     generate = commands.add_parser("generate", help="continue a prompt with a trained language model")
     generate.add_argument("run_dir", metavar="DIR", help="run directory")
     generate.add_argument("--prompt", default="", help="text to continue (default: start a new line)")
-    generate.add_argument("--max-tokens", type=Number.of(SamplingOptions, "max_tokens"), default=200,
-                          help="tokens to generate (default: 200)")
+    add_number(generate, SamplingOptions, "max_tokens")
     generate.add_argument("--greedy", action="store_true", help="always take the most likely token")
-    generate.add_argument("--temperature", type=Number.of(SamplingOptions, "temperature"), default=1.0,
-                          help="softmax temperature (default: 1.0)")
-    generate.add_argument("--top-k", type=Number.of(SamplingOptions, "top_k"), default=0,
-                          help="sample among the k most likely tokens (0: all)")
-    generate.add_argument("--top-p", type=Number.of(SamplingOptions, "top_p"), default=1.0,
-                          help="sample among the most likely tokens holding probability p (default: 1.0)")
-    generate.add_argument("--seed", type=Number.of(SamplingOptions, "seed"), default=None,
-                          help="random seed for reproducible samples")
+    for name in ("temperature", "top_k", "top_p", "seed"):
+        add_number(generate, SamplingOptions, name)
     generate.add_argument("--stop-at-eos", action=argparse.BooleanOptionalAction, default=None,
                           help="stop at the first line end (</s>) (default: no, for every tokenizer: </s> is "
                           "written as a line break and generation goes on to --max-tokens)")
@@ -271,20 +264,22 @@ def add_search_options(parser: argparse.ArgumentParser) -> None:
     from seqlab.search import SearchOptions
 
     group = parser.add_argument_group("decoding (seq2seq)")
-    group.add_argument("--beam", type=Number.of(SearchOptions, "beam"), default=5,
-                       help="beam size; 1: greedy (default: 5)")
-    group.add_argument("--max-length", type=Number.of(SearchOptions, "max_length"), default=0,
-                       help="most output tokens (default: 2 x the source length + 10, within the model's limit)")
-    group.add_argument("--length-penalty", type=Number.of(SearchOptions, "length_penalty"), default=1.0,
-                       help="rank beam hypotheses by log p / length^alpha (default: 1.0; 0: raw log p)")
+    add_number(group, SearchOptions, "beam", default=5)
+    for name in ("max_length", "length_penalty"):
+        add_number(group, SearchOptions, name)
     group.add_argument("--sample", action="store_true", help="sample each token (with --beam 1)")
-    group.add_argument("--temperature", type=Number.of(SearchOptions, "temperature"), default=1.0,
-                       help="sampling temperature (default: 1.0)")
-    group.add_argument("--top-k", type=Number.of(SearchOptions, "top_k"), default=0,
-                       help="sample among the k most likely tokens (0: all)")
-    group.add_argument("--top-p", type=Number.of(SearchOptions, "top_p"), default=1.0,
-                       help="sample within probability mass p (default: 1.0)")
-    group.add_argument("--seed", type=Number.of(SearchOptions, "seed"), default=None, help="random seed for sampling")
+    for name in ("temperature", "top_k", "top_p", "seed"):
+        add_number(group, SearchOptions, name)
+
+
+def add_number(parser, cls, name: str, **default) -> None:
+    """A numeric option from a field of a config dataclass: its help, its range-checked type and its
+    default (unless `default=` says otherwise)."""
+    f = {f.name: f for f in dataclasses.fields(cls)}[name]
+    value = default.get("default", f.default)
+    shown = "; ".join(part for part in ("" if value is None else f"default: {value}", range_text(f.metadata)) if part)
+    parser.add_argument(f"--{name.replace('_', '-')}", type=Number.of(cls, name), default=value,
+                        help=f"{f.metadata['help']} ({shown})".replace("%", "%%"))
 
 
 def search_options(args: argparse.Namespace):

@@ -69,6 +69,8 @@ def range_text(metadata) -> str:
 
 
 def _number(value) -> str:
+    if isinstance(value, int) and value >= 1 << 20 and value & (value - 1) == 0:
+        return f"2^{value.bit_length() - 1}"                  # a seed's bound, 2^63, not 19 digits
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
