@@ -52,11 +52,13 @@ def read_text(path: str | os.PathLike, what: str = "file") -> str:
     return text
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
-    """Call `write(tmp_path)` to produce the file, then move it into place atomically. The file gets the
-    mode a new file of this process would (0666 less the umask: 0644 by default). An operating-system
-    error (a full disk, a read-only folder) is a SeqlabError naming `path`; the file that was there
-    before, if any, is left as it was."""
+@contextlib.contextmanager
+def replacing(path: str | os.PathLike) -> Iterator[Path]:
+    """A temporary file beside `path`, with the mode a new file of this process gets (0666 less the
+    umask: 0644 by default), that takes the place of `path` (fsynced, then renamed: `os.replace` is
+    atomic on POSIX) when the block ends without an error, and is removed when it does not. An
+    operating-system error (a full disk, a read-only folder) is a SeqlabError naming `path`; the file
+    that was there before, if any, is left as it was."""
     path = Path(path)
     tmp = None
     try:
@@ -65,7 +67,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> None
         tmp = Path(name)
         os.fchmod(fd, 0o666 & ~umask())
         os.close(fd)
-        write(tmp)
+        yield tmp
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -79,37 +81,19 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> None
     _fsync_dir(path.parent)
 
 
+def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
+    """Call `write(tmp_path)` to produce the file, then move it into place atomically (`replacing`)."""
+    with replacing(path) as tmp:
+        write(tmp)
+
+
 @contextlib.contextmanager
 def atomic_text_writer(path: str | os.PathLike) -> Iterator[TextWriter]:
-    """A text file written line by line that takes the place of `path` only when the block ends without
-    an error (a temporary file in the same folder, fsynced and renamed, as `atomic_write`): a long
-    output can be written as it is produced and still never be left half-written. On an error the
-    temporary file is removed and what was at `path` stays; an OS error is a SeqlabError naming `path`."""
-    path = Path(path)
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
-        tmp = Path(name)
-        os.fchmod(fd, 0o666 & ~umask())
-        writer = TextWriter(os.fdopen(fd, "w", encoding="utf-8"), path)
-    except OSError as error:
-        if tmp is not None:
-            tmp.unlink(missing_ok=True)
-        raise SeqlabError(f"cannot write {path}: {os_error_reason(error)}") from None
-    try:
-        with writer.handle:
-            yield writer
-            writer.finish()
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as error:
-        raise SeqlabError(f"cannot write {path}: {os_error_reason(error)}"
-                          f"{' (the previous file is intact)' if path.is_file() else ''}") from None
-    finally:
-        if tmp is not None:
-            tmp.unlink(missing_ok=True)
-    _fsync_dir(path.parent)
+    """A text file written piece by piece that takes the place of `path` only when the block ends
+    without an error (`replacing`): a long output can be written as it is produced and still never be
+    left half-written."""
+    with replacing(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+        yield TextWriter(handle, Path(path))
 
 
 class TextWriter:
@@ -123,10 +107,6 @@ class TextWriter:
             self.handle.write(text)
         except OSError as error:
             raise SeqlabError(f"cannot write {self.path}: {os_error_reason(error)}") from None
-
-    def finish(self) -> None:
-        self.handle.flush()
-        os.fsync(self.handle.fileno())
 
 
 def umask() -> int:
