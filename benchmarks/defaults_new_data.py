@@ -36,7 +36,6 @@ Records go to benchmarks/results/defaults_new_data.json and .md.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import fcntl
 import hashlib
@@ -52,6 +51,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from classification_quality import describe as describe_classifier  # noqa: E402
 from seq2seq_quality import describe as describe_seq2seq  # noqa: E402
+from seq2seq_quality import evaluate as evaluate_json  # noqa: E402
 
 import seqlab  # noqa: E402
 from common import RESULTS, device_name, record, write_records  # noqa: E402
@@ -157,15 +157,6 @@ def data_options(task: str, data_dir: Path, work: Path) -> tuple[list[str], dict
 
 
 # ---------------------------------------------------------------------------- figures
-
-def evaluate_json(output: Path, arguments: list[str]) -> dict:
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        code = seqlab_main(["evaluate", str(output), *arguments, "--json"])
-    if code:
-        raise SystemExit(code)
-    return json.loads(buffer.getvalue())
-
 
 def figures(task: str, output: Path, data_dir: Path, threads: int) -> tuple[str, dict[str, dict[str, float]]]:
     """The model in words and {split: {metric: value}} for the valid and test splits, with the best weights."""
