@@ -23,10 +23,7 @@ def read_text(path: str | os.PathLike, what: str = "file") -> str:
     """Read a UTF-8 text file (gzipped if its name ends in .gz), refusing missing, empty, binary and
     non-UTF-8 files by name. A byte-order mark at the start (as Windows editors write) is dropped."""
     path = Path(path)
-    if not path.exists():
-        raise SeqlabError(f"{what} {path} does not exist")
-    if path.is_dir():
-        raise SeqlabError(f"{what} {path} is a directory, expected a text file")
+    check_input_file(path, what)
     try:
         data = path.read_bytes()
     except OSError as error:
@@ -38,18 +35,35 @@ def read_text(path: str | os.PathLike, what: str = "file") -> str:
             raise SeqlabError(f"{what} {path} is not a readable gzip file ({error})") from None
     nul = data.find(b"\x00")
     if nul >= 0:
-        line = data.count(b"\n", 0, nul) + 1
-        raise SeqlabError(f"{what} {where(path, line)} holds a NUL byte: this looks like a binary file, "
-                          "expected UTF-8 text")
+        raise binary_error(f"{what} {where(path, data.count(NEWLINE, 0, nul) + 1)}")
     try:
         text = data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise SeqlabError(f"{what} {where(path, line)} is not valid UTF-8 (byte {error.start}: "
-                          f"{data[error.start:error.start + 1]!r}); convert it to UTF-8") from None
+        line = data.count(NEWLINE, 0, error.start) + 1
+        raise not_utf8_error(f"{what} {where(path, line)}", error.start, data[error.start:error.start + 1]) from None
     if not text.strip():
         raise SeqlabError(f"{what} {path} is empty")
     return text
+
+
+NEWLINE = b"\n"
+
+
+def check_input_file(path: Path, what: str) -> None:
+    """Refuse a missing input file, or a folder given as one (every reader of user files asks this)."""
+    if not path.exists():
+        raise SeqlabError(f"{what} {path} does not exist")
+    if path.is_dir():
+        raise SeqlabError(f"{what} {path} is a directory, expected a text file")
+
+
+def binary_error(place: str) -> SeqlabError:
+    """A NUL byte at `place` ("training file x.txt:3"): the messages of every strict reader."""
+    return SeqlabError(f"{place} holds a NUL byte: this looks like a binary file, expected UTF-8 text")
+
+
+def not_utf8_error(place: str, offset: int, byte: bytes) -> SeqlabError:
+    return SeqlabError(f"{place} is not valid UTF-8 (byte {offset}: {byte!r}); convert it to UTF-8")
 
 
 @contextlib.contextmanager

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import NamedTuple, TypeVar
 
 from seqlab.errors import STDIN, SeqlabError, os_error_reason, place
+from seqlab.fileio import binary_error, check_input_file, not_utf8_error
 
 BLOCK = 1 << 16          # bytes per read
 BYTES_PER_CHAR = 4       # the most a UTF-8 character takes
@@ -119,10 +120,7 @@ class LineReader:
     # ------------------------------------------------------------------------ opening and reading
 
     def _open_file(self, path: Path) -> Callable[[], bytes]:
-        if not path.exists():
-            raise SeqlabError(f"{self.what} {path} does not exist")
-        if path.is_dir():
-            raise SeqlabError(f"{self.what} {path} is a directory, expected a text file")
+        check_input_file(path, self.what)
         gz = path.suffix == ".gz"
         try:
             self._handle = gzip.open(path, "rb") if gz else open(path, "rb", buffering=0)   # noqa: SIM115
@@ -204,8 +202,7 @@ class LineReader:
             raws.pop()                                     # what follows the last newline: no line
         for raw in raws:
             if b"\x00" in raw:
-                raise SeqlabError(f"{self.place(self.number)} holds a NUL byte: this looks like a binary "
-                                  "file, expected UTF-8 text")
+                raise binary_error(self.place(self.number))
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as error:
@@ -242,8 +239,7 @@ class LineReader:
             newline = self._buffer.find(b"\n")
             part = bytes(self._buffer[:newline if newline >= 0 else len(self._buffer)])
             if b"\x00" in part:
-                raise SeqlabError(f"{self.place(number)} holds a NUL byte: this looks like a binary file, "
-                                  "expected UTF-8 text")
+                raise binary_error(self.place(number))
             held = decoder.getstate()[0]                   # bytes of a character begun in the last part
             try:
                 text = decoder.decode(part, newline >= 0 or self._eof)
@@ -286,8 +282,7 @@ class LineReader:
 
     def _not_utf8(self, offset: int, byte: bytes) -> SeqlabError:
         """The error for an invalid byte at `offset` of the line being decoded (self.number)."""
-        return SeqlabError(f"{self.place(self.number)} is not valid UTF-8 (byte {offset}: {byte!r}); "
-                           "convert it to UTF-8")
+        return not_utf8_error(self.place(self.number), offset, byte)
 
 
 def chunked(items: Iterable[T], size: int, first: int = 0, ready: Callable[[float], bool] | None = None,
