@@ -12,7 +12,7 @@ import torch
 from conftest import TRAIN
 from seqlab.config import coerce, from_dict, read_config_file
 from seqlab.data.batching import StreamBatches, WindowBatches, sliding_windows
-from seqlab.data.readers import default_corpus, encode_lines, load_stream, read_lines
+from seqlab.data.readers import default_corpus, encode_lines, read_lines, read_stream
 from seqlab.data.tokenizers import (
     BPETokenizer,
     CharTokenizer,
@@ -210,22 +210,23 @@ def test_readers_default_corpus_is_tiny_shakespeare_split_90_10():
     assert len(text) > 1_000_000 and len(set(text)) == 65   # nanoGPT's shakespeare_char
 
 
-def test_readers_load_stream_encodes_a_file(tmp_path):
+def test_readers_read_stream_encodes_a_file_and_counts_its_characters(tmp_path):
     path = tmp_path / "valid.txt"
     path.write_text("the cat\n\nsat\n", encoding="utf-8")
     vocab = Vocab.build(Counter(["the", "cat"]))
-    ids = load_stream(path, WordTokenizer(), vocab)
+    ids, characters = read_stream(path, WordTokenizer(), vocab)
     assert ids.tolist() == [vocab.index["the"], vocab.index["cat"], EOS, EOS, UNK, EOS]
+    assert characters == len("the cat\n\nsat\n")
 
 
-def test_readers_load_stream_refuses_a_file_of_unknown_tokens(tmp_path):
+def test_readers_read_stream_refuses_a_file_of_unknown_tokens(tmp_path):
     path = tmp_path / "french.txt"
     path.write_text("le chat\nsur le tapis\n", encoding="utf-8")
     vocab = Vocab.build(Counter(["the", "cat"]))
     with pytest.raises(SeqlabError, match="french.txt.*all 5 tokens are unknown"):
-        load_stream(path, WordTokenizer(), vocab, "valid file")
+        read_stream(path, WordTokenizer(), vocab, "valid file")
     with pytest.raises(SeqlabError, match="unknown"):
-        load_stream(["le chat"], WordTokenizer(), vocab)
+        read_stream(["le chat"], WordTokenizer(), vocab)
 
 
 # ------------------------------------------------------------------------------------- bad files

@@ -101,7 +101,7 @@ def open_lines(path, what: str, start: tuple[int, int] | None = None) -> LineRea
 
 def survey(path, what: str, tokenizer, vocab) -> Survey:
     """Read the file once (see the module docstring); refuse one whose every token is unknown, as
-    `seqlab.data.readers.load_stream` does."""
+    `seqlab.data.readers.read_stream` does."""
     found = Survey(str(path), what)
     count = 0
     with open_lines(path, what) as lines:

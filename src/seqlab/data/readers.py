@@ -73,9 +73,3 @@ def read_stream(source: str | Path | list[str], tokenizer: Tokenizer, vocab: Voc
                           f"{len(words)} tokens are unknown to the vocabulary built from the training "
                           f"file; is it the same language and tokenization?")
     return ids, count_characters(lines)
-
-
-def load_stream(source: str | Path | list[str], tokenizer: Tokenizer, vocab: Vocab,
-                what: str = "file") -> torch.Tensor:
-    """The ids of `read_stream`."""
-    return read_stream(source, tokenizer, vocab, what)[0]
