@@ -29,7 +29,7 @@ from classification_quality import describe  # noqa: E402
 
 import seqlab  # noqa: E402
 from common import device_name, record, write_records  # noqa: E402
-from seqlab.classifier import read_split  # noqa: E402
+from seqlab.pipelines.classifier import read_split  # noqa: E402
 from seqlab.tasks.classification import document_batches, probabilities  # noqa: E402
 
 
@@ -48,8 +48,8 @@ def measure(run: str, args) -> list[dict]:
     documents = read_split(args.file, classifier.config.data, "file", labelled=False, fmt=args.format)
     n = len(documents)
     single = documents[:args.single]
-    encoded = classifier.encoder.encode_all([dataclasses.replace(d, label=None) for d in documents])
-    batches = document_batches(encoded, classifier.encoder, args.batch_size, None)
+    encoded = classifier.vocabulary.encode_all([dataclasses.replace(d, label=None) for d in documents])
+    batches = document_batches(encoded, classifier.vocabulary, args.batch_size, None)
     model = classifier.model
 
     @torch.no_grad()

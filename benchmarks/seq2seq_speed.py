@@ -71,9 +71,10 @@ def main() -> int:
     model = seqlab.load(args.run)
     folder = Path(args.data_dir)
     pairs = read_aligned(folder / "multi30k/tok/test_2016_flickr.lc.norm.tok.de", None, "test file")[:args.sentences]
-    encoded = model.encoder.encode(pairs)
+    encoded = model.vocabulary.encode(pairs)
     groups = length_batches([len(e.source) for e in encoded], args.batch_size, None)
-    batches = [(b.source, b.source_lengths) for b in (model.encoder.collate([encoded[i] for i in g]) for g in groups)]
+    collated = (model.vocabulary.collate([encoded[i] for i in g]) for g in groups)
+    batches = [(b.source, b.source_lengths) for b in collated]
     n = len(pairs)
     figures = {}
     for name, options in (("greedy", SearchOptions(beam=1)), ("beam5", SearchOptions(beam=5))):

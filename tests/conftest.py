@@ -12,8 +12,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import pytest
 import torch
 
-from seqlab.lm import LMDataConfig, LMTrainConfig
 from seqlab.models.lm import LMConfig
+from seqlab.pipelines.lm import LMDataConfig, LMTrainConfig
 from seqlab.training.trainer import TrainConfig
 
 FIXTURES = Path(__file__).parent / "fixtures"

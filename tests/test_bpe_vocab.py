@@ -94,9 +94,9 @@ def test_bpe_vocab_seq2seq_reads_unseen_characters_without_unknowns(tmp_path):
     assert main(["train", "seq2seq", *aligned, "--output", str(tmp_path / "shared"), "--shared-vocab", *small]) == 0
     for name in ("separate", "shared"):
         model = seqlab.load(tmp_path / name)
-        encoder = model.encoder
-        for tokenizer, vocab in ((encoder.source_tokenizer, encoder.source_vocab),
-                                 (encoder.target_tokenizer, encoder.target_vocab)):
+        vocabulary = model.vocabulary
+        for tokenizer, vocab in ((vocabulary.source_tokenizer, vocabulary.source_vocab),
+                                 (vocabulary.target_tokenizer, vocabulary.target_vocab)):
             assert len(vocab) == len(SPECIALS) + tokenizer.hf.get_vocab_size()
             for line in UNSEEN:
                 tokens = tokenizer.tokenize(line)
@@ -110,8 +110,8 @@ def test_bpe_vocab_seq2seq_reads_unseen_characters_without_unknowns(tmp_path):
     mixed = ["--source-tokenizer", "word", "--max-vocab", "20"]                 # applies to the word side
     assert main(["train", "seq2seq", *aligned, "--output", str(tmp_path / "mixed"), *small, *mixed]) == 0
     model = seqlab.load(tmp_path / "mixed")
-    assert len(model.encoder.source_vocab) == 20
-    assert len(model.encoder.target_vocab) == len(SPECIALS) + model.encoder.target_tokenizer.hf.get_vocab_size()
+    assert len(model.vocabulary.source_vocab) == 20
+    assert len(model.vocabulary.target_vocab) == len(SPECIALS) + model.vocabulary.target_tokenizer.hf.get_vocab_size()
 
 
 def test_bpe_vocab_old_lm_run_loads_and_decodes_as_before():
@@ -130,9 +130,9 @@ def test_bpe_vocab_old_lm_run_loads_and_decodes_as_before():
 def test_bpe_vocab_old_seq2seq_run_loads_and_decodes_as_before():
     run = OLD_RUNS / "seq2seq-bpe"
     model = seqlab.load(run)
-    assert len(model.encoder.source_vocab) == 63 and model.encoder.source_vocab is model.encoder.target_vocab
-    assert model.encoder.source_vocab.tokens == json.loads((run / "vocab.json").read_text())["source"]
-    tokens = model.encoder.source_tokenizer.tokenize("der hund café 🙂")
-    assert model.encoder.source_vocab.encode(tokens) == [7, 19, 51, 22, 17, 18, 1, 1, 1, 5, 1, 1, 1, 1]
+    assert len(model.vocabulary.source_vocab) == 63 and model.vocabulary.source_vocab is model.vocabulary.target_vocab
+    assert model.vocabulary.source_vocab.tokens == json.loads((run / "vocab.json").read_text())["source"]
+    tokens = model.vocabulary.source_tokenizer.tokenize("der hund café 🙂")
+    assert model.vocabulary.source_vocab.encode(tokens) == [7, 19, 51, 22, 17, 18, 1, 1, 1, 5, 1, 1, 1, 1]
     assert model.translate(["der hund sieht .", "der mann klein der auto mag ."], beam=2) == [
         "b likesnuldurourourourourourourourourourourou", "b likesnuronuoelduldulduldulduldulduldulduldulduldulduo"]

@@ -196,7 +196,7 @@ def test_classifier_pretrained_vectors_initialise_and_stay_frozen(tmp_path):
                 "--freeze-embeddings", "--max-steps", "5")
     clf = seqlab.load(run)
     assert clf.model.config.embedding_size == 6
-    index = clf.encoder.words.index
+    index = clf.vocabulary.words.index
     assert "unseenword" in index                                  # the file's words join the vocabulary
     embedding = clf.model.embedding.weight
     for word, row in zip(words, table, strict=True):

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from seqlab.classifier import resolve_classifier_config
 from seqlab.errors import SeqlabError
-from seqlab.lm import resolve_train_config
 from seqlab.models.classifier import Classifier
 from seqlab.models.lm import build_lm
 from seqlab.models.tagger import Tagger
-from seqlab.tagger import resolve_tagger_config
+from seqlab.pipelines.classifier import resolve_classifier_config
+from seqlab.pipelines.lm import resolve_lm_config
+from seqlab.pipelines.tagger import resolve_tagger_config
 
 ALL = sorted((Path(__file__).parent.parent / "configs").glob("*.yaml"))
 TAGGER_CONFIGS = [p for p in ALL if "tagging_quality.py" in p.read_text()]   # their run command says so
@@ -27,7 +27,7 @@ def test_configs_are_shipped():
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
 def test_configs_parse_and_build(path):
-    config = resolve_train_config(path)
+    config = resolve_lm_config(path)
     assert path.read_text().startswith("#"), "each config starts with a comment saying how to run it"
     model = build_lm(config.model.__class__(**{**config.model.__dict__, "vocab_size": 100}))
     assert model.num_parameters() > 0
@@ -47,10 +47,10 @@ def test_configs_tagger_configs_found():
 
 
 def test_configs_command_line_overrides_the_file(tmp_path):
-    config = resolve_train_config(CONFIGS[0], {"hidden_size": 7, "epochs": 2})
+    config = resolve_lm_config(CONFIGS[0], {"hidden_size": 7, "epochs": 2})
     assert config.model.hidden_size == 7 and config.train.epochs == 2
     with pytest.raises(SeqlabError, match="unknown option"):
-        resolve_train_config(None, {"hiden_size": 7})
+        resolve_lm_config(None, {"hiden_size": 7})
 
 
 def test_configs_best_pos_recipe_is_the_measured_command():
@@ -90,7 +90,7 @@ SEQ2SEQ_CONFIGS = [p for p in ALL if "seq2seq_quality.py" in p.read_text()]
 @pytest.mark.parametrize("path", SEQ2SEQ_CONFIGS, ids=lambda p: p.name)
 def test_configs_seq2seq_parse_and_build(path):
     from seqlab.models.seq2seq import build_model
-    from seqlab.seq2seq import resolve_seq2seq_config
+    from seqlab.pipelines.seq2seq import resolve_seq2seq_config
 
     config = resolve_seq2seq_config(path)
     assert path.read_text().startswith("#"), "each config starts with a comment saying how to run it"
@@ -101,7 +101,7 @@ def test_configs_seq2seq_parse_and_build(path):
 
 def test_configs_seq2seq_recipes_are_the_measured_commands():
     """The shipped seq2seq configs hold the options their results rows were measured with."""
-    from seqlab.seq2seq import resolve_seq2seq_config
+    from seqlab.pipelines.seq2seq import resolve_seq2seq_config
 
     folder = Path(__file__).parent.parent / "configs"
     transformer = resolve_seq2seq_config(None, {

@@ -12,8 +12,8 @@ import seqlab
 from conftest import TEST, VALID, tiny_config
 from seqlab.data.batching import StreamBatches, sliding_windows
 from seqlab.data.vocab import EOS
-from seqlab.lm import SeqlabWarning
 from seqlab.models.lm import LMConfig, build_lm
+from seqlab.pipelines.lm import SeqlabWarning
 from seqlab.tasks.lm import LanguageModelingTask, evaluate_lm, summarize
 
 

@@ -121,7 +121,7 @@ def test_shared_bpe_and_the_python_api(tmp_path):
     results = seqlab.train_seq2seq(config)
     assert results["valid"]["perplexity"] > 1
     model = seqlab.load(tmp_path / "bpe")
-    assert model.encoder.source_vocab is model.encoder.target_vocab
+    assert model.vocabulary.source_vocab is model.vocabulary.target_vocab
     assert model.model.source_embedding is model.model.target_embedding
     out = model.translate("der hund sieht .")
     assert isinstance(out, str)

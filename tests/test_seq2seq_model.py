@@ -13,7 +13,7 @@ from seqlab.data.vocab import BOS, EOS, PAD, SEP, Vocab
 from seqlab.errors import SeqlabError
 from seqlab.models.seq2seq import Seq2SeqConfig, build_model
 from seqlab.nn.cross_attention import Attention
-from seqlab.tasks.seq2seq import PairEncoder, Seq2SeqTask, token_losses
+from seqlab.tasks.seq2seq import PairVocabulary, Seq2SeqTask, token_losses
 
 V = 23
 RNN_VARIANTS = [(arch, attention, bi) for arch in ("rnn", "lstm", "gru")
@@ -201,19 +201,19 @@ def test_init_range_draws_embeddings_and_output_uniformly_and_keeps_padding_zero
         assert (low is None or spread > low) and (high is None or spread < high), (r, spread)
 
 
-def encoder_for(joint: bool) -> PairEncoder:
+def encoder_for(joint: bool) -> PairVocabulary:
     words = WordTokenizer()
     source = Vocab.build(Counter("a b c d".split()))
     target = source if joint else Vocab.build(Counter("w x y z".split()))
-    return PairEncoder(words, words, source, target, joint)
+    return PairVocabulary(words, words, source, target, joint)
 
 
 def test_pairs_become_teacher_forcing_batches():
     """Encoder-decoders: the decoder reads <s> y and is scored on y </s>; padding is never scored."""
-    encoder = encoder_for(joint=False)
-    items = encoder.encode([Pair("a b c", "w x", 1), Pair("d", "y z w", 2)])
-    b = encoder.collate(items)
-    w, x, y, z = (encoder.target_vocab.index[t] for t in "wxyz")
+    vocabulary = encoder_for(joint=False)
+    items = vocabulary.encode([Pair("a b c", "w x", 1), Pair("d", "y z w", 2)])
+    b = vocabulary.collate(items)
+    w, x, y, z = (vocabulary.target_vocab.index[t] for t in "wxyz")
     assert b.source_lengths.tolist() == [3, 1]
     assert b.target_in.tolist() == [[BOS, w, x, PAD], [BOS, y, z, w]]
     assert b.target_out.tolist() == [[w, x, EOS, PAD], [y, z, w, EOS]]
@@ -221,13 +221,13 @@ def test_pairs_become_teacher_forcing_batches():
 
 
 def test_the_lm_reads_source_sep_target_and_is_scored_on_the_target():
-    encoder = encoder_for(joint=True)
-    a, bb, c, d = (encoder.source_vocab.index[t] for t in "abcd")
-    batch_ = encoder.collate(encoder.encode([Pair("a b", "c d", 1)]))
+    vocabulary = encoder_for(joint=True)
+    a, bb, c, d = (vocabulary.source_vocab.index[t] for t in "abcd")
+    batch_ = vocabulary.collate(vocabulary.encode([Pair("a b", "c d", 1)]))
     assert batch_.target_in.tolist() == [[a, bb, SEP, c, d]]
     assert batch_.target_out.tolist() == [[PAD, PAD, c, d, EOS]]          # after <sep>: the target, </s>
     assert batch_.source_out.tolist() == [[bb, SEP, PAD, PAD, PAD]]       # scored only with lm_loss all
-    logits = torch.zeros(1, 5, len(encoder.target_vocab))
+    logits = torch.zeros(1, 5, len(vocabulary.target_vocab))
     assert token_losses(logits, batch_)[1] == 3
     assert token_losses(logits, batch_, all_tokens=True)[1] == 5
 
@@ -235,18 +235,18 @@ def test_the_lm_reads_source_sep_target_and_is_scored_on_the_target():
 def test_long_pairs_are_skipped_or_truncated_and_counted():
     from seqlab.tasks.seq2seq import LengthReport
 
-    encoder = encoder_for(joint=False)
-    encoder.max_source, encoder.max_target = 2, 2
+    vocabulary = encoder_for(joint=False)
+    vocabulary.max_source, vocabulary.max_target = 2, 2
     pairs = [Pair("a b", "w x", 1), Pair("a b c", "w", 2), Pair("a", "w x y", 3)]
     report = LengthReport()
-    assert len(encoder.encode(pairs, "f", "file", "skip", report)) == 1
+    assert len(vocabulary.encode(pairs, "f", "file", "skip", report)) == 1
     assert report.skipped == 2 and "skipped 2 of 3 pairs" in report.messages("f", 2, 2)[0]
     report = LengthReport()
-    kept = encoder.encode(pairs, "f", "file", "truncate", report)
+    kept = vocabulary.encode(pairs, "f", "file", "truncate", report)
     assert [len(p.source) for p in kept] == [2, 2, 1] and [len(p.target) for p in kept] == [2, 1, 2]
     assert report.truncated_sources == 1 and report.truncated_targets == 1
     with pytest.raises(SeqlabError, match="file f:2: the source is 3 tokens"):
-        encoder.encode(pairs, "f", "file", "reject")
+        vocabulary.encode(pairs, "f", "file", "reject")
 
 
 @pytest.mark.parametrize("options", [dict(arch="gru"), dict(arch="lstm", attention="dot", bidirectional=True),
@@ -260,13 +260,13 @@ def test_overfits_a_handful_of_pairs(options):
     texts = [("a b c", "x y"), ("b c", "y z w"), ("c a a b", "w"), ("d", "z z x"), ("a d", "x w"), ("b", "y")]
     counts = Counter(t for s, g in texts for t in f"{s} {g}".split())
     vocab = Vocab.build(counts)
-    encoder = PairEncoder(words, words, vocab, vocab, joint)
-    items = encoder.encode([Pair(s, t, i) for i, (s, t) in enumerate(texts, 1)])
+    vocabulary = PairVocabulary(words, words, vocab, vocab, joint)
+    items = vocabulary.encode([Pair(s, t, i) for i, (s, t) in enumerate(texts, 1)])
     model = build_model(tiny(**options, source_vocab_size=len(vocab), target_vocab_size=len(vocab),
                              hidden_size=16, num_layers=1))
-    task = Seq2SeqTask(encoder, items, items, None, batch_size=6, eval_batch_size=6, seed=1)
+    task = Seq2SeqTask(vocabulary, items, items, None, batch_size=6, eval_batch_size=6, seed=1)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    data = encoder.collate(items)
+    data = vocabulary.collate(items)
     for _ in range(150):
         optimizer.zero_grad()
         loss, count, _ = task.loss(model, data, None)

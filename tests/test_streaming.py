@@ -22,10 +22,10 @@ from seqlab.data.documents import read_documents, read_texts
 from seqlab.data.parallel import Pair, read_aligned, read_paired
 from seqlab.data.readers import read_stream
 from seqlab.data.tags import detect_scheme, spans
-from seqlab.lm import train_lm
 from seqlab.metrics import confusions
+from seqlab.pipelines.lm import train_lm
+from seqlab.pipelines.tagger import prepare
 from seqlab.search import SearchOptions
-from seqlab.tagger import prepare
 from seqlab.tasks.classification import ClassificationTask
 from seqlab.tasks.tagging import TaggingTask
 
@@ -271,7 +271,7 @@ def whole_tagger_figures(tagger, path, fmt):
     if tagger.scheme != "none":
         prepare(sentences, detect_scheme((s.labels for s in sentences), prefer=tagger.file_scheme), tagger.scheme,
                 str(path))
-    task = TaggingTask(tagger.encoder, [], sentences, None, batch_size=1, eval_batch_size=64, seed=0)
+    task = TaggingTask(tagger.vocabulary, [], sentences, None, batch_size=1, eval_batch_size=64, seed=0)
     task.keep_predictions = True
     result = task.summarize(task.evaluate(tagger.model, task.valid_data, tagger.device))
     return result, confusions(*task.predictions, top=10)
@@ -293,8 +293,8 @@ def test_streaming_classifier_evaluation_in_chunks_equals_the_whole_file(runs):
     classifier = seqlab.load(runs["clf"])
     path, data = FIXTURES / "classify" / "sentiment.tsv", classifier.config.data
     documents = read_documents(path, "tsv", data.columns, "evaluation file")
-    encoded = classifier.encoder.encode_all(documents, path, "evaluation file")
-    task = ClassificationTask(classifier.encoder, [], encoded, None, batch_size=1, eval_batch_size=128, seed=0)
+    encoded = classifier.vocabulary.encode_all(documents, path, "evaluation file")
+    task = ClassificationTask(classifier.vocabulary, [], encoded, None, batch_size=1, eval_batch_size=128, seed=0)
     whole = task.summarize(task.evaluate(classifier.model, task.valid_data, classifier.device))
     chunked = classifier.evaluate_file(path, chunk_size=5)
     assert chunked["loss"] == pytest.approx(whole.pop("loss"), rel=1e-4, abs=1e-6)

@@ -7,7 +7,7 @@ import pytest
 
 import seqlab
 from seqlab.errors import SeqlabError
-from seqlab.tagger import resolve_tagger_config, train_tagger
+from seqlab.pipelines.tagger import resolve_tagger_config, train_tagger
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SMALL = {"embedding_size": 16, "hidden_size": 16, "dropout": 0.0, "batch_size": 2, "eval_batch_size": 3,
@@ -45,7 +45,7 @@ def test_tagger_api_ner_in_bioes_with_crf_and_resume(tmp_path):
     results = train_tagger(more, resume=True)
     assert results["valid"]["f1"] == 100.0
     tagger = seqlab.load(tmp_path / "run")
-    assert tagger.scheme == "bioes" and "S-ORG" in tagger.encoder.labels
+    assert tagger.scheme == "bioes" and "S-ORG" in tagger.vocabulary.labels
     tags = [t for t, _ in tagger.tag(["Peter", "Blackburn", "visited", "New", "York", "."])]
     assert tags == ["B-PER", "E-PER", "O", "B-LOC", "E-LOC", "O"]
     assert tagger.evaluate_file(ner)["f1"] == 100.0                    # IOB2 gold, converted to BIOES
@@ -59,7 +59,7 @@ def test_tagger_api_errors(tmp_path):
     with pytest.raises(SeqlabError, match="already holds a run"):
         train_tagger(config(tmp_path, train=ner, dev=ner, format="conll", max_steps=2))
     with pytest.raises(SeqlabError, match="not a language model"):
-        seqlab.lm.load(tmp_path / "run")
+        seqlab.pipelines.lm.load_lm(tmp_path / "run")
     with pytest.raises(SeqlabError, match="unknown option 'layer'"):
         resolve_tagger_config(overrides={"layer": 2})
 

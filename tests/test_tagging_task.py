@@ -12,7 +12,7 @@ from seqlab.data.tags import allowed_transitions, invalid_positions
 from seqlab.data.vocab import UNK
 from seqlab.metrics import span_scores
 from seqlab.models.tagger import Tagger, TaggerConfig
-from seqlab.tasks.tagging import UNKNOWN_LABEL, Encoder, TaggingTask, best_tags, length_batches
+from seqlab.tasks.tagging import UNKNOWN_LABEL, TaggerVocabulary, TaggingTask, best_tags, length_batches
 from seqlab.training.trainer import TrainConfig, Trainer
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -20,41 +20,41 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 def test_tagging_encoder_uses_the_training_split_only():
     train = [Sentence(["the", "cat"], ["DET", "NOUN"])]
-    encoder = Encoder.build(train, char_features=True)
-    batch = encoder.batch([Sentence(["the", "dog", "ran"], ["DET", "NOUN", "VERB"]), Sentence(["cat"], ["NOUN"])])
+    vocabulary = TaggerVocabulary.build(train, char_features=True)
+    batch = vocabulary.batch([Sentence(["the", "dog", "ran"], ["DET", "NOUN", "VERB"]), Sentence(["cat"], ["NOUN"])])
     assert batch.words.shape == (2, 3) and batch.lengths.tolist() == [3, 1]
     assert batch.words[0, 1] == UNK                                      # "dog" never seen in training
     assert batch.tags[0].tolist() == [0, 1, UNKNOWN_LABEL]              # VERB never seen: -1
     assert batch.tags[1, 1:].eq(UNKNOWN_LABEL).all()                     # padding
     assert batch.chars.shape == (2, 3, 3) and batch.chars[0, 1, 0] == UNK   # 'd' unseen
-    assert encoder.labels == ["DET", "NOUN"] and not encoder.entity_tags
+    assert vocabulary.labels == ["DET", "NOUN"] and not vocabulary.entity_tags
 
 
 def test_tagging_batches_cover_every_sentence_once_and_repeat_with_the_seed():
     sentences = [Sentence(["w"] * n, ["X"] * n) for n in range(1, 42)]
-    encoder = Encoder.build(sentences)
-    items = [encoder.encode(s) for s in sentences]
-    first = length_batches(items, encoder, 4, seed=7)
-    again = length_batches(items, encoder, 4, seed=7)
+    vocabulary = TaggerVocabulary.build(sentences)
+    items = [vocabulary.encode(s) for s in sentences]
+    first = length_batches(items, vocabulary, 4, seed=7)
+    again = length_batches(items, vocabulary, 4, seed=7)
     assert [b.lengths.tolist() for b in first] == [b.lengths.tolist() for b in again]
     assert len(first) == 10 and all(len(b.gold) == 4 for b in first)    # whole batches for training
-    evaluation = length_batches(items, encoder, 4, seed=None)
+    evaluation = length_batches(items, vocabulary, 4, seed=None)
     lengths = [n for b in evaluation for n in b.lengths.tolist()]
     assert lengths == list(range(1, 42))                                 # every sentence, shortest first
 
 
 def train_tagger(tmp_path, train, valid, **model):
     model = {"char_features": "none", **model}
-    encoder = Encoder.build(train, char_features=model["char_features"] != "none")
-    config = TaggerConfig(vocab_size=len(encoder.words), num_labels=len(encoder.labels),
-                          char_vocab_size=len(encoder.chars) if encoder.chars else 0, embedding_size=16,
+    vocabulary = TaggerVocabulary.build(train, char_features=model["char_features"] != "none")
+    config = TaggerConfig(vocab_size=len(vocabulary.words), num_labels=len(vocabulary.labels),
+                          char_vocab_size=len(vocabulary.chars) if vocabulary.chars else 0, embedding_size=16,
                           hidden_size=16, dropout=0.0, **model)
     constraints = None
-    if config.crf and encoder.entity_tags:
-        constraints = tuple(torch.tensor(m) for m in allowed_transitions(encoder.labels, "iob2"))
+    if config.crf and vocabulary.entity_tags:
+        constraints = tuple(torch.tensor(m) for m in allowed_transitions(vocabulary.labels, "iob2"))
     torch.manual_seed(0)
     tagger = Tagger(config, constraints)
-    task = TaggingTask(encoder, train, valid, None, batch_size=2, eval_batch_size=3, seed=1)
+    task = TaggingTask(vocabulary, train, valid, None, batch_size=2, eval_batch_size=3, seed=1)
     train_config = TrainConfig(output=str(tmp_path), optimizer="adam", lr=0.02, schedule="constant", epochs=1000,
                                max_steps=120, eval_every=1000, progress=False, log_every=20, grad_clip=5.0)
     results = Trainer(task, tagger, train_config, tmp_path, torch.device("cpu")).fit()
@@ -81,7 +81,7 @@ def test_tagging_overfits_ner_fixture_with_a_constrained_crf(tmp_path, encoder):
     for batch in task.valid_data:
         for ids, n in zip(best_tags(tagger, tagger(batch.words, batch.lengths), batch.mask).tolist(),
                           batch.lengths.tolist(), strict=True):
-            assert invalid_positions([task.encoder.labels[i] for i in ids[:n]], "iob2") == []
+            assert invalid_positions([task.vocabulary.labels[i] for i in ids[:n]], "iob2") == []
 
 
 def test_tagging_unseen_gold_tag_is_an_error_not_a_crash(tmp_path):
@@ -92,7 +92,7 @@ def test_tagging_unseen_gold_tag_is_an_error_not_a_crash(tmp_path):
     assert figures["accuracy"] < 100.0 and figures["gold"] == 2 and figures["recall"] <= 50.0
     tagger.eval()
     batch = task.valid_data[0]
-    predicted = [[task.encoder.labels[i] for i in ids[:n]] for ids, n in
+    predicted = [[task.vocabulary.labels[i] for i in ids[:n]] for ids, n in
                  zip(best_tags(tagger, tagger(batch.words, batch.lengths), batch.mask).tolist(),
                      batch.lengths.tolist(), strict=True)]
     reference = span_scores(batch.gold, predicted).overall
@@ -101,14 +101,14 @@ def test_tagging_unseen_gold_tag_is_an_error_not_a_crash(tmp_path):
 
 def test_tagging_unk_replace_touches_only_singletons_and_repeats_with_the_seed():
     sentences = [Sentence(["the", "cat", "sat"], ["D", "N", "V"]), Sentence(["the", "dog", "sat"], ["D", "N", "V"])]
-    encoder = Encoder.build(sentences)
-    task = TaggingTask(encoder, sentences, sentences, None, batch_size=2, eval_batch_size=2, seed=3, unk_replace=1.0)
+    vocabulary = TaggerVocabulary.build(sentences)
+    task = TaggingTask(vocabulary, sentences, sentences, None, batch_size=2, eval_batch_size=2, seed=3, unk_replace=1.0)
     words = task.train_batches(0)[0].words
-    assert sorted(encoder.words.decode(words.flatten().tolist())) == ["<unk>", "<unk>", "sat", "sat", "the", "the"]
-    kept = TaggingTask(encoder, sentences, sentences, None, batch_size=2, eval_batch_size=2, seed=3)
+    assert sorted(vocabulary.words.decode(words.flatten().tolist())) == ["<unk>", "<unk>", "sat", "sat", "the", "the"]
+    kept = TaggingTask(vocabulary, sentences, sentences, None, batch_size=2, eval_batch_size=2, seed=3)
     assert (kept.train_batches(0)[0].words != UNK).all()
     many = [Sentence(["the", f"w{i}"], ["D", "N"]) for i in range(100)]          # 100 words seen once
-    encoder = Encoder.build(many)
-    half = [TaggingTask(encoder, many, many, None, 100, 2, seed=3, unk_replace=0.5) for _ in range(2)]
+    vocabulary = TaggerVocabulary.build(many)
+    half = [TaggingTask(vocabulary, many, many, None, 100, 2, seed=3, unk_replace=0.5) for _ in range(2)]
     first, second = (t.train_batches(1)[0].words for t in half)
     assert torch.equal(first, second) and 25 < int((first == UNK).sum()) < 75

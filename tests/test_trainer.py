@@ -15,7 +15,7 @@ import torch
 from conftest import TEST, TRAIN, VALID, tiny_config
 from seqlab.data.batching import Batch
 from seqlab.errors import SeqlabError
-from seqlab.lm import train_lm
+from seqlab.pipelines.lm import train_lm
 from seqlab.training import trainer as trainer_module
 from seqlab.training.optim import Schedule
 from seqlab.training.trainer import TrainConfig, Trainer, cpu_supports_bf16

@@ -11,7 +11,7 @@ import seqlab
 from seqlab.data.vectors import lookup, read_vectors, write_vectors
 from seqlab.data.vocab import PAD, UNK
 from seqlab.errors import SeqlabError
-from seqlab.tagger import resolve_tagger_config, train_tagger
+from seqlab.pipelines.tagger import resolve_tagger_config, train_tagger
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -82,13 +82,13 @@ def test_tagger_with_frozen_vectors_keeps_them_and_knows_their_words(tmp_path):
     train_tagger(config)
     tagger = seqlab.load(tmp_path / "run")
     assert tagger.config.model.embedding_size == 8                    # the vectors' width, not 50
-    vocab = tagger.encoder.words
+    vocab = tagger.vocabulary.words
     assert "kitten" in vocab                                          # the file's words join the vocabulary
     weight = tagger.model.embedding.weight
     for word, vector in zip(words, table, strict=True):
         assert torch.allclose(weight[vocab.index[word]], vector, atol=1e-5), word   # frozen: unchanged
     assert weight[PAD].abs().sum() == 0
-    ids = tagger.encoder.word_ids(["The", "Kitten", "Zyxwv"])        # lowercase fallback, then <unk>
+    ids = tagger.vocabulary.word_ids(["The", "Kitten", "Zyxwv"])        # lowercase fallback, then <unk>
     assert ids == [vocab.index["The"] if "The" in vocab else vocab.index["the"], vocab.index["kitten"], UNK]
     assert len(tagger.tag(["The", "kitten", "sat", "."])) == 4
 
@@ -103,4 +103,4 @@ def test_tagger_fine_tunes_vectors_unless_frozen(tmp_path):
     train_tagger(config)
     tagger = seqlab.load(tmp_path / "run")
     _, table = read_vectors(tmp_path / "v.txt")
-    assert not torch.allclose(tagger.model.embedding.weight[tagger.encoder.words.index["the"]], table[0])
+    assert not torch.allclose(tagger.model.embedding.weight[tagger.vocabulary.words.index["the"]], table[0])

@@ -1,8 +1,11 @@
 """seqlab: the neural sequence models of Jurafsky & Martin's SLP, trained and served from one tool."""
 
-__version__ = "0.1.0"
-
-from seqlab.classifier import (  # noqa: E402
+from seqlab.errors import SeqlabError  # noqa: E402
+from seqlab.models.classifier import ClassifierConfig  # noqa: E402
+from seqlab.models.lm import LMConfig  # noqa: E402
+from seqlab.models.seq2seq import Seq2SeqConfig  # noqa: E402
+from seqlab.models.tagger import TaggerConfig  # noqa: E402
+from seqlab.pipelines.classifier import (  # noqa: E402
     ClassifierDataConfig,
     ClassifierTrainConfig,
     Prediction,
@@ -11,15 +14,9 @@ from seqlab.classifier import (  # noqa: E402
     resolve_classifier_config,
     train_classifier,
 )
-from seqlab.errors import SeqlabError  # noqa: E402
-from seqlab.lm import LMDataConfig, LMTrainConfig, TrainedLM, train_lm  # noqa: E402
-from seqlab.models.classifier import ClassifierConfig  # noqa: E402
-from seqlab.models.lm import LMConfig  # noqa: E402
-from seqlab.models.seq2seq import Seq2SeqConfig  # noqa: E402
-from seqlab.models.tagger import TaggerConfig  # noqa: E402
-from seqlab.runs import load  # noqa: E402
-from seqlab.search import SearchOptions  # noqa: E402
-from seqlab.seq2seq import (  # noqa: E402
+from seqlab.pipelines.lm import LMDataConfig, LMTrainConfig, TrainedLM, train_lm  # noqa: E402
+from seqlab.pipelines.runs import load  # noqa: E402
+from seqlab.pipelines.seq2seq import (  # noqa: E402
     Seq2SeqDataConfig,
     Seq2SeqTrainConfig,
     TrainedSeq2Seq,
@@ -27,7 +24,7 @@ from seqlab.seq2seq import (  # noqa: E402
     resolve_seq2seq_config,
     train_seq2seq,
 )
-from seqlab.tagger import (  # noqa: E402
+from seqlab.pipelines.tagger import (  # noqa: E402
     TaggerDataConfig,
     TaggerTrainConfig,
     TrainedTagger,
@@ -35,7 +32,9 @@ from seqlab.tagger import (  # noqa: E402
     resolve_tagger_config,
     train_tagger,
 )
+from seqlab.search import SearchOptions  # noqa: E402
 from seqlab.training.trainer import TrainConfig  # noqa: E402
+from seqlab.version import __version__  # noqa: E402, F401
 
 __all__ = ["ClassifierConfig", "ClassifierDataConfig", "ClassifierTrainConfig", "LMConfig", "LMDataConfig",
            "LMTrainConfig", "Prediction", "SeqlabError", "TaggerConfig", "TaggerDataConfig", "TaggerTrainConfig",

@@ -18,11 +18,11 @@ import sys
 import warnings
 from pathlib import Path
 
-from seqlab import __version__
 from seqlab.config import field_type, range_text, value_problem
 from seqlab.errors import SeqlabError
 from seqlab.fileio import check_writable
-from seqlab.runs import RESUME_OR_OVERWRITE
+from seqlab.pipelines.runs import RESUME_OR_OVERWRITE
+from seqlab.version import __version__
 
 
 class Parser(argparse.ArgumentParser):
@@ -87,18 +87,18 @@ def add_options(parser: argparse.ArgumentParser, cls, title: str, skip=(), defau
 
 @functools.cache
 def build_parser() -> argparse.ArgumentParser:
-    from seqlab.classifier import TRAIN_DEFAULTS as CLASSIFIER_DEFAULTS
-    from seqlab.classifier import ClassifierDataConfig
     from seqlab.data.documents import FORMATS as DOCUMENT_FORMATS
     from seqlab.decoding import SamplingOptions
-    from seqlab.lm import LMDataConfig
     from seqlab.models.classifier import ClassifierConfig
     from seqlab.models.lm import LMConfig
     from seqlab.models.seq2seq import Seq2SeqConfig
     from seqlab.models.tagger import TaggerConfig
-    from seqlab.seq2seq import TRAIN_DEFAULTS as SEQ2SEQ_DEFAULTS
-    from seqlab.seq2seq import Seq2SeqDataConfig
-    from seqlab.tagger import TRAIN_DEFAULTS, TaggerDataConfig
+    from seqlab.pipelines.classifier import TRAIN_DEFAULTS as CLASSIFIER_DEFAULTS
+    from seqlab.pipelines.classifier import ClassifierDataConfig
+    from seqlab.pipelines.lm import LMDataConfig
+    from seqlab.pipelines.seq2seq import TRAIN_DEFAULTS as SEQ2SEQ_DEFAULTS
+    from seqlab.pipelines.seq2seq import Seq2SeqDataConfig
+    from seqlab.pipelines.tagger import TRAIN_DEFAULTS, TaggerDataConfig
     from seqlab.training.trainer import TrainConfig
 
     parser = Parser(prog="seqlab", description="Train, evaluate and decode the neural "
@@ -291,13 +291,13 @@ def search_options(args: argparse.Namespace):
 
 # each task's module, its config resolver and trainer, and what to try once it has trained
 TRAINING = {
-    "lm": ("seqlab.lm", "resolve_train_config", "train_lm",
+    "lm": ("seqlab.pipelines.lm", "resolve_lm_config", "train_lm",
            ["seqlab generate {output} --prompt '...'", "seqlab evaluate {output} FILE"]),
-    "tagger": ("seqlab.tagger", "resolve_tagger_config", "train_tagger",
+    "tagger": ("seqlab.pipelines.tagger", "resolve_tagger_config", "train_tagger",
                ["seqlab tag {output} FILE", "seqlab evaluate {output} FILE"]),
-    "classifier": ("seqlab.classifier", "resolve_classifier_config", "train_classifier",
+    "classifier": ("seqlab.pipelines.classifier", "resolve_classifier_config", "train_classifier",
                    ["seqlab classify {output} FILE", "seqlab evaluate {output} FILE"]),
-    "seq2seq": ("seqlab.seq2seq", "resolve_seq2seq_config", "train_seq2seq",
+    "seq2seq": ("seqlab.pipelines.seq2seq", "resolve_seq2seq_config", "train_seq2seq",
                 ["seqlab translate {output} FILE --beam 5", "seqlab evaluate {output} --src FILE --tgt FILE"]),
 }
 
@@ -323,7 +323,7 @@ def train_command(args: argparse.Namespace) -> int:
 def tag_command(args: argparse.Namespace) -> int:
     """`seqlab tag`: each chunk of sentences written (and flushed) as soon as it is tagged."""
     from seqlab.data.tags import spans
-    from seqlab.tagger import load_tagger
+    from seqlab.pipelines.tagger import load_tagger
 
     tagger = load_tagger(args.run_dir, args.device)
     for chunk in tagger.tag_stream(args.file, args.input_format, args.batch_size, args.chunk_size,
@@ -352,7 +352,7 @@ def write_chunk(lines: list[str]) -> None:
 
 
 def evaluate_tagger(args: argparse.Namespace) -> int:
-    from seqlab.tagger import load_tagger
+    from seqlab.pipelines.tagger import load_tagger
 
     tagger = load_tagger(args.run_dir, args.device)
     result = tagger.evaluate_file(args.file, args.format, args.confusions, args.chunk_size, args.max_input_length,
@@ -384,7 +384,7 @@ def evaluate_tagger(args: argparse.Namespace) -> int:
 
 def classify_command(args: argparse.Namespace) -> int:
     """`seqlab classify`: each chunk of documents written (and flushed) as soon as it is classified."""
-    from seqlab.classifier import load_classifier
+    from seqlab.pipelines.classifier import load_classifier
 
     classifier = load_classifier(args.run_dir, args.device)
     header = args.output_format == "tsv"
@@ -405,7 +405,7 @@ def classify_command(args: argparse.Namespace) -> int:
 
 
 def evaluate_classifier(args: argparse.Namespace) -> int:
-    from seqlab.classifier import load_classifier
+    from seqlab.pipelines.classifier import load_classifier
 
     png = args.confusion_png or str(Path(args.run_dir) / f"confusion_{Path(args.file).name}.png")
     if png != "none":
@@ -442,7 +442,7 @@ def evaluate_classifier(args: argparse.Namespace) -> int:
 def decode_command(args: argparse.Namespace) -> int:
     """`seqlab translate` and `seqlab summarize`: one output per input line, in input order, each chunk
     written (and flushed) as soon as it is decoded."""
-    from seqlab.seq2seq import load_seq2seq
+    from seqlab.pipelines.seq2seq import load_seq2seq
 
     if args.attention_dir:
         check_writable(args.attention_dir, "--attention-dir", folder=True)
@@ -470,7 +470,7 @@ def decode_command(args: argparse.Namespace) -> int:
 
 def evaluate_seq2seq(args: argparse.Namespace) -> int:
     from seqlab.fileio import atomic_text_writer
-    from seqlab.seq2seq import load_seq2seq
+    from seqlab.pipelines.seq2seq import load_seq2seq
 
     if bool(args.src) != bool(args.tgt):
         raise SeqlabError("--src and --tgt go together: the sources and their reference targets")
@@ -505,7 +505,7 @@ def evaluate_seq2seq(args: argparse.Namespace) -> int:
 
 
 def evaluate_command(args: argparse.Namespace) -> int:
-    from seqlab.runs import read_run_json
+    from seqlab.pipelines.runs import read_run_json
 
     task = read_run_json(args.run_dir).get("task")
     if task == "seq2seq":
@@ -516,7 +516,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
         return evaluate_tagger(args)
     if task == "classifier":
         return evaluate_classifier(args)
-    from seqlab.lm import load
+    from seqlab.pipelines.lm import load_lm as load
 
     lm = load(args.run_dir, device=args.device, rnn_impl=args.rnn_impl)
     result = lm.evaluate_file(args.file, args.batch_size or 10, args.stride, progress=False if args.json else None)
@@ -538,7 +538,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
 
 
 def generate_command(args: argparse.Namespace) -> int:
-    from seqlab.lm import load
+    from seqlab.pipelines.lm import load_lm as load
 
     lm = load(args.run_dir, device=args.device)
     options = {"max_tokens": args.max_tokens, "greedy": args.greedy, "temperature": args.temperature,

@@ -29,6 +29,7 @@ from torch import Tensor, nn
 from seqlab.config import check_fields, option
 from seqlab.data.vocab import BOS, PAD
 from seqlab.errors import SeqlabError
+from seqlab.models.base import Model
 from seqlab.nn.pooling import COMBINE, combine, final_states, last_state, max_pool, mean_pool, padding_mask
 from seqlab.nn.recurrent import RecurrentStack
 from seqlab.nn.transformer import PositionalEmbedding, TransformerBlock
@@ -115,7 +116,7 @@ def feedforward(inputs: int, hidden: int, layers: int, outputs: int, dropout: fl
     return nn.Sequential(*parts)
 
 
-class Classifier(nn.Module):
+class Classifier(Model):
     def __init__(self, config: ClassifierConfig):
         super().__init__()
         c = self.config = config
@@ -204,8 +205,3 @@ class Classifier(nn.Module):
             h = block(h, key_padding_mask=~mask)                       # (B, T, D)
         return self.final_norm(h), lengths
 
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())
-
-    def detach_state(self, state):
-        return state                                                   # documents carry no state

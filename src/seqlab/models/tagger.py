@@ -27,6 +27,7 @@ from torch import Tensor, nn
 from seqlab.config import check_fields, option
 from seqlab.data.vocab import PAD
 from seqlab.errors import SeqlabError
+from seqlab.models.base import Model
 from seqlab.nn.crf import CRF
 from seqlab.nn.recurrent import RecurrentStack
 from seqlab.nn.transformer import PositionalEmbedding, TransformerBlock
@@ -102,7 +103,7 @@ class CharEncoder(nn.Module):
         return torch.where(torch.isfinite(y), y, torch.zeros_like(y))  # a word of no characters -> 0
 
 
-class Tagger(nn.Module):
+class Tagger(Model):
     def __init__(self, config: TaggerConfig, constraints: tuple | None = None):
         """`constraints`: (allowed, allowed_start, allowed_end) boolean tensors for the CRF, from
         `seqlab.data.tags.allowed_transitions`; they are saved with the weights."""
@@ -172,11 +173,6 @@ class Tagger(nn.Module):
             h = torch.relu(self.hidden(windows))                       # (B, T, H)
         return self.output(self.drop(h))                               # (B, T, K)
 
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())
-
-    def detach_state(self, state):
-        return state                                                   # sentences carry no state
 
 
 def combine(h: Tensor, how: str) -> Tensor:

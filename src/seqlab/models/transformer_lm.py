@@ -43,9 +43,6 @@ class TransformerLM(LanguageModel):
         return KVCache(len(self.blocks), batch_size, self.num_heads, d // self.num_heads,
                        self.context_length, device, self.embedding.weight.dtype)
 
-    def detach_state(self, state):
-        return state
-
     def forward(self, tokens: Tensor, state: KVCache | None = None):
         B, T = tokens.shape
         start = state.length if state is not None else 0

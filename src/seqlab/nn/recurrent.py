@@ -122,11 +122,3 @@ class RecurrentStack(nn.Module):
             return output, (torch.stack([s[0] for s in finals]), torch.stack([s[1] for s in finals]))
         return output, torch.stack(finals)                                 # (dirs, B, H)
 
-
-def detach_state(state):
-    """Cut the graph at a segment boundary (truncated BPTT), keeping the values."""
-    if state is None:
-        return None
-    if isinstance(state, tuple):
-        return tuple(s.detach() for s in state)
-    return state.detach()

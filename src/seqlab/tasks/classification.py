@@ -74,7 +74,7 @@ class Truncation:
                 f"truncated to their {'first' if keep == 'head' else 'last'} {max_length}")
 
 
-class DocEncoder:
+class DocumentVocabulary:
     """Texts -> token ids (or feature vectors) and labels -> class ids; vocabulary, labels, lexicon
     and feature statistics come from the training documents only."""
 
@@ -143,12 +143,12 @@ class DocEncoder:
         return DocBatch(words, lengths, features, torch.tensor([item.label for item in items]))
 
 
-def document_batches(items: list[EncodedDoc], encoder: DocEncoder, batch_size: int,
+def document_batches(items: list[EncodedDoc], vocabulary: DocumentVocabulary, batch_size: int,
                      seed: int | None) -> list[DocBatch]:
     """Batches of documents of similar length (`seqlab.data.batching.length_batches`): shuffled with a
     seed (training), every document shortest first without (evaluation)."""
     groups = length_batches(document_lengths(items), batch_size, seed)
-    return [encoder.collate([items[i] for i in group]) for group in groups]
+    return [vocabulary.collate([items[i] for i in group]) for group in groups]
 
 
 def document_lengths(items: list[EncodedDoc]) -> list[int]:
@@ -207,19 +207,20 @@ class ClassificationTask:
     batch_unit = "documents"
     progress: bool | None = False      # a bar over evaluation batches (None: when stderr is a terminal)
 
-    def __init__(self, encoder: DocEncoder, train: list[EncodedDoc], valid: list[EncodedDoc],
+    def __init__(self, vocabulary: DocumentVocabulary, train: list[EncodedDoc], valid: list[EncodedDoc],
                  test: list[EncodedDoc] | None, batch_size: int, eval_batch_size: int, seed: int,
                  weights: Tensor | None = None, metric: str = "accuracy"):
-        self.encoder, self.batch_size, self.seed, self.weights = encoder, batch_size, seed, weights
+        self.vocabulary, self.batch_size, self.seed, self.weights = vocabulary, batch_size, seed, weights
         self.metric = metric
         self.encoded_train = train
-        self.valid_data = document_batches(valid, encoder, eval_batch_size, None)
-        self.test_data = document_batches(test, encoder, eval_batch_size, None) if test else None
+        self.valid_data = document_batches(valid, vocabulary, eval_batch_size, None)
+        self.test_data = document_batches(test, vocabulary, eval_batch_size, None) if test else None
         self._epoch_batches: tuple[int, list[DocBatch]] | None = None
 
     def train_batches(self, epoch: int) -> list[DocBatch]:
         if self._epoch_batches is None or self._epoch_batches[0] != epoch:
-            batches = document_batches(self.encoded_train, self.encoder, self.batch_size, self.seed * 1_000_003 + epoch)
+            batches = document_batches(self.encoded_train, self.vocabulary, self.batch_size,
+                                       self.seed * 1_000_003 + epoch)
             self._epoch_batches = (epoch, batches)
         return self._epoch_batches[1]
 
@@ -235,7 +236,7 @@ class ClassificationTask:
         """Summable counts: the loss, documents, and the confusion matrix (gold i predicted as j)."""
         was_training = model.training
         model.eval()
-        K = len(self.encoder.labels)
+        K = len(self.vocabulary.labels)
         confusion = torch.zeros(K, K, dtype=torch.long)
         loss_sum, documents = 0.0, 0
         for batch in tqdm(batches, desc="evaluating", unit="batch", leave=False,
@@ -260,7 +261,7 @@ class ClassificationTask:
         return stats
 
     def summarize(self, stats: dict) -> dict:
-        labels = self.encoder.labels
+        labels = self.vocabulary.labels
         K = len(labels)
         matrix = [[int(stats[f"confusion/{i}/{j}"]) for j in range(K)] for i in range(K)]
         documents = int(stats["documents"])

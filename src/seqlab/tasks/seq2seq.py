@@ -86,7 +86,7 @@ class LengthReport:
         return out
 
 
-class PairEncoder:
+class PairVocabulary:
     """Texts <-> token ids on both sides: a tokenizer and a vocabulary for the source and for the target
     (the same objects when they are shared), and the length limits."""
 
@@ -171,10 +171,11 @@ def pair_lengths(items: list[EncodedPair]) -> list[int]:
     return [len(item.source) + len(item.target or ()) for item in items]
 
 
-def pair_batches(items: list[EncodedPair], encoder: PairEncoder, batch_size: int, seed: int | None) -> list[PairBatch]:
+def pair_batches(items: list[EncodedPair], vocabulary: PairVocabulary, batch_size: int,
+                 seed: int | None) -> list[PairBatch]:
     """Batches of pairs of similar length: shuffled with a seed (training), shortest first without."""
     groups = length_batches(pair_lengths(items), batch_size, seed)
-    return [encoder.collate([items[i] for i in group]) for group in groups]
+    return [vocabulary.collate([items[i] for i in group]) for group in groups]
 
 
 def token_losses(logits: Tensor, batch: PairBatch, label_smoothing: float = 0.0, all_tokens: bool = False):
@@ -199,19 +200,19 @@ class Seq2SeqTask:
     batch_unit = "pairs"
     progress: bool | None = False
 
-    def __init__(self, encoder: PairEncoder, train: list[EncodedPair], valid: list[EncodedPair],
+    def __init__(self, vocabulary: PairVocabulary, train: list[EncodedPair], valid: list[EncodedPair],
                  test: list[EncodedPair] | None, batch_size: int, eval_batch_size: int, seed: int,
                  label_smoothing: float = 0.0, lm_all_tokens: bool = False):
-        self.encoder, self.batch_size, self.seed = encoder, batch_size, seed
+        self.vocabulary, self.batch_size, self.seed = vocabulary, batch_size, seed
         self.label_smoothing, self.lm_all_tokens = label_smoothing, lm_all_tokens
         self.encoded_train = train
-        self.valid_data = pair_batches(valid, encoder, eval_batch_size, None)
-        self.test_data = pair_batches(test, encoder, eval_batch_size, None) if test else None
+        self.valid_data = pair_batches(valid, vocabulary, eval_batch_size, None)
+        self.test_data = pair_batches(test, vocabulary, eval_batch_size, None) if test else None
         self._epoch_batches: tuple[int, list[PairBatch]] | None = None
 
     def train_batches(self, epoch: int) -> list[PairBatch]:
         if self._epoch_batches is None or self._epoch_batches[0] != epoch:
-            batches = pair_batches(self.encoded_train, self.encoder, self.batch_size, self.seed * 1_000_003 + epoch)
+            batches = pair_batches(self.encoded_train, self.vocabulary, self.batch_size, self.seed * 1_000_003 + epoch)
             self._epoch_batches = (epoch, batches)
         return self._epoch_batches[1]
 

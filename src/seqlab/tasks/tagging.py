@@ -66,7 +66,7 @@ class Encoded:
     gold: list[str]
 
 
-class Encoder:
+class TaggerVocabulary:
     """Words, characters and tags -> ids, with vocabularies from the training sentences only."""
 
     def __init__(self, words: Vocab, labels: list[str], chars: Vocab | None = None, max_word_chars: int = 20,
@@ -79,7 +79,7 @@ class Encoder:
 
     @classmethod
     def build(cls, sentences: list[Sentence], min_freq: int = 1, max_size: int | None = None,
-              char_features: bool = False) -> Encoder:
+              char_features: bool = False) -> TaggerVocabulary:
         words = Vocab.build(Counter(t for s in sentences for t in s.tokens), min_freq, max_size)
         labels = sorted({label for s in sentences for label in s.labels})
         chars = Vocab.build(Counter(c for s in sentences for t in s.tokens for c in t)) if char_features else None
@@ -128,11 +128,12 @@ class Encoder:
         return self.collate([self.encode(s) for s in sentences])
 
 
-def length_batches(items: list[Encoded], encoder: Encoder, batch_size: int, seed: int | None) -> list[TagBatch]:
+def length_batches(items: list[Encoded], vocabulary: TaggerVocabulary, batch_size: int,
+                   seed: int | None) -> list[TagBatch]:
     """Batches of sentences of similar length (`seqlab.data.batching.length_batches`): shuffled with a
     seed (training), every sentence shortest first without (evaluation)."""
     groups = batching.length_batches([len(item.words) for item in items], batch_size, seed)
-    return [encoder.collate([items[i] for i in group]) for group in groups]
+    return [vocabulary.collate([items[i] for i in group]) for group in groups]
 
 
 def best_tags(model, scores: Tensor, mask: Tensor) -> Tensor:
@@ -151,25 +152,27 @@ class TaggingTask:
     keep_predictions = False        # evaluate() then leaves (gold, predicted) tag lists in self.predictions
     progress: bool | None = False   # a bar over evaluation batches (None: when stderr is a terminal)
 
-    def __init__(self, encoder: Encoder, train: list[Sentence], valid: list[Sentence], test: list[Sentence] | None,
-                 batch_size: int, eval_batch_size: int, seed: int, unk_replace: float = 0.0):
-        self.encoder, self.batch_size, self.seed = encoder, batch_size, seed
+    def __init__(self, vocabulary: TaggerVocabulary, train: list[Sentence], valid: list[Sentence],
+                 test: list[Sentence] | None, batch_size: int, eval_batch_size: int, seed: int,
+                 unk_replace: float = 0.0):
+        self.vocabulary, self.batch_size, self.seed = vocabulary, batch_size, seed
         self.unk_replace = unk_replace
         counts = Counter(token for sentence in train for token in sentence.tokens)
-        self.singletons = torch.tensor(encoder.words.encode(sorted(w for w, n in counts.items() if n == 1)),
+        self.singletons = torch.tensor(vocabulary.words.encode(sorted(w for w, n in counts.items() if n == 1)),
                                        dtype=torch.long)
-        self.entity_tags = encoder.entity_tags
+        self.entity_tags = vocabulary.entity_tags
         self.metric = "f1" if self.entity_tags else "accuracy"
-        self.types = sorted({split_tag(label)[1] for label in encoder.labels} - {""}) if self.entity_tags else []
-        self.encoded_train = [encoder.encode(s) for s in train]
-        self.valid_data = length_batches([encoder.encode(s) for s in valid], encoder, eval_batch_size, None)
-        self.test_data = length_batches([encoder.encode(s) for s in test], encoder, eval_batch_size, None) \
+        self.types = sorted({split_tag(label)[1] for label in vocabulary.labels} - {""}) if self.entity_tags else []
+        self.encoded_train = [vocabulary.encode(s) for s in train]
+        self.valid_data = length_batches([vocabulary.encode(s) for s in valid], vocabulary, eval_batch_size, None)
+        self.test_data = length_batches([vocabulary.encode(s) for s in test], vocabulary, eval_batch_size, None) \
             if test else None
         self._epoch_batches: tuple[int, list[TagBatch]] | None = None
 
     def train_batches(self, epoch: int) -> list[TagBatch]:
         if self._epoch_batches is None or self._epoch_batches[0] != epoch:
-            batches = length_batches(self.encoded_train, self.encoder, self.batch_size, self.seed * 1_000_003 + epoch)
+            batches = length_batches(self.encoded_train, self.vocabulary, self.batch_size,
+                                     self.seed * 1_000_003 + epoch)
             if self.unk_replace > 0 and len(self.singletons):
                 # words seen once in training read as <unk> now and then, so that <unk> (every unseen
                 # word at test time) gets a trained embedding; the choice depends on seed and epoch only
@@ -206,7 +209,7 @@ class TaggingTask:
             stats["loss_sum"] += float(loss_sum)
             stats["tokens"] += batch.num_tokens
             for gold, ids in zip(batch.gold, best_tags(model, scores, batch.mask).tolist(), strict=True):
-                predicted = [self.encoder.labels[i] for i in ids[:len(gold)]]
+                predicted = [self.vocabulary.labels[i] for i in ids[:len(gold)]]
                 stats["correct"] += sum(g == p for g, p in zip(gold, predicted, strict=True))
                 golds.append(gold)
                 predictions.append(predicted)

@@ -1,4 +1,4 @@
-"""Language modelling, end to end: `train_lm(config)` and `load(run_dir)`.
+"""Language modelling, end to end: `train_lm(config)` and `load_lm(run_dir)`.
 
     import seqlab
     results = seqlab.train_lm(seqlab.LMTrainConfig())          # the bundled corpus, char-level LSTM
@@ -32,7 +32,15 @@ from seqlab.decoding import SamplingOptions, generate_ids
 from seqlab.errors import DAMAGED, SeqlabError
 from seqlab.fileio import atomic_write_json, read_json
 from seqlab.models.lm import LMConfig, build_lm
-from seqlab.runs import check_sizes, load_best, log, read_run_config_as, resolve_run_config, start_run, train_in_run
+from seqlab.pipelines.runs import (
+    check_sizes,
+    load_best,
+    log,
+    read_run_config_as,
+    resolve_run_config,
+    start_run,
+    train_in_run,
+)
 from seqlab.tasks.lm import LanguageModelingTask, evaluate_lm, summarize
 from seqlab.training import distributed
 from seqlab.training.trainer import TrainConfig, Trainer
@@ -79,7 +87,7 @@ CONFIG_GROUPS = {"data": LMDataConfig, "model": LMConfig, "train": TrainConfig}
 OPTION_GROUPS = {f.name: group for group, cls in CONFIG_GROUPS.items() for f in dataclasses.fields(cls)}
 
 
-def resolve_train_config(config_file: str | Path | None = None, overrides: dict | None = None,
+def resolve_lm_config(config_file: str | Path | None = None, overrides: dict | None = None,
                          resume: bool = False) -> LMTrainConfig:
     """Defaults < the config file < overrides (the command line). With `resume`, the run's own
     config.json is the base and only options of the `train` group may change."""
@@ -159,7 +167,7 @@ def read_tokenizer_and_vocab(run_dir: Path) -> tuple[Tokenizer, Vocab]:
 
 # ---------------------------------------------------------------------------- a trained model
 
-def load(run_dir: str | Path, device: str = "cpu", rnn_impl: str | None = None) -> TrainedLM:
+def load_lm(run_dir: str | Path, device: str = "cpu", rnn_impl: str | None = None) -> TrainedLM:
     """A trained language model from its run directory (the best weights)."""
     run_dir = Path(run_dir)
     config = read_run_config(run_dir)

@@ -13,13 +13,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from seqlab import __version__
 from seqlab.config import coerce, file_fields, from_dict, read_config_file, to_dict
 from seqlab.errors import DAMAGED, SeqlabError, os_error_reason
 from seqlab.fileio import atomic_write_json, read_json, remove_stale_temporaries
 from seqlab.training import distributed
 from seqlab.training.checkpoint import FORMAT_VERSION, load_model, load_tensors
 from seqlab.training.trainer import TrainConfig, check_precision, configure_threads, resolve_device
+from seqlab.version import __version__
 
 RESUME_OR_OVERWRITE = "--resume continues the run in --output and --overwrite replaces it: choose one"
 RUN_OUTPUTS = ("metrics.jsonl", "train_log.jsonl", "model.safetensors", "checkpoint.safetensors", "curves.png")
@@ -266,13 +266,13 @@ def load(run_dir: str | Path, device: str = "cpu", **options):
     `TrainedSeq2Seq`."""
     task = read_run_json(run_dir).get("task")
     if task == "tagger":
-        from seqlab.tagger import load_tagger
+        from seqlab.pipelines.tagger import load_tagger
         return load_tagger(run_dir, device)
     if task == "classifier":
-        from seqlab.classifier import load_classifier
+        from seqlab.pipelines.classifier import load_classifier
         return load_classifier(run_dir, device)
     if task == "seq2seq":
-        from seqlab.seq2seq import load_seq2seq
+        from seqlab.pipelines.seq2seq import load_seq2seq
         return load_seq2seq(run_dir, device)
-    from seqlab.lm import load as load_lm
+    from seqlab.pipelines.lm import load_lm
     return load_lm(run_dir, device, **options)

@@ -43,8 +43,16 @@ from seqlab.errors import DAMAGED, SeqlabError, place
 from seqlab.fileio import atomic_write_json, read_json
 from seqlab.metrics import mistakes, most_confused
 from seqlab.models.tagger import Tagger, TaggerConfig
-from seqlab.runs import check_sizes, load_best, log, read_run_config_as, resolve_run_config, start_run, train_in_run
-from seqlab.tasks.tagging import Encoder, TaggingTask, best_tags, length_batches
+from seqlab.pipelines.runs import (
+    check_sizes,
+    load_best,
+    log,
+    read_run_config_as,
+    resolve_run_config,
+    start_run,
+    train_in_run,
+)
+from seqlab.tasks.tagging import TaggerVocabulary, TaggingTask, best_tags, length_batches
 from seqlab.training import distributed
 from seqlab.training.trainer import TrainConfig, Trainer
 
@@ -162,19 +170,21 @@ def _train_tagger(config, run_dir, device, resume, overwrite, callback) -> dict:
         prepare(sentences, scheme, target, path)
     vectors = None
     if resume:
-        encoder, _, _ = read_encoder(run_dir)
+        vocabulary, _, _ = read_vocabulary(run_dir)
     else:
-        encoder = Encoder.build(train, data.min_freq, data.max_vocab or None, config.model.char_features != "none")
+        vocabulary = TaggerVocabulary.build(train, data.min_freq, data.max_vocab or None,
+                                            config.model.char_features != "none")
         if data.vectors:
-            encoder, vectors = with_vectors(encoder, data.vectors, data.vectors_limit)
+            vocabulary, vectors = with_vectors(vocabulary, data.vectors, data.vectors_limit)
             config = dataclasses.replace(config, model=dataclasses.replace(config.model,
                                                                            embedding_size=vectors[0].size(1)))
-    model_config = dataclasses.replace(config.model, vocab_size=len(encoder.words), num_labels=len(encoder.labels),
-                                       char_vocab_size=len(encoder.chars) if encoder.chars else 0)
+    model_config = dataclasses.replace(config.model, vocab_size=len(vocabulary.words),
+                                       num_labels=len(vocabulary.labels),
+                                       char_vocab_size=len(vocabulary.chars) if vocabulary.chars else 0)
     config = dataclasses.replace(config, model=model_config)
     constraints = None
     if model_config.crf and target != "none":
-        constraints = tuple(torch.tensor(m) for m in allowed_transitions(encoder.labels, target))
+        constraints = tuple(torch.tensor(m) for m in allowed_transitions(vocabulary.labels, target))
     torch.manual_seed(config.train.seed)
     model = Tagger(model_config, constraints)
     if vectors is not None:
@@ -182,44 +192,45 @@ def _train_tagger(config, run_dir, device, resume, overwrite, callback) -> dict:
     model = model.to(device)
     rank = distributed.world()[0]
     torch.manual_seed(config.train.seed + rank)
-    log(f"{len(train):,} training sentences, {len(encoder.words):,} words, {len(encoder.labels)} tags"
+    log(f"{len(train):,} training sentences, {len(vocabulary.words):,} words, {len(vocabulary.labels)} tags"
         f"{f' ({target.upper()})' if target != 'none' else ''}; {model_config.encoder} tagger with "
         f"{model.num_parameters():,} parameters on {device}")
     if rank == 0 and not resume:
-        write_run_files(run_dir, config, encoder, target, scheme, overwrite)
+        write_run_files(run_dir, config, vocabulary, target, scheme, overwrite)
     distributed.barrier()
-    task = TaggingTask(encoder, train, dev, test, config.train.batch_size, config.train.eval_batch_size,
+    task = TaggingTask(vocabulary, train, dev, test, config.train.batch_size, config.train.eval_batch_size,
                        config.train.seed, data.unk_replace)
     return Trainer(task, model, config.train, run_dir, device, callback).fit(resume=resume)
 
 
-def with_vectors(encoder: Encoder, path: str, limit: int = 0) -> tuple[Encoder, tuple[torch.Tensor, torch.Tensor]]:
-    """The encoder with the vectors file's words added to its vocabulary (training words first, ids
+def with_vectors(vocabulary: TaggerVocabulary, path: str,
+                 limit: int = 0) -> tuple[TaggerVocabulary, tuple[torch.Tensor, torch.Tensor]]:
+    """The vocabulary with the vectors file's words added to its vocabulary (training words first, ids
     unchanged) and lowercase fallback on, and each word's vector with a mask of the words that have one
     (exact match, else the lowercase form)."""
-    words, vectors, found, message = extend_vocab(encoder.words, path, limit)
+    words, vectors, found, message = extend_vocab(vocabulary.words, path, limit)
     log(message)
-    return Encoder(words, encoder.labels, encoder.chars, lowercase_fallback=True), (vectors, found)
+    return TaggerVocabulary(words, vocabulary.labels, vocabulary.chars, lowercase_fallback=True), (vectors, found)
 
 
-def write_run_files(run_dir: Path, config: TaggerTrainConfig, encoder: Encoder, scheme: str, file_scheme: str,
-                    overwrite: bool = False) -> None:
+def write_run_files(run_dir: Path, config: TaggerTrainConfig, vocabulary: TaggerVocabulary, scheme: str,
+                    file_scheme: str, overwrite: bool = False) -> None:
     """`scheme`: the one the model tags in; `file_scheme`: the training file's."""
     start_run(run_dir, "tagger", config, overwrite)
-    atomic_write_json(run_dir / "vocab.json", {**encoder.words.to_dict(), "lowercase_fallback":
-                                               encoder.lowercase_fallback})
-    atomic_write_json(run_dir / "labels.json", {"labels": encoder.labels, "scheme": scheme,
+    atomic_write_json(run_dir / "vocab.json", {**vocabulary.words.to_dict(), "lowercase_fallback":
+                                               vocabulary.lowercase_fallback})
+    atomic_write_json(run_dir / "labels.json", {"labels": vocabulary.labels, "scheme": scheme,
                                                 "file_scheme": file_scheme})
-    if encoder.chars is not None:
-        atomic_write_json(run_dir / "chars.json", encoder.chars.to_dict())
+    if vocabulary.chars is not None:
+        atomic_write_json(run_dir / "chars.json", vocabulary.chars.to_dict())
 
 
 def read_run_config(run_dir: str | Path) -> TaggerTrainConfig:
     return read_run_config_as(run_dir, "tagger", TaggerTrainConfig, CONFIG_GROUPS)
 
 
-def read_encoder(run_dir: Path) -> tuple[Encoder, str, str]:
-    """The encoder, the scheme the model tags in and the training file's scheme."""
+def read_vocabulary(run_dir: Path) -> tuple[TaggerVocabulary, str, str]:
+    """The vocabulary, the scheme the model tags in and the training file's scheme."""
     try:
         vocab = read_json(run_dir / "vocab.json", "vocabulary file")
         words = Vocab.from_dict(vocab)
@@ -227,8 +238,8 @@ def read_encoder(run_dir: Path) -> tuple[Encoder, str, str]:
         chars = Vocab.from_dict(read_json(run_dir / "chars.json", "characters file")) \
             if (run_dir / "chars.json").exists() else None
         fallback = bool(vocab.get("lowercase_fallback"))
-        encoder = Encoder(words, list(labels["labels"]), chars, lowercase_fallback=fallback)
-        return encoder, labels["scheme"], labels.get("file_scheme", labels["scheme"])
+        vocabulary = TaggerVocabulary(words, list(labels["labels"]), chars, lowercase_fallback=fallback)
+        return vocabulary, labels["scheme"], labels.get("file_scheme", labels["scheme"])
     except DAMAGED as error:
         raise SeqlabError(f"{run_dir}: vocab.json, labels.json or chars.json is damaged ({error}); retrain into this "
                           "directory with --overwrite") from None
@@ -240,20 +251,20 @@ def load_tagger(run_dir: str | Path, device: str = "cpu") -> TrainedTagger:
     """A trained tagger from its run directory (the best weights)."""
     run_dir = Path(run_dir)
     config = read_run_config(run_dir)
-    encoder, scheme, file_scheme = read_encoder(run_dir)
-    check_sizes(run_dir, config, {"vocab_size": ("vocab.json", len(encoder.words)),
-                                  "num_labels": ("labels.json", len(encoder.labels)),
-                                  "char_vocab_size": ("chars.json", len(encoder.chars) if encoder.chars else 0)})
+    vocabulary, scheme, file_scheme = read_vocabulary(run_dir)
+    check_sizes(run_dir, config, {"vocab_size": ("vocab.json", len(vocabulary.words)),
+                                  "num_labels": ("labels.json", len(vocabulary.labels)),
+                                  "char_vocab_size": ("chars.json", len(vocabulary.chars) if vocabulary.chars else 0)})
     model, device = load_best(run_dir, Tagger(config.model), device)
-    return TrainedTagger(model, encoder, scheme, config, device, file_scheme)
+    return TrainedTagger(model, vocabulary, scheme, config, device, file_scheme)
 
 
 class TrainedTagger:
     """A loaded tagger: tokens in, tags (with their probabilities) out."""
 
-    def __init__(self, model: Tagger, encoder: Encoder, scheme: str, config: TaggerTrainConfig, device,
+    def __init__(self, model: Tagger, vocabulary: TaggerVocabulary, scheme: str, config: TaggerTrainConfig, device,
                  file_scheme: str | None = None):
-        self.model, self.encoder, self.scheme, self.config, self.device = model, encoder, scheme, config, device
+        self.model, self.vocabulary, self.scheme, self.config, self.device = model, vocabulary, scheme, config, device
         self.file_scheme = file_scheme or scheme            # the training file's: how a gold file is read
 
     @torch.no_grad()
@@ -270,7 +281,7 @@ class TrainedTagger:
         starts = range(0, len(order), batch_size)
         for k in tqdm(starts, desc="tagging", unit="batch", leave=False, disable=True if progress is False else None):
             chunk = order[k:k + batch_size]
-            batch = self.encoder.batch([items[i] for i in chunk]).to(self.device)
+            batch = self.vocabulary.batch([items[i] for i in chunk]).to(self.device)
             scores = self.model(batch.words, batch.lengths, batch.chars)       # (B, T, K)
             if self.model.crf is not None:
                 probabilities = self.model.crf.marginals(scores.float(), batch.mask)   # (B, T, K)
@@ -280,7 +291,7 @@ class TrainedTagger:
             chosen = probabilities.gather(-1, best[:, :, None]).squeeze(-1)   # (B, T)
             for row, i in enumerate(chunk):
                 n = len(items[i])
-                results[i] = [(self.encoder.labels[t], p) for t, p in
+                results[i] = [(self.vocabulary.labels[t], p) for t, p in
                               zip(best[row, :n].tolist(), chosen[row, :n].tolist(), strict=True)]
         return results
 
@@ -335,7 +346,7 @@ class TrainedTagger:
             with LineReader(path, what, limit.chars, stdin=False) as lines:
                 checked = (refuse_stray_tags([s], str(path), what) or s for s in read(lines))
                 source = detect_scheme((s.labels for s in checked), prefer=self.file_scheme)
-        task = TaggingTask(self.encoder, [], [], None, batch_size=1, eval_batch_size=64, seed=0)
+        task = TaggingTask(self.vocabulary, [], [], None, batch_size=1, eval_batch_size=64, seed=0)
         task.keep_predictions = True
         totals: dict = {}
         confused, unseen = Counter(), Counter()
@@ -345,11 +356,11 @@ class TrainedTagger:
                     limit.apply(s.tokens, lines.place(s.line), s.line, len(s) + s.dropped)   # reject, or count
                 if self.scheme != "none":
                     prepare(chunk, source, self.scheme, str(path))
-                batches = length_batches([self.encoder.encode(s) for s in chunk], self.encoder, 64, None)
+                batches = length_batches([self.vocabulary.encode(s) for s in chunk], self.vocabulary, 64, None)
                 for key, value in task.evaluate(self.model, batches, self.device).items():
                     totals[key] = totals.get(key, 0) + value
                 confused.update(mistakes(*task.predictions))
-                unseen.update(label for s in chunk for label in s.labels if label not in self.encoder.label_index)
+                unseen.update(label for s in chunk for label in s.labels if label not in self.vocabulary.label_index)
         limit.warn(place(what, path))
         result = task.summarize(totals)
         result["confusions"] = [{"gold": g, "predicted": p, "count": n}

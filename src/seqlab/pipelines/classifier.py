@@ -46,10 +46,18 @@ from seqlab.data.vocab import Vocab
 from seqlab.errors import DAMAGED, SeqlabError, place
 from seqlab.fileio import atomic_write_json, read_json
 from seqlab.models.classifier import Classifier, ClassifierConfig
-from seqlab.runs import check_sizes, load_best, log, read_run_config_as, resolve_run_config, start_run, train_in_run
+from seqlab.pipelines.runs import (
+    check_sizes,
+    load_best,
+    log,
+    read_run_config_as,
+    resolve_run_config,
+    start_run,
+    train_in_run,
+)
 from seqlab.tasks.classification import (
     ClassificationTask,
-    DocEncoder,
+    DocumentVocabulary,
     Truncation,
     class_weights,
     document_batches,
@@ -192,20 +200,20 @@ def _train(config: ClassifierTrainConfig, run_dir: Path, device, resume: bool, o
     vectors = None
     train_tokens = [tokenize(d.text, data.tokenizer, data.lowercase) for d in train]    # once, for both uses
     if resume:
-        encoder = read_encoder(run_dir, config)
+        vocabulary = read_vocabulary(run_dir, config)
     else:
-        encoder = build_encoder(train, train_tokens, config)
+        vocabulary = build_vocabulary(train, train_tokens, config)
         if data.vectors:
-            if encoder.words is None:
+            if vocabulary.words is None:
                 raise SeqlabError("--vectors is for classifiers over words, not --arch features")
-            words, table, found, message = extend_vocab(encoder.words, data.vectors, data.vectors_limit)
+            words, table, found, message = extend_vocab(vocabulary.words, data.vectors, data.vectors_limit)
             log(message)
-            encoder.words, encoder.lowercase_fallback, vectors = words, True, (table, found)
+            vocabulary.words, vocabulary.lowercase_fallback, vectors = words, True, (table, found)
             model_config = dataclasses.replace(model_config, embedding_size=table.size(1))
     counts = Counter(d.label for d in train)
     model_config = dataclasses.replace(
-        model_config, vocab_size=len(encoder.words) if encoder.words is not None else 0,
-        num_labels=len(encoder.labels), num_features=len(encoder.features.names) if encoder.features else 0)
+        model_config, vocab_size=len(vocabulary.words) if vocabulary.words is not None else 0,
+        num_labels=len(vocabulary.labels), num_features=len(vocabulary.features.names) if vocabulary.features else 0)
     config = dataclasses.replace(config, model=model_config)
     torch.manual_seed(config.train.seed)
     model = Classifier(model_config)
@@ -213,34 +221,36 @@ def _train(config: ClassifierTrainConfig, run_dir: Path, device, resume: bool, o
         fill_embeddings(model.embedding, *vectors)
     model = model.to(device)
     truncation = [Truncation(), Truncation(), Truncation()]
-    encoded = [encoder.encode_all(train, data.train, "training file", truncation[0], train_tokens),
-               encoder.encode_all(dev, dev_path, "development file", truncation[1]),
-               encoder.encode_all(test or [], data.test, "test file", truncation[2])]
+    encoded = [vocabulary.encode_all(train, data.train, "training file", truncation[0], train_tokens),
+               vocabulary.encode_all(dev, dev_path, "development file", truncation[1]),
+               vocabulary.encode_all(test or [], data.test, "test file", truncation[2])]
     for counter, path in zip(truncation, (data.train, dev_path, data.test), strict=True):
         message = counter.report(path, data.max_length, data.truncate)
         if message:
             log(message)
     rank = distributed.world()[0]
     torch.manual_seed(config.train.seed + rank)
-    sizes = ", ".join(f"{label} {counts[label]:,}" for label in encoder.labels)
+    sizes = ", ".join(f"{label} {counts[label]:,}" for label in vocabulary.labels)
     log(f"{len(train):,} training documents ({sizes}); "
-        f"{f'{len(encoder.words):,} words, ' if encoder.words is not None else ''}{len(encoder.labels)} classes; "
+        f"{f'{len(vocabulary.words):,} words, ' if vocabulary.words is not None else ''}"
+        f"{len(vocabulary.labels)} classes; "
         f"{model_config.arch} classifier with {model.num_parameters():,} parameters on {device}")
     if rank == 0 and not resume:
-        write_run_files(run_dir, config, encoder, overwrite)
+        write_run_files(run_dir, config, vocabulary, overwrite)
     distributed.barrier()
-    weights = class_weights(data.class_weights, encoder.labels, counts)
-    task = ClassificationTask(encoder, encoded[0], encoded[1], encoded[2] or None, config.train.batch_size,
+    weights = class_weights(data.class_weights, vocabulary.labels, counts)
+    task = ClassificationTask(vocabulary, encoded[0], encoded[1], encoded[2] or None, config.train.batch_size,
                               config.train.eval_batch_size, config.train.seed, weights, data.metric)
     results = Trainer(task, model, config.train, run_dir, device, callback).fit(resume=resume)
     if rank == 0:
         for split, figures in results.items():
-            plot_confusion(figures["confusion"], encoder.labels, run_dir / f"confusion_{split}.png",
+            plot_confusion(figures["confusion"], vocabulary.labels, run_dir / f"confusion_{split}.png",
                            f"{run_dir.name}: {split} ({figures['accuracy']:.2f}% accuracy)")
     return results
 
 
-def build_encoder(train: list[Document], token_lists: list[list[str]], config: ClassifierTrainConfig) -> DocEncoder:
+def build_vocabulary(train: list[Document], token_lists: list[list[str]],
+                     config: ClassifierTrainConfig) -> DocumentVocabulary:
     """Vocabulary, classes and features from the training documents (and their tokens) only."""
     data = config.data
     labels = sorted({d.label for d in train})
@@ -257,8 +267,9 @@ def build_encoder(train: list[Document], token_lists: list[list[str]], config: C
     if len(labels) < 2:
         raise SeqlabError(f"{data.train}: a classifier needs at least two classes; the file has only "
                           f"{', '.join(map(repr, labels))}")
-    encoder = DocEncoder(None, labels, data.tokenizer, data.lowercase, data.ngrams, data.max_length, data.truncate)
-    tokens = [encoder.cut(t) for t in token_lists]
+    vocabulary = DocumentVocabulary(None, labels, data.tokenizer, data.lowercase, data.ngrams, data.max_length,
+                                    data.truncate)
+    tokens = [vocabulary.cut(t) for t in token_lists]
     if uses_features(config):
         lexicon = None
         if data.features in ("builtin", "both"):
@@ -272,29 +283,30 @@ def build_encoder(train: list[Document], token_lists: list[list[str]], config: C
             raise SeqlabError(f"--features {data.features} needs --feature-columns")
         if data.format not in ("tsv", "csv", "jsonl") and columns:
             raise SeqlabError("--feature-columns are read from tsv, csv or jsonl files")
-        encoder.features = FeatureExtractor(lexicon, columns)
-        encoder.features.fit([encoder.features.raw(t, d.features) for t, d in zip(tokens, train, strict=True)])
-        return encoder
+        vocabulary.features = FeatureExtractor(lexicon, columns)
+        vocabulary.features.fit([vocabulary.features.raw(t, d.features) for t, d in zip(tokens, train, strict=True)])
+        return vocabulary
     grams = (with_ngrams(t, data.ngrams) for t in tokens) if data.ngrams > 1 else tokens
-    encoder.words = Vocab.build(Counter(g for doc in grams for g in doc), data.min_freq, data.max_vocab or None)
-    return encoder
+    vocabulary.words = Vocab.build(Counter(g for doc in grams for g in doc), data.min_freq, data.max_vocab or None)
+    return vocabulary
 
 
-def write_run_files(run_dir: Path, config: ClassifierTrainConfig, encoder: DocEncoder, overwrite: bool = False) -> None:
+def write_run_files(run_dir: Path, config: ClassifierTrainConfig, vocabulary: DocumentVocabulary,
+                    overwrite: bool = False) -> None:
     start_run(run_dir, "classifier", config, overwrite)
-    if encoder.words is not None:
-        atomic_write_json(run_dir / "vocab.json", {**encoder.words.to_dict(),
-                                                   "lowercase_fallback": encoder.lowercase_fallback})
-    atomic_write_json(run_dir / "labels.json", {"labels": encoder.labels})
-    if encoder.features is not None:
-        atomic_write_json(run_dir / "features.json", encoder.features.to_dict())
+    if vocabulary.words is not None:
+        atomic_write_json(run_dir / "vocab.json", {**vocabulary.words.to_dict(),
+                                                   "lowercase_fallback": vocabulary.lowercase_fallback})
+    atomic_write_json(run_dir / "labels.json", {"labels": vocabulary.labels})
+    if vocabulary.features is not None:
+        atomic_write_json(run_dir / "features.json", vocabulary.features.to_dict())
 
 
 def read_run_config(run_dir: str | Path) -> ClassifierTrainConfig:
     return read_run_config_as(run_dir, "classifier", ClassifierTrainConfig, CONFIG_GROUPS)
 
 
-def read_encoder(run_dir: Path, config: ClassifierTrainConfig) -> DocEncoder:
+def read_vocabulary(run_dir: Path, config: ClassifierTrainConfig) -> DocumentVocabulary:
     data = config.data
     try:
         labels = read_json(run_dir / "labels.json", "labels file")["labels"]
@@ -309,7 +321,7 @@ def read_encoder(run_dir: Path, config: ClassifierTrainConfig) -> DocEncoder:
                           "into this directory with --overwrite") from None
     if words is None and features is None:
         raise SeqlabError(f"{run_dir} has neither vocab.json nor features.json")
-    return DocEncoder(words, list(labels), data.tokenizer, data.lowercase, data.ngrams, data.max_length,
+    return DocumentVocabulary(words, list(labels), data.tokenizer, data.lowercase, data.ngrams, data.max_length,
                       data.truncate, features, fallback)
 
 
@@ -319,13 +331,13 @@ def load_classifier(run_dir: str | Path, device: str = "cpu") -> TrainedClassifi
     """A trained classifier from its run directory (the best weights)."""
     run_dir = Path(run_dir)
     config = read_run_config(run_dir)
-    encoder = read_encoder(run_dir, config)
-    check_sizes(run_dir, config, {"vocab_size": ("vocab.json", len(encoder.words) if encoder.words else 0),
-                                  "num_labels": ("labels.json", len(encoder.labels)),
-                                  "num_features": ("features.json", len(encoder.features.names) if encoder.features
-                                                   else 0)})
+    vocabulary = read_vocabulary(run_dir, config)
+    check_sizes(run_dir, config, {"vocab_size": ("vocab.json", len(vocabulary.words) if vocabulary.words else 0),
+                                  "num_labels": ("labels.json", len(vocabulary.labels)),
+                                  "num_features": ("features.json", len(vocabulary.features.names)
+                                                   if vocabulary.features else 0)})
     model, device = load_best(run_dir, Classifier(config.model), device)
-    return TrainedClassifier(model, encoder, config, device)
+    return TrainedClassifier(model, vocabulary, config, device)
 
 
 @dataclass
@@ -340,12 +352,12 @@ class Prediction:
 class TrainedClassifier:
     """A loaded classifier: texts in, classes (with their probabilities) out."""
 
-    def __init__(self, model: Classifier, encoder: DocEncoder, config: ClassifierTrainConfig, device):
-        self.model, self.encoder, self.config, self.device = model, encoder, config, device
+    def __init__(self, model: Classifier, vocabulary: DocumentVocabulary, config: ClassifierTrainConfig, device):
+        self.model, self.vocabulary, self.config, self.device = model, vocabulary, config, device
 
     @property
     def labels(self) -> list[str]:
-        return self.encoder.labels
+        return self.vocabulary.labels
 
     def classify(self, texts: list[str] | str, batch_size: int = 64, progress: bool | None = False):
         """The Prediction for each text (for one text given as a string, one Prediction). Texts longer
@@ -362,8 +374,8 @@ class TrainedClassifier:
         """The Prediction for each document (its label, if any, is ignored), in order."""
         counter = Truncation()
         unlabelled = [dataclasses.replace(d, label=None) for d in documents]
-        encoded = self.encoder.encode_all(unlabelled, "", what, counter)
-        message = counter.report(what, self.encoder.max_length, self.encoder.truncate)
+        encoded = self.vocabulary.encode_all(unlabelled, "", what, counter)
+        message = counter.report(what, self.vocabulary.max_length, self.vocabulary.truncate)
         if message:
             warnings.warn(message, stacklevel=2)
         return self._predict(encoded, batch_size, progress)
@@ -374,7 +386,7 @@ class TrainedClassifier:
         groups = length_batches(document_lengths(encoded), batch_size, None)   # shortest first: little padding
         for group in tqdm(groups, desc="classifying", unit="batch", leave=False,
                           disable=True if progress is False else None):
-            batch = self.encoder.collate([encoded[i] for i in group]).to(self.device)
+            batch = self.vocabulary.collate([encoded[i] for i in group]).to(self.device)
             p = probabilities(self.model, self.model(batch.words, batch.lengths, batch.features))   # (B, K)
             for i, row in zip(group, p.tolist(), strict=True):
                 best = max(range(len(row)), key=row.__getitem__)
@@ -417,10 +429,10 @@ class TrainedClassifier:
 
     def _encode_within(self, documents: list[Document], limit: InputLimit, where, path, what: str) -> list:
         """The documents as ids, each cut to the limit first (or refused); `where(line)` names a line."""
-        encoder = copy.copy(self.encoder)
-        encoder.max_length, encoder.truncate = limit.tokens, limit.keep
-        tokens = [limit.apply(encoder.tokens(d.text), where(d.line), d.line, line_cut=d.cut) for d in documents]
-        return encoder.encode_all(documents, path, what, None, tokens)
+        vocabulary = copy.copy(self.vocabulary)
+        vocabulary.max_length, vocabulary.truncate = limit.tokens, limit.keep
+        tokens = [limit.apply(vocabulary.tokens(d.text), where(d.line), d.line, line_cut=d.cut) for d in documents]
+        return vocabulary.encode_all(documents, path, what, None, tokens)
 
     def evaluate_file(self, path: str | Path, fmt: str | None = None, confusion_png: str | Path | None = None,
                       progress: bool | None = False, chunk_size: int = CHUNK_SIZE, max_input_length: int | None = None,
@@ -435,14 +447,14 @@ class TrainedClassifier:
         data = self.config.data
         limit = self.input_limit(max_input_length, long_input)
         read = document_reader(fmt or data.format, data.columns, path, what, sst_classes=data.sst_classes)
-        task = ClassificationTask(self.encoder, [], [], None, batch_size=1, eval_batch_size=128, seed=0,
+        task = ClassificationTask(self.vocabulary, [], [], None, batch_size=1, eval_batch_size=128, seed=0,
                                   metric=data.metric)
         totals: dict = {}
         bar = tqdm(desc="evaluating", unit="document", leave=False, disable=True if progress is False else None)
         with LineReader(path, what, limit.chars, stdin=False) as lines, bar:
             for chunk in chunked(read(lines), chunk_size, chars=lambda d: len(d.text)):
                 encoded = self._encode_within(chunk, limit, lines.place, path, what)
-                for key, value in task.evaluate(self.model, document_batches(encoded, self.encoder, 128, None),
+                for key, value in task.evaluate(self.model, document_batches(encoded, self.vocabulary, 128, None),
                                                 self.device).items():
                     totals[key] = totals.get(key, 0) + value
                 bar.update(len(chunk))

@@ -37,9 +37,17 @@ from seqlab.errors import DAMAGED, SeqlabError, place
 from seqlab.fileio import atomic_write_json, read_json
 from seqlab.metrics import CorpusScores, bleu, chrf, rouge
 from seqlab.models.seq2seq import Seq2SeqConfig, build_model
-from seqlab.runs import check_sizes, load_best, log, read_run_config_as, resolve_run_config, start_run, train_in_run
+from seqlab.pipelines.runs import (
+    check_sizes,
+    load_best,
+    log,
+    read_run_config_as,
+    resolve_run_config,
+    start_run,
+    train_in_run,
+)
 from seqlab.search import Hypothesis, SearchOptions, decode
-from seqlab.tasks.seq2seq import LengthReport, PairEncoder, Seq2SeqTask, pair_batches
+from seqlab.tasks.seq2seq import LengthReport, PairVocabulary, Seq2SeqTask, pair_batches
 from seqlab.training import distributed
 from seqlab.training.plots import plot_attention
 from seqlab.training.trainer import TrainConfig, Trainer
@@ -163,14 +171,14 @@ def _train(config: Seq2SeqTrainConfig, run_dir: Path, device, resume: bool, over
     train, train_path = read_pairs(data, "train", required=True)
     dev, dev_path = read_pairs(data, "dev", required=True)
     test, test_path = read_pairs(data, "test")
-    encoder = read_encoder(run_dir, config) if resume else build_encoder(train, config)
-    model_config = dataclasses.replace(model_config, source_vocab_size=len(encoder.source_vocab),
-                                       target_vocab_size=len(encoder.target_vocab))
+    vocabulary = read_vocabulary(run_dir, config) if resume else build_vocabulary(train, config)
+    model_config = dataclasses.replace(model_config, source_vocab_size=len(vocabulary.source_vocab),
+                                       target_vocab_size=len(vocabulary.target_vocab))
     config = dataclasses.replace(config, model=model_config)
     reports = [LengthReport(), LengthReport(), LengthReport()]
-    encoded = [encoder.encode(train, train_path, "training file", data.long_pairs, reports[0]),
-               encoder.encode(dev, dev_path, "development file", "truncate", reports[1]),
-               encoder.encode(test or [], test_path, "test file", "truncate", reports[2])]
+    encoded = [vocabulary.encode(train, train_path, "training file", data.long_pairs, reports[0]),
+               vocabulary.encode(dev, dev_path, "development file", "truncate", reports[1]),
+               vocabulary.encode(test or [], test_path, "test file", "truncate", reports[2])]
     for report, path in zip(reports, (train_path, dev_path, test_path), strict=True):
         for message in report.messages(path, data.max_source_length, data.max_target_length):
             log(message)
@@ -180,21 +188,21 @@ def _train(config: Seq2SeqTrainConfig, run_dir: Path, device, resume: bool, over
     model = build_model(model_config).to(device)
     rank = distributed.world()[0]
     torch.manual_seed(config.train.seed + rank)
-    sides = (f"{len(encoder.source_vocab):,} tokens (shared)" if data.shared_vocab else
-             f"{len(encoder.source_vocab):,} source / {len(encoder.target_vocab):,} target tokens")
+    sides = (f"{len(vocabulary.source_vocab):,} tokens (shared)" if data.shared_vocab else
+             f"{len(vocabulary.source_vocab):,} source / {len(vocabulary.target_vocab):,} target tokens")
     attention = f" with {model_config.attention} attention" if model_config.attention != "none" else ""
     log(f"{len(encoded[0]):,} training pairs; vocabulary {sides}; {model_config.arch}{attention} with "
         f"{model.num_parameters():,} parameters on {device}")
     if rank == 0 and not resume:
-        write_run_files(run_dir, config, encoder, overwrite)
+        write_run_files(run_dir, config, vocabulary, overwrite)
     distributed.barrier()
-    task = Seq2SeqTask(encoder, encoded[0], encoded[1], encoded[2] or None, config.train.batch_size,
+    task = Seq2SeqTask(vocabulary, encoded[0], encoded[1], encoded[2] or None, config.train.batch_size,
                        config.train.eval_batch_size, config.train.seed, model_config.label_smoothing,
                        model_config.arch == "lm" and model_config.lm_loss == "all")
     return Trainer(task, model, config.train, run_dir, device, callback).fit(resume=resume)
 
 
-def build_encoder(train: list[Pair], config: Seq2SeqTrainConfig) -> PairEncoder:
+def build_vocabulary(train: list[Pair], config: Seq2SeqTrainConfig) -> PairVocabulary:
     """Tokenizers and vocabularies from the training pairs only: a word or char vocabulary holds the
     tokens seen (--min-freq, --max-vocab), a BPE vocabulary every piece of its BPE model."""
     data = config.data
@@ -209,7 +217,7 @@ def build_encoder(train: list[Pair], config: Seq2SeqTrainConfig) -> PairEncoder:
         tokenizer.fit(sources + targets)
         vocab = tokenizer.vocabulary(tokenizer.tokenize_lines(sources + targets), data.min_freq,
                                      data.max_vocab or None)
-        return PairEncoder(tokenizer, tokenizer, vocab, vocab, config.model.arch == "lm",
+        return PairVocabulary(tokenizer, tokenizer, vocab, vocab, config.model.arch == "lm",
                            data.max_source_length, data.max_target_length)
     made = []
     for side, lines in (("source", sources), ("target", targets)):
@@ -217,26 +225,27 @@ def build_encoder(train: list[Pair], config: Seq2SeqTrainConfig) -> PairEncoder:
         tokenizer.fit(lines)
         made.append((tokenizer, tokenizer.vocabulary(tokenizer.tokenize_lines(lines), data.min_freq,
                                                      data.max_vocab or None)))
-    return PairEncoder(made[0][0], made[1][0], made[0][1], made[1][1], False, data.max_source_length,
+    return PairVocabulary(made[0][0], made[1][0], made[0][1], made[1][1], False, data.max_source_length,
                        data.max_target_length)
 
 
-def write_run_files(run_dir: Path, config: Seq2SeqTrainConfig, encoder: PairEncoder, overwrite: bool = False) -> None:
+def write_run_files(run_dir: Path, config: Seq2SeqTrainConfig, vocabulary: PairVocabulary,
+                    overwrite: bool = False) -> None:
     start_run(run_dir, "seq2seq", config, overwrite)
-    shared = encoder.source_vocab is encoder.target_vocab
+    shared = vocabulary.source_vocab is vocabulary.target_vocab
     atomic_write_json(run_dir / "tokenizer.json", {
-        "shared": shared, "source": encoder.source_tokenizer.to_dict(),
-        **({} if shared else {"target": encoder.target_tokenizer.to_dict()})})
+        "shared": shared, "source": vocabulary.source_tokenizer.to_dict(),
+        **({} if shared else {"target": vocabulary.target_tokenizer.to_dict()})})
     atomic_write_json(run_dir / "vocab.json", {
-        "shared": shared, "source": encoder.source_vocab.tokens,
-        **({} if shared else {"target": encoder.target_vocab.tokens})})
+        "shared": shared, "source": vocabulary.source_vocab.tokens,
+        **({} if shared else {"target": vocabulary.target_vocab.tokens})})
 
 
 def read_run_config(run_dir: str | Path) -> Seq2SeqTrainConfig:
     return read_run_config_as(run_dir, "seq2seq", Seq2SeqTrainConfig, CONFIG_GROUPS)
 
 
-def read_encoder(run_dir: Path, config: Seq2SeqTrainConfig) -> PairEncoder:
+def read_vocabulary(run_dir: Path, config: Seq2SeqTrainConfig) -> PairVocabulary:
     try:
         tokenizers = read_json(run_dir / "tokenizer.json", "tokenizer file")
         vocabs = read_json(run_dir / "vocab.json", "vocabulary file")
@@ -250,7 +259,7 @@ def read_encoder(run_dir: Path, config: Seq2SeqTrainConfig) -> PairEncoder:
         raise SeqlabError(f"{run_dir}: tokenizer.json or vocab.json is damaged ({error}); retrain into this "
                           "directory with --overwrite") from None
     data = config.data
-    return PairEncoder(source_tokenizer, target_tokenizer, source_vocab, target_vocab, config.model.arch == "lm",
+    return PairVocabulary(source_tokenizer, target_tokenizer, source_vocab, target_vocab, config.model.arch == "lm",
                        data.max_source_length, data.max_target_length)
 
 
@@ -260,11 +269,11 @@ def load_seq2seq(run_dir: str | Path, device: str = "cpu") -> TrainedSeq2Seq:
     """A trained sequence-to-sequence model from its run directory (the best weights)."""
     run_dir = Path(run_dir)
     config = read_run_config(run_dir)
-    encoder = read_encoder(run_dir, config)
-    check_sizes(run_dir, config, {"source_vocab_size": ("vocab.json (source)", len(encoder.source_vocab)),
-                                  "target_vocab_size": ("vocab.json (target)", len(encoder.target_vocab))})
+    vocabulary = read_vocabulary(run_dir, config)
+    check_sizes(run_dir, config, {"source_vocab_size": ("vocab.json (source)", len(vocabulary.source_vocab)),
+                                  "target_vocab_size": ("vocab.json (target)", len(vocabulary.target_vocab))})
     model, device = load_best(run_dir, build_model(config.model), device)
-    return TrainedSeq2Seq(model, encoder, config, device)
+    return TrainedSeq2Seq(model, vocabulary, config, device)
 
 
 @dataclass
@@ -284,8 +293,8 @@ class Output:
 class TrainedSeq2Seq:
     """A loaded sequence-to-sequence model: sources in, translations (or summaries) out."""
 
-    def __init__(self, model, encoder: PairEncoder, config: Seq2SeqTrainConfig, device):
-        self.model, self.encoder, self.config, self.device = model, encoder, config, device
+    def __init__(self, model, vocabulary: PairVocabulary, config: Seq2SeqTrainConfig, device):
+        self.model, self.vocabulary, self.config, self.device = model, vocabulary, config, device
 
     def translate(self, texts: list[str] | str, beam: int = 5, **options) -> list[str] | str:
         """The best output for each source text (one text given as a string: one string). Options:
@@ -325,9 +334,9 @@ class TrainedSeq2Seq:
         if long_source not in ("truncate", "reject"):
             raise SeqlabError(f"--long-source {long_source!r}: choose truncate or reject")
         report = LengthReport()
-        source_tokens = self.encoder.source_tokens([p.source for p in pairs])
-        encoded = self.encoder.encode(pairs, what, what, long_source, report, source_tokens)
-        for message in report.messages(what, self.encoder.max_source, self.encoder.max_target):
+        source_tokens = self.vocabulary.source_tokens([p.source for p in pairs])
+        encoded = self.vocabulary.encode(pairs, what, what, long_source, report, source_tokens)
+        for message in report.messages(what, self.vocabulary.max_source, self.vocabulary.max_target):
             warnings.warn(message, stacklevel=4)
         return encoded, source_tokens, report
 
@@ -337,16 +346,16 @@ class TrainedSeq2Seq:
         groups = length_batches([len(e.source) for e in encoded], batch_size, None)
         for group in tqdm(groups, desc="decoding", unit="batch", leave=False,
                           disable=True if progress is False else None):
-            batch = self.encoder.collate([encoded[i] for i in group]).to(self.device)
+            batch = self.vocabulary.collate([encoded[i] for i in group]).to(self.device)
             hypotheses = decode(self.model, batch.source, batch.source_lengths, options, need_weights=attention)
             for i, best in zip(group, hypotheses, strict=True):
                 results[i] = self._output(best[0], source_tokens[i][:len(encoded[i].source)])
         return results
 
     def _output(self, hypothesis: Hypothesis, source_tokens: list[str]) -> Output:
-        tokens = self.encoder.target_vocab.decode(hypothesis.tokens)
+        tokens = self.vocabulary.target_vocab.decode(hypothesis.tokens)
         weights = None if hypothesis.attention is None else hypothesis.attention.tolist()
-        return Output(self.encoder.target_tokenizer.detokenize(tokens), tokens, hypothesis.score,
+        return Output(self.vocabulary.target_tokenizer.detokenize(tokens), tokens, hypothesis.score,
                       hypothesis.normalized, hypothesis.finished, source_tokens, weights)
 
     def plot_attention(self, output: Output, path: str | Path, title: str = "") -> Path:
@@ -367,7 +376,7 @@ class TrainedSeq2Seq:
         encoded, source_tokens, report = self._encode(pairs, long_source, what)  # once, for both uses
         outputs = self._decode(encoded, source_tokens, options, batch_size, False, progress)
         hypotheses, references = [o.text for o in outputs], [p.target for p in pairs]
-        task = Seq2SeqTask(self.encoder, [], encoded, None, batch_size=1, eval_batch_size=batch_size, seed=0)
+        task = Seq2SeqTask(self.vocabulary, [], encoded, None, batch_size=1, eval_batch_size=batch_size, seed=0)
         figures = task.summarize(task.evaluate(self.model, task.valid_data, self.device))
         unknown = sum(i == UNK for e in encoded for i in e.source)
         return {"pairs": len(pairs), "bleu": bleu(hypotheses, references, bleu_tokenize),
@@ -382,8 +391,8 @@ class TrainedSeq2Seq:
         `max_input_length` says otherwise; longer sources keep their first tokens (with a warning) or
         are refused (long_input="reject", `--long-source reject`)."""
         model = self.config.model
-        hard = {"transformer": model.max_positions, "lm": model.max_positions - 1 - self.encoder.max_target}
-        return InputLimit.resolve(max_input_length, self.encoder.max_source or DEFAULT_MAX_TOKENS,
+        hard = {"transformer": model.max_positions, "lm": model.max_positions - 1 - self.vocabulary.max_target}
+        return InputLimit.resolve(max_input_length, self.vocabulary.max_source or DEFAULT_MAX_TOKENS,
                                   hard.get(model.arch), f"this {model.arch} model", long_input, "head", "source")
 
     def generate_stream(self, path: str | Path = "-", input_format: str = "text", options: SearchOptions | None = None,
@@ -417,10 +426,10 @@ class TrainedSeq2Seq:
         """The pairs as ids, each source cut to the limit first (or refused; `where(line)` names its
         line), targets to the model's --max-target-length (counted in `report`); and the source tokens."""
         tokens = [limit.apply(t, where(p.line), p.line, line_cut=p.cut)
-                  for t, p in zip(self.encoder.source_tokens([p.source for p in pairs]), pairs, strict=True)]
-        encoder = copy.copy(self.encoder)
-        encoder.max_source = limit.tokens
-        return encoder.encode(pairs, "", "", "truncate", report, tokens), tokens
+                  for t, p in zip(self.vocabulary.source_tokens([p.source for p in pairs]), pairs, strict=True)]
+        vocabulary = copy.copy(self.vocabulary)
+        vocabulary.max_source = limit.tokens
+        return vocabulary.encode(pairs, "", "", "truncate", report, tokens), tokens
 
     def evaluate_files(self, source: str | Path, target: str | Path | None = None, fmt: str | None = None,
                        options: SearchOptions | None = None, batch_size: int = 64, bleu_tokenize: str = "13a",
@@ -441,7 +450,7 @@ class TrainedSeq2Seq:
         limit = self.input_limit(max_input_length, long_source)
         data, what = self.config.data, "evaluation file"
         scores, report = CorpusScores(bleu_tokenize), LengthReport()
-        task = Seq2SeqTask(self.encoder, [], [], None, batch_size=1, eval_batch_size=batch_size, seed=0)
+        task = Seq2SeqTask(self.vocabulary, [], [], None, batch_size=1, eval_batch_size=batch_size, seed=0)
         totals: dict = {}
         unknown, hypotheses = 0, []
         with contextlib.ExitStack() as stack:
@@ -458,7 +467,7 @@ class TrainedSeq2Seq:
                 encoded, tokens = self._encode_within(chunk, limit, sources.place, report)
                 texts = [o.text for o in self._decode(encoded, tokens, options, batch_size, False, False)]
                 scores.add(texts, [p.target for p in chunk])
-                for key, value in task.evaluate(self.model, pair_batches(encoded, self.encoder, batch_size, None),
+                for key, value in task.evaluate(self.model, pair_batches(encoded, self.vocabulary, batch_size, None),
                                                 self.device).items():
                     totals[key] = totals.get(key, 0) + value
                 unknown += sum(i == UNK for e in encoded for i in e.source)
@@ -468,7 +477,7 @@ class TrainedSeq2Seq:
                 hypotheses.extend(texts if keep_hypotheses else ())
                 bar.update(len(chunk))
         limit.warn(place(what, source))
-        for message in report.messages(place(what, source), limit.tokens, self.encoder.max_target):
+        for message in report.messages(place(what, source), limit.tokens, self.vocabulary.max_target):
             warnings.warn(message, stacklevel=2)
         figures = task.summarize(totals)
         return {"pairs": figures["pairs"], **scores.scores(), "perplexity": figures["perplexity"],
