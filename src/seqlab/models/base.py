@@ -45,6 +45,8 @@ class Model(nn.Module):
     the carried state's batch dimension, `detach_state` and `num_parameters`."""
 
     state_batch_dim = 0        # the batch dimension of a carried state's tensors
+    # parameters renamed since a release, {"old.prefix.": "new.prefix."}: loading maps a saved run's names
+    renamed_parameters: dict[str, str] = {}
 
     def detach_state(self, state):
         """Cut the graph at a segment boundary (truncated BPTT), keeping the values: a tensor or a tuple

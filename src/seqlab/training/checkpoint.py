@@ -104,7 +104,26 @@ def model_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return out
 
 
+def renamed(model: torch.nn.Module, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Tensors saved under a parameter's earlier name, under its name today: a model class lists what it
+    renamed as `renamed_parameters = {"old.prefix.": "new.prefix."}`, so a run trained before keeps loading."""
+    renames = getattr(type(model), "renamed_parameters", {})
+    if not renames:
+        return tensors
+    names = set(model.state_dict())
+    out = {}
+    for name, t in tensors.items():
+        if name not in names:
+            for old, new in renames.items():
+                if name.startswith(old) and new + name[len(old):] in names:
+                    name = new + name[len(old):]
+                    break
+        out[name] = t
+    return out
+
+
 def load_model_tensors(model: torch.nn.Module, tensors: dict[str, torch.Tensor], path) -> None:
+    tensors = renamed(model, tensors)
     expected = model_tensors(model)
     missing = sorted(set(expected) - set(tensors))
     unexpected = sorted(set(tensors) - set(model.state_dict()))
