@@ -273,3 +273,39 @@ def test_overfits_a_handful_of_pairs(options):
         (loss / count).backward()
         optimizer.step()
     assert task.summarize(task.evaluate(model, task.valid_data, "cpu"))["loss"] < 0.05
+
+
+@pytest.mark.parametrize("lm_all_tokens", [False, True])
+def test_the_trainer_divides_the_loss_by_the_tasks_own_count(tmp_path, lm_all_tokens):
+    """`--arch lm --lm-loss all` scores the source tokens too: one SGD step (lr 1, no clipping) moves every
+    weight by the gradient of the summed loss over the count the task returns (source and target tokens),
+    not over the target tokens alone."""
+    import copy
+
+    from seqlab.training.trainer import TrainConfig, Trainer
+
+    torch.manual_seed(0)
+    words = WordTokenizer()
+    texts = [("a b c", "x y"), ("b c", "y z w"), ("c a a b", "w"), ("d", "z z x")]
+    vocab = Vocab.build(Counter(t for s, g in texts for t in f"{s} {g}".split()))
+    vocabulary = PairVocabulary(words, words, vocab, vocab, joint=True)
+    items = vocabulary.encode([Pair(s, t, i) for i, (s, t) in enumerate(texts, 1)])
+    model = build_model(tiny(arch="lm", source_vocab_size=len(vocab), target_vocab_size=len(vocab),
+                             lm_loss="all" if lm_all_tokens else "target"))
+    task = Seq2SeqTask(vocabulary, items, items, None, batch_size=len(items), eval_batch_size=4, seed=1,
+                       lm_all_tokens=lm_all_tokens)
+    batch = task.train_batches(0)[0]
+    loss_sum, count, _ = task.loss(model, batch, None)
+    assert int(count) == task.count(batch)
+    assert (task.count(batch) > batch.num_tokens) == lm_all_tokens      # num_tokens: the target tokens only
+    expected = copy.deepcopy(model)
+    loss_sum, count, _ = task.loss(expected, batch, None)
+    (loss_sum / count).backward()
+    with torch.no_grad():
+        for p in expected.parameters():
+            p -= p.grad
+    config = TrainConfig(output=str(tmp_path), optimizer="sgd", lr=1.0, grad_clip=0.0, schedule="constant",
+                         max_steps=1, batch_size=len(items), progress=False)
+    Trainer(task, model, config, tmp_path, torch.device("cpu")).fit()
+    for (name, got), want in zip(model.named_parameters(), expected.parameters(), strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6, msg=name)

@@ -15,6 +15,7 @@ import torch
 from conftest import TEST, TRAIN, VALID, tiny_config
 from seqlab.data.batching import Batch
 from seqlab.errors import SeqlabError
+from seqlab.models.base import Model
 from seqlab.pipelines.lm import train_lm
 from seqlab.training import trainer as trainer_module
 from seqlab.training.optim import Schedule
@@ -110,21 +111,16 @@ def test_trainer_refuses_to_overwrite_a_run(tmp_path):
 
 # ---------------------------------------------------------------- a fake task: the loop knows no models
 
-class FakeModel(torch.nn.Module):
-    state_batch_dim = 0
-
+class FakeModel(Model):
     def __init__(self):
         super().__init__()
         self.weight = torch.nn.Parameter(torch.zeros(3))
-
-    def detach_state(self, state):
-        return state
 
 
 class FakeTask:
     """A task whose validation metric follows a script, to test early stopping."""
 
-    metric, lower_is_better, batch_unit = "loss", True, "1 token"
+    name, metric, lower_is_better, batch_unit, progress = "fake", "loss", True, "1 token", False
 
     def __init__(self, scripted_losses):
         self.scripted = list(scripted_losses)
@@ -136,6 +132,10 @@ class FakeTask:
 
     def initial_state(self, model, rows, device):
         return None
+
+    @staticmethod
+    def count(batch):
+        return 2
 
     def loss(self, model, batch, state):
         return (model.weight ** 2).sum() + 1.0, torch.tensor(2), state

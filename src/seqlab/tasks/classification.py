@@ -200,7 +200,7 @@ def probabilities(model, scores: Tensor) -> Tensor:
 
 
 class ClassificationTask:
-    """Everything the trainer needs to know about sequence classification, and nothing about models."""
+    """Sequence classification for the trainer (the `seqlab.tasks.base.Task` contract)."""
 
     name = "classifier"
     lower_is_better = False
@@ -226,6 +226,11 @@ class ClassificationTask:
 
     def initial_state(self, model, rows: int, device):
         return None
+
+    @staticmethod
+    def count(batch: DocBatch) -> int:
+        """The loss is summed over documents."""
+        return len(batch.labels)
 
     def loss(self, model, batch: DocBatch, state):
         scores = model(batch.words, batch.lengths, batch.features)     # (B, K)

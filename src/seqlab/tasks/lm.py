@@ -49,7 +49,7 @@ def summarize(loss_sum: float, count: int, characters: int = 0) -> dict:
 
 
 class LanguageModelingTask:
-    """Everything the trainer needs to know about language modelling, and nothing about models."""
+    """Language modelling for the trainer (the `seqlab.tasks.base.Task` contract)."""
 
     name = "lm"
     metric, lower_is_better = "loss", True
@@ -79,6 +79,11 @@ class LanguageModelingTask:
 
     def initial_state(self, model, rows: int, device):
         return model.init_state(rows, device) if self.carries_state else None
+
+    @staticmethod
+    def count(batch: Batch) -> int:
+        """The scored targets: every next token but padding."""
+        return batch.num_tokens
 
     def loss(self, model, batch: Batch, state):
         logits, state = model(batch.inputs, state)                     # (B, T, V)

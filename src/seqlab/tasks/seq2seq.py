@@ -178,21 +178,27 @@ def pair_batches(items: list[EncodedPair], vocabulary: PairVocabulary, batch_siz
     return [vocabulary.collate([items[i] for i in group]) for group in groups]
 
 
+def scored_targets(batch: PairBatch, all_tokens: bool = False) -> Tensor:
+    """What each position is scored on (B, T), <pad> where nothing is: the target (and </s>), and for the
+    lm with all_tokens the next source token too."""
+    if all_tokens and batch.source_out is not None:
+        return torch.where(batch.target_out != PAD, batch.target_out, batch.source_out)
+    return batch.target_out
+
+
 def token_losses(logits: Tensor, batch: PairBatch, label_smoothing: float = 0.0, all_tokens: bool = False):
     """(summed cross-entropy, scored tokens) of a batch's targets (and, for the lm with all_tokens, of
     its next source tokens too)."""
     V = logits.size(-1)
     flat = logits.float().reshape(-1, V)
-    targets = batch.target_out
-    if all_tokens and batch.source_out is not None:
-        targets = torch.where(batch.target_out != PAD, batch.target_out, batch.source_out)
+    targets = scored_targets(batch, all_tokens)
     loss = F.cross_entropy(flat, targets.reshape(-1), ignore_index=PAD, reduction="sum",
                            label_smoothing=label_smoothing)
     return loss, int((targets != PAD).sum())
 
 
 class Seq2SeqTask:
-    """Everything the trainer needs to know about sequence to sequence, and nothing about models."""
+    """Sequence to sequence for the trainer (the `seqlab.tasks.base.Task` contract)."""
 
     name = "seq2seq"
     lower_is_better = True
@@ -218,6 +224,11 @@ class Seq2SeqTask:
 
     def initial_state(self, model, rows: int, device):
         return None
+
+    def count(self, batch: PairBatch) -> int:
+        """The scored tokens: the targets and </s>, and with the lm's loss "all" the source tokens and
+        <sep> too."""
+        return int((scored_targets(batch, self.lm_all_tokens) != PAD).sum())
 
     def loss(self, model, batch: PairBatch, state):
         logits = model(batch.source, batch.source_lengths, batch.target_in)          # (B, T, V)

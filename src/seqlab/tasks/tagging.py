@@ -138,13 +138,13 @@ def length_batches(items: list[Encoded], vocabulary: TaggerVocabulary, batch_siz
 
 def best_tags(model, scores: Tensor, mask: Tensor) -> Tensor:
     """The best tag ids (B, T) for emission scores (B, T, K): Viterbi through the CRF, or each argmax."""
-    if getattr(model, "crf", None) is not None:
+    if model.crf is not None:
         return model.crf.decode(scores.float(), mask)
     return scores.argmax(-1)
 
 
 class TaggingTask:
-    """Everything the trainer needs to know about sequence labelling, and nothing about models."""
+    """Sequence labelling for the trainer (the `seqlab.tasks.base.Task` contract)."""
 
     name = "tagger"
     lower_is_better = False
@@ -185,6 +185,11 @@ class TaggingTask:
 
     def initial_state(self, model, rows: int, device):
         return None
+
+    @staticmethod
+    def count(batch: TagBatch) -> int:
+        """The tokens whose gold tag the model knows (in training data: every token)."""
+        return int((batch.tags != UNKNOWN_LABEL).sum())
 
     def loss(self, model, batch: TagBatch, state):
         scores = model(batch.words, batch.lengths, batch.chars)              # (B, T, K)
@@ -245,14 +250,15 @@ class TaggingTask:
 
 
 def token_losses(model, scores: Tensor, batch: TagBatch) -> tuple[Tensor, Tensor]:
-    """Summed loss over the batch's tokens, and the count of scored tokens."""
+    """Summed loss over the batch's tokens, and its count: the tokens with a known gold tag
+    (`TaggingTask.count`). With a CRF the loss is each whole sentence's negative log-likelihood, where an
+    unseen gold tag (possible only outside training data) is scored as tag 0 (documented)."""
     known = batch.tags != UNKNOWN_LABEL                                       # (B, T); padding too
     if scores.dtype not in (torch.float32, torch.float64):
         scores = scores.float()
-    if getattr(model, "crf", None) is not None:
-        mask = batch.mask
-        tags = batch.tags.clamp(min=0)                 # an unseen gold tag is scored as tag 0 (documented)
-        return model.crf.nll(scores, tags, mask).sum(), mask.sum()
+    if model.crf is not None:
+        tags = batch.tags.clamp(min=0)
+        return model.crf.nll(scores, tags, batch.mask).sum(), known.sum()
     loss_sum = F.cross_entropy(scores[known], batch.tags[known], reduction="sum")
     return loss_sum, known.sum()
 

@@ -1,8 +1,10 @@
 """One training loop for every task (minGPT's trainer that knows nothing about any one model).
 
-The loop asks the task for global batches, keeps this process's rows (DDP), lets the task compute
-the loss as (sum, count), and divides once by the global count, so padding, gradient accumulation
-and data parallelism leave the gradient exactly that of one big batch. Models that carry a state
+The trainer relies on two contracts and nothing else: the task's (`seqlab.tasks.base.Task`) and the
+model's (`seqlab.models.base.Model`). The loop asks the task for global batches, keeps this process's
+rows (DDP), lets the task compute the loss as (sum, count), and divides once by the task's count for
+the whole step, so padding, gradient accumulation and data parallelism leave the gradient exactly
+that of one big batch. Models that carry a state
 across segments (truncated BPTT) get it from the task at each epoch start and detach it after each
 step. Every evaluation appends a line to metrics.jsonl and writes the last checkpoint; an
 improvement also writes model.safetensors (the best weights). `resume=True` restores everything
@@ -27,6 +29,8 @@ from tqdm.auto import tqdm
 from seqlab.config import check_fields, option
 from seqlab.errors import SeqlabError
 from seqlab.fileio import append_line, atomic_write_text
+from seqlab.models.base import Model
+from seqlab.tasks.base import Task
 from seqlab.training import distributed
 from seqlab.training.checkpoint import (
     load_model,
@@ -154,7 +158,7 @@ class Position:
 
 
 class Trainer:
-    def __init__(self, task, model: torch.nn.Module, config: TrainConfig, run_dir: str | Path,
+    def __init__(self, task: Task, model: Model, config: TrainConfig, run_dir: str | Path,
                  device: torch.device, callback: Callable[[dict], None] | None = None):
         self.task, self.model, self.config = task, model, config
         self.run_dir, self.device, self.callback = Path(run_dir), device, callback
@@ -201,8 +205,7 @@ class Trainer:
         self._since_eval = [0.0, 0]                                  # the same since the last evaluation
         self._finite = torch.ones((), dtype=torch.bool, device=self.device)   # every loss and norm so far
         self._last_eval: tuple[int, dict] | None = None              # (step, figures) if they were the best
-        if hasattr(self.task, "progress"):
-            self.task.progress = None if cfg.progress and self.is_main else False
+        self.task.progress = None if cfg.progress and self.is_main else False
         stop = pos.step >= self.total_steps
         self.model.train()
         if cfg.keep_memory and self.device.type == "cpu":
@@ -249,18 +252,23 @@ class Trainer:
     def _optimizer_step(self, train_model: torch.nn.Module, group: list) -> float:
         """One optimizer step over `accumulate` global batches (this process's rows of each).
 
-        Each micro-batch's loss sum is divided by the token count of the whole global step; DDP
-        averages gradients over processes, hence the factor `world`. Returns the learning rate used.
+        Each micro-batch's loss sum is divided by the task's count for the whole global step (what the
+        losses are summed over: `Task.count`, added over micro-batches and processes); DDP averages
+        gradients over processes, hence the factor `world`. Returns the learning rate used.
         """
         cfg, pos = self.config, self.position
         rows = [batch.rows(self.my_rows.start, self.my_rows.stop) for batch in group]
-        counts = sum(batch.num_tokens for batch in rows)
+        row_counts = [self.task.count(batch) for batch in rows]
+        counts = sum(row_counts)
         total = distributed.all_reduce_sum([float(counts)], self.device)[0]
         for j, batch in enumerate(rows):
             sync = self.world == 1 or j == len(rows) - 1
             with contextlib.nullcontext() if sync else train_model.no_sync():
                 with autocast(self.device, cfg.precision):
-                    loss_sum, _, self.state = self.task.loss(train_model, batch.to(self.device), self.state)
+                    loss_sum, count, self.state = self.task.loss(train_model, batch.to(self.device), self.state)
+                if self.device.type == "cpu" and int(count) != row_counts[j]:    # free to check here
+                    raise RuntimeError(f"the {self.task.name} task's loss is summed over {int(count)} items but its "
+                                       f"count() says {row_counts[j]}: the Task contract is broken")
                 (loss_sum * (self.world / total)).backward()
             self.state = self.model.detach_state(self.state)
             self._window[0] += loss_sum.detach()
