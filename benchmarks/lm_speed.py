@@ -34,9 +34,10 @@ from seqlab.data.vocab import Vocab  # noqa: E402
 from seqlab.decoding import SamplingOptions, generate_ids  # noqa: E402
 from seqlab.models.lm import LMConfig, build_lm  # noqa: E402
 from seqlab.nn.recurrent import RecurrentStack  # noqa: E402
+from seqlab.pipelines.lm import LMTrainOptions  # noqa: E402
 from seqlab.tasks.lm import LanguageModelingTask  # noqa: E402
 from seqlab.training.memory import keep_freed_memory  # noqa: E402
-from seqlab.training.trainer import TrainConfig, Trainer  # noqa: E402
+from seqlab.training.trainer import Trainer  # noqa: E402
 
 
 def ptb_ids(data_dir: Path, limit_lines: int) -> tuple[torch.Tensor, int]:
@@ -55,7 +56,7 @@ def time_seqlab_trainer(ids, vocab_size, steps, tmp: Path) -> float:
                               num_layers=2, dropout=0.2, tie_weights=True))
     task = LanguageModelingTask(model, ids, ids[:2000], None, batch_size=20, seq_len=35, eval_batch_size=10,
                                 eval_stride=0, seed=0)
-    config = TrainConfig(output=str(tmp), epochs=100, max_steps=steps + 10, batch_size=20, seq_len=35,
+    config = LMTrainOptions(output=str(tmp), epochs=100, max_steps=steps + 10, batch_size=20, seq_len=35,
                          optimizer="sgd", lr=20.0, grad_clip=0.25, schedule="constant", log_every=10,
                          eval_every=10 ** 9, progress=False)
     marks = []

@@ -13,8 +13,7 @@ import pytest
 import torch
 
 from seqlab.models.lm import LMConfig
-from seqlab.pipelines.lm import LMDataConfig, LMTrainConfig
-from seqlab.training.trainer import TrainConfig
+from seqlab.pipelines.lm import LMDataConfig, LMTrainConfig, LMTrainOptions
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TRAIN = FIXTURES / "shakespeare_train.txt"
@@ -39,4 +38,4 @@ def tiny_config(output, arch: str = "lstm", tokenizer: str = "word", **train) ->
                "log_every": 1, "progress": False, "lr": 3e-3, "warmup_steps": 2}
     options.update(train)
     return LMTrainConfig(LMDataConfig(train=str(TRAIN), valid=str(VALID), test=str(TEST), tokenizer=tokenizer),
-                         model, TrainConfig(**options))
+                         model, LMTrainOptions(**options))

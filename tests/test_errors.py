@@ -510,7 +510,7 @@ CASES = [
     Case("damaged checkpoint pickle on resume", ["train", "lm", "--output", "{damaged}", "--resume", "--max-steps",
                                                  "4"], "it is a Python pickle",
          damage=("lm", "checkpoint.safetensors", PICKLE)),
-    Case("damaged task", ["evaluate", "{damaged}", SHAKESPEARE], "holds a 'parser' run",
+    Case("damaged task", ["evaluate", "{damaged}", SHAKESPEARE], "names the task 'parser'",
          damage=("lm", "config.json", "task parser")),
 ]
 

@@ -89,17 +89,7 @@ def add_options(parser: argparse.ArgumentParser, cls, title: str, skip=(), defau
 def build_parser() -> argparse.ArgumentParser:
     from seqlab.data.documents import FORMATS as DOCUMENT_FORMATS
     from seqlab.decoding import SamplingOptions
-    from seqlab.models.classifier import ClassifierConfig
-    from seqlab.models.lm import LMConfig
-    from seqlab.models.seq2seq import Seq2SeqConfig
-    from seqlab.models.tagger import TaggerConfig
-    from seqlab.pipelines.classifier import TRAIN_DEFAULTS as CLASSIFIER_DEFAULTS
-    from seqlab.pipelines.classifier import ClassifierDataConfig
-    from seqlab.pipelines.lm import LMDataConfig
-    from seqlab.pipelines.seq2seq import TRAIN_DEFAULTS as SEQ2SEQ_DEFAULTS
-    from seqlab.pipelines.seq2seq import Seq2SeqDataConfig
-    from seqlab.pipelines.tagger import TRAIN_DEFAULTS, TaggerDataConfig
-    from seqlab.training.trainer import TrainConfig
+    from seqlab.registry import TASKS
 
     parser = Parser(prog="seqlab", description="Train, evaluate and decode the neural "
                     "sequence models of Jurafsky & Martin's SLP chapters.")
@@ -108,30 +98,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = commands.add_parser("train", help="train a model")
     tasks = train.add_subparsers(dest="task", required=True, metavar="TASK")
-    for name, what, data, model, skip, defaults in (
-            ("lm", "a language model (ffn, rnn, lstm, gru, transformer)", LMDataConfig, LMConfig,
-             ("vocab_size",), None),
-            ("tagger", "a sequence tagger (POS, NER) on CoNLL-U or CoNLL-2003 files", TaggerDataConfig,
-             TaggerConfig, ("vocab_size", "num_labels", "char_vocab_size"), TRAIN_DEFAULTS),
-            ("classifier", "a text classifier (features, pooled, rnn, lstm, gru, transformer) on TSV, CSV, "
-             "JSON lines, 'label text' lines or SST trees", ClassifierDataConfig, ClassifierConfig,
-             ("vocab_size", "num_labels", "num_features"), CLASSIFIER_DEFAULTS),
-            ("seq2seq", "a sequence-to-sequence model (rnn, lstm, gru encoder-decoders with or without attention, "
-             "transformer, or a decoder-only lm over source <sep> target) on aligned files or a file of pairs",
-             Seq2SeqDataConfig, Seq2SeqConfig, ("source_vocab_size", "target_vocab_size"), SEQ2SEQ_DEFAULTS)):
-        task = tasks.add_parser(name, help=what)
+    for name, pipeline in TASKS.items():
+        task = tasks.add_parser(name, help=pipeline.summary)
         task.add_argument("--config", help="YAML or TOML file of options; the command line overrides it")
         task.add_argument("--resume", action="store_true",
                           help="continue the run in --output from its last checkpoint, exactly")
         task.add_argument("--overwrite", action="store_true", help="replace a run already in --output")
-        add_options(task, data, "data")
-        add_options(task, model, "model", skip=skip)
-        add_options(task, TrainConfig, "training", defaults=defaults)
+        add_options(task, pipeline.groups["data"], "data")
+        add_options(task, pipeline.groups["model"], "model", skip=pipeline.derived)
+        add_options(task, pipeline.groups["train"], "training", defaults=pipeline.train_defaults)
 
-    evaluate = commands.add_parser("evaluate", help="score a trained model on a file: a language model's "
-                                   "perplexity, a tagger's accuracy and entity F1, a classifier's accuracy, "
-                                   "per-class F1 and confusion matrix, a sequence-to-sequence model's BLEU, "
-                                   "chrF, ROUGE and perplexity")
+    evaluate = commands.add_parser("evaluate", allow_abbrev=False,      # options are checked by name
+                                   help="score a trained model on a file: a language model's perplexity, a tagger's "
+                                   "accuracy and entity F1, a classifier's accuracy, per-class F1 and confusion "
+                                   "matrix, a sequence-to-sequence model's BLEU, chrF, ROUGE and perplexity")
     evaluate.add_argument("run_dir", metavar="DIR", help="run directory")
     evaluate.add_argument("file", metavar="FILE", nargs="?", help="text file to score (for a tagger or "
                           "classifier: a labelled file in the format it was trained on; for seq2seq: a file of "
@@ -158,7 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="transformer: sliding-window stride (default: context / 2)")
     add_input_options(evaluate, "taggers, classifiers and seq2seq: ", long_source=True)
     add_runtime_options(evaluate)
-    evaluate.add_argument("--rnn-impl", choices=("fused", "textbook"), help="run the recurrent layers this way")
+    evaluate.add_argument("--rnn-impl", choices=("fused", "textbook"),
+                          help="run the recurrent layers (any task's) on the fused kernels or the textbook cells, "
+                          "whatever the model trained with (refused for a model without recurrent layers)")
 
     generate = commands.add_parser("generate", help="continue a prompt with a trained language model")
     generate.add_argument("run_dir", metavar="DIR", help="run directory")
@@ -289,34 +271,19 @@ def search_options(args: argparse.Namespace):
                             if hasattr(args, f.name)})
 
 
-# each task's module, its config resolver and trainer, and what to try once it has trained
-TRAINING = {
-    "lm": ("seqlab.pipelines.lm", "resolve_lm_config", "train_lm",
-           ["seqlab generate {output} --prompt '...'", "seqlab evaluate {output} FILE"]),
-    "tagger": ("seqlab.pipelines.tagger", "resolve_tagger_config", "train_tagger",
-               ["seqlab tag {output} FILE", "seqlab evaluate {output} FILE"]),
-    "classifier": ("seqlab.pipelines.classifier", "resolve_classifier_config", "train_classifier",
-                   ["seqlab classify {output} FILE", "seqlab evaluate {output} FILE"]),
-    "seq2seq": ("seqlab.pipelines.seq2seq", "resolve_seq2seq_config", "train_seq2seq",
-                ["seqlab translate {output} FILE --beam 5", "seqlab evaluate {output} --src FILE --tgt FILE"]),
-}
-
-
 def train_command(args: argparse.Namespace) -> int:
-    import importlib
+    from seqlab.registry import pipeline
 
-    module_name, resolve_name, train_name, next_steps = TRAINING[args.task]
-    module = importlib.import_module(module_name)
-    resolve, train = getattr(module, resolve_name), getattr(module, train_name)
-    overrides = {k: v for k, v in vars(args).items() if k in module.OPTION_GROUPS}
+    task = pipeline(args.task)
+    overrides = {k: v for k, v in vars(args).items() if k in task.option_groups}
     if args.resume and args.overwrite:
         raise SeqlabError(RESUME_OR_OVERWRITE)
-    config = resolve(args.config, overrides, resume=args.resume)
-    train(config, resume=args.resume, overwrite=args.overwrite)
+    config = task.resolve(args.config, overrides, resume=args.resume)
+    task.train(config, resume=args.resume, overwrite=args.overwrite)
     output = config.train.output
     if int(os.environ.get("RANK", 0)) == 0:
         print(f"saved to {output}/ (model.safetensors, metrics.jsonl, curves.png); try:\n" +
-              "\n".join("  " + step.format(output=output) for step in next_steps), file=sys.stderr)
+              "\n".join("  " + step.format(output=output) for step in task.next_steps), file=sys.stderr)
     return 0
 
 
@@ -351,10 +318,8 @@ def write_chunk(lines: list[str]) -> None:
     sys.stdout.flush()
 
 
-def evaluate_tagger(args: argparse.Namespace) -> int:
-    from seqlab.pipelines.tagger import load_tagger
-
-    tagger = load_tagger(args.run_dir, args.device)
+def evaluate_tagger(args: argparse.Namespace, load) -> int:
+    tagger = load()
     result = tagger.evaluate_file(args.file, args.format, args.confusions, args.chunk_size, args.max_input_length,
                                   args.long_input)
     result["file"] = args.file
@@ -404,13 +369,11 @@ def classify_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def evaluate_classifier(args: argparse.Namespace) -> int:
-    from seqlab.pipelines.classifier import load_classifier
-
+def evaluate_classifier(args: argparse.Namespace, load) -> int:
     png = args.confusion_png or str(Path(args.run_dir) / f"confusion_{Path(args.file).name}.png")
     if png != "none":
         check_writable(png, "--confusion-png")
-    classifier = load_classifier(args.run_dir, args.device)
+    classifier = load()
     result = classifier.evaluate_file(args.file, args.format, None if png == "none" else png,
                                       progress=False if args.json else None, chunk_size=args.chunk_size,
                                       max_input_length=args.max_input_length, long_input=args.long_input)
@@ -468,9 +431,8 @@ def decode_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def evaluate_seq2seq(args: argparse.Namespace) -> int:
+def evaluate_seq2seq(args: argparse.Namespace, load) -> int:
     from seqlab.fileio import atomic_text_writer
-    from seqlab.pipelines.seq2seq import load_seq2seq
 
     if bool(args.src) != bool(args.tgt):
         raise SeqlabError("--src and --tgt go together: the sources and their reference targets")
@@ -478,7 +440,7 @@ def evaluate_seq2seq(args: argparse.Namespace) -> int:
         raise SeqlabError("seqlab evaluate needs --src FILE --tgt FILE (aligned files) or a file of pairs")
     if args.hypotheses:
         check_writable(args.hypotheses, "--hypotheses")
-    model = load_seq2seq(args.run_dir, args.device)
+    model = load()
     with contextlib.ExitStack() as stack:
         write = stack.enter_context(atomic_text_writer(args.hypotheses)).write if args.hypotheses else None
         result = model.evaluate_files(args.src or args.file, args.tgt, args.format, options=search_options(args),
@@ -504,21 +466,45 @@ def evaluate_seq2seq(args: argparse.Namespace) -> int:
     return 0
 
 
+# the options of `seqlab evaluate` that act on some tasks only; the others refuse them (one line)
+EVALUATE_OPTIONS = {
+    **dict.fromkeys(("--src", "--tgt", "--bleu-tokenize", "--hypotheses", "--beam", "--max-length",
+                     "--length-penalty", "--sample", "--temperature", "--top-k", "--top-p", "--seed"), ("seq2seq",)),
+    "--format": ("tagger", "classifier", "seq2seq"),
+    "--confusion-png": ("classifier",),
+    "--confusions": ("tagger",),
+    "--batch-size": ("lm", "seq2seq"),
+    "--stride": ("lm",),
+    **dict.fromkeys(("--chunk-size", "--max-input-length", "--long-input", "--long-source"),
+                    ("tagger", "classifier", "seq2seq")),
+}
+
+
+def refuse_inapplicable(command: str, given: set[str], table: dict[str, tuple[str, ...]], task: str) -> None:
+    """One line for an option given on the command line that does nothing for this run's task."""
+    from seqlab.registry import TASKS
+
+    for option in sorted(given):
+        tasks = table.get(option)
+        if tasks is not None and task not in tasks:
+            raise SeqlabError(f"seqlab {command}: {option} does not apply to {TASKS[task].title} (it acts on "
+                              f"{' and '.join(TASKS[t].title for t in tasks)} only); leave it out")
+
+
 def evaluate_command(args: argparse.Namespace) -> int:
-    from seqlab.pipelines.runs import read_run_json
+    from seqlab.registry import load, run_pipeline
 
-    task = read_run_json(args.run_dir).get("task")
-    if task == "seq2seq":
-        return evaluate_seq2seq(args)
-    if args.file is None:
+    task = run_pipeline(args.run_dir).name
+    refuse_inapplicable("evaluate", args.given_options, EVALUATE_OPTIONS, task)
+    if task != "seq2seq" and args.file is None:
         raise SeqlabError("seqlab evaluate DIR FILE: the file to score is missing")
-    if task == "tagger":
-        return evaluate_tagger(args)
-    if task == "classifier":
-        return evaluate_classifier(args)
-    from seqlab.pipelines.lm import load_lm as load
+    report = {"lm": evaluate_lm, "tagger": evaluate_tagger, "classifier": evaluate_classifier,
+              "seq2seq": evaluate_seq2seq}[task]
+    return report(args, lambda: load(args.run_dir, args.device, args.rnn_impl))
 
-    lm = load(args.run_dir, device=args.device, rnn_impl=args.rnn_impl)
+
+def evaluate_lm(args: argparse.Namespace, load) -> int:
+    lm = load()
     result = lm.evaluate_file(args.file, args.batch_size or 10, args.stride, progress=False if args.json else None)
     result["file"] = args.file
     if args.json:
@@ -538,9 +524,9 @@ def evaluate_command(args: argparse.Namespace) -> int:
 
 
 def generate_command(args: argparse.Namespace) -> int:
-    from seqlab.pipelines.lm import load_lm as load
+    from seqlab.pipelines.lm import load_lm
 
-    lm = load(args.run_dir, device=args.device)
+    lm = load_lm(args.run_dir, device=args.device)
     options = {"max_tokens": args.max_tokens, "greedy": args.greedy, "temperature": args.temperature,
                "top_k": args.top_k, "top_p": args.top_p, "seed": args.seed}
     if args.stop_at_eos is not None:
@@ -560,7 +546,9 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
+    args.given_options = {token.split("=")[0] for token in argv if token.startswith("--")}
     warnings.showwarning = _show_warning
     commands = {"train": train_command, "evaluate": evaluate_command, "generate": generate_command,
                 "tag": tag_command, "classify": classify_command, "translate": decode_command,

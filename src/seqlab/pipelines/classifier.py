@@ -47,6 +47,7 @@ from seqlab.errors import DAMAGED, SeqlabError, place
 from seqlab.fileio import atomic_write_json, read_json
 from seqlab.models.classifier import Classifier, ClassifierConfig
 from seqlab.pipelines.runs import (
+    Pipeline,
     check_sizes,
     load_best,
     log,
@@ -143,7 +144,6 @@ class ClassifierTrainConfig:
 
 
 CONFIG_GROUPS = {"data": ClassifierDataConfig, "model": ClassifierConfig, "train": TrainConfig}
-OPTION_GROUPS = {f.name: group for group, cls in CONFIG_GROUPS.items() for f in dataclasses.fields(cls)}
 
 
 def resolve_classifier_config(config_file: str | Path | None = None, overrides: dict | None = None,
@@ -465,3 +465,13 @@ class TrainedClassifier:
             plot_confusion(result["confusion"], self.labels, confusion_png, f"{Path(path).name}: "
                            f"{result['accuracy']:.2f}% accuracy")
         return result
+
+
+PIPELINE = Pipeline(
+    name="classifier", title="a classifier",
+    summary="a text classifier (features, pooled, rnn, lstm, gru, transformer) on TSV, CSV, JSON lines, "
+            "'label text' lines or SST trees",
+    config=ClassifierTrainConfig, groups=CONFIG_GROUPS, train_defaults=TRAIN_DEFAULTS,
+    derived=("vocab_size", "num_labels", "num_features"), resolve=resolve_classifier_config,
+    train=train_classifier, load=load_classifier, evaluate=TrainedClassifier.evaluate_file,
+    next_steps=("seqlab classify {output} FILE", "seqlab evaluate {output} FILE"))

@@ -33,6 +33,7 @@ from seqlab.errors import DAMAGED, SeqlabError
 from seqlab.fileio import atomic_write_json, read_json
 from seqlab.models.lm import LMConfig, build_lm
 from seqlab.pipelines.runs import (
+    Pipeline,
     check_sizes,
     load_best,
     log,
@@ -75,16 +76,26 @@ class LMDataConfig:
 
 
 @dataclass
+class LMTrainOptions(TrainConfig):
+    """How to train a language model: the trainer's options and the two that only language models have
+    (saved under "train")."""
+
+    output: str = option("runs/lm", "run directory for the config, vocabulary, checkpoints and metrics")
+    seq_len: int = option(35, "tokens per segment for truncated BPTT (rnn, lstm, gru, ffn); the "
+                          "transformer trains on windows of its context", at_least=1)
+    eval_stride: int = option(0, "transformer evaluation: sliding-window stride (default context / 2)", at_least=0)
+
+
+@dataclass
 class LMTrainConfig:
     """A language-model training run: data, model and training options."""
 
     data: LMDataConfig = field(default_factory=LMDataConfig)
     model: LMConfig = field(default_factory=LMConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
+    train: LMTrainOptions = field(default_factory=LMTrainOptions)
 
 
-CONFIG_GROUPS = {"data": LMDataConfig, "model": LMConfig, "train": TrainConfig}
-OPTION_GROUPS = {f.name: group for group, cls in CONFIG_GROUPS.items() for f in dataclasses.fields(cls)}
+CONFIG_GROUPS = {"data": LMDataConfig, "model": LMConfig, "train": LMTrainOptions}
 
 
 def resolve_lm_config(config_file: str | Path | None = None, overrides: dict | None = None,
@@ -167,14 +178,12 @@ def read_tokenizer_and_vocab(run_dir: Path) -> tuple[Tokenizer, Vocab]:
 
 # ---------------------------------------------------------------------------- a trained model
 
-def load_lm(run_dir: str | Path, device: str = "cpu", rnn_impl: str | None = None) -> TrainedLM:
+def load_lm(run_dir: str | Path, device: str = "cpu") -> TrainedLM:
     """A trained language model from its run directory (the best weights)."""
     run_dir = Path(run_dir)
     config = read_run_config(run_dir)
     tokenizer, vocab = read_tokenizer_and_vocab(run_dir)
     check_sizes(run_dir, config, {"vocab_size": ("vocab.json", len(vocab))})
-    if rnn_impl is not None:
-        config.model = dataclasses.replace(config.model, rnn_impl=rnn_impl)
     model, device = load_best(run_dir, build_lm(config.model), device)
     return TrainedLM(model, tokenizer, vocab, config, device)
 
@@ -343,3 +352,10 @@ class TrainedLM:
     def generate(self, prompt: str = "", **options) -> str:
         """The prompt's continuation as one string (see `SamplingOptions` for the options)."""
         return "".join(self.stream(prompt, **options))
+
+
+PIPELINE = Pipeline(
+    name="lm", title="a language model", summary="a language model (ffn, rnn, lstm, gru, transformer)",
+    config=LMTrainConfig, groups=CONFIG_GROUPS, train_defaults={}, derived=("vocab_size",),
+    resolve=resolve_lm_config, train=train_lm, load=load_lm, evaluate=TrainedLM.evaluate_file,
+    next_steps=("seqlab generate {output} --prompt '...'", "seqlab evaluate {output} FILE"))

@@ -1,6 +1,6 @@
-"""Run directories, whatever they hold: the checks and files every task shares, and
-`seqlab.load(run_dir)`, which loads a language model, a tagger, a classifier or a sequence-to-sequence
-model."""
+"""Run directories, whatever they hold: the checks and files every task shares, and `Pipeline`, what
+each task family's pipeline declares so that the CLI and `seqlab.load` (`seqlab.registry`) reach it
+without knowing it."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import os
 import socket
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from seqlab.config import coerce, file_fields, from_dict, read_config_file, to_dict
@@ -18,11 +19,39 @@ from seqlab.errors import DAMAGED, SeqlabError, os_error_reason
 from seqlab.fileio import atomic_write_json, read_json, remove_stale_temporaries
 from seqlab.training import distributed
 from seqlab.training.checkpoint import FORMAT_VERSION, load_model, load_tensors
-from seqlab.training.trainer import TrainConfig, check_precision, configure_threads, resolve_device
+from seqlab.training.trainer import check_precision, configure_threads, resolve_device
 from seqlab.version import __version__
 
 RESUME_OR_OVERWRITE = "--resume continues the run in --output and --overwrite replaces it: choose one"
+LM_ONLY_TRAIN_OPTIONS = ("seq_len", "eval_stride")
 RUN_OUTPUTS = ("metrics.jsonl", "train_log.jsonl", "model.safetensors", "checkpoint.safetensors", "curves.png")
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """One task family end to end, as `seqlab.registry` lists it: its name (in config.json and on the
+    command line), its configuration (a dataclass of the groups data, model and train, with the trainer's
+    defaults for this task and the model fields the data sets), and the functions the CLI and the API
+    call: resolve a config from a file and overrides, train one into a run directory, load a trained
+    model, and score a file with it."""
+
+    name: str                          # "lm", "tagger", "classifier", "seq2seq"
+    title: str                         # "a language model": how messages name it
+    summary: str                       # one line for `seqlab train --help`
+    config: type                       # LMTrainConfig, ...
+    groups: dict[str, type]            # {"data": ..., "model": ..., "train": ...}
+    train_defaults: dict               # the trainer's defaults for this task (over the train group's own)
+    derived: tuple[str, ...]           # model fields set from the data, not options (vocab_size, ...)
+    resolve: Callable                  # (config_file, overrides, resume) -> config
+    train: Callable                    # (config, resume, overwrite, callback) -> final figures
+    load: Callable                     # (run_dir, device) -> the trained model's API object
+    evaluate: Callable                 # (trained, path, **options) -> figures of a file
+    next_steps: tuple[str, ...] = ()   # commands to try after training ({output}: the run directory)
+
+    @property
+    def option_groups(self) -> dict[str, str]:
+        """{option: its group} for every option of the task."""
+        return {f.name: group for group, cls in self.groups.items() for f in dataclasses.fields(cls)}
 
 
 def log(message: str) -> None:
@@ -209,7 +238,7 @@ def resolve_run_config(cls: type, groups: dict[str, type], config_file: str | Pa
         given = {**(defaults or {}), **given}
         parts = {group: {k: v for k, v in given.items() if option_groups[k] == group} for group in groups}
         return cls(*(group_cls(**parts[group]) for group, group_cls in groups.items()))
-    output = Path(given.get("output", (defaults or {}).get("output", TrainConfig.output)))
+    output = Path(given.get("output", (defaults or {}).get("output", groups["train"].output)))
     check_run_dir(output, resume=True, overwrite=False)
     saved = read_saved(output)
     files = {name for group_cls in groups.values() for name in file_fields(group_cls)}
@@ -229,6 +258,9 @@ def read_run_config_as(run_dir: str | Path, task: str, cls: type, groups: dict[s
     """config.json as the task's config dataclass `cls`, built group by group."""
     raw = read_run_json(run_dir, task)
     damaged = [group for group in groups if not isinstance(raw.get(group), dict)]
+    if not damaged:        # runs from before the LM-only options left the shared train group: they acted on nothing
+        train = {f.name for f in dataclasses.fields(groups["train"])}
+        raw["train"] = {k: v for k, v in raw["train"].items() if k in train or k not in LM_ONLY_TRAIN_OPTIONS}
     if damaged:
         raise SeqlabError(f"{run_dir}/config.json is damaged: its {damaged[0]!r} group is missing or not an "
                           "object; retrain into this directory with --overwrite")
@@ -260,19 +292,3 @@ def load_best(run_dir: Path, model, device: str = "cpu"):
     device = resolve_device(device)
     return model.to(device).eval(), device
 
-
-def load(run_dir: str | Path, device: str = "cpu", **options):
-    """A trained model from its run directory: a `TrainedLM`, `TrainedTagger`, `TrainedClassifier` or
-    `TrainedSeq2Seq`."""
-    task = read_run_json(run_dir).get("task")
-    if task == "tagger":
-        from seqlab.pipelines.tagger import load_tagger
-        return load_tagger(run_dir, device)
-    if task == "classifier":
-        from seqlab.pipelines.classifier import load_classifier
-        return load_classifier(run_dir, device)
-    if task == "seq2seq":
-        from seqlab.pipelines.seq2seq import load_seq2seq
-        return load_seq2seq(run_dir, device)
-    from seqlab.pipelines.lm import load_lm
-    return load_lm(run_dir, device, **options)

@@ -38,6 +38,7 @@ from seqlab.fileio import atomic_write_json, read_json
 from seqlab.metrics import CorpusScores, bleu, chrf, rouge
 from seqlab.models.seq2seq import Seq2SeqConfig, build_model
 from seqlab.pipelines.runs import (
+    Pipeline,
     check_sizes,
     load_best,
     log,
@@ -113,7 +114,6 @@ class Seq2SeqTrainConfig:
 
 
 CONFIG_GROUPS = {"data": Seq2SeqDataConfig, "model": Seq2SeqConfig, "train": TrainConfig}
-OPTION_GROUPS = {f.name: group for group, cls in CONFIG_GROUPS.items() for f in dataclasses.fields(cls)}
 
 
 def resolve_seq2seq_config(config_file: str | Path | None = None, overrides: dict | None = None,
@@ -489,3 +489,13 @@ class TrainedSeq2Seq:
 def _show(token: str) -> str:
     """A token as a heat map label: byte-level BPE's space marker as '▁'."""
     return token.replace("Ġ", "▁").replace("Ċ", "\\n")
+
+
+PIPELINE = Pipeline(
+    name="seq2seq", title="a sequence-to-sequence model",
+    summary="a sequence-to-sequence model (rnn, lstm, gru encoder-decoders with or without attention, "
+            "transformer, or a decoder-only lm over source <sep> target) on aligned files or a file of pairs",
+    config=Seq2SeqTrainConfig, groups=CONFIG_GROUPS, train_defaults=TRAIN_DEFAULTS,
+    derived=("source_vocab_size", "target_vocab_size"), resolve=resolve_seq2seq_config, train=train_seq2seq,
+    load=load_seq2seq, evaluate=TrainedSeq2Seq.evaluate_files,
+    next_steps=("seqlab translate {output} FILE --beam 5", "seqlab evaluate {output} --src FILE --tgt FILE"))

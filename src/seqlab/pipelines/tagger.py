@@ -44,6 +44,7 @@ from seqlab.fileio import atomic_write_json, read_json
 from seqlab.metrics import mistakes, most_confused
 from seqlab.models.tagger import Tagger, TaggerConfig
 from seqlab.pipelines.runs import (
+    Pipeline,
     check_sizes,
     load_best,
     log,
@@ -99,7 +100,6 @@ class TaggerTrainConfig:
 
 
 CONFIG_GROUPS = {"data": TaggerDataConfig, "model": TaggerConfig, "train": TrainConfig}
-OPTION_GROUPS = {f.name: group for group, cls in CONFIG_GROUPS.items() for f in dataclasses.fields(cls)}
 
 
 def resolve_tagger_config(config_file: str | Path | None = None, overrides: dict | None = None,
@@ -391,3 +391,11 @@ def input_sentences(lines: LineReader, fmt: str, limit: InputLimit, path, what: 
     read = labelled_sentences(None, fmt, None if fmt == "conllu" else 0, path, what, limit.tokens)
     for sentence in read(lines):
         yield limit.apply(sentence.tokens, lines.place(sentence.line), sentence.line, len(sentence) + sentence.dropped)
+
+
+PIPELINE = Pipeline(
+    name="tagger", title="a tagger", summary="a sequence tagger (POS, NER) on CoNLL-U or CoNLL-2003 files",
+    config=TaggerTrainConfig, groups=CONFIG_GROUPS, train_defaults=TRAIN_DEFAULTS,
+    derived=("vocab_size", "num_labels", "char_vocab_size"), resolve=resolve_tagger_config, train=train_tagger,
+    load=load_tagger, evaluate=TrainedTagger.evaluate_file,
+    next_steps=("seqlab tag {output} FILE", "seqlab evaluate {output} FILE"))

@@ -49,16 +49,14 @@ from seqlab.training.plots import plot_curves
 
 @dataclass
 class TrainConfig:
-    """How to train (saved in config.json under "train")."""
+    """How to train, for every task (saved in config.json under "train"; a task adds its own options in a
+    subclass, as the language models' `LMTrainOptions`)."""
 
-    output: str = option("runs/lm", "run directory for the config, vocabulary, checkpoints and metrics")
+    output: str = option("runs/run", "run directory for the config, vocabulary, checkpoints and metrics")
     epochs: int = option(10, "passes over the training data", at_least=1)
     max_steps: int = option(0, "stop after this many optimizer steps (0: no limit)", at_least=0)
     batch_size: int = option(20, "sequences per optimizer step, over all processes", at_least=1)
-    seq_len: int = option(35, "tokens per segment for truncated BPTT (rnn, lstm, gru, ffn); the "
-                          "transformer trains on windows of its context", at_least=1)
     eval_batch_size: int = option(10, "parallel streams (or windows) in evaluation", at_least=1)
-    eval_stride: int = option(0, "transformer evaluation: sliding-window stride (default context / 2)", at_least=0)
     optimizer: str = option("adamw", "optimizer", choices=OPTIMIZERS)
     lr: float = option(1e-3, "base learning rate", above=0)
     momentum: float = option(0.0, "SGD momentum", at_least=0, below=1)
