@@ -1,0 +1,199 @@
+"""The layers and their contracts: no import cycle, every task follows the Task contract (its count is the
+one its loss is summed over), every network the Model contract, the registry serves every task, and an
+option that does nothing for a task is refused instead of ignored."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import dataclasses
+import io
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import FIXTURES, tiny_config
+from seqlab.cli import main
+from seqlab.data.conll import read_conll
+from seqlab.data.documents import Document
+from seqlab.data.parallel import Pair
+from seqlab.data.tokenizers import WordTokenizer
+from seqlab.data.vocab import Vocab
+from seqlab.models.base import Model
+from seqlab.models.classifier import Classifier, ClassifierConfig
+from seqlab.models.lm import LMConfig, build_lm
+from seqlab.models.seq2seq import Seq2SeqConfig, build_model
+from seqlab.models.tagger import Tagger, TaggerConfig
+from seqlab.pipelines.lm import train_lm
+from seqlab.registry import TASKS
+from seqlab.tasks.base import Task
+from seqlab.tasks.classification import ClassificationTask, DocumentVocabulary
+from seqlab.tasks.lm import LanguageModelingTask
+from seqlab.tasks.seq2seq import PairVocabulary, Seq2SeqTask
+from seqlab.tasks.tagging import TaggerVocabulary, TaggingTask
+
+SOURCE = Path(__file__).resolve().parent.parent / "src" / "seqlab"
+
+
+def run_cli(argv: list[str]) -> tuple[int, str, str]:
+    """`seqlab ARGV` in this process: (exit status, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as stop:                       # argparse: --help, or a usage error
+            code = stop.code
+    return code, out.getvalue(), err.getvalue()
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SOURCE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> set[str]:
+    """The seqlab modules a file imports, anywhere in it (functions included), but for type checking."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(child) for child in ast.walk(node))
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {name for name in found if name.startswith("seqlab")}
+
+
+def test_the_import_graph_has_no_cycle():
+    """Every import of every module counts, those inside functions too (a lazy import is still a cycle in
+    the design): the graph of seqlab's modules is acyclic. (A package's __init__ importing its own
+    modules is not an edge back: importing seqlab.x.y runs seqlab/__init__ first by Python's rules.)"""
+    modules = {module_name(path): path for path in SOURCE.rglob("*.py")}
+    graph = {name: {target for target in imports(path) if target in modules and target != name}
+             for name, path in modules.items()}
+    assert graph["seqlab.registry"] >= {"seqlab.pipelines.lm", "seqlab.pipelines.seq2seq"}   # the walk sees them
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(name: str) -> None:
+        state[name] = 1
+        stack.append(name)
+        for target in sorted(graph[name]):
+            if name == "seqlab" or target == "seqlab":
+                continue                                   # the package's public face, imported by nothing inside
+            if state.get(target) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(target):] + [target]))
+            if target not in state:
+                visit(target)
+        stack.pop()
+        state[name] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name)
+    assert not any("seqlab" == target for name, targets in graph.items() if name != "seqlab" for target in targets)
+
+
+def tiny_tasks():
+    """One instance of every task with a model, on a few examples: (name, task, model)."""
+    torch.manual_seed(0)
+    sentences = read_conll(FIXTURES / "ner.conll")
+    words = TaggerVocabulary.build(sentences, char_features=True)
+    tagger_config = dict(vocab_size=len(words.words), num_labels=len(words.labels), char_vocab_size=len(words.chars),
+                         embedding_size=8, hidden_size=8, char_embedding_size=4, char_hidden_size=4)
+    tagging = TaggingTask(words, sentences, sentences, None, batch_size=3, eval_batch_size=3, seed=1)
+    yield "tagger", tagging, Tagger(TaggerConfig(**tagger_config))
+    yield "tagger-crf", tagging, Tagger(TaggerConfig(**tagger_config, crf=True))
+    documents = [Document(text, label, i) for i, (text, label) in
+                 enumerate([("good film", "pos"), ("bad film", "neg"), ("good good", "pos"), ("bad", "neg")], 1)]
+    vocabulary = DocumentVocabulary(Vocab.build(Counter("good bad film".split())), ["neg", "pos"])
+    encoded = vocabulary.encode_all(documents)
+    classes = ClassificationTask(vocabulary, encoded, encoded, None, batch_size=3, eval_batch_size=3, seed=1)
+    yield "classifier", classes, Classifier(ClassifierConfig(arch="gru", vocab_size=len(vocabulary.words),
+                                                             num_labels=2, embedding_size=8, hidden_size=8))
+    tokens = WordTokenizer()
+    texts = [("a b c", "x y"), ("b c", "y z w"), ("c a a b", "w")]
+    vocab = Vocab.build(Counter(t for s, g in texts for t in f"{s} {g}".split()))
+    for lm_loss in ("target", "all"):
+        pairs = PairVocabulary(tokens, tokens, vocab, vocab, joint=True)
+        items = pairs.encode([Pair(s, t, i) for i, (s, t) in enumerate(texts, 1)])
+        task = Seq2SeqTask(pairs, items, items, None, batch_size=2, eval_batch_size=2, seed=1,
+                           lm_all_tokens=lm_loss == "all")
+        yield f"seq2seq-lm-{lm_loss}", task, build_model(Seq2SeqConfig(
+            arch="lm", source_vocab_size=len(vocab), target_vocab_size=len(vocab), embedding_size=8, num_heads=2,
+            ff_size=16, max_positions=32, lm_loss=lm_loss))
+    ids = torch.randint(5, 20, (200,))
+    lm = build_lm(LMConfig(arch="gru", vocab_size=20, embedding_size=8, hidden_size=8))
+    yield "lm", LanguageModelingTask(lm, ids, ids[:50], None, batch_size=2, seq_len=7, eval_batch_size=2,
+                                     eval_stride=0, seed=1), lm
+
+
+@pytest.mark.parametrize("name, task, model", list(tiny_tasks()), ids=lambda x: x if isinstance(x, str) else "")
+def test_every_task_follows_the_task_contract_and_counts_what_its_loss_sums(name, task, model):
+    assert isinstance(task, Task) and isinstance(model, Model)
+    state = task.initial_state(model, 2, "cpu")
+    batches = task.train_batches(0)
+    for batch in (batches[k] for k in range(min(3, len(batches)))):
+        rows = batch.rows(0, 2)
+        loss_sum, count, state = task.loss(model, rows, state)
+        state = model.detach_state(state)
+        assert loss_sum.dim() == 0 and torch.isfinite(loss_sum)
+        assert int(count) == task.count(rows) > 0
+    figures = task.summarize(task.evaluate(model, task.valid_data, "cpu"))
+    assert task.metric in figures and task.describe({"step": 1, "split": "valid", **figures})
+
+
+def test_the_registry_serves_every_task_and_its_config_groups():
+    assert set(TASKS) == {"lm", "tagger", "classifier", "seq2seq"}
+    for pipeline in TASKS.values():
+        assert set(pipeline.groups) == {"data", "model", "train"}
+        config = pipeline.config()
+        assert [f.name for f in dataclasses.fields(config)] == ["data", "model", "train"]
+        assert all(isinstance(getattr(config, group), cls) for group, cls in pipeline.groups.items())
+        assert all(derived in {f.name for f in dataclasses.fields(pipeline.groups["model"])}
+                   for derived in pipeline.derived)
+
+
+@pytest.mark.parametrize("task", ["tagger", "classifier", "seq2seq"])
+def test_train_help_shows_only_the_options_that_act(task):
+    code, out, _ = run_cli(["train", task, "--help"])
+    assert code == 0 and "--epochs" in out
+    assert "--seq-len" not in out and "--eval-stride" not in out
+    code, out, _ = run_cli(["train", "lm", "--help"])
+    assert "--seq-len" in out and "--eval-stride" in out
+
+
+def test_an_lm_only_option_is_refused_by_the_other_tasks(tmp_path):
+    code, _, err = run_cli(["train", "tagger", "--train", "x", "--dev", "x", "--seq-len", "20"])
+    assert code == 2 and "--seq-len" in err
+    config = tmp_path / "tagger.yaml"
+    config.write_text("train:\n  seq_len: 20\n", encoding="utf-8")
+    code, _, err = run_cli(["train", "tagger", "--config", str(config)])
+    assert code == 2 and "seq_len" in err and "Traceback" not in err
+    config.write_text("model:\n  lr: 0.1\n", encoding="utf-8")         # an option under the wrong group
+    code, _, err = run_cli(["train", "tagger", "--config", str(config)])
+    assert code == 2 and "belongs to the group 'train'" in err
+
+
+def test_evaluate_refuses_an_option_the_runs_task_ignores_and_rnn_impl_acts(tmp_path):
+    train_lm(tiny_config(tmp_path / "lm", arch="gru"))
+    file = str(FIXTURES / "shakespeare_valid.txt")
+    for option in (["--confusions", "3"], ["--beam", "2"], ["--chunk-size", "10"], ["--format", "conll"]):
+        code, _, err = run_cli(["evaluate", str(tmp_path / "lm"), file, *option])
+        assert code == 2 and option[0] in err and "does not apply to a language model" in err
+    code, fused, _ = run_cli(["evaluate", str(tmp_path / "lm"), file, "--json"])
+    code2, textbook, _ = run_cli(["evaluate", str(tmp_path / "lm"), file, "--json", "--rnn-impl", "textbook"])
+    assert code == code2 == 0
+    assert json.loads(fused)["loss"] == pytest.approx(json.loads(textbook)["loss"], rel=1e-5)
+    train_lm(tiny_config(tmp_path / "tf", arch="transformer"))
+    code, _, err = run_cli(["evaluate", str(tmp_path / "tf"), file, "--rnn-impl", "textbook"])
+    assert code == 2 and "no recurrent layers" in err
