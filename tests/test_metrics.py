@@ -7,7 +7,7 @@ import pytest
 from seqeval.metrics import f1_score, precision_score, recall_score
 
 from seqlab.data.conll import read_conll
-from seqlab.metrics import accuracy, confusions, span_scores
+from seqlab.metrics import confusions, span_scores
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "E-PER", "S-LOC"]
@@ -64,10 +64,7 @@ def test_metrics_span_counts_by_type():
     assert scores.overall.f1 == pytest.approx(50.0)
 
 
-def test_metrics_accuracy_and_confusions():
+def test_metrics_confusions():
     gold = [["DET", "NOUN", "VERB"], ["NOUN"]]
     predicted = [["DET", "VERB", "VERB"], ["VERB"]]
-    assert accuracy(gold, predicted) == 50.0
     assert confusions(gold, predicted) == [("NOUN", "VERB", 2)]
-    with pytest.raises(ValueError):
-        accuracy([["A"]], [["A", "B"]])

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from seqlab.data.parallel import read_aligned, read_paired, skip_long
+from seqlab.data.parallel import read_aligned, read_paired
 from seqlab.errors import SeqlabError
 from seqlab.metrics import bleu, chrf, rouge
 
@@ -42,12 +42,6 @@ def test_parallel_one_file_of_pairs_tsv_and_jsonl(tmp_path):
     with pytest.raises(SeqlabError, match="bad.jsonl:1: no field 'subject'"):
         read_paired(tmp_path / "bad.jsonl", "jsonl", "email", "subject")
     assert read_paired(tmp_path / "bad.jsonl", "jsonl", "email", "subject", with_targets=False)[0].source == "Hi"
-
-
-def test_parallel_skip_long_counts_what_it_drops():
-    kept, dropped = skip_long(["a", "b", "c"], [3, 9, 4], [2, 2, 8], max_source=5, max_target=5)
-    assert kept == ["a"] and dropped == 2
-    assert skip_long(["a"], [100], [100], 0, 0) == (["a"], 0)
 
 
 def hand_bleu(hypotheses, references):

@@ -14,7 +14,7 @@ import math
 import sys
 import types
 import typing
-from dataclasses import MISSING, field
+from dataclasses import field
 from pathlib import Path
 
 from seqlab.errors import SeqlabError
@@ -211,8 +211,3 @@ def read_config_file(path: str | Path, groups: dict[str, type] | None = None) ->
         else:
             put(key, value, None)
     return flat
-
-
-def defaults(cls) -> dict:
-    return {f.name: (f.default if f.default is not MISSING else f.default_factory())
-            for f in dataclasses.fields(cls)}

@@ -73,17 +73,6 @@ def span_scores(gold: list[list[str]], predicted: list[list[str]]) -> SpanScores
     return scores
 
 
-def accuracy(gold: list[list[str]], predicted: list[list[str]]) -> float:
-    """Token accuracy in percent."""
-    right = total = 0
-    for gold_tags, predicted_tags in zip(gold, predicted, strict=True):
-        if len(gold_tags) != len(predicted_tags):
-            raise ValueError(f"{len(gold_tags)} gold tags but {len(predicted_tags)} predicted in one sentence")
-        right += sum(g == p for g, p in zip(gold_tags, predicted_tags, strict=True))
-        total += len(gold_tags)
-    return 100.0 * right / total if total else 0.0
-
-
 def confusions(gold: list[list[str]], predicted: list[list[str]], top: int = 10) -> list[tuple[str, str, int]]:
     """The most frequent (gold, predicted, count) mistakes."""
     return most_confused(mistakes(gold, predicted), top)

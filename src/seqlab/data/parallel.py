@@ -6,8 +6,8 @@ chosen by name or index). Any file may be gzipped.
     train.en  a man is sleeping .         train.jsonl {"email": "...", "subject": "..."}
 
 Files of different lengths are refused with both counts; an empty source or target line is refused
-with its file and line (a pair needs both sides). `skip_long` drops training pairs longer than a
-limit and says how many. `aligned_pairs` and `paired_reader` hand on one pair at a time from the
+with its file and line (a pair needs both sides); the length limits are the vocabulary's
+(`seqlab.tasks.seq2seq.PairVocabulary.encode`). `aligned_pairs` and `paired_reader` hand on one pair at a time from the
 lines of `seqlab.data.stream.LineReader`s, for reading files of any size in bounded memory.
 """
 
@@ -86,11 +86,3 @@ def paired_reader(fmt: str, source_field: str = "source", target_field: str = "t
         for d in read(lines):
             yield Pair(d.text, d.label if with_targets else None, d.line)
     return pairs
-
-
-def skip_long(pairs: list, source_lengths: list[int], target_lengths: list[int], max_source: int,
-              max_target: int) -> tuple[list, int]:
-    """The pairs within both limits (0: no limit), and how many were dropped."""
-    kept = [p for p, s, t in zip(pairs, source_lengths, target_lengths, strict=True)
-            if (not max_source or s <= max_source) and (not max_target or t <= max_target)]
-    return kept, len(pairs) - len(kept)

@@ -102,10 +102,6 @@ class PairVocabulary:
     def target_tokens(self, texts: list[str]) -> list[list[str]]:
         return self.target_tokenizer.tokenize_lines(texts)
 
-    def detokenize(self, ids: list[int]) -> str:
-        """Target ids (no </s>) -> text."""
-        return self.target_tokenizer.detokenize(self.target_vocab.decode(ids))
-
     def encode(self, pairs: list[Pair], path="", what: str = "file", long: str = "truncate",
                report: LengthReport | None = None, sources: list[list[str]] | None = None) -> list[EncodedPair]:
         """The pairs as ids (`sources`: their source tokens, when already at hand). Pairs over the

@@ -46,15 +46,6 @@ def barrier() -> None:
         dist.barrier()
 
 
-def broadcast_flag(flag: bool, device) -> bool:
-    """Rank 0's decision, for every rank."""
-    if not is_distributed():
-        return flag
-    t = torch.tensor([1.0 if flag else 0.0], device=device)
-    dist.broadcast(t, 0)
-    return bool(t.item())
-
-
 def gather_rows(t: torch.Tensor, dim: int) -> torch.Tensor:
     """Concatenate every rank's rows along `dim`, in rank order (equal shapes required)."""
     if not is_distributed():
