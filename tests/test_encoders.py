@@ -126,3 +126,15 @@ def test_encoders_transformer_without_positions_or_projection_is_the_blocks_alon
     x = torch.randn(2, 5, 8)                                                   # longer than max_positions: no table
     expected = encoder.final_norm(encoder.blocks[0](x))
     assert torch.equal(encoder(x), expected)
+
+
+def test_encoders_transformer_seq2seq_seeded_builds_are_identical():
+    """The two embeddings are drawn source first (they were drawn in the order of a set of modules)."""
+    config = Seq2SeqConfig(arch="transformer", embedding_size=16, num_layers=1, num_heads=2, ff_size=32,
+                           source_vocab_size=23, target_vocab_size=19)
+    builds = []
+    for _ in range(4):
+        torch.manual_seed(0)
+        builds.append(build_model(config).state_dict())
+    for build in builds[1:]:
+        assert all(torch.equal(build[name], builds[0][name]) for name in build)

@@ -78,7 +78,7 @@ class TransformerEncoderDecoder(Seq2SeqModel):
         for name, p in self.named_parameters():                # Xavier for matrices; N(0, d^-1/2) embeddings
             if p.dim() >= 2 and "embedding" not in name and "positions" not in name:
                 nn.init.xavier_uniform_(p)
-        for embedding in {self.source_embedding, self.target_embedding}:
+        for embedding in dict.fromkeys((self.source_embedding, self.target_embedding)):   # source first, once
             nn.init.normal_(embedding.weight, 0.0, d ** -0.5)
             nn.init.zeros_(embedding.weight[PAD])
 
