@@ -101,12 +101,12 @@ def test_bidirectional_final_states_use_the_backward_state_at_position_one():
     model = tiny("lstm", bidirectional=True, pooling="last", combine="concat")
     words, lengths = ragged()
     embedded = model.embedding(words)
-    h, _ = model.rnn(embedded, lengths=lengths)                                # (B, T, 2H)
+    h, _ = model.encoder.rnn(embedded, lengths=lengths)                        # (B, T, 2H)
     H = model.config.hidden_size
     vector = final_states(h, lengths, "concat")
     for b in range(3):
         n = int(lengths[b])
-        alone, _ = model.rnn(embedded[b:b + 1, :n])                            # no padding at all
+        alone, _ = model.encoder.rnn(embedded[b:b + 1, :n])                    # no padding at all
         torch.testing.assert_close(vector[b, :H], alone[0, n - 1, :H])          # forward: at the last token
         torch.testing.assert_close(vector[b, H:], alone[0, 0, H:])              # backward: at the first
         if n < 7:

@@ -30,9 +30,8 @@ from seqlab.config import check_fields, option
 from seqlab.data.vocab import BOS, PAD
 from seqlab.errors import SeqlabError
 from seqlab.models.base import Model
-from seqlab.nn.pooling import COMBINE, combine, final_states, last_state, max_pool, mean_pool, padding_mask
-from seqlab.nn.recurrent import RecurrentStack
-from seqlab.nn.transformer import PositionalEmbedding, TransformerBlock
+from seqlab.nn.encoders import RecurrentEncoder, TransformerEncoder
+from seqlab.nn.pooling import COMBINE, max_pool, mean_pool
 
 ARCHS = ("features", "pooled", "rnn", "lstm", "gru", "transformer")
 # the pooled classifier's initial embeddings, N(0, 0.01^2): from PyTorch's N(0, 1) the max of the embeddings never
@@ -117,6 +116,10 @@ def feedforward(inputs: int, hidden: int, layers: int, outputs: int, dropout: fl
 
 
 class Classifier(Model):
+    # the encoders' parameters moved into `seqlab.nn.encoders` (self.encoder)
+    renamed_parameters = {"rnn.": "encoder.rnn.", "project.": "encoder.project.", "positions.": "encoder.positions.",
+                          "blocks.": "encoder.blocks.", "final_norm.": "encoder.final_norm."}
+
     def __init__(self, config: ClassifierConfig):
         super().__init__()
         c = self.config = config
@@ -143,18 +146,13 @@ class Classifier(Model):
             self.head = feedforward(c.embedding_size, c.hidden_size, c.num_layers, c.outputs, c.dropout)
             return
         if c.arch in RECURRENT:
-            self.rnn = RecurrentStack(c.arch, c.embedding_size, c.hidden_size, c.num_layers, c.dropout,
-                                      bidirectional=c.bidirectional, impl=c.rnn_impl)
-            width = c.hidden_size * (2 if c.bidirectional and c.combine == "concat" else 1)
+            self.encoder = RecurrentEncoder(c.arch, c.embedding_size, c.hidden_size, c.num_layers, c.dropout,
+                                            c.bidirectional, c.combine, c.rnn_impl)
+            width = self.encoder.output_size
         else:
-            self.project = nn.Linear(c.embedding_size, c.hidden_size) \
-                if c.embedding_size != c.hidden_size else nn.Identity()
-            self.positions = PositionalEmbedding(c.max_positions, c.hidden_size, c.positions)
-            self.blocks = nn.ModuleList(
-                TransformerBlock(c.hidden_size, c.num_heads, c.ff_size or 4 * c.hidden_size, c.dropout,
-                                 c.norm_position, causal=False, activation="gelu")
-                for _ in range(c.num_layers))
-            self.final_norm = nn.LayerNorm(c.hidden_size) if c.norm_position == "pre" else nn.Identity()
+            self.encoder = TransformerEncoder(c.hidden_size, c.num_layers, c.num_heads, c.ff_size or 4 * c.hidden_size,
+                                              c.dropout, c.norm_position, "gelu", input_size=c.embedding_size,
+                                              positions=c.positions, max_positions=c.max_positions)
             width = c.hidden_size
         self.head = feedforward(width, c.head_size, 1, c.outputs, c.dropout)
 
@@ -175,13 +173,9 @@ class Classifier(Model):
         if c.arch == "pooled":
             return mean_pool(x, lengths) if pooling == "mean" else max_pool(x, lengths)   # (B, E)
         if c.arch in RECURRENT:
-            h, _ = self.rnn(x, lengths=lengths)                        # (B, T, dirs*H)
-            if pooling == "last":
-                if c.bidirectional:
-                    return final_states(h, lengths, c.combine)         # (B, 2H or H)
-                return last_state(h, lengths)                          # (B, H)
-            if c.bidirectional:
-                h = combine(*h.chunk(2, dim=-1), c.combine)            # (B, T, 2H or H)
+            h, final = self.encoder(x, lengths)                        # (B, T, 2H or H)
+            if pooling == "last":                                      # h_n; bidirectional: Fig. 9.12
+                return self.encoder.final_vector(final)                # (B, 2H or H)
         else:
             h, lengths = self.transform(x, words, lengths)             # (B, T', D)
             if pooling == "cls":
@@ -199,9 +193,5 @@ class Classifier(Model):
         if T > c.max_positions:
             raise SeqlabError(f"a document of {T} tokens is longer than this transformer's {c.max_positions} "
                               "positions; lower --max-length")
-        h = self.project(x) + self.positions(torch.arange(T, device=x.device))   # (B, T, D)
-        mask = padding_mask(lengths.to(x.device), T)                   # (B, T)
-        for block in self.blocks:
-            h = block(h, key_padding_mask=~mask)                       # (B, T, D)
-        return self.final_norm(h), lengths
+        return self.encoder(x, lengths), lengths                      # (B, T, D)
 

@@ -18,6 +18,7 @@ from seqlab.data.vocab import PAD
 from seqlab.errors import SeqlabError
 from seqlab.models.base import OutputLayer, Seq2SeqModel
 from seqlab.nn.cross_attention import Attention
+from seqlab.nn.encoders import RecurrentEncoder
 from seqlab.nn.pooling import padding_mask
 from seqlab.nn.recurrent import RecurrentStack
 
@@ -30,6 +31,8 @@ class RNNEncoderDecoder(Seq2SeqModel):
     states in both directions, so the encoder's final state (forward and backward concatenated, per
     layer) is the decoder's initial state unchanged: h_0^d = h_n^e."""
 
+    renamed_parameters = {"encoder.layers.": "encoder.rnn.layers."}    # the encoder is a `RecurrentEncoder`
+
     def __init__(self, config: Seq2SeqConfig):
         super().__init__(config)
         E, H, L = config.embedding_size, config.hidden_size, config.num_layers
@@ -40,8 +43,8 @@ class RNNEncoderDecoder(Seq2SeqModel):
         self.source_embedding = nn.Embedding(config.source_vocab_size, E, padding_idx=PAD)
         self.target_embedding = self.source_embedding if config.share_embeddings else \
             nn.Embedding(config.target_vocab_size, E, padding_idx=PAD)
-        self.encoder = RecurrentStack(config.arch, E, H, L, config.dropout, bidirectional=config.bidirectional,
-                                      impl=config.rnn_impl)
+        self.encoder = RecurrentEncoder(config.arch, E, H, L, config.dropout, config.bidirectional,  # [h^f ; h^b]
+                                        impl=config.rnn_impl)
         self.decoder = RecurrentStack(config.arch, E + C, D, L, config.dropout, impl=config.rnn_impl)
         self.attention = None if config.attention == "none" else Attention(config.attention, D, C)
         self.attends = self.attention is not None

@@ -7,9 +7,10 @@
 Encoders: `rnn`, `lstm`, `gru` (stacked, uni- or bidirectional, the two directions combined by
 concatenation, sum, product or mean, SLP 9.2.6), `transformer` (a bidirectional encoder: the
 blocks of SLP 9.4 without the causal mask) and `window` (the feedforward baseline: the embeddings
-of the 2w+1 tokens around each position, concatenated, through one hidden layer, SLP 6.5).
-Character features (Lample et al. 2016: a BiLSTM over each word's characters; Ma & Hovy 2016: a
-CNN with max-pooling) give unseen words a representation from their spelling.
+of the 2w+1 tokens around each position, concatenated, through one hidden layer, SLP 6.5); the
+recurrent and transformer encoders come from `seqlab.nn.encoders`. Character features
+(`seqlab.nn.char_encoder`: Lample et al. 2016, a BiLSTM over each word's characters; Ma & Hovy 2016,
+a CNN with max-pooling) give unseen words a representation from their spelling.
 
 Sentences are right-padded; `lengths` (B,) says where each ends, and padding never changes a real
 token's scores. The model returns emission scores; the task turns them into a loss, through the
@@ -28,12 +29,12 @@ from seqlab.config import check_fields, option
 from seqlab.data.vocab import PAD
 from seqlab.errors import SeqlabError
 from seqlab.models.base import Model
+from seqlab.nn.char_encoder import CharEncoder
 from seqlab.nn.crf import CRF
-from seqlab.nn.recurrent import RecurrentStack
-from seqlab.nn.transformer import PositionalEmbedding, TransformerBlock
+from seqlab.nn.encoders import RecurrentEncoder, TransformerEncoder
+from seqlab.nn.pooling import COMBINE, padding_mask
 
 ENCODERS = ("rnn", "lstm", "gru", "transformer", "window")
-COMBINE = ("concat", "sum", "product", "mean")
 CHAR_FEATURES = ("none", "lstm", "cnn")
 
 
@@ -78,32 +79,11 @@ class TaggerConfig:
             raise SeqlabError(f"--hidden-size {self.hidden_size} must be a multiple of --heads {self.num_heads}")
 
 
-class CharEncoder(nn.Module):
-    """Each word's characters -> one vector: chars (N, C) -> (N, F)."""
-
-    def __init__(self, kind: str, vocab_size: int, embedding_size: int, hidden_size: int, kernel: int):
-        super().__init__()
-        self.kind = kind
-        self.embedding = nn.Embedding(vocab_size, embedding_size, padding_idx=PAD)
-        if kind == "lstm":                       # Lample et al. 2016: final states of a char BiLSTM
-            self.rnn = RecurrentStack("lstm", embedding_size, hidden_size, bidirectional=True)
-        else:                                    # Ma & Hovy 2016: convolution, max over positions
-            self.conv = nn.Conv1d(embedding_size, hidden_size, kernel, padding=kernel // 2)
-        self.output_size = 2 * hidden_size if kind == "lstm" else hidden_size
-
-    def forward(self, chars: Tensor) -> Tensor:
-        lengths = (chars != PAD).sum(1).clamp(min=1)                   # (N,)
-        x = self.embedding(chars)                                      # (N, C, e)
-        if self.kind == "lstm":
-            _, (h, _) = self.rnn(x, lengths=lengths)                   # h (2, N, h)
-            return torch.cat([h[0], h[1]], dim=-1)                     # (N, 2h)
-        y = self.conv(x.transpose(1, 2))                               # (N, F, C)
-        real = (chars != PAD)[:, None, :]                              # (N, 1, C)
-        y = y.masked_fill(~real, float("-inf")).amax(dim=2)            # (N, F): max over real chars
-        return torch.where(torch.isfinite(y), y, torch.zeros_like(y))  # a word of no characters -> 0
-
-
 class Tagger(Model):
+    # the encoders' parameters moved into `seqlab.nn.encoders` (self.encoder)
+    renamed_parameters = {"rnn.": "encoder.rnn.", "project.": "encoder.project.", "positions.": "encoder.positions.",
+                          "blocks.": "encoder.blocks.", "final_norm.": "encoder.final_norm."}
+
     def __init__(self, config: TaggerConfig, constraints: tuple | None = None):
         """`constraints`: (allowed, allowed_start, allowed_end) boolean tensors for the CRF, from
         `seqlab.data.tags.allowed_transitions`; they are saved with the weights."""
@@ -123,17 +103,13 @@ class Tagger(Model):
             width += self.chars.output_size
         self.drop = nn.Dropout(c.dropout)
         if c.encoder in ("rnn", "lstm", "gru"):
-            self.rnn = RecurrentStack(c.encoder, width, c.hidden_size, c.num_layers, c.dropout,
-                                      bidirectional=c.bidirectional, impl=c.rnn_impl)
-            features = c.hidden_size * (2 if c.bidirectional and c.combine == "concat" else 1)
+            self.encoder = RecurrentEncoder(c.encoder, width, c.hidden_size, c.num_layers, c.dropout,
+                                            c.bidirectional, c.combine, c.rnn_impl)
+            features = self.encoder.output_size
         elif c.encoder == "transformer":
-            self.project = nn.Linear(width, c.hidden_size) if width != c.hidden_size else nn.Identity()
-            self.positions = PositionalEmbedding(c.max_positions, c.hidden_size, c.positions)
-            self.blocks = nn.ModuleList(
-                TransformerBlock(c.hidden_size, c.num_heads, c.ff_size or 4 * c.hidden_size, c.dropout,
-                                 c.norm_position, causal=False, activation="gelu")
-                for _ in range(c.num_layers))
-            self.final_norm = nn.LayerNorm(c.hidden_size) if c.norm_position == "pre" else nn.Identity()
+            self.encoder = TransformerEncoder(c.hidden_size, c.num_layers, c.num_heads, c.ff_size or 4 * c.hidden_size,
+                                              c.dropout, c.norm_position, "gelu", input_size=width,
+                                              positions=c.positions, max_positions=c.max_positions)
             features = c.hidden_size
         else:                                                          # window
             self.hidden = nn.Linear((2 * c.window + 1) * width, c.hidden_size)
@@ -152,19 +128,14 @@ class Tagger(Model):
             spelled = self.chars(chars.reshape(B * T, -1)).view(B, T, -1)   # (B, T, Fc)
             x = torch.cat([x, spelled], dim=-1)                        # (B, T, E + Fc)
         x = self.drop(x)
-        mask = torch.arange(T, device=words.device)[None, :] < lengths.to(words.device)[:, None]   # (B, T)
+        mask = padding_mask(lengths.to(words.device), T)               # (B, T)
         if c.encoder in ("rnn", "lstm", "gru"):
-            h, _ = self.rnn(x, lengths=lengths)                        # (B, T, dirs*H)
-            if c.bidirectional:
-                h = combine(h, c.combine)                              # (B, T, F)
+            h, _ = self.encoder(x, lengths)                            # (B, T, F)
         elif c.encoder == "transformer":
             if T > c.max_positions:
                 raise SeqlabError(f"a sentence of {T} tokens is longer than this transformer tagger's "
                                   f"{c.max_positions} positions (--max-positions at training); split it")
-            h = self.project(x) + self.positions(torch.arange(T, device=words.device))   # (B, T, D)
-            for block in self.blocks:
-                h = block(h, key_padding_mask=~mask)                   # (B, T, D)
-            h = self.final_norm(h)
+            h = self.encoder(x, mask=mask)                             # (B, T, D)
         else:
             x = x * mask[:, :, None]                                   # padding reads as outside the sentence
             padded = F.pad(x, (0, 0, c.window, c.window))              # (B, T + 2w, E)
@@ -173,15 +144,3 @@ class Tagger(Model):
             h = torch.relu(self.hidden(windows))                       # (B, T, H)
         return self.output(self.drop(h))                               # (B, T, K)
 
-
-
-def combine(h: Tensor, how: str) -> Tensor:
-    """The forward and backward states of a bidirectional layer, (B, T, 2H) -> (B, T, 2H or H)."""
-    if how == "concat":
-        return h                                                       # [h_fwd ; h_bwd]
-    forward, backward = h.chunk(2, dim=-1)                             # (B, T, H) each
-    if how == "sum":
-        return forward + backward
-    if how == "product":
-        return forward * backward
-    return (forward + backward) / 2

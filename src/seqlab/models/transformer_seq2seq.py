@@ -15,8 +15,9 @@ from seqlab.errors import SeqlabError
 from seqlab.models.base import OutputLayer, Seq2SeqModel
 from seqlab.nn.attention import KVCache, MultiHeadAttention
 from seqlab.nn.cross_attention import CrossAttention
+from seqlab.nn.encoders import TransformerEncoder
 from seqlab.nn.pooling import padding_mask
-from seqlab.nn.transformer import ACTIVATIONS, PositionalEmbedding, TransformerBlock
+from seqlab.nn.transformer import ACTIVATIONS, PositionalEmbedding
 
 if TYPE_CHECKING:
     from seqlab.models.seq2seq import Seq2SeqConfig
@@ -52,6 +53,9 @@ class TransformerEncoderDecoder(Seq2SeqModel):
     """Embeddings scaled by sqrt(d) plus positions; a non-causal encoder (padding masked out of every
     key); a causal decoder with cross-attention; the output layer over the decoder's last states."""
 
+    # the encoder is a `TransformerEncoder` (its blocks and final norm)
+    renamed_parameters = {"encoder.": "encoder.blocks.", "encoder_norm.": "encoder.final_norm."}
+
     def __init__(self, config: Seq2SeqConfig):
         super().__init__(config)
         d, L, P = config.embedding_size, config.num_layers, config.max_positions
@@ -63,21 +67,18 @@ class TransformerEncoderDecoder(Seq2SeqModel):
             nn.Embedding(config.target_vocab_size, d, padding_idx=PAD)
         self.source_positions = PositionalEmbedding(P, d, config.positions)
         self.target_positions = PositionalEmbedding(P, d, config.positions)
-        self.encoder = nn.ModuleList(
-            TransformerBlock(d, config.num_heads, config.ff_size, config.dropout, config.norm_position,
-                             causal=False, activation=config.activation) for _ in range(L))
+        self.encoder = TransformerEncoder(d, L, config.num_heads, config.ff_size, config.dropout,  # embeds: _embed
+                                          config.norm_position, config.activation, positions=None)
         self.decoder = nn.ModuleList(
             DecoderBlock(d, config.num_heads, config.ff_size, config.dropout, config.norm_position,
                          config.activation) for _ in range(L))
-        pre = config.norm_position == "pre"
-        self.encoder_norm = nn.LayerNorm(d) if pre else nn.Identity()
-        self.decoder_norm = nn.LayerNorm(d) if pre else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(d) if config.norm_position == "pre" else nn.Identity()
         self.output = OutputLayer(d, self.target_embedding, config.tie_embeddings)
         self.drop = nn.Dropout(config.dropout)
         for name, p in self.named_parameters():                # Xavier for matrices; N(0, d^-1/2) embeddings
             if p.dim() >= 2 and "embedding" not in name and "positions" not in name:
                 nn.init.xavier_uniform_(p)
-        for embedding in {self.source_embedding, self.target_embedding}:
+        for embedding in dict.fromkeys((self.source_embedding, self.target_embedding)):   # source first, once
             nn.init.normal_(embedding.weight, 0.0, d ** -0.5)
             nn.init.zeros_(embedding.weight[PAD])
 
@@ -90,10 +91,7 @@ class TransformerEncoderDecoder(Seq2SeqModel):
             raise SeqlabError(f"the transformer reads at most {self.config.max_positions} source tokens; "
                               f"{source.size(1)} were given")
         mask = padding_mask(lengths, source.size(1))                           # (B, S)
-        x = self._embed(self.source_embedding, self.source_positions, source)
-        for block in self.encoder:
-            x = block(x, key_padding_mask=~mask)
-        x = self.encoder_norm(x)                                               # (B, S, d)
+        x = self.encoder(self._embed(self.source_embedding, self.source_positions, source), mask=mask)  # (B, S, d)
         memory = {"mask": mask}
         for layer, block in enumerate(self.decoder):                          # keys and values, once
             memory[f"k{layer}"], memory[f"v{layer}"] = block.cross_attention.keys_values(x)
