@@ -72,7 +72,8 @@ def test_classifier_cli_sst_trees_evaluate_text_report_and_json_classify_from_st
     assert set(records[0]["probabilities"]) == {"0", "1"}
 
 
-def test_classifier_api_save_load_gives_identical_probabilities_and_resume_continues(tmp_path):
+def test_classifier_api_resume_continues_and_loaded_predictions_agree_alone_and_batched(tmp_path):
+    """(Save -> load against the model in memory: tests/test_roundtrips.py.)"""
     run = train(tmp_path, "api", "tsv", "sentiment.tsv", "--arch", "transformer", "--pooling", "cls", "--heads", "2",
                 "--max-steps", "20", "--eval-every", "10")
     config = seqlab.resolve_classifier_config(overrides={"output": str(run), "max_steps": 40, "progress": False},
@@ -83,8 +84,6 @@ def test_classifier_api_save_load_gives_identical_probabilities_and_resume_conti
     clf = seqlab.load(run)
     assert isinstance(clf, seqlab.TrainedClassifier)
     first = clf.classify(["a fine film", "a dull , lifeless mess"])
-    again = seqlab.load_classifier(run).classify(["a fine film", "a dull , lifeless mess"])
-    assert [p.probabilities for p in first] == [p.probabilities for p in again]
     single = clf.classify("a fine film")                       # alone: no padding, the same figures
     assert single.label == first[0].label and single.probability == pytest.approx(first[0].probability, abs=1e-6)
     assert first[0].probability == max(first[0].probabilities.values())

@@ -175,6 +175,21 @@ def test_bad_model_options_are_refused():
         tiny(init_range=-0.1)
 
 
+@pytest.mark.parametrize("options", [dict(arch="gru", attention="dot", init_range=0.05), dict(arch="transformer"),
+                                     dict(arch="transformer", tie_embeddings=True), dict(arch="lm")], ids=name)
+def test_the_same_seed_builds_the_same_model_wherever_it_lies_in_memory(options):
+    """Initialisation draws from the seeded RNG in a fixed order: never in the order of a set of modules,
+    which follows their memory addresses (twelve models alive at once lie at twelve addresses)."""
+    models = []
+    for _ in range(12):
+        torch.manual_seed(0)
+        models.append(build_model(tiny(**options)))
+    first = models[0].state_dict()
+    for model in models[1:]:
+        for key, value in model.state_dict().items():
+            assert torch.equal(value, first[key]), key
+
+
 @pytest.mark.parametrize("share", [False, True])
 def test_init_range_draws_embeddings_and_output_uniformly_and_keeps_padding_zero(share):
     torch.manual_seed(0)

@@ -2,6 +2,7 @@
 batches, overfitting the fixtures (POS accuracy, NER F1 with a constrained CRF), unseen tags."""
 
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -35,9 +36,15 @@ def test_tagging_batches_cover_every_sentence_once_and_repeat_with_the_seed():
     vocabulary = TaggerVocabulary.build(sentences)
     items = [vocabulary.encode(s) for s in sentences]
     first = length_batches(items, vocabulary, 4, seed=7)
+    torch.manual_seed(123)                                                # the global RNGs play no part
+    random.seed(123)
     again = length_batches(items, vocabulary, 4, seed=7)
     assert [b.lengths.tolist() for b in first] == [b.lengths.tolist() for b in again]
     assert len(first) == 10 and all(len(b.gold) == 4 for b in first)    # whole batches for training
+    seen = [n for b in first for n in b.lengths.tolist()]
+    assert len(set(seen)) == 40 and set(seen) <= set(range(1, 42))       # 40 of the 41, none twice
+    other = length_batches(items, vocabulary, 4, seed=8)
+    assert [b.lengths.tolist() for b in other] != [b.lengths.tolist() for b in first]   # the seed decides
     evaluation = length_batches(items, vocabulary, 4, seed=None)
     lengths = [n for b in evaluation for n in b.lengths.tolist()]
     assert lengths == list(range(1, 42))                                 # every sentence, shortest first
@@ -110,5 +117,10 @@ def test_tagging_unk_replace_touches_only_singletons_and_repeats_with_the_seed()
     many = [Sentence(["the", f"w{i}"], ["D", "N"]) for i in range(100)]          # 100 words seen once
     vocabulary = TaggerVocabulary.build(many)
     half = [TaggingTask(vocabulary, many, many, None, 100, 2, seed=3, unk_replace=0.5) for _ in range(2)]
-    first, second = (t.train_batches(1)[0].words for t in half)
+    first = half[0].train_batches(1)[0].words
+    torch.manual_seed(123)                                                # the global RNG plays no part
+    second = half[1].train_batches(1)[0].words
     assert torch.equal(first, second) and 25 < int((first == UNK).sum()) < 75
+    other = TaggingTask(vocabulary, many, many, None, 100, 2, seed=4, unk_replace=0.5).train_batches(1)[0].words
+    assert not torch.equal(other == UNK, first == UNK)                   # another seed, other words replaced
+    assert not torch.equal(half[0].train_batches(2)[0].words == UNK, first == UNK)    # and another epoch

@@ -78,7 +78,9 @@ class TransformerEncoderDecoder(Seq2SeqModel):
         for name, p in self.named_parameters():                # Xavier for matrices; N(0, d^-1/2) embeddings
             if p.dim() >= 2 and "embedding" not in name and "positions" not in name:
                 nn.init.xavier_uniform_(p)
-        for embedding in dict.fromkeys((self.source_embedding, self.target_embedding)):   # source first, once
+        # each shared matrix once, in this order (a set's order follows memory addresses: the same seed
+        # would give different weights from one run to the next)
+        for embedding in {id(e): e for e in (self.source_embedding, self.target_embedding)}.values():
             nn.init.normal_(embedding.weight, 0.0, d ** -0.5)
             nn.init.zeros_(embedding.weight[PAD])
 
