@@ -14,10 +14,12 @@ from safetensors.torch import save_file
 import seqlab.fileio
 from seqlab.errors import SeqlabError
 from seqlab.fileio import atomic_write, atomic_write_bytes
+from seqlab.models.base import Model
 from seqlab.models.lm import LMConfig, build_lm
 from seqlab.training.checkpoint import (
     FORMAT_VERSION,
     load_model,
+    load_model_tensors,
     load_tensors,
     model_tensors,
     optimizer_from_tensors,
@@ -300,3 +302,55 @@ def test_checkpoint_optimizer_non_tensor_state_round_trips(tmp_path):
     assert fresh.state[first]["calls"] == 3 and fresh.state[first]["scale"] == 0.5
     assert torch.equal(fresh.state[first]["momentum_buffer"], optimizer.state[first]["momentum_buffer"])
     assert fresh.param_groups[0]["momentum"] == 0.9
+
+
+class TwoLayers(Model):
+    def __init__(self):
+        super().__init__()
+        self.first, self.second = torch.nn.Linear(3, 4), torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.second(torch.tanh(self.first(x)))
+
+
+class TwoLayersRenamed(Model):
+    """The same network with its first layer renamed and registered last: another parameter order."""
+
+    renamed_parameters = {"first.": "encoder."}
+
+    def __init__(self):
+        super().__init__()
+        self.second, self.encoder = torch.nn.Linear(4, 2), torch.nn.Linear(3, 4)
+
+    def forward(self, x):
+        return self.second(torch.tanh(self.encoder(x)))
+
+
+def adam_steps(model, optimizer, steps: int) -> None:
+    generator = torch.Generator().manual_seed(5)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        model(torch.randn(8, 3, generator=generator)).pow(2).sum().backward()
+        optimizer.step()
+
+
+def test_checkpoint_optimizer_state_follows_each_parameter_by_name_when_the_order_changes(tmp_path):
+    """A resumed model whose parameters were renamed and reordered gets each one's Adam state back (the
+    checkpoint names them); a checkpoint without names is refused when its state does not fit."""
+    torch.manual_seed(0)
+    old = TwoLayers()
+    optimizer = torch.optim.Adam(old.parameters(), lr=0.01)
+    adam_steps(old, optimizer, 2)
+    tensors, meta = optimizer_to_tensors(optimizer, old)
+    assert meta["names"] == ["first.weight", "first.bias", "second.weight", "second.bias"]
+    new = TwoLayersRenamed()
+    load_model_tensors(new, dict(old.state_dict()), "model")
+    resumed = torch.optim.Adam(new.parameters(), lr=0.01)
+    tensors = {name: t.clone() for name, t in tensors.items()}            # as read from the file, not shared
+    resumed.load_state_dict(optimizer_from_tensors(tensors, json.loads(json.dumps(meta)), new, resumed))
+    adam_steps(old, optimizer, 3)
+    adam_steps(new, resumed, 3)
+    assert torch.equal(new.encoder.weight, old.first.weight) and torch.equal(new.second.bias, old.second.bias)
+    meta.pop("names")                                           # as an earlier seqlab wrote it
+    with pytest.raises(SeqlabError, match="another order"):
+        optimizer_from_tensors(tensors, meta, new, torch.optim.Adam(new.parameters(), lr=0.01))

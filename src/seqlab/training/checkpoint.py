@@ -147,8 +147,11 @@ def load_model(path: str | Path, model: torch.nn.Module) -> dict:
     return metadata
 
 
-def optimizer_to_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict]:
-    """Split an optimizer state_dict into tensors and JSON (no pickling)."""
+def optimizer_to_tensors(optimizer: torch.optim.Optimizer,
+                         model: torch.nn.Module | None = None) -> tuple[dict[str, torch.Tensor], dict]:
+    """Split an optimizer state_dict into tensors and JSON (no pickling); with `model`, the name of each
+    parameter the state belongs to, so that a resumed model whose parameters were renamed or reordered
+    gets each state back (`optimizer_from_tensors`)."""
     state = optimizer.state_dict()
     tensors, scalars = {}, {}
     for pid, param_state in state["state"].items():
@@ -157,10 +160,24 @@ def optimizer_to_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, to
                 tensors[f"optimizer.{pid}.{key}"] = value
             else:
                 scalars[f"{pid}.{key}"] = value
-    return tensors, {"param_groups": state["param_groups"], "scalars": scalars}
+    meta = {"param_groups": state["param_groups"], "scalars": scalars}
+    if model is not None:
+        meta["names"] = parameter_names(model, optimizer)
+    return tensors, meta
 
 
-def optimizer_from_tensors(tensors: dict[str, torch.Tensor], meta: dict) -> dict:
+def parameter_names(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> list[str]:
+    """The name of each parameter the optimizer holds, in its order (the ids of its state_dict)."""
+    names = {id(p): name for name, p in model.named_parameters()}
+    return [names[id(p)] for group in optimizer.param_groups for p in group["params"]]
+
+
+def optimizer_from_tensors(tensors: dict[str, torch.Tensor], meta: dict, model: torch.nn.Module | None = None,
+                           optimizer: torch.optim.Optimizer | None = None, path="checkpoint") -> dict:
+    """The optimizer state_dict of `optimizer_to_tensors`' tensors and JSON. Given the model and the
+    optimizer it is for, each parameter's state goes to that parameter by name (through the model's
+    `renamed_parameters`) and, for a checkpoint without names, the state's shapes are checked against
+    the parameters', so that a model whose parameters were reordered is never given another's state."""
     state: dict[int, dict] = {}
     for name, value in tensors.items():
         if name.startswith("optimizer."):
@@ -169,4 +186,26 @@ def optimizer_from_tensors(tensors: dict[str, torch.Tensor], meta: dict) -> dict
     for name, value in meta["scalars"].items():
         pid, key = name.split(".", 1)
         state.setdefault(int(pid), {})[key] = value
-    return {"state": state, "param_groups": meta["param_groups"]}
+    groups = meta["param_groups"]
+    if model is None or optimizer is None:
+        return {"state": state, "param_groups": groups}
+    current = parameter_names(model, optimizer)
+    if "names" in meta:
+        today = renamed(model, {name: pid for pid, name in enumerate(meta["names"])})   # today's name -> saved id
+        index = {name: pid for pid, name in enumerate(current)}
+        if set(today) != set(index):
+            raise SeqlabError(f"{path}: its optimizer state is for other parameters than the model in config.json "
+                              "has; the run directory is damaged: retrain into it with --overwrite")
+        state = {index[name]: state[pid] for name, pid in today.items() if pid in state}
+        ids = iter(range(len(current)))
+        groups = [{**saved, "params": [next(ids) for _ in live["params"]]}
+                  for saved, live in zip(groups, optimizer.state_dict()["param_groups"], strict=True)]
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    for pid, values in state.items():
+        for key, value in values.items():
+            if torch.is_tensor(value) and value.dim() > 0 and value.shape != params[pid].shape:
+                raise SeqlabError(f"cannot resume from {path}: it was written by an earlier seqlab whose model held "
+                                  f"its parameters in another order ({current[pid]} gets a {key} of shape "
+                                  f"{tuple(value.shape)}); start the run again with --overwrite (its "
+                                  "model.safetensors still loads for use)")
+    return {"state": state, "param_groups": groups}

@@ -371,7 +371,7 @@ class Trainer:
 
     def _save_checkpoint(self, elapsed: float) -> None:
         tensors = {f"model.{k}": v for k, v in model_tensors(self.model).items()}
-        optimizer_tensors, optimizer_meta = optimizer_to_tensors(self.optimizer)
+        optimizer_tensors, optimizer_meta = optimizer_to_tensors(self.optimizer, self.model)
         tensors.update(optimizer_tensors)
         state = self.state if self.position.batch > 0 else None
         parts = state if isinstance(state, tuple) else (() if state is None else (state,))
@@ -400,7 +400,8 @@ class Trainer:
         tensors, meta = load_tensors(path)
         trainer = json.loads(meta["trainer"])
         load_model_tensors(self.model, {k[6:]: v for k, v in tensors.items() if k.startswith("model.")}, path)
-        self.optimizer.load_state_dict(optimizer_from_tensors(tensors, json.loads(meta["optimizer"])))
+        self.optimizer.load_state_dict(optimizer_from_tensors(tensors, json.loads(meta["optimizer"]), self.model,
+                                                              self.optimizer, path))
         self.schedule.load_state_dict(trainer["schedule"])
         pos = self.position
         pos.epoch, pos.batch = trainer["epoch"], trainer["batch"]
