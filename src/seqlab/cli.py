@@ -88,7 +88,6 @@ def add_options(parser: argparse.ArgumentParser, cls, title: str, skip=(), defau
 @functools.cache
 def build_parser() -> argparse.ArgumentParser:
     from seqlab.data.documents import FORMATS as DOCUMENT_FORMATS
-    from seqlab.decoding import SamplingOptions
     from seqlab.models.classifier import ClassifierConfig
     from seqlab.models.lm import LMConfig
     from seqlab.models.seq2seq import Seq2SeqConfig
@@ -99,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     from seqlab.pipelines.seq2seq import TRAIN_DEFAULTS as SEQ2SEQ_DEFAULTS
     from seqlab.pipelines.seq2seq import Seq2SeqDataConfig
     from seqlab.pipelines.tagger import TRAIN_DEFAULTS, TaggerDataConfig
+    from seqlab.search import SamplingOptions
     from seqlab.training.trainer import TrainConfig
 
     parser = Parser(prog="seqlab", description="Train, evaluate and decode the neural "
@@ -165,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--prompt", default="", help="text to continue (default: start a new line)")
     add_number(generate, SamplingOptions, "max_tokens")
     generate.add_argument("--greedy", action="store_true", help="always take the most likely token")
-    for name in ("temperature", "top_k", "top_p", "seed"):
+    for name in ("temperature", "top_k", "top_p", "seed", "beam", "length_penalty"):
         add_number(generate, SamplingOptions, name)
     generate.add_argument("--stop-at-eos", action=argparse.BooleanOptionalAction, default=None,
                           help="stop at the first line end (</s>) (default: no, for every tokenizer: </s> is "
@@ -542,7 +542,8 @@ def generate_command(args: argparse.Namespace) -> int:
 
     lm = load(args.run_dir, device=args.device)
     options = {"max_tokens": args.max_tokens, "greedy": args.greedy, "temperature": args.temperature,
-               "top_k": args.top_k, "top_p": args.top_p, "seed": args.seed}
+               "top_k": args.top_k, "top_p": args.top_p, "seed": args.seed, "beam": args.beam,
+               "length_penalty": args.length_penalty}
     if args.stop_at_eos is not None:
         options["stop_at_eos"] = args.stop_at_eos
     sys.stdout.write(args.prompt)
