@@ -31,10 +31,10 @@ from seqlab.data.batching import StreamBatches  # noqa: E402
 from seqlab.data.readers import count_tokens, encode_lines, read_lines  # noqa: E402
 from seqlab.data.tokenizers import WordTokenizer  # noqa: E402
 from seqlab.data.vocab import Vocab  # noqa: E402
-from seqlab.decoding import SamplingOptions, generate_ids  # noqa: E402
 from seqlab.models.lm import LMConfig, build_lm  # noqa: E402
 from seqlab.nn.recurrent import RecurrentStack  # noqa: E402
 from seqlab.pipelines.lm import LMTrainOptions  # noqa: E402
+from seqlab.search import SamplingOptions, generate_ids  # noqa: E402
 from seqlab.tasks.lm import LanguageModelingTask  # noqa: E402
 from seqlab.training.memory import keep_freed_memory  # noqa: E402
 from seqlab.training.trainer import Trainer  # noqa: E402

@@ -27,7 +27,7 @@ from common import device_name, record, write_records  # noqa: E402
 from seqlab.data.batching import length_batches  # noqa: E402
 from seqlab.data.parallel import read_aligned  # noqa: E402
 from seqlab.data.vocab import EOS  # noqa: E402
-from seqlab.decoding import blocked  # noqa: E402
+from seqlab.processors import BlockTokens  # noqa: E402
 from seqlab.search import SearchOptions, max_lengths  # noqa: E402
 
 
@@ -45,13 +45,12 @@ def plain_greedy(model, batches) -> None:
     """The least a greedy decoder can do: argmax at every step, stop when every row has ended."""
     for source, lengths in batches:
         limit = max_lengths(lengths, SearchOptions(), model)
-        memory = model.encode(source, lengths)
-        state = model.init_state(memory)
+        state = model.start(source, lengths)
         tokens = torch.full((source.size(0),), model.start_token, dtype=torch.long)
         ended = torch.zeros(source.size(0), dtype=torch.bool)
         for _ in range(int(limit.max())):
-            logits, state, _ = model.step(tokens, state, memory)
-            tokens = blocked(logits).argmax(-1)                      # never <pad>, <s>, <sep>, as the search
+            logits, state, _ = model.step(tokens, state)
+            tokens = BlockTokens()(logits).argmax(-1)                     # never <pad>, <s>, <sep>, as the search
             ended |= tokens == EOS
             if ended.all():
                 break

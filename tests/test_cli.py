@@ -50,6 +50,12 @@ def test_cli_train_evaluate_generate(tmp_path, capsys, arch):
                  "--no-stop-at-eos"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("First Citizen ") and len(out.split()) == 2 + 5
+    assert main(["generate", str(run), "--prompt", "First Citizen", "--beam", "3", "--max-tokens", "5"]) == 0
+    out = capsys.readouterr().out
+    continuation = out[len("First Citizen"):-1]                              # the CLI ends with a newline
+    assert out.startswith("First Citizen") and continuation.strip()
+    assert len(continuation.split()) + continuation.count("\n") == 5          # 5 tokens: words and line ends
+    assert continuation == seqlab.load(run).generate("First Citizen", beam=3, max_tokens=5)
     config = json.loads((run / "config.json").read_text())
     assert config["model"]["arch"] == arch and config["model"]["tie_weights"] is True
 
@@ -78,9 +84,13 @@ def test_cli_default_corpus_and_sampling_options(tmp_path, capsys):
     assert main(["train", "lm", "--output", str(output), "--arch", "gru", *TINY]) == 0
     assert "Tiny Shakespeare" in capsys.readouterr().err
     assert json.loads((output / "config.json").read_text())["data"]["tokenizer"] == "char"
-    for options in (["--greedy"], ["--temperature", "0.5", "--top-k", "5"], ["--top-p", "0.9", "--seed", "2"]):
+    for options in (["--greedy"], ["--temperature", "0.5", "--top-k", "5"], ["--top-p", "0.9", "--seed", "2"],
+                    ["--beam", "2", "--length-penalty", "0"]):
         assert main(["generate", str(output), "--prompt", "KING", "--max-tokens", "20", *options]) == 0
-        assert capsys.readouterr().out.startswith("KING")
+        out = capsys.readouterr().out
+        assert out.startswith("KING") and len(out) >= len("KING") + 20 + 1   # 20 characters (or more: <unk>)
+    assert main(["generate", str(output), "--beam", "3", "--top-k", "5"]) == 2
+    assert "--beam 3 searches for the most likely continuation" in error_of(capsys)
 
 
 def test_cli_config_file_and_command_line_override(tmp_path):

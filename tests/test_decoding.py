@@ -1,14 +1,20 @@
-"""Decoding: logits filters, token choice, sampling options, and cached generation == full forward passes."""
+"""Decoding language models: the logits processors (== the filter_logits they replaced), token choice, sampling
+options, the decoding contract of every LM (step == forward, reorder_state), generation == full forward passes,
+and beam search (== exhaustive search on a tiny model, beam 1 == greedy, never worse than greedy)."""
 
 from __future__ import annotations
+
+import itertools
+import math
 
 import pytest
 import torch
 
 from seqlab.data.vocab import BOS, EOS, PAD, SEP, UNK
-from seqlab.decoding import SamplingOptions, choose, filter_logits, generate_ids
 from seqlab.errors import SeqlabError
 from seqlab.models.lm import LMConfig, build_lm
+from seqlab.processors import BlockTokens, Temperature, TopK, TopP, process, processors_for
+from seqlab.search import Sampling, SamplingOptions, choose, generate_ids, greedy_steps, lm_beam_search
 
 VOCAB = 23
 NEVER = [PAD, BOS, SEP]
@@ -26,7 +32,49 @@ def kept(logits: torch.Tensor) -> set[int]:
     return set(torch.isfinite(logits[0]).nonzero().flatten().tolist())
 
 
-# ------------------------------------------------------------------------------------ filter_logits
+# ------------------------------------------------------------------------------------- processors
+
+
+def reference_filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0,
+                            top_p: float = 1.0) -> torch.Tensor:
+    """seqlab.decoding.filter_logits as it was before the processors replaced it (the reference)."""
+    logits = logits.float().clone()
+    logits[:, NEVER] = INF
+    logits = logits / temperature
+    if top_k and top_k < logits.size(-1):
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, INF)
+    if top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        probs = sorted_logits.softmax(dim=-1)
+        before = probs.cumsum(dim=-1) - probs
+        sorted_logits = sorted_logits.masked_fill(before >= top_p, INF)
+        logits = torch.full_like(logits, INF).scatter(-1, order, sorted_logits)
+    return logits
+
+
+def filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0):
+    """What sampling applies: the processors built from the options."""
+    return process(logits, processors_for(Sampling(temperature=temperature, top_k=top_k, top_p=top_p), sample=True))
+
+
+@pytest.mark.parametrize("temperature", [0.3, 1.0, 2.5])
+@pytest.mark.parametrize("top_k", [0, 1, 4, VOCAB])
+@pytest.mark.parametrize("top_p", [0.2, 0.9, 1.0])
+def test_decoding_processors_equal_the_old_filter_logits(temperature, top_k, top_p):
+    logits = 3 * torch.randn(5, VOCAB, generator=torch.Generator().manual_seed(top_k))
+    logits[:, NEVER] = 10.0
+    expected = reference_filter_logits(logits, temperature, top_k, top_p)
+    assert torch.equal(filter_logits(logits, temperature, top_k, top_p), expected)
+    composed = [BlockTokens(), Temperature(temperature), TopK(top_k or VOCAB)] + [TopP(top_p)] * (top_p < 1)
+    torch.testing.assert_close(process(logits, composed), expected, rtol=1e-6, atol=0)
+
+
+def test_decoding_greedy_and_beam_only_block():
+    options = Sampling(temperature=0.5, top_k=3, top_p=0.5)
+    assert processors_for(options, sample=False) == [BlockTokens()]
+    assert processors_for(options, sample=True) == [BlockTokens(), Temperature(0.5), TopK(3), TopP(0.5)]
+    assert processors_for(Sampling(), sample=True) == [BlockTokens()]             # the defaults change nothing
 
 
 def test_decoding_top_k_keeps_exactly_the_k_largest():
@@ -172,7 +220,7 @@ def tiny_lm(arch: str, context: int = 16, **overrides):
 
 
 class Recorder:
-    """Stands in for the model in `generate_ids` and keeps the last-position logits of every step."""
+    """Stands in for the model in `generate_ids` (the decoding contract) and keeps the logits of every step."""
 
     def __init__(self, model):
         self.model, self.logits = model, []
@@ -182,13 +230,16 @@ class Recorder:
         self.model.eval()
         return self
 
-    def init_state(self, batch_size, device=None):
-        return self.model.init_state(batch_size, device)
+    def start(self, prompt):
+        return self.model.start(prompt)
 
-    def step(self, tokens, state):
-        logits, state = self.model.step(tokens, state)
-        self.logits.append(logits[0, -1])
-        return logits, state
+    def step(self, tokens, state, need_weights=False):
+        logits, state, weights = self.model.step(tokens, state, need_weights)
+        self.logits.append(logits[0])
+        return logits, state, weights
+
+    def reorder_state(self, state, index):
+        return self.model.reorder_state(state, index)
 
 
 @torch.no_grad()
@@ -229,8 +280,8 @@ def assert_cached_equals_full(model, prompt: list[int], options: SamplingOptions
     assert len(tokens) == options.max_tokens
     assert tokens == expected
     assert not model.training
-    assert len(recorder.logits) == options.max_tokens + 1            # the prompt, then one step per token
-    for step, (cached, full) in enumerate(zip(recorder.logits[:-1], expected_logits, strict=True)):
+    assert len(recorder.logits) == options.max_tokens                # one step per token, the prompt's last first
+    for step, (cached, full) in enumerate(zip(recorder.logits, expected_logits, strict=True)):
         torch.testing.assert_close(cached, full, atol=1e-5, rtol=1e-5, msg=f"step {step}")
     assert not torch.allclose(expected_logits[0], expected_logits[-1])   # the outputs depend on the prefix
     return tokens
@@ -297,3 +348,156 @@ def test_decoding_generate_sampling_is_reproducible_with_a_seed(arch):
     other_seed = SamplingOptions(max_tokens=10, seed=4, stop_at_eos=False)
     assert list(generate_ids(model, [EOS, 7], other_seed)) != first
     assert set(first).isdisjoint(NEVER)
+
+
+# ------------------------------------------------------------------------- the decoding contract
+
+
+LM_ARCHS = [("ffn", {}), ("rnn", {}), ("lstm", {}), ("gru", {}), ("transformer", {}),
+            ("transformer", {"norm_position": "pre", "positions": "sinusoidal"})]
+
+
+@pytest.mark.parametrize("arch, overrides", LM_ARCHS)
+def test_decoding_lm_step_by_step_equals_forward(arch, overrides):
+    """start(prompt) reads all prompt tokens but the last; each step then gives the next position's
+    logits of `forward` over the whole sequence (B = 3 rows at once)."""
+    model = tiny_lm(arch, context=16, **overrides).eval()
+    sequence = torch.randint(5, VOCAB, (3, 12), generator=torch.Generator().manual_seed(0))
+    sequence[:, 0] = EOS
+    with torch.no_grad():
+        state = None if model.context_length else model.init_state(3)
+        full, _ = model(sequence, state)                                        # (B, T, V)
+        for prompt_length in (1, 4):
+            state, stepped = model.start(sequence[:, :prompt_length]), []
+            for t in range(prompt_length - 1, 12):
+                logits, state, weights = model.step(sequence[:, t], state)     # (B, V)
+                assert weights is None
+                stepped.append(logits)
+            torch.testing.assert_close(torch.stack(stepped, 1), full[:, prompt_length - 1:], atol=1e-5, rtol=1e-5)
+
+
+def test_decoding_transformer_lm_steps_past_its_context_as_re_encoding_the_window():
+    """Context 8: when the cache is full, `step` re-encodes the recent 4 tokens; each step's logits equal
+    a fresh forward pass over the tokens its window holds."""
+    model = tiny_lm("transformer", context=8).eval()
+    sequence = torch.randint(5, VOCAB, (2, 30), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        state, window = model.start(sequence[:, :3]), sequence[:, :2]
+        for t in range(2, 30):
+            logits, state, _ = model.step(sequence[:, t], state)
+            window = torch.cat([window, sequence[:, t:t + 1]], 1)
+            if window.size(1) > 8:
+                window = window[:, -4:]
+            expected, _ = model(window)                                          # no state: from scratch
+            torch.testing.assert_close(logits, expected[:, -1], atol=1e-5, rtol=1e-5)
+            assert torch.equal(state.tokens, window)
+    assert state.cache.length < 30
+
+
+@pytest.mark.parametrize("arch, overrides", LM_ARCHS)
+def test_decoding_lm_reordered_batch_equals_each_row_alone(arch, overrides):
+    """reorder_state(index) makes the state that of rows `index`: decoding a permuted, repeated batch
+    greedily (past the transformer's context of 8) gives each row's own decoding."""
+    model = tiny_lm(arch, context=8, **overrides).eval()
+    prompts = torch.randint(5, VOCAB, (3, 4), generator=torch.Generator().manual_seed(2))
+    index = torch.tensor([2, 0, 2, 1])
+    block = [BlockTokens()]
+
+    def decoded(prompt: torch.Tensor, reorder: torch.Tensor | None = None) -> list:
+        state, tokens = model.start(prompt), prompt[:, -1]
+        if reorder is not None:
+            state, tokens = model.reorder_state(state, reorder), tokens[reorder]
+        steps = itertools.islice(greedy_steps(model, state, tokens, block), 15)
+        return [(t.tolist(), lp) for t, lp, _ in steps]
+
+    with torch.no_grad():
+        batch = decoded(prompts, index)
+        for row, b in enumerate(index.tolist()):
+            alone = decoded(prompts[b:b + 1])
+            assert [tokens[row] for tokens, _ in batch] == [tokens[0] for tokens, _ in alone]
+            torch.testing.assert_close(torch.stack([lp[row] for _, lp in batch]),
+                                       torch.stack([lp[0] for _, lp in alone]), atol=1e-5, rtol=1e-5)
+
+
+# ---------------------------------------------------------------------------------- beam search
+
+
+def log_prob(model, context: list[int], tokens: list[int]) -> float:
+    """log P(tokens | context) from one forward pass, over the tokens a language model may generate."""
+    sequence = torch.tensor([context + tokens])
+    with torch.no_grad():
+        state = None if model.context_length else model.init_state(1)
+        logits, _ = model(sequence, state)                                     # (1, T, V)
+    log_probs = torch.log_softmax(BlockTokens()(logits[0]), dim=-1)            # (T, V)
+    return sum(float(log_probs[len(context) - 1 + i, token]) for i, token in enumerate(tokens))
+
+
+@pytest.mark.parametrize("arch", ["ffn", "gru", "transformer"])
+def test_decoding_lm_beam_search_finds_the_best_sequence_of_an_exhaustive_search(arch):
+    """V = 6 (3 producible tokens: <unk>, </s>, 5), 3 new tokens: a beam of 9 keeps every prefix of 2, so it
+    finds the most likely of the 27 continuations; greedy finds one no better."""
+    torch.manual_seed(3)
+    config = dict(arch=arch, vocab_size=6, embedding_size=8, hidden_size=8, num_layers=1, num_heads=2, dropout=0.0,
+                  context=4 if arch == "ffn" else 16 if arch == "transformer" else 0)
+    model = build_lm(LMConfig(**config)).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.normal_(0.0, 1.0) if not name.endswith("bias") else p.zero_()
+    context = [EOS, 5, UNK]
+    scored = {seq: log_prob(model, context, list(seq)) for seq in itertools.product([UNK, EOS, 5], repeat=3)}
+    best = max(scored, key=scored.get)
+    options = SamplingOptions(max_tokens=3, beam=9, stop_at_eos=False)
+    (found,) = lm_beam_search(model, context, options)
+    assert tuple(found.tokens) == best and not found.finished
+    assert found.score == pytest.approx(scored[best], abs=1e-5)
+    assert found.normalized == pytest.approx(scored[best] / 3, abs=1e-5)
+    assert list(generate_ids(model, context, options)) == list(best)
+    greedy = list(generate_ids(model, context, SamplingOptions(max_tokens=3, greedy=True)))
+    assert found.score >= scored[tuple(greedy)] - 1e-6
+    for beam in (2, 3):
+        (narrow,) = lm_beam_search(model, context, SamplingOptions(max_tokens=3, beam=beam))
+        assert narrow.score >= scored[tuple(greedy)] - 1e-6
+    assert sorted(scored.values(), reverse=True)[0] > sorted(scored.values(), reverse=True)[-1]
+
+
+@pytest.mark.parametrize("arch, overrides", ARCHS)
+def test_decoding_lm_beam_one_equals_greedy(arch, overrides):
+    model = tiny_lm(arch, context=8, **overrides)
+    prompt = [EOS, 7, 9, 11]
+    greedy = list(generate_ids(model, prompt, SamplingOptions(max_tokens=20, greedy=True)))
+    (beam,) = lm_beam_search(model, prompt, SamplingOptions(max_tokens=20, beam=1))
+    assert beam.tokens == greedy and len(greedy) == 20
+    assert beam.score == pytest.approx(log_prob_stepped(model, prompt, greedy), abs=1e-4)
+    wider = lm_beam_search(model, prompt, SamplingOptions(max_tokens=20, beam=4, length_penalty=0.0))[0]
+    assert wider.score >= beam.score - 1e-5
+
+
+def log_prob_stepped(model, context: list[int], tokens: list[int]) -> float:
+    """The summed log probability of tokens after context, fed one `step` at a time (past any window)."""
+    with torch.no_grad():
+        state, total, fed = model.start(torch.tensor([context])), 0.0, context[-1]
+        for token in tokens:
+            logits, state, _ = model.step(torch.tensor([fed]), state)
+            total += float(torch.log_softmax(BlockTokens()(logits), dim=-1)[0, token])
+            fed = token
+    return total
+
+
+@pytest.mark.parametrize("arch", ["lstm", "transformer"])
+def test_decoding_lm_beam_search_stops_at_eos_only_when_asked(arch):
+    model = tiny_lm(arch)
+    with torch.no_grad():
+        model.output.decoder.bias[EOS] = 100.0                                 # always predicts </s>
+    (going_on,) = lm_beam_search(model, [EOS, 7], SamplingOptions(max_tokens=6, beam=3))
+    assert going_on.tokens == [EOS] * 6 and not going_on.finished
+    (stopped,) = lm_beam_search(model, [EOS, 7], SamplingOptions(max_tokens=6, beam=3, stop_at_eos=True))
+    assert stopped.tokens == [] and stopped.finished
+    assert list(generate_ids(model, [EOS, 7], SamplingOptions(max_tokens=6, beam=3, stop_at_eos=True))) == [EOS]
+
+
+def test_decoding_beam_refuses_sampling_options():
+    for sampling in ({"temperature": 0.7}, {"top_k": 5}, {"top_p": 0.9}):
+        with pytest.raises(SeqlabError, match="--beam 2 searches for the most likely continuation"):
+            SamplingOptions(beam=2, **sampling)
+    assert SamplingOptions(beam=2, seed=1, greedy=True).beam == 2                # deterministic anyway
+    assert math.isclose(SamplingOptions(beam=1, temperature=0.7).temperature, 0.7)

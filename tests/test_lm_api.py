@@ -1,4 +1,4 @@
-"""The Python API: perplexity = exp(mean NLL) by brute force, score, generate, load."""
+"""The Python API: perplexity = exp(mean NLL) by brute force, score, generate (sampled, greedy, beam), load."""
 
 from __future__ import annotations
 
@@ -12,8 +12,11 @@ import seqlab
 from conftest import TEST, VALID, tiny_config
 from seqlab.data.batching import StreamBatches, sliding_windows
 from seqlab.data.vocab import EOS
+from seqlab.errors import SeqlabError
 from seqlab.models.lm import LMConfig, build_lm
 from seqlab.pipelines.lm import SeqlabWarning
+from seqlab.processors import BlockTokens
+from seqlab.search import SamplingOptions, generate_ids, lm_beam_search
 from seqlab.tasks.lm import LanguageModelingTask, evaluate_lm, summarize
 
 
@@ -87,21 +90,63 @@ def test_lm_api_textbook_cells_give_the_same_perplexity(trained):
     assert textbook["loss"] == pytest.approx(fused["loss"], rel=1e-5)
 
 
-def test_lm_api_generate_is_reproducible_and_warns_on_unknown_prompt_tokens(trained):
+def greedy_by_full_passes(model, context: list[int], count: int) -> list[int]:
+    """Greedy continuation, each token the argmax of a fresh full pass over everything so far."""
+    history = list(context)
+    with torch.no_grad():
+        for _ in range(count):
+            state = None if model.context_length else model.init_state(1)
+            logits = BlockTokens()(model(torch.tensor([history]), state)[0][:, -1])
+            history.append(int(logits.argmax()))
+    return history[len(context):]
+
+
+def test_lm_api_generate_is_the_models_continuation_and_warns_on_unknown_prompt_tokens(trained):
     lm = seqlab.load(trained)
+    context = lm.prompt_ids("We are")
+    expected = greedy_by_full_passes(lm.model, context, 12)
+    body = lm.detokenize(context[1:])
+    assert lm.generate("We are", max_tokens=12, greedy=True) == lm.detokenize(context[1:] + expected)[len(body):]
     first = lm.generate("We are", max_tokens=12, seed=3, stop_at_eos=False)
-    assert first == lm.generate("We are", max_tokens=12, seed=3, stop_at_eos=False)
-    assert first.startswith(" ") and len(first.split()) == 12
-    assert lm.generate("We are", max_tokens=12, greedy=True) == lm.generate("We are", max_tokens=12, greedy=True)
+    assert first.startswith(" ") and len(first.split()) + first.count("\n") == 12
+    assert first == lm.generate("We are", max_tokens=12, seed=3, stop_at_eos=False)          # the seed decides
+    assert any(lm.generate("We are", max_tokens=12, seed=seed) != first for seed in (4, 5, 6))
     with pytest.warns(SeqlabWarning, match="zyzzyva"):
         lm.generate("zyzzyva citizens", max_tokens=3, seed=1)
 
 
-def test_lm_api_streamed_pieces_join_to_the_generated_text(trained):
+def test_lm_api_streams_one_piece_per_token(trained):
+    """Sampling streams each token's text as soon as it is drawn: 10 tokens, 10 pieces, which add up to the
+    detokenized ids that the search draws with the same seed."""
     lm = seqlab.load(trained)
     pieces = list(lm.stream("We are", max_tokens=10, seed=5, stop_at_eos=False))
-    assert len(pieces) == 10
-    assert "".join(pieces) == lm.generate("We are", max_tokens=10, seed=5, stop_at_eos=False)
+    context = lm.prompt_ids("We are")
+    ids = list(generate_ids(lm.model, context, SamplingOptions(max_tokens=10, seed=5)))
+    assert len(pieces) == 10 and all(pieces)
+    assert "".join(pieces) == lm.detokenize(context[1:] + ids)[len(lm.detokenize(context[1:])):]
+
+
+def test_lm_api_beam_search_continuation(trained):
+    """beam=3 streams the best hypothesis once, at the end; its log probability is at least greedy's."""
+    lm = seqlab.load(trained)
+    context = lm.prompt_ids("We are")
+    pieces = list(lm.stream("We are", max_tokens=6, beam=3))
+    (best,) = lm_beam_search(lm.model, context, SamplingOptions(max_tokens=6, beam=3))
+    body = lm.detokenize(context[1:])
+    assert pieces == [lm.detokenize(context[1:] + best.tokens)[len(body):]]
+    assert lm.generate("We are", max_tokens=6, beam=3) == pieces[0] and len(best.tokens) == 6
+
+    def log_prob(tokens: list[int]) -> float:
+        with torch.no_grad():
+            logits, _ = lm.model(torch.tensor([context + tokens]), lm.model.init_state(1))
+        log_probs = torch.log_softmax(BlockTokens()(logits[0]), dim=-1)
+        return sum(float(log_probs[len(context) - 1 + i, t]) for i, t in enumerate(tokens))
+
+    greedy = greedy_by_full_passes(lm.model, context, 6)
+    assert best.score == pytest.approx(log_prob(best.tokens), abs=1e-4)
+    assert best.score >= log_prob(greedy) - 1e-5
+    with pytest.raises(SeqlabError, match="--beam 3 searches"):
+        lm.generate("We are", beam=3, temperature=0.5)
 
 
 def test_lm_api_bits_per_char_is_the_total_in_bits_over_the_characters(trained):

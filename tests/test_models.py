@@ -12,11 +12,12 @@ import torch
 
 from conftest import ARCHS
 from seqlab.data.vocab import EOS, PAD
-from seqlab.decoding import NEVER_GENERATED, SamplingOptions, generate_ids
 from seqlab.errors import SeqlabError
 from seqlab.models.lm import LMConfig, build_lm
 from seqlab.nn.recurrent import dropout
 from seqlab.nn.transformer import PositionalEmbedding
+from seqlab.processors import NEVER_GENERATED
+from seqlab.search import SamplingOptions, generate_ids
 from seqlab.tasks.lm import token_loss
 
 V, B, T = 30, 3, 11
@@ -51,11 +52,12 @@ def full_pass(model, batch: torch.Tensor) -> torch.Tensor:
 
 
 def chunked(model, batch: torch.Tensor, sizes) -> torch.Tensor:
-    """Logits from `model.step` over consecutive chunks of `sizes` tokens, the state carried."""
+    """Logits from `model` over consecutive chunks of `sizes` tokens, the state carried."""
     assert sum(sizes) == batch.size(1)
     state, outputs, start = model.init_state(batch.size(0)), [], 0
     for size in sizes:
-        logits, state = model.step(batch[:, start:start + size], state)
+        with torch.no_grad():
+            logits, state = model(batch[:, start:start + size], state)
         assert logits.shape == (batch.size(0), size, V)
         outputs.append(logits)
         start += size
@@ -231,9 +233,9 @@ def test_models_transformer_refuses_past_context():
     with pytest.raises(SeqlabError, match="at most 8 tokens"):
         full_pass(model, tokens(lengths=(9, 9, 9)))
     state = model.init_state(1)
-    model.step(torch.full((1, 6), 7), state)
+    model(torch.full((1, 6), 7), state)
     with pytest.raises(SeqlabError, match="at most 8 tokens; 9"):
-        model.step(torch.full((1, 3), 7), state)
+        model(torch.full((1, 3), 7), state)
 
 
 @pytest.mark.parametrize("arch", ARCHS)

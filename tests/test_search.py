@@ -9,16 +9,17 @@ model's own log probability (and weights) of its tokens, length limits, n-best l
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
 import torch
 
 from seqlab.data.vocab import BOS, EOS, PAD, SEP, UNK
-from seqlab.decoding import NEVER_GENERATED
 from seqlab.errors import SeqlabError
 from seqlab.models.seq2seq import ATTENTIONS, RECURRENT, Seq2SeqConfig, build_model
-from seqlab.search import Hypothesis, SearchOptions, beam_search, decode, greedy
+from seqlab.processors import NEVER_GENERATED, BlockTokens
+from seqlab.search import Hypothesis, SearchOptions, beam_search, decode, greedy, greedy_steps
 
 # ------------------------------------------------------------------------------------ a scripted model
 
@@ -45,10 +46,11 @@ NO_EOS = {A: 0.5, B: 0.3, C: 0.2}
 
 
 class ScriptedModel:
-    """The decoding contract of `seqlab.models.seq2seq` without a network: sentence b reads the table
-    `tables[source[b, 0]]`, which maps the prefix written so far (a tuple of ids) to the next token's
-    probabilities ({id: p}); prefixes it does not list get `default`. The state is the tokens fed so
-    far (B, t), so reordering it is checked as strictly as a real decoder state."""
+    """The decoding contract (`seqlab.models.base.IncrementalDecoder`, started as a seq2seq model) without a
+    network: sentence b reads the table `tables[source[b, 0]]`, which maps the prefix written so far (a tuple
+    of ids) to the next token's probabilities ({id: p}); prefixes it does not list get `default`. The state is
+    the table of each row and the tokens fed so far (B, t), so reordering it is checked as strictly as a real
+    decoder state."""
 
     start_token = BOS
     attends = False
@@ -67,26 +69,22 @@ class ScriptedModel:
     def target_room(self, lengths) -> None:
         return None
 
-    def encode(self, source: torch.Tensor, lengths: torch.Tensor) -> dict:
-        return {"table": source[:, 0].clone()}                                  # (B,)
+    def start(self, source: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return source[:, 0].clone(), torch.zeros(source.size(0), 0, dtype=torch.long)   # (B,), (B, 0)
 
-    def init_state(self, memory: dict) -> torch.Tensor:
-        return torch.zeros(memory["table"].size(0), 0, dtype=torch.long)        # (B, 0)
+    def reorder_state(self, state, index: torch.Tensor):
+        tables, fed = state
+        return tables.index_select(0, index), fed.index_select(0, index)
 
-    def reorder_state(self, state: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        return state.index_select(0, index)
-
-    def reorder_memory(self, memory: dict, index: torch.Tensor) -> dict:
-        return {name: value.index_select(0, index) for name, value in memory.items()}
-
-    def step(self, tokens: torch.Tensor, state: torch.Tensor, memory: dict, need_weights: bool = False):
-        state = torch.cat([state, tokens[:, None]], dim=1)                      # (B, t + 1)
+    def step(self, tokens: torch.Tensor, state, need_weights: bool = False):
+        tables, fed = state
+        fed = torch.cat([fed, tokens[:, None]], dim=1)                          # (B, t + 1)
         logits = torch.full((tokens.size(0), self.vocab_size), float("-inf"))   # (B, V)
-        for b, table in enumerate(memory["table"].tolist()):
-            prefix = tuple(state[b, 1:].tolist())                               # without the start token
+        for b, table in enumerate(tables.tolist()):
+            prefix = tuple(fed[b, 1:].tolist())                                 # without the start token
             for token, p in self.tables[table].get(prefix, self.default).items():
                 logits[b, token] = math.log(p)
-        return logits, state, None
+        return logits, (tables, fed), None
 
 
 def scripted_source(*tables: int, lengths: list[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -186,14 +184,13 @@ def padded_sources(lengths: torch.Tensor = LENGTHS) -> torch.Tensor:
 def rescore(model, source: torch.Tensor, hypothesis: Hypothesis):
     """Feed one sentence's hypothesis back through the model one token at a time: its log probability
     (with </s> when it finished) and, for attending models, the weights of each step (n, S)."""
-    memory = model.encode(source[None], torch.tensor([source.size(0)]))
-    state = model.init_state(memory)
+    state = model.start(source[None], torch.tensor([source.size(0)]))
     fed = [model.start_token] + hypothesis.tokens
     wanted = hypothesis.tokens + [EOS] * hypothesis.finished
     total, weights = 0.0, []
     with torch.no_grad():
         for token, target in zip(fed[:len(wanted)], wanted, strict=True):
-            logits, state, w = model.step(torch.tensor([token]), state, memory, model.attends)
+            logits, state, w = model.step(torch.tensor([token]), state, model.attends)
             logits = logits.float().clone()
             logits[:, list(NEVER_GENERATED)] = float("-inf")
             total += float(torch.log_softmax(logits, dim=-1)[0, target])
@@ -416,3 +413,28 @@ def test_search_sampling_draws_from_the_models_distribution(temperature):
         expected = {(A, A): 0.6 * 0.4, (A, C): 0.6 * 0.35, (A,): 0.6 * 0.25, (B,): 0.4}
         for output, p in expected.items():
             assert share[output] == pytest.approx(p, abs=0.04)
+
+
+@pytest.mark.parametrize("spec", ALL_ARCHS, ids=arch_id)
+def test_search_reordered_state_equals_each_sentence_alone(spec):
+    """reorder_state(index) reorders the decoder's state and the encoder's memory together: greedy steps
+    on a permuted, repeated batch give each sentence's own logits."""
+    model = tiny_model(*spec, eos_bias=0.4)
+    source, index = padded_sources(), torch.tensor([2, 0, 2, 1])
+    block = [BlockTokens()]
+
+    def stepped(source, lengths, reorder=None):
+        state = model.start(source, lengths)
+        tokens = torch.full((source.size(0),), model.start_token)
+        if reorder is not None:
+            state, tokens = model.reorder_state(state, reorder), tokens[reorder]
+        return [(t, lp) for t, lp, _ in itertools.islice(greedy_steps(model, state, tokens, block), 6)]
+
+    with torch.no_grad():
+        batch = stepped(source, LENGTHS, index)
+        for row, b in enumerate(index.tolist()):
+            n = int(LENGTHS[b])
+            alone = stepped(source[b:b + 1, :n], LENGTHS[b:b + 1])
+            assert [int(t[row]) for t, _ in batch] == [int(t[0]) for t, _ in alone]
+            torch.testing.assert_close(torch.stack([lp[row] for _, lp in batch]),
+                                       torch.stack([lp[0] for _, lp in alone]), atol=1e-5, rtol=1e-5)

@@ -101,11 +101,10 @@ def test_step_by_step_decoding_equals_teacher_forcing(options):
     source, lengths, target_in = batch()
     with torch.no_grad():
         parallel = model(source, lengths, target_in)
-        memory = model.encode(source, lengths)
-        state = model.init_state(memory)
+        state = model.start(source, lengths)
         steps = []
         for t in range(target_in.size(1)):
-            logits, state, _ = model.step(target_in[:, t], state, memory)
+            logits, state, _ = model.step(target_in[:, t], state)
             steps.append(logits)
     torch.testing.assert_close(torch.stack(steps, 1), parallel, atol=1e-5, rtol=1e-4)
 
@@ -118,11 +117,10 @@ def test_lm_decoding_equals_teacher_forcing():
     source, lengths, target_in = batch()
     target = target_in[:, 1:]                                                       # y_1 .. y_4
     with torch.no_grad():
-        memory = model.encode(source, lengths)
-        state = model.init_state(memory)
+        state = model.start(source, lengths)
         tokens, steps = torch.full((3,), SEP), []
         for t in range(target.size(1)):
-            logits, state, _ = model.step(tokens, state, memory)
+            logits, state, _ = model.step(tokens, state)
             steps.append(logits)
             tokens = target[:, t]
         stepped = torch.stack(steps, 1)                                             # (B, 4, V)
@@ -324,3 +322,22 @@ def test_the_trainer_divides_the_loss_by_the_tasks_own_count(tmp_path, lm_all_to
     Trainer(task, model, config, tmp_path, torch.device("cpu")).fit()
     for (name, got), want in zip(model.named_parameters(), expected.parameters(), strict=True):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_lm_loads_a_state_dict_saved_before_it_held_a_transformer_lm(tmp_path):
+    """SeparatorLM's network is now a TransformerLM held as `lm`: tensors saved under the old names
+    (embedding., positions., blocks., final_norm., output.) load through `renamed_parameters` and give
+    the same logits."""
+    from seqlab.training.checkpoint import load_model, save_tensors
+
+    torch.manual_seed(0)
+    model = build_model(tiny(arch="lm")).eval()
+    old_names = {name.removeprefix("lm."): t for name, t in model.state_dict().items()}
+    assert "embedding.weight" in old_names and "blocks.0.attention.qkv.weight" in old_names
+    save_tensors(tmp_path / "old.safetensors", old_names)
+    torch.manual_seed(1)
+    loaded = build_model(tiny(arch="lm")).eval()
+    _, _, target_in = batch()
+    assert not torch.equal(loaded(None, None, target_in), model(None, None, target_in))
+    load_model(tmp_path / "old.safetensors", loaded)
+    assert torch.equal(loaded(None, None, target_in), model(None, None, target_in))

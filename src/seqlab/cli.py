@@ -88,8 +88,8 @@ def add_options(parser: argparse.ArgumentParser, cls, title: str, skip=(), defau
 @functools.cache
 def build_parser() -> argparse.ArgumentParser:
     from seqlab.data.documents import FORMATS as DOCUMENT_FORMATS
-    from seqlab.decoding import SamplingOptions
     from seqlab.registry import TASKS
+    from seqlab.search import SamplingOptions
 
     parser = Parser(prog="seqlab", description="Train, evaluate and decode the neural "
                     "sequence models of Jurafsky & Martin's SLP chapters.")
@@ -147,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--prompt", default="", help="text to continue (default: start a new line)")
     add_number(generate, SamplingOptions, "max_tokens")
     generate.add_argument("--greedy", action="store_true", help="always take the most likely token")
-    for name in ("temperature", "top_k", "top_p", "seed"):
+    for name in ("temperature", "top_k", "top_p", "seed", "beam", "length_penalty"):
         add_number(generate, SamplingOptions, name)
     generate.add_argument("--stop-at-eos", action=argparse.BooleanOptionalAction, default=None,
                           help="stop at the first line end (</s>) (default: no, for every tokenizer: </s> is "
@@ -528,7 +528,8 @@ def generate_command(args: argparse.Namespace) -> int:
 
     lm = load_lm(args.run_dir, device=args.device)
     options = {"max_tokens": args.max_tokens, "greedy": args.greedy, "temperature": args.temperature,
-               "top_k": args.top_k, "top_p": args.top_p, "seed": args.seed}
+               "top_k": args.top_k, "top_p": args.top_p, "seed": args.seed, "beam": args.beam,
+               "length_penalty": args.length_penalty}
     if args.stop_at_eos is not None:
         options["stop_at_eos"] = args.stop_at_eos
     sys.stdout.write(args.prompt)

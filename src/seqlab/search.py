@@ -1,34 +1,78 @@
-"""Decoding a sequence-to-sequence model: greedy, sampling and beam search, batched over sentences.
+"""Decoding any model that follows the incremental-decoding contract (`seqlab.models.base.IncrementalDecoder`:
+`step` and `reorder_state`): greedy, sampling and beam search, for sequence-to-sequence models (batched over
+sentences, `decode`) and for language models (a prompt's continuation, `generate_ids`).
 
-The model is driven through its decoding contract (`seqlab.models.seq2seq`): encode the sources once,
-then feed one token per step and read the next token's logits. Tokens that are never a target
-(<pad>, <s>, <sep>) are never produced.
+A search starts the model (`model.start(source, lengths)`, then `start_token`; `lm.start(prompt)`, then the
+prompt's last token), feeds one token per step and reads the next token's logits. The logits pass through
+the logits processors of `seqlab.processors`: the tokens that are never an output (<pad>, <s>, <sep>) are
+blocked in every search; sampling also applies the temperature, top-k and top-p.
 
-Greedy decoding takes the most likely token at each step (SLP 13.4); sampling draws it from the
-softmax, optionally sharpened by a temperature and cut to the top k tokens or the top-p mass
-(`seqlab.decoding`, shared with the language models).
+Greedy decoding takes the most likely token at each step (SLP 13.4); sampling draws it from the softmax,
+optionally sharpened by a temperature and cut to the top k tokens or the top-p mass (SLP 9.2.3 for the
+language models' generation; prompted completion, 9.4.1).
 
-Beam search (SLP 13.4, Fig. 13.8) keeps the K best partial translations of each sentence. At each step
-every live hypothesis is extended by every token, and the 2K best extensions of the sentence are
-ranked: an extension by </s> among the first K is a finished hypothesis; the first K others are the
-next beam. A sentence is done when K hypotheses have finished (fairseq's rule), or when it reaches
-its maximum length, where its live hypotheses are finished as they are. The finished ones are ranked
-by their log probability divided by length^α (length normalisation; α = 0 ranks by the raw sum,
-which favours short outputs). The decoder's state (RNN states or KV caches) and the encoder's memory
-are reordered to follow the surviving hypotheses, and finished sentences leave the batch.
+Beam search (SLP 13.4, Fig. 13.8) keeps the K best partial outputs of each sentence. At each step every
+live hypothesis is extended by every token, and the 2K best extensions of the sentence are ranked: an
+extension by </s> among the first K is a finished hypothesis; the first K others are the next beam. A
+sentence is done when K hypotheses have finished (fairseq's rule), or when it reaches its maximum length,
+where its live hypotheses are finished as they are. The finished ones are ranked by their log probability
+divided by length^α (length normalisation; α = 0 ranks by the raw sum, which favours short outputs). The
+model's state (RNN states or KV caches, and the encoder's memory) is reordered to follow the surviving
+hypotheses, and finished sentences leave the batch. A language model's beam (one prompt) runs every
+hypothesis to max_tokens, </s> being a line end, unless stop_at_eos makes </s> end a hypothesis.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 
 import torch
 from torch import Tensor
 
 from seqlab.config import check_fields, option
 from seqlab.data.vocab import EOS
-from seqlab.decoding import NEVER_GENERATED, Sampling, SamplingOptions, blocked, choose
 from seqlab.errors import SeqlabError
+from seqlab.processors import NEVER_GENERATED, BlockTokens, process, processors_for
+
+
+@dataclass
+class Sampling:
+    """How a sampled token is drawn: the options that language-model generation (`SamplingOptions`) and
+    sequence-to-sequence decoding (`SearchOptions`) share."""
+
+    temperature: float = option(1.0, "softmax temperature; below 1 sharpens, above 1 flattens", above=0)
+    top_k: int = option(0, "sample among the k most likely tokens (0: all)", at_least=0)
+    top_p: float = option(1.0, "sample among the most likely tokens holding probability p", above=0, at_most=1)
+    seed: int | None = option(None, "random seed for reproducible samples", at_least=0, below=2**63)
+
+    def __post_init__(self):
+        check_fields(self)
+
+    def samples_differently(self) -> bool:
+        """Whether the temperature, top-k or top-p change what is sampled."""
+        return self.temperature != 1.0 or self.top_k > 0 or self.top_p < 1.0
+
+
+@dataclass
+class SamplingOptions(Sampling):
+    """How to continue a prompt (`seqlab generate` options)."""
+
+    max_tokens: int = option(200, "tokens to generate", at_least=0)
+    greedy: bool = option(False, "always take the most likely token")
+    stop_at_eos: bool = option(False, "stop at the first </s> (a line end); otherwise go on past line breaks "
+                                      "until max_tokens")
+    beam: int = option(1, "beam size; 1: sampling (or greedy, with --greedy); above 1: the most likely "
+                          "continuation found by beam search", at_least=1)
+    length_penalty: float = option(1.0, "beam search: rank hypotheses by log p / length^alpha (0: raw log p)",
+                                   at_least=0)
+
+    def __post_init__(self):
+        check_fields(self)
+        if self.beam > 1 and self.samples_differently():
+            raise SeqlabError(f"--beam {self.beam} searches for the most likely continuation and samples nothing: "
+                              "drop --temperature, --top-k and --top-p, or use --beam 1")
 
 
 @dataclass
@@ -73,6 +117,130 @@ def max_lengths(lengths: Tensor, options: SearchOptions, model) -> Tensor:
     return limit.cpu()
 
 
+# ------------------------------------------------------------------------------ choosing a token
+
+
+def choose_tokens(logits: Tensor, processors: list, sample: bool,
+                  generator: torch.Generator | None = None) -> Tensor:
+    """The next tokens (B,) from logits (B, V): the argmax of the processed logits, or a draw from their
+    softmax."""
+    scores = process(logits, processors)                                      # (B, V)
+    if not sample:
+        return scores.argmax(dim=-1)
+    return torch.multinomial(scores.softmax(dim=-1), 1, generator=generator).squeeze(1)
+
+
+def choose(logits: Tensor, options: SamplingOptions, generator: torch.Generator | None = None) -> Tensor:
+    """The next token (B,) from the last position's logits (B, V), as `options` say (greedy or sampled)."""
+    return choose_tokens(logits, processors_for(options, sample=not options.greedy), not options.greedy, generator)
+
+
+def seeded(seed: int | None, device) -> torch.Generator | None:
+    return None if seed is None else torch.Generator(device=device or "cpu").manual_seed(seed)
+
+
+def greedy_steps(model, state, tokens: Tensor, processors: list, sample: bool = False,
+                 generator: torch.Generator | None = None, need_weights: bool = False):
+    """Greedy decoding or sampling, one step per `next()`, without end: feed tokens (B,), choose the next
+    ones; yield them (B,), their log probabilities under the model (B,) and the attention weights
+    (B, S) or None."""
+    block = BlockTokens()
+    while True:
+        logits, state, weights = model.step(tokens, state, need_weights)                # (B, V)
+        log_probs = torch.log_softmax(block(logits), dim=-1)                           # (B, V)
+        tokens = choose_tokens(logits, processors, sample, generator)                  # (B,)
+        yield tokens, log_probs.gather(1, tokens[:, None])[:, 0], weights
+
+
+def beam_steps(model, state, tokens: Tensor, limit: Tensor, beam: int, length_penalty: float,
+               ends_at_eos: bool = True, need_weights: bool = False,
+               lengths: Tensor | None = None) -> list[list[Hypothesis]]:
+    """Beam search of width K = `beam` from a started state of B sentences (B rows; `tokens` (B,) the
+    first fed) to each sentence's `limit` (B,): every finished hypothesis of each sentence, unsorted.
+    With `ends_at_eos` False, </s> is an ordinary token and every hypothesis runs to its limit (and a
+    beam may be wider than the tokens the model can produce: it fills as the prefixes grow). `lengths`
+    (B,): the real source positions the attention weights keep."""
+    B, K, device = tokens.size(0), beam, tokens.device
+    expand = torch.arange(B, device=device).repeat_interleave(K)                    # (B*K,)
+    state, tokens = model.reorder_state(state, expand), tokens[expand]
+    scores = torch.zeros(B, K, device=device)
+    scores[:, 1:] = float("-inf")                 # at the start only one hypothesis per sentence is live
+    history = torch.zeros(B * K, 0, dtype=torch.long, device=device)
+    attention = None                              # (B*K, t, S), from the first step's weights
+    finished: list[list[Hypothesis]] = [[] for _ in range(B)]
+    alive = list(range(B))                        # the original sentence of each live batch row group
+    block = BlockTokens()
+
+    def finish(b: int, row: int, score: float, ended: bool, weights: Tensor | None) -> None:
+        ids = history[row].tolist()
+        n = len(ids) + ended
+        attn = None
+        if need_weights:
+            rows = attention[row] if weights is None else torch.cat([attention[row], weights[row][None]])
+            attn = rows[:n, :int(lengths[b])]
+        finished[b].append(Hypothesis(ids, score, score / max(n, 1) ** length_penalty, ended, attn))
+
+    for t in range(int(limit.max())):
+        logits, state, weights = model.step(tokens, state, need_weights)
+        V = logits.size(-1)
+        if t == 0 and ends_at_eos and K > V - len(NEVER_GENERATED):
+            raise SeqlabError(f"--beam {K} is larger than the {V - len(NEVER_GENERATED)} tokens the model can "
+                              "produce; use a smaller beam")
+        if need_weights:
+            weights = weights.float().cpu()
+            if attention is None:
+                attention = weights.new_zeros(weights.size(0), 0, weights.size(1))
+        log_probs = torch.log_softmax(block(logits), dim=-1)                           # (n*K, V)
+        n = len(alive)
+        candidates = (scores.view(n, K, 1) + log_probs.view(n, K, V)).view(n, K * V)
+        top_scores, top = candidates.topk(2 * K, dim=1)                                 # (n, 2K)
+        top_beams, top_tokens = top // V, top % V
+        is_eos = top_tokens == EOS if ends_at_eos else torch.zeros_like(top_tokens, dtype=torch.bool)
+        # the next beam: the first K candidates that do not end the sentence
+        rank = torch.arange(2 * K, device=device).expand(n, -1) + is_eos * (2 * K)
+        chosen = rank.argsort(dim=1)[:, :K]                                             # (n, K)
+        next_scores = top_scores.gather(1, chosen)
+        next_beams = top_beams.gather(1, chosen)
+        next_tokens = top_tokens.gather(1, chosen)
+        eos_rows = (is_eos[:, :K] & (top_scores[:, :K] > float("-inf"))).nonzero().tolist()
+        for i, j in eos_rows:                                   # ended hypotheses among the best K
+            b = alive[i]
+            if len(finished[b]) < K:
+                finish(b, i * K + int(top_beams[i, j]), float(top_scores[i, j]), True, weights)
+        rows = (torch.arange(n, device=device)[:, None] * K + next_beams).view(-1)       # parent rows (n*K,)
+        history = torch.cat([history[rows], next_tokens.view(-1, 1)], dim=1)
+        if need_weights:
+            attention = torch.cat([attention, weights[:, None]], dim=1)[rows.cpu()]
+        scores, tokens = next_scores, next_tokens.view(-1)
+        keep = []
+        for i, b in enumerate(alive):
+            if len(finished[b]) < K and t + 1 >= int(limit[b]):   # out of room: the live ones finish as they are
+                for k in range(K):
+                    if scores[i, k] > float("-inf") and len(finished[b]) < K:
+                        finish(b, i * K + k, float(scores[i, k]), False, None)
+            if len(finished[b]) < K:
+                keep.append(i)
+        if not keep:
+            break
+        if len(keep) < n:                                        # finished sentences leave the batch
+            index = torch.tensor(keep, device=device)
+            row_index = (index[:, None] * K + torch.arange(K, device=device)).view(-1)
+            alive = [alive[i] for i in keep]
+            scores, tokens, history = scores[index], tokens[row_index], history[row_index]
+            if need_weights:
+                attention = attention[row_index.cpu()]
+            rows = rows[row_index]
+        state = model.reorder_state(state, rows)                 # follow the surviving hypotheses
+    return finished
+
+
+def best_first(hypotheses: list[Hypothesis], nbest: int) -> list[Hypothesis]:
+    return sorted(hypotheses, key=lambda h: -h.normalized)[:nbest]
+
+
+# ------------------------------------------------------------------------ sequence to sequence
+
+
 @torch.no_grad()
 def decode(model, source: Tensor, lengths: Tensor, options: SearchOptions | None = None,
            need_weights: bool = False) -> list[list[Hypothesis]]:
@@ -96,26 +264,20 @@ def greedy(model, source: Tensor, lengths: Tensor, options: SearchOptions, need_
     """The most likely token at each step (or a sampled one, with options.sample)."""
     B = source.size(0)
     limit = max_lengths(lengths, options, model)
-    memory = model.encode(source, lengths)
-    state = model.init_state(memory)
+    state = model.start(source, lengths)
     tokens = torch.full((B,), model.start_token, dtype=torch.long, device=source.device)
-    sampling = SamplingOptions(temperature=options.temperature, top_k=options.top_k, top_p=options.top_p)
-    generator = None
-    if options.sample and options.seed is not None:
-        generator = torch.Generator(device=source.device).manual_seed(options.seed)
+    generator = seeded(options.seed, source.device) if options.sample else None
+    steps = greedy_steps(model, state, tokens, processors_for(options, options.sample), options.sample,
+                         generator, need_weights)
     outputs: list[list[int]] = [[] for _ in range(B)]
     scores = [0.0] * B
     finished = [False] * B
     done = [False] * B
-    steps: list[Tensor] = []
-    for _ in range(int(limit.max())):
-        logits, state, weights = model.step(tokens, state, memory, need_weights)
+    attention: list[Tensor] = []
+    for tokens, log_probs, weights in islice(steps, int(limit.max())):
         if need_weights:
-            steps.append(weights.float().cpu())
-        allowed = blocked(logits)
-        log_probs = torch.log_softmax(allowed, dim=-1)                              # (B, V)
-        tokens = choose(logits, sampling, generator) if options.sample else allowed.argmax(dim=-1)   # (B,)
-        chosen = log_probs.gather(1, tokens[:, None])[:, 0].tolist()
+            attention.append(weights.float().cpu())
+        chosen = log_probs.tolist()
         for b, token in enumerate(tokens.tolist()):
             if done[b]:
                 continue
@@ -130,87 +292,72 @@ def greedy(model, source: Tensor, lengths: Tensor, options: SearchOptions, need_
     results = []
     for b in range(B):
         n = len(outputs[b]) + finished[b]
-        attention = torch.stack([w[b, :int(lengths[b])] for w in steps[:n]]) if need_weights else None
+        weights = torch.stack([w[b, :int(lengths[b])] for w in attention[:n]]) if need_weights else None
         results.append(Hypothesis(outputs[b], scores[b], scores[b] / max(n, 1) ** options.length_penalty,
-                                  finished[b], attention))
+                                  finished[b], weights))
     return results
 
 
 @torch.no_grad()
 def beam_search(model, source: Tensor, lengths: Tensor, options: SearchOptions,
                 need_weights: bool = False) -> list[list[Hypothesis]]:
-    B, K, device = source.size(0), options.beam, source.device
+    """Beam search over a batch of sources: `options.nbest` hypotheses per sentence, best first."""
     limit = max_lengths(lengths, options, model)
-    memory = model.encode(source, lengths)
-    state = model.init_state(memory)
-    expand = torch.arange(B, device=device).repeat_interleave(K)                    # (B*K,)
-    memory, state = model.reorder_memory(memory, expand), model.reorder_state(state, expand)
-    scores = torch.zeros(B, K, device=device)
-    scores[:, 1:] = float("-inf")                 # at the start only one hypothesis per sentence is live
-    tokens = torch.full((B * K,), model.start_token, dtype=torch.long, device=device)
-    history = torch.zeros(B * K, 0, dtype=torch.long, device=device)
-    attention = torch.zeros(B * K, 0, source.size(1)) if need_weights else None
-    finished: list[list[Hypothesis]] = [[] for _ in range(B)]
-    alive = list(range(B))                        # the original sentence of each live batch row group
-    alpha = options.length_penalty
+    state = model.start(source, lengths)
+    tokens = torch.full((source.size(0),), model.start_token, dtype=torch.long, device=source.device)
+    finished = beam_steps(model, state, tokens, limit, options.beam, options.length_penalty, True, need_weights,
+                          lengths)
+    return [best_first(hyps, options.nbest) for hyps in finished]
 
-    def finish(b: int, row: int, score: float, ended: bool, weights: Tensor | None) -> None:
-        ids = history[row].tolist()
-        n = len(ids) + ended
-        attn = None
-        if need_weights:
-            rows = attention[row] if weights is None else torch.cat([attention[row], weights[row][None]])
-            attn = rows[:n, :int(lengths[b])]
-        finished[b].append(Hypothesis(ids, score, score / max(n, 1) ** alpha, ended, attn))
 
-    for t in range(int(limit.max())):
-        logits, state, weights = model.step(tokens, state, memory, need_weights)
-        V = logits.size(-1)
-        if t == 0 and K > V - len(NEVER_GENERATED):
-            raise SeqlabError(f"--beam {K} is larger than the {V - len(NEVER_GENERATED)} tokens the model can "
-                              "produce; use a smaller beam")
-        if need_weights:
-            weights = weights.float().cpu()
-        log_probs = torch.log_softmax(blocked(logits), dim=-1)                         # (n*K, V)
-        n = len(alive)
-        candidates = (scores.view(n, K, 1) + log_probs.view(n, K, V)).view(n, K * V)
-        top_scores, top = candidates.topk(2 * K, dim=1)                                 # (n, 2K)
-        top_beams, top_tokens = top // V, top % V
-        is_eos = top_tokens == EOS
-        # the next beam: the first K candidates that do not end the sentence
-        rank = torch.arange(2 * K, device=device).expand(n, -1) + is_eos * (2 * K)
-        chosen = rank.argsort(dim=1)[:, :K]                                             # (n, K)
-        next_scores = top_scores.gather(1, chosen)
-        next_beams = top_beams.gather(1, chosen)
-        next_tokens = top_tokens.gather(1, chosen)
-        eos_rows = (is_eos[:, :K] & (top_scores[:, :K] > float("-inf"))).nonzero().tolist()
-        for i, j in eos_rows:                                   # ended hypotheses among the best K
-            b = alive[i]
-            if len(finished[b]) < K:
-                finish(b, i * K + int(top_beams[i, j]), float(top_scores[i, j]), True, weights)
-        rows = (torch.arange(n, device=device)[:, None] * K + next_beams).view(-1)       # parent rows (n*K,)
-        history = torch.cat([history[rows], next_tokens.view(-1, 1)], dim=1)
-        if need_weights:
-            attention = torch.cat([attention, weights[:, None]], dim=1)[rows.cpu()]
-        scores, tokens = next_scores, next_tokens.view(-1)
-        state = model.reorder_state(state, rows)      # the memory is the same for every beam of a sentence
-        keep = []
-        for i, b in enumerate(alive):
-            if len(finished[b]) < K and t + 1 >= int(limit[b]):   # out of room: the live ones finish as they are
-                for k in range(K):
-                    if scores[i, k] > float("-inf") and len(finished[b]) < K:
-                        finish(b, i * K + k, float(scores[i, k]), False, None)
-            if len(finished[b]) < K:
-                keep.append(i)
-        if len(keep) < n:                                        # finished sentences leave the batch
-            if not keep:
-                break
-            index = torch.tensor(keep, device=device)
-            row_index = (index[:, None] * K + torch.arange(K, device=device)).view(-1)
-            alive = [alive[i] for i in keep]
-            scores, tokens, history = scores[index], tokens[row_index], history[row_index]
-            if need_weights:
-                attention = attention[row_index.cpu()]
-            state = model.reorder_state(state, row_index)
-            memory = model.reorder_memory(memory, row_index)
-    return [sorted(hyps, key=lambda h: -h.normalized)[:options.nbest] for hyps in finished]
+# ------------------------------------------------------------------------------ language models
+
+
+def check_prompt(model, context: list[int]) -> None:
+    window = model.context_length
+    if window is not None and len(context) > window:
+        raise SeqlabError(f"the prompt is {len(context)} tokens (with the leading </s>), longer than the "
+                          f"model's context of {window} tokens; shorten it or keep its end "
+                          f"(--truncate-prompt)")
+
+
+@torch.no_grad()
+def generate_ids(model, context: list[int], options: SamplingOptions, device=None) -> Iterator[int]:
+    """Yield new token ids one at a time after `context` (which starts with `</s>`, a line start): sampled,
+    or greedy. With `options.beam` > 1, the ids of the best beam hypothesis (`lm_beam_search`), once the
+    search is over."""
+    if options.beam > 1:
+        (best,) = lm_beam_search(model, context, options, device)
+        yield from best.tokens
+        if best.finished:
+            yield EOS
+        return
+    model.eval()
+    check_prompt(model, context)
+    prompt = torch.tensor([context], device=device)                                    # (1, T)
+    state = model.start(prompt)
+    sample = not options.greedy
+    steps = greedy_steps(model, state, prompt[:, -1], processors_for(options, sample), sample,
+                         seeded(options.seed, device) if sample else None)
+    for tokens, _, _ in islice(steps, options.max_tokens):
+        token = int(tokens[0])
+        yield token
+        if options.stop_at_eos and token == EOS:
+            return
+
+
+@torch.no_grad()
+def lm_beam_search(model, context: list[int], options: SamplingOptions, device=None,
+                   nbest: int = 1) -> list[Hypothesis]:
+    """The `nbest` continuations of `context` (one prompt) of highest length-normalised log probability
+    found by a beam of `options.beam`, best first. Every hypothesis runs to `options.max_tokens`, unless
+    `options.stop_at_eos`, where </s> ends one (its tokens then exclude the </s>, finished is True)."""
+    model.eval()
+    check_prompt(model, context)
+    if options.max_tokens == 0:
+        return [Hypothesis([], 0.0, 0.0, False)]
+    prompt = torch.tensor([context], device=device)                                    # (1, T)
+    limit = torch.tensor([options.max_tokens])
+    (finished,) = beam_steps(model, model.start(prompt), prompt[:, -1], limit, options.beam,
+                             options.length_penalty, ends_at_eos=options.stop_at_eos)
+    return best_first(finished, nbest)

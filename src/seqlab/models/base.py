@@ -1,6 +1,7 @@
 """The contracts every seqlab network follows, written once: `Model` (what the trainer and the
-pipelines rely on), `LanguageModel` and `Seq2SeqModel` (their forward and decoding contracts), and the
-output layer the language models and decoders share.
+pipelines rely on), `IncrementalDecoder` (the one decoding contract of every language model and every
+sequence-to-sequence model, which `seqlab.search` drives), `LanguageModel` and `Seq2SeqModel` (their
+forward and decoding contracts), and the output layer the language models and decoders share.
 
 A `Model` is an `nn.Module` whose forward maps a batch's tensors to scores: logits (B, T, V) and a state
 for a language model, logits (B, T, V) for a sequence-to-sequence model (teacher forcing), emission
@@ -11,7 +12,9 @@ next (truncated BPTT) lies along `state_batch_dim`, and `detach_state` cuts its 
 
 from __future__ import annotations
 
-import torch
+from dataclasses import dataclass
+from typing import Any, Protocol
+
 from torch import Tensor, nn
 
 from seqlab.data.vocab import BOS
@@ -61,22 +64,73 @@ class Model(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
 
+class IncrementalDecoder(Protocol):
+    """The one incremental-decoding contract (fairseq's FairseqIncrementalDecoder) that every language
+    model and every sequence-to-sequence model follows, and all that the searches of `seqlab.search`
+    (greedy, sampling, beam) use once decoding has started:
+
+        logits, state, weights = model.step(tokens, state, need_weights)
+            tokens (B,): the last token of each row -> logits (B, V) of the next one, the new state, and
+            the attention weights over the source (B, S) when asked for and the model has them (else None)
+        state = model.reorder_state(state, index)
+            index (B',): the rows of the state kept or repeated, in order (beam search follows the
+            surviving hypotheses with it; finished rows leave the batch)
+
+    How decoding starts differs, and stays explicit:
+
+        state = lm.start(prompt)                  prompt (B, T): reads all tokens but the last, which
+                                                  the search feeds first
+        state = seq2seq.start(source, lengths)    encodes the source; the state carries the memory;
+                                                  the search feeds `seq2seq.start_token` first
+    """
+
+    def step(self, tokens: Tensor, state: Any, need_weights: bool = False) -> tuple[Tensor, Any, Tensor | None]:
+        ...
+
+    def reorder_state(self, state: Any, index: Tensor) -> Any:
+        ...
+
+
 class LanguageModel(Model):
-    """A language model: `forward(tokens (B, T), state) -> (logits (B, T, V), state)`.
+    """A language model: `forward(tokens (B, T), state) -> (logits (B, T, V), state)` for training, and the
+    `IncrementalDecoder` contract for generation.
 
     `context_length` is None when it reads a stream of any length by carrying a state (RNNs, and the
     window LM, whose state is its last N-1 tokens), or the longest sequence it can attend over (the
-    transformer, trained on independent windows; its decoding state is a KV cache)."""
+    transformer, trained on independent windows; its decoding state is a KV cache and the tokens in it)."""
 
     context_length: int | None = None
 
     def init_state(self, batch_size: int, device=None):
+        """The state `forward` carries before any text (training, scoring)."""
         return None
 
-    @torch.no_grad()
-    def step(self, tokens: Tensor, state):
-        """Decoding: feed tokens (B, T) after what `state` has seen; logits (B, T, V) and new state."""
-        return self(tokens, state)
+    def start(self, prompt: Tensor):
+        """The decoding state after all the prompt's (B, T) tokens but the last, which the search feeds."""
+        state = self.init_state(prompt.size(0), prompt.device)
+        if prompt.size(1) > 1:
+            _, state = self(prompt[:, :-1], state)
+        return state
+
+    def step(self, tokens: Tensor, state, need_weights: bool = False):
+        """tokens (B,) after what `state` has read -> logits (B, V), the new state, None (no weights)."""
+        logits, state = self(tokens[:, None], state)                   # (B, 1, V)
+        return logits[:, 0], state, None
+
+    def reorder_state(self, state, index: Tensor):
+        """Rows `index` (B',) of a tensor state, or of each tensor of a tuple, along `state_batch_dim`."""
+        if isinstance(state, tuple):
+            return tuple(self.reorder_state(part, index) for part in state)
+        return state.index_select(self.state_batch_dim, index)
+
+
+@dataclass
+class EncoderDecoderState:
+    """A sequence-to-sequence model's decoding state: the encoder's memory (a dict of batch-first
+    tensors) and the decoder's own state (RNN states, a KV cache, ...)."""
+
+    memory: dict
+    decoder: Any
 
 
 class Seq2SeqModel(Model):
@@ -85,12 +139,12 @@ class Seq2SeqModel(Model):
 
     Trained with teacher forcing (13.7.1): `forward(source (B, S), lengths (B,), target_in (B, T))` gives
     the logits (B, T, V) of every target position at once. Decoding (`seqlab.search`) drives the same
-    model one token at a time:
+    model one token at a time through the `IncrementalDecoder` contract:
 
-        memory = model.encode(source, lengths)        what the decoder reads (a dict of batch-first tensors)
-        state  = model.init_state(memory)             the decoder's state before the first token
-        logits, state, weights = model.step(tokens, state, memory, need_weights)
-        model.reorder_state(state, index) / model.reorder_memory(memory, index)   (beam search)
+        state = model.start(source, lengths)          memory = encode(source, lengths), with the decoder's
+                                                      state before the first token, init_state(memory)
+        logits, state, weights = model.step(tokens, state, need_weights)
+        state = model.reorder_state(state, index)     the memory and the decoder's state (reorder_decoder)
 
     The first token fed is `start_token`: <s> for encoder-decoders, <sep> for the language model."""
 
@@ -105,6 +159,15 @@ class Seq2SeqModel(Model):
         """The most output tokens (</s> included) the decoder can produce after each source (B,), or
         None for no limit. The transformer decoder reads <s> and n - 1 tokens to produce n."""
         return None
+
+    def start(self, source: Tensor, lengths: Tensor) -> EncoderDecoderState:
+        """Encode right-padded sources (B, S) with lengths (B,): the state before `start_token` is fed."""
+        memory = self.encode(source, lengths)
+        return EncoderDecoderState(memory, self.init_state(memory))
+
+    def reorder_state(self, state: EncoderDecoderState, index: Tensor) -> EncoderDecoderState:
+        return EncoderDecoderState(self.reorder_memory(state.memory, index),
+                                   self.reorder_decoder(state.decoder, index))
 
     def reorder_memory(self, memory: dict, index: Tensor) -> dict:
         return {name: value.index_select(0, index) for name, value in memory.items()}

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from seqlab.data.vocab import PAD
 from seqlab.errors import SeqlabError
-from seqlab.models.base import OutputLayer, Seq2SeqModel
+from seqlab.models.base import EncoderDecoderState, OutputLayer, Seq2SeqModel
 from seqlab.nn.cross_attention import Attention
 from seqlab.nn.encoders import RecurrentEncoder
 from seqlab.nn.pooling import padding_mask
@@ -84,7 +84,8 @@ class RNNEncoderDecoder(Seq2SeqModel):
         h = memory["h0"].transpose(0, 1).contiguous()                           # h_0^d = c, (L, B, D)
         return (h, memory["c0"].transpose(0, 1).contiguous()) if self.lstm else h
 
-    def reorder_state(self, state, index: Tensor):
+    def reorder_decoder(self, state, index: Tensor):
+        """Rows `index` of h (L, B, D), and of c for the LSTM."""
         if self.lstm:
             return state[0].index_select(1, index), state[1].index_select(1, index)
         return state.index_select(1, index)
@@ -95,15 +96,16 @@ class RNNEncoderDecoder(Seq2SeqModel):
     def _logits(self, h: Tensor, c: Tensor, e: Tensor) -> Tensor:
         return self.output(self.drop(torch.cat([h, c, e], dim=-1) if self.full_readout else h))
 
-    def step(self, tokens: Tensor, state, memory: dict, need_weights: bool = False):
+    def step(self, tokens: Tensor, state: EncoderDecoderState, need_weights: bool = False):
+        memory, h = state.memory, state.decoder
         e = self.drop(self.target_embedding(tokens))                            # ŷ_{i-1}, (B, E)
         weights = None
         if self.attention is None:
             c = memory["context"]                                               # (B, C)
         else:                                                                   # eqs. 13.34-13.37
-            c, weights = self.attention(self._top(state), memory["outputs"], memory["mask"], memory["prepared"])
-        out, state = self.decoder(torch.cat([e, c], dim=-1)[:, None], state)    # h_i^d = g(ŷ_{i-1}, h_{i-1}^d, c_i)
-        return self._logits(out[:, 0], c, e), state, weights                    # (B, V)
+            c, weights = self.attention(self._top(h), memory["outputs"], memory["mask"], memory["prepared"])
+        out, h = self.decoder(torch.cat([e, c], dim=-1)[:, None], h)            # h_i^d = g(ŷ_{i-1}, h_{i-1}^d, c_i)
+        return self._logits(out[:, 0], c, e), EncoderDecoderState(memory, h), weights   # (B, V)
 
     def forward(self, source: Tensor, lengths: Tensor, target_in: Tensor) -> Tensor:
         """Teacher forcing: target_in (B, T) = <s> y_1 .. y_{T-1} -> logits (B, T, V)."""

@@ -1,6 +1,7 @@
 """The decoder-only transformer language model over source ⊕ <sep> ⊕ target (SLP 9.4.1), as a
 sequence-to-sequence model: decoding reads the source, then writes the target after the separator.
-The decoding contract is `seqlab.models.base.Seq2SeqModel`'s."""
+The network is the language models' `TransformerLM` (its embeddings, blocks, final norm and output
+layer); the decoding contract is `seqlab.models.base.Seq2SeqModel`'s."""
 
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from seqlab.data.vocab import PAD, SEP
 from seqlab.errors import SeqlabError
-from seqlab.models.base import OutputLayer, Seq2SeqModel
+from seqlab.models.base import EncoderDecoderState, Seq2SeqModel
+from seqlab.models.lm import LMConfig
+from seqlab.models.transformer_lm import TransformerLM
 from seqlab.nn.attention import KVCache
-from seqlab.nn.transformer import PositionalEmbedding, TransformerBlock, gpt2_init
 
 if TYPE_CHECKING:
     from seqlab.models.seq2seq import Seq2SeqConfig
@@ -34,6 +36,15 @@ class LMState:
         return LMState(self.cache, self.padding.index_select(0, index), self.positions.index_select(0, index))
 
 
+def lm_config(config: Seq2SeqConfig) -> LMConfig:
+    """The language model's configuration from the sequence-to-sequence one: one transformer stack over
+    max_positions tokens."""
+    return LMConfig(arch="transformer", vocab_size=config.target_vocab_size, embedding_size=config.embedding_size,
+                    num_layers=config.num_layers, dropout=config.dropout, tie_weights=config.tie_embeddings,
+                    context=config.max_positions, num_heads=config.num_heads, ff_size=config.ff_size,
+                    norm_position=config.norm_position, positions=config.positions, activation=config.activation)
+
+
 class SeparatorLM(Seq2SeqModel):
     """A causal transformer LM over x = source ⊕ <sep> ⊕ target ⊕ </s> (SLP 9.4.1): trained on whole
     sequences (right-padded; the causal mask keeps padding out of every real position), it decodes by
@@ -41,29 +52,21 @@ class SeparatorLM(Seq2SeqModel):
     batched decoding, with each row's positions counted from its own first token."""
 
     start_token = SEP
+    # the network was SeparatorLM's own until it became a TransformerLM held as `lm`
+    renamed_parameters = {"embedding.": "lm.embedding.", "positions.": "lm.positions.", "blocks.": "lm.blocks.",
+                          "final_norm.": "lm.final_norm.", "output.": "lm.output."}
 
     def __init__(self, config: Seq2SeqConfig):
         super().__init__(config)
-        d, L, P = config.embedding_size, config.num_layers, config.max_positions
         if config.source_vocab_size != config.target_vocab_size:
             raise SeqlabError("--arch lm reads source and target as one sequence: it needs --shared-vocab")
+        self.lm = TransformerLM(lm_config(config))        # gpt2_init, as every TransformerLM
         self.num_heads = config.num_heads
-        self.embedding = nn.Embedding(config.target_vocab_size, d)
-        self.positions = PositionalEmbedding(P, d, config.positions)
-        self.blocks = nn.ModuleList(
-            TransformerBlock(d, config.num_heads, config.ff_size, config.dropout, config.norm_position,
-                             causal=True, activation=config.activation) for _ in range(L))
-        self.final_norm = nn.LayerNorm(d) if config.norm_position == "pre" else nn.Identity()
-        self.output = OutputLayer(d, self.embedding, config.tie_embeddings)
-        self.drop = nn.Dropout(config.dropout)
-        gpt2_init(self, L)                                     # as the TransformerLM
 
-    def _run(self, tokens: Tensor, positions: Tensor, cache: KVCache | None = None,
-             padding: Tensor | None = None) -> Tensor:
-        x = self.drop(self.embedding(tokens) + self.positions(positions))     # (B, T, d)
-        for layer, block in enumerate(self.blocks):
-            x = block(x, cache, layer, key_padding_mask=padding)
-        return self.final_norm(x)                                              # (B, T, d)
+    @property
+    def output(self):
+        """The output layer (the language model's)."""
+        return self.lm.output
 
     def forward(self, source: Tensor | None, lengths: Tensor | None, target_in: Tensor) -> Tensor:
         """target_in (B, T): the whole sequence source <sep> target, right-padded -> logits (B, T, V)."""
@@ -71,7 +74,7 @@ class SeparatorLM(Seq2SeqModel):
             raise SeqlabError(f"the language model attends over at most {self.config.max_positions} tokens; "
                               f"{target_in.size(1)} were given")
         positions = torch.arange(target_in.size(1), device=target_in.device)
-        return self.output(self._run(target_in, positions))
+        return self.lm.output(self.lm.hidden(target_in, positions))
 
     def encode(self, source: Tensor, lengths: Tensor) -> dict:
         """The right-padded sources (B, S), left-aligned: padding first, each source ending at column S."""
@@ -93,22 +96,24 @@ class SeparatorLM(Seq2SeqModel):
         B, S = left.shape
         d, P = self.config.embedding_size, self.config.max_positions
         capacity = S + P - int(memory["lengths"].min())       # every row may use its own P positions
-        cache = KVCache(len(self.blocks), B, self.num_heads, d // self.num_heads, capacity, left.device,
-                        self.embedding.weight.dtype)
+        cache = KVCache(len(self.lm.blocks), B, self.num_heads, d // self.num_heads, capacity, left.device,
+                        self.lm.embedding.weight.dtype)
         padding = torch.zeros(B, capacity, dtype=torch.bool, device=left.device)
         padding[:, :S] = ~real
         positions = (torch.arange(S, device=left.device)[None, :] - (S - memory["lengths"])[:, None]).clamp(min=0)
-        self._run(left, positions, cache, padding[:, :S])
+        self.lm.hidden(left, positions, cache, padding[:, :S])
         cache.advance(S)
         return LMState(cache, padding, memory["lengths"].clone())
 
-    def reorder_state(self, state: LMState, index: Tensor) -> LMState:
+    def reorder_decoder(self, state: LMState, index: Tensor) -> LMState:
         return state.reorder(index)
 
-    def step(self, tokens: Tensor, state: LMState, memory: dict, need_weights: bool = False):
-        cache = state.cache
+    def step(self, tokens: Tensor, state: EncoderDecoderState, need_weights: bool = False):
+        decoder = state.decoder
+        cache = decoder.cache
         # a row past its room (search.max_lengths) is finished and only carried along with the batch
-        positions = state.positions.clamp(max=self.config.max_positions - 1)
-        h = self._run(tokens[:, None], positions[:, None], cache, state.padding[:, :cache.length + 1])
+        positions = decoder.positions.clamp(max=self.config.max_positions - 1)
+        h = self.lm.hidden(tokens[:, None], positions[:, None], cache, decoder.padding[:, :cache.length + 1])
         cache.advance(1)
-        return self.output(h[:, 0]), LMState(cache, state.padding, state.positions + 1), None
+        decoder = LMState(cache, decoder.padding, decoder.positions + 1)
+        return self.lm.output(h[:, 0]), EncoderDecoderState(state.memory, decoder), None

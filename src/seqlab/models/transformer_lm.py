@@ -6,10 +6,15 @@
 
 Trained in parallel on independent windows of `context` tokens: the causal mask lets position t
 see only positions <= t, so one pass scores every position (SLP 9.4). Decoding keeps the keys and
-values of every layer in a KV cache, so each new token is one step.
+values of every layer in a KV cache, so each new token is one step. The model never attends past its
+context: when the cache is full, `step` re-encodes the most recent context//2 tokens into a fresh cache
+and goes on (one pass per context/2 tokens, not one per token), so the decoding state also keeps the
+tokens the cache holds.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -18,6 +23,18 @@ from seqlab.errors import SeqlabError
 from seqlab.models.base import LanguageModel, OutputLayer
 from seqlab.nn.attention import KVCache
 from seqlab.nn.transformer import PositionalEmbedding, TransformerBlock, gpt2_init
+
+
+@dataclass
+class SlidingState:
+    """The decoding state: the KV cache and the tokens it holds (B, n), n <= the context."""
+
+    cache: KVCache
+    tokens: Tensor
+
+    def reorder(self, index: Tensor) -> SlidingState:
+        self.cache.reorder(index)
+        return SlidingState(self.cache, self.tokens.index_select(0, index))
 
 
 class TransformerLM(LanguageModel):
@@ -43,6 +60,15 @@ class TransformerLM(LanguageModel):
         return KVCache(len(self.blocks), batch_size, self.num_heads, d // self.num_heads,
                        self.context_length, device, self.embedding.weight.dtype)
 
+    def hidden(self, tokens: Tensor, positions: Tensor, cache: KVCache | None = None,
+               key_padding_mask: Tensor | None = None) -> Tensor:
+        """The last block's states, normalised, of tokens (B, T) at positions (T,) or (B, T), after what
+        `cache` holds (it is written, not advanced); `key_padding_mask` (B, cached + T) is True at padding."""
+        x = self.dropout(self.embedding(tokens) + self.positions(positions))     # X = E[w] + P, (B, T, D)
+        for layer, block in enumerate(self.blocks):
+            x = block(x, cache, layer, key_padding_mask=key_padding_mask)       # (B, T, D)
+        return self.final_norm(x)                                                # (B, T, D)
+
     def forward(self, tokens: Tensor, state: KVCache | None = None):
         B, T = tokens.shape
         start = state.length if state is not None else 0
@@ -50,9 +76,25 @@ class TransformerLM(LanguageModel):
             raise SeqlabError(f"the transformer attends over at most {self.context_length} tokens; "
                               f"{start + T} were given")
         positions = torch.arange(start, start + T, device=tokens.device)
-        x = self.dropout(self.embedding(tokens) + self.positions(positions))     # (B, T, D)
-        for layer, block in enumerate(self.blocks):
-            x = block(x, state, layer)                                           # (B, T, D)
+        h = self.hidden(tokens, positions, state)                                # (B, T, D)
         if state is not None:
             state.advance(T)
-        return self.output(self.final_norm(x)), state                            # (B, T, V)
+        return self.output(h), state                                             # (B, T, V)
+
+    def start(self, prompt: Tensor) -> SlidingState:
+        cache = self.init_state(prompt.size(0), prompt.device)
+        if prompt.size(1) > 1:
+            self(prompt[:, :-1], cache)
+        return SlidingState(cache, prompt[:, :-1])
+
+    def step(self, tokens: Tensor, state: SlidingState, need_weights: bool = False):
+        history = torch.cat([state.tokens, tokens[:, None]], dim=1)             # (B, n + 1)
+        if state.cache.length < self.context_length:
+            logits, cache = self(tokens[:, None], state.cache)                  # (B, 1, V)
+            return logits[:, 0], SlidingState(cache, history), None
+        keep = history[:, -max(1, self.context_length // 2):]                   # the cache is full: the recent half
+        logits, cache = self(keep, self.init_state(keep.size(0), keep.device))   # (B, context//2, V)
+        return logits[:, -1], SlidingState(cache, keep), None
+
+    def reorder_state(self, state: SlidingState, index: Tensor) -> SlidingState:
+        return state.reorder(index)

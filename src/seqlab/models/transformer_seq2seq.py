@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from seqlab.data.vocab import PAD
 from seqlab.errors import SeqlabError
-from seqlab.models.base import OutputLayer, Seq2SeqModel
+from seqlab.models.base import EncoderDecoderState, OutputLayer, Seq2SeqModel
 from seqlab.nn.attention import KVCache, MultiHeadAttention
 from seqlab.nn.cross_attention import CrossAttention
 from seqlab.nn.encoders import TransformerEncoder
@@ -108,9 +108,9 @@ class TransformerEncoderDecoder(Seq2SeqModel):
         return KVCache(len(self.decoder), any_key.size(0), self.num_heads, d // self.num_heads,
                        self.config.max_positions, any_key.device, any_key.dtype)
 
-    def reorder_state(self, state: KVCache, index: Tensor) -> KVCache:
-        state.reorder(index)
-        return state
+    def reorder_decoder(self, cache: KVCache, index: Tensor) -> KVCache:
+        cache.reorder(index)
+        return cache
 
     def _decode(self, x: Tensor, memory: dict, cache: KVCache | None, need_weights: bool):
         weights = None
@@ -119,12 +119,13 @@ class TransformerEncoderDecoder(Seq2SeqModel):
                                need_weights and layer == len(self.decoder) - 1)
         return self.output(self.decoder_norm(x)), weights                     # (B, T, V); the last layer's weights
 
-    def step(self, tokens: Tensor, state: KVCache, memory: dict, need_weights: bool = False):
-        if state.length >= self.config.max_positions:
+    def step(self, tokens: Tensor, state: EncoderDecoderState, need_weights: bool = False):
+        cache = state.decoder
+        if cache.length >= self.config.max_positions:
             raise SeqlabError(f"the transformer decoder holds at most {self.config.max_positions} target tokens")
-        x = self._embed(self.target_embedding, self.target_positions, tokens[:, None], state.length)
-        logits, weights = self._decode(x, memory, state, need_weights)
-        state.advance(1)
+        x = self._embed(self.target_embedding, self.target_positions, tokens[:, None], cache.length)   # (B, 1, d)
+        logits, weights = self._decode(x, state.memory, cache, need_weights)
+        cache.advance(1)
         return logits[:, 0], state, None if weights is None else weights[:, 0]
 
     def forward(self, source: Tensor, lengths: Tensor, target_in: Tensor) -> Tensor:

@@ -28,7 +28,6 @@ from seqlab.data.batching import StreamBatches, sliding_windows
 from seqlab.data.readers import count_characters, default_corpus, encode_lines, read_lines, read_stream
 from seqlab.data.tokenizers import TOKENIZERS, Tokenizer, make_tokenizer, tokenizer_from_dict
 from seqlab.data.vocab import EOS, UNK, Vocab
-from seqlab.decoding import SamplingOptions, generate_ids
 from seqlab.errors import DAMAGED, SeqlabError
 from seqlab.fileio import atomic_write_json, read_json
 from seqlab.models.lm import LMConfig, build_lm
@@ -42,6 +41,7 @@ from seqlab.pipelines.runs import (
     start_run,
     train_in_run,
 )
+from seqlab.search import SamplingOptions, generate_ids
 from seqlab.tasks.lm import LanguageModelingTask, evaluate_lm, summarize
 from seqlab.training import distributed
 from seqlab.training.trainer import TrainConfig, Trainer
@@ -329,9 +329,10 @@ class TrainedLM:
         return "\n".join(lines)
 
     def stream(self, prompt: str, truncate_prompt: bool = False, **options) -> Iterator[str]:
-        """Yield the continuation of `prompt` piece by piece as it is generated. Generation goes on past
-        line ends (`</s>`, written as line breaks) until `max_tokens`; `stop_at_eos=True` stops at the
-        first one."""
+        """Yield the continuation of `prompt` piece by piece as it is generated (`SamplingOptions` lists the
+        options). Generation goes on past line ends (`</s>`, written as line breaks) until `max_tokens`;
+        `stop_at_eos=True` stops at the first one. With `beam` > 1, beam search finds the continuation of
+        highest (length-normalised) log probability, yielded whole once the search is over."""
         sampling = SamplingOptions(**options)
         context = self.prompt_ids(prompt, truncate_prompt)
         prompt_body = context[1:]
@@ -341,6 +342,8 @@ class TrainedLM:
             if sampling.stop_at_eos and token == EOS:
                 break
             generated.append(token)
+            if sampling.beam > 1:
+                continue
             text = self.detokenize(prompt_body + generated)
             if text.endswith("\ufffd"):          # half a UTF-8 character (byte-level BPE): wait
                 continue
@@ -348,9 +351,12 @@ class TrainedLM:
             shown = len(text)
             if piece:
                 yield piece
+        if sampling.beam > 1 and generated:
+            yield self.detokenize(prompt_body + generated)[shown:]
 
     def generate(self, prompt: str = "", **options) -> str:
-        """The prompt's continuation as one string (see `SamplingOptions` for the options)."""
+        """The prompt's continuation as one string (see `SamplingOptions` for the options: `max_tokens`,
+        `greedy`, `temperature`, `top_k`, `top_p`, `seed`, `stop_at_eos`, `beam`, `length_penalty`)."""
         return "".join(self.stream(prompt, **options))
 
 
