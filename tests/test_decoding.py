@@ -496,8 +496,11 @@ def test_decoding_lm_beam_search_stops_at_eos_only_when_asked(arch):
 
 
 def test_decoding_beam_refuses_sampling_options():
-    for sampling in ({"temperature": 0.7}, {"top_k": 5}, {"top_p": 0.9}):
+    """No option is silently ignored: beam search samples nothing, and only beam search ranks by length."""
+    for sampling in ({"temperature": 0.7}, {"top_k": 5}, {"top_p": 0.9}, {"seed": 1}, {"greedy": True}):
         with pytest.raises(SeqlabError, match="--beam 2 searches for the most likely continuation"):
             SamplingOptions(beam=2, **sampling)
-    assert SamplingOptions(beam=2, seed=1, greedy=True).beam == 2                # deterministic anyway
+    with pytest.raises(SeqlabError, match="--length-penalty ranks the hypotheses of beam search"):
+        SamplingOptions(beam=1, length_penalty=0.5)
+    assert SamplingOptions(beam=2, length_penalty=0.5).length_penalty == 0.5
     assert math.isclose(SamplingOptions(beam=1, temperature=0.7).temperature, 0.7)

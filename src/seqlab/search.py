@@ -70,9 +70,11 @@ class SamplingOptions(Sampling):
 
     def __post_init__(self):
         check_fields(self)
-        if self.beam > 1 and self.samples_differently():
+        if self.beam > 1 and (self.samples_differently() or self.seed is not None or self.greedy):
             raise SeqlabError(f"--beam {self.beam} searches for the most likely continuation and samples nothing: "
-                              "drop --temperature, --top-k and --top-p, or use --beam 1")
+                              "drop --greedy, --temperature, --top-k, --top-p and --seed, or use --beam 1")
+        if self.beam == 1 and self.length_penalty != 1.0:
+            raise SeqlabError("--length-penalty ranks the hypotheses of beam search: add --beam K (K > 1), or drop it")
 
 
 @dataclass
