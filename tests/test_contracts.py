@@ -197,3 +197,26 @@ def test_evaluate_refuses_an_option_the_runs_task_ignores_and_rnn_impl_acts(tmp_
     train_lm(tiny_config(tmp_path / "tf", arch="transformer"))
     code, _, err = run_cli(["evaluate", str(tmp_path / "tf"), file, "--rnn-impl", "textbook"])
     assert code == 2 and "no recurrent layers" in err
+
+
+@pytest.mark.parametrize("arch", ["ffn", "rnn", "lstm", "gru", "transformer", "s2s-gru", "s2s-transformer", "s2s-lm"])
+def test_every_decodable_model_follows_the_one_decoding_contract(arch):
+    """Language models and seq2seq models alike: `start`, then `step` one token at a time and `reorder_state`
+    (what seqlab.search uses), and a network under the Model contract."""
+    from seqlab.models.base import IncrementalDecoder
+
+    if arch.startswith("s2s-"):
+        model = build_model(Seq2SeqConfig(arch=arch[4:], source_vocab_size=12, target_vocab_size=12, embedding_size=8,
+                                          hidden_size=8, num_heads=2, ff_size=16, max_positions=32)).eval()
+        state = model.start(torch.randint(4, 12, (2, 5)), torch.tensor([5, 3]))
+        tokens = torch.full((2,), model.start_token)
+    else:
+        model = build_lm(LMConfig(arch=arch, vocab_size=12, embedding_size=8, hidden_size=8, num_heads=2)).eval()
+        prompt = torch.randint(4, 12, (2, 4))
+        state, tokens = model.start(prompt), prompt[:, -1]
+    assert isinstance(model, IncrementalDecoder) and isinstance(model, Model)
+    with torch.no_grad():
+        logits, state, _ = model.step(tokens, state)
+        assert logits.shape == (2, 12)
+        state = model.reorder_state(state, torch.tensor([1, 1, 0]))
+        assert model.step(torch.tensor([5, 5, 6]), state)[0].shape == (3, 12)

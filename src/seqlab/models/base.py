@@ -13,7 +13,7 @@ next (truncated BPTT) lies along `state_batch_dim`, and `detach_state` cuts its 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from torch import Tensor, nn
 
@@ -64,6 +64,7 @@ class Model(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
 
+@runtime_checkable
 class IncrementalDecoder(Protocol):
     """The one incremental-decoding contract (fairseq's FairseqIncrementalDecoder) that every language
     model and every sequence-to-sequence model follows, and all that the searches of `seqlab.search`
