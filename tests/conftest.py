@@ -39,3 +39,15 @@ def tiny_config(output, arch: str = "lstm", tokenizer: str = "word", **train) ->
     options.update(train)
     return LMTrainConfig(LMDataConfig(train=str(TRAIN), valid=str(VALID), test=str(TEST), tokenizer=tokenizer),
                          model, LMTrainOptions(**options))
+
+
+class Killed(Exception):
+    """Stands for the process being killed: raised by `kill_after_evaluation`."""
+
+
+def kill_after_evaluation(step: int):
+    """A training callback that 'kills' the run once the evaluation (and checkpoint) of `step` is written."""
+    def callback(event):
+        if event["event"] == "evaluate" and event["step"] == step:
+            raise Killed
+    return callback

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import seqlab
-from conftest import tiny_config
+from conftest import Killed, kill_after_evaluation, tiny_config
 from seqlab.pipelines import classifier as classifier_pipeline
 from seqlab.pipelines import lm as lm_pipeline
 from seqlab.pipelines import seq2seq as seq2seq_pipeline
@@ -201,17 +201,6 @@ def test_roundtrips_seq2seq_load_equals_the_trained_model_in_memory(tmp_path, mo
 
 
 # ------------------------------------------------------------------------------------------ exact resume
-
-class Killed(Exception):
-    pass
-
-
-def kill_after_evaluation(step: int):
-    def callback(event):
-        if event["event"] == "evaluate" and event["step"] == step:
-            raise Killed
-    return callback
-
 
 def train_log(run: Path) -> list[tuple[int, float]]:
     rows = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import TEST, TRAIN, VALID, tiny_config
+from conftest import TEST, TRAIN, VALID, Killed, kill_after_evaluation, tiny_config
 from seqlab.data.batching import Batch
 from seqlab.errors import SeqlabError
 from seqlab.models.base import Model
@@ -25,17 +25,6 @@ from seqlab.training.trainer import TrainConfig, Trainer, cpu_supports_bf16
 def losses(run_dir: Path) -> list[tuple[int, float]]:
     rows = [json.loads(line) for line in (run_dir / "train_log.jsonl").read_text().splitlines()]
     return [(r["step"], r["loss"]) for r in rows]
-
-
-class Killed(Exception):
-    pass
-
-
-def kill_after_evaluation(step: int):
-    def callback(event):
-        if event["event"] == "evaluate" and event["step"] == step:
-            raise Killed
-    return callback
 
 
 @pytest.mark.parametrize("arch", ["lstm", "transformer", "ffn"])
