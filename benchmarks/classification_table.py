@@ -40,6 +40,15 @@ VARIANTS = {
 }
 
 
+
+def common(name: str) -> list[str]:
+    """COMMON, less --embedding-size for the features network (it has no embeddings: seqlab refuses it)."""
+    if name != "features":
+        return COMMON
+    at = COMMON.index("--embedding-size")
+    return COMMON[:at] + COMMON[at + 2:]
+
+
 def summarize(dataset: str) -> None:
     """The table (test accuracy, dev accuracy, params, minutes) as Markdown and a bar chart."""
     path = RESULTS / f"classification_table_{dataset}.json"
@@ -97,7 +106,7 @@ def main() -> int:
         for name in names:
             if name not in VARIANTS:
                 parser.error(f"unknown variant {name!r}; choose from {', '.join(VARIANTS)}")
-            result = run(args.dataset, name, COMMON + VARIANTS[name], args.data_dir,
+            result = run(args.dataset, name, common(name) + VARIANTS[name], args.data_dir,
                          Path(f"runs/bench/table-{args.dataset}-{name}"))
             write_records(f"classification_table_{args.dataset}", records_of(args.dataset, name, result),
                           f"Classifier architectures on {args.dataset}",

@@ -19,21 +19,28 @@ from seqlab.cli import main
 from seqlab.data.vocab import EOS
 from seqlab.training.checkpoint import load_tensors, save_model
 
-TINY = ["--embedding-size", "16", "--hidden-size", "16", "--layers", "1", "--heads", "2", "--batch-size", "4",
-        "--seq-len", "8", "--max-steps", "4", "--eval-every", "2", "--no-progress", "--log-every", "1"]
+TINY = ["--embedding-size", "16", "--batch-size", "4", "--seq-len", "8", "--max-steps", "4", "--eval-every", "2",
+        "--no-progress", "--log-every", "1"]
 
 
-def train(tmp_path, *extra, name="run", data=(TRAIN, VALID)):
+def tiny(arch: str = "lstm") -> list[str]:
+    """Small options for `arch`, only those that act on it (the others are refused)."""
+    return [*TINY, *(["--hidden-size", "16"] if arch != "transformer" else []),
+            *(["--layers", "1"] if arch != "ffn" else []), *(["--heads", "2"] if arch == "transformer" else [])]
+
+
+def train(tmp_path, *extra, name="run", data=(TRAIN, VALID), arch=None):
     output = tmp_path / name
+    arch = arch or (extra[extra.index("--arch") + 1] if "--arch" in extra else "lstm")
     code = main(["train", "lm", "--train", str(data[0]), "--valid", str(data[1]), "--output", str(output),
-                 *TINY, *extra])
+                 *tiny(arch), *extra])
     return code, output
 
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_cli_train_evaluate_generate(tmp_path, capsys, arch):
-    code, run = train(tmp_path, "--arch", arch, "--tokenizer", "word", "--test", str(TEST), "--context",
-                      "16" if arch == "transformer" else "3", "--tied")
+    context = {"transformer": ["--context", "16"], "ffn": ["--context", "3"]}.get(arch, [])
+    code, run = train(tmp_path, "--arch", arch, "--tokenizer", "word", "--test", str(TEST), *context, "--tied")
     assert code == 0
     assert main(["evaluate", str(run), str(TEST), "--json"]) == 0
     figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -81,7 +88,7 @@ def test_cli_generate_goes_past_line_ends_unless_stop_at_eos(tmp_path, capsys):
 
 def test_cli_default_corpus_and_sampling_options(tmp_path, capsys):
     output = tmp_path / "run"
-    assert main(["train", "lm", "--output", str(output), "--arch", "gru", *TINY]) == 0
+    assert main(["train", "lm", "--output", str(output), "--arch", "gru", *tiny("gru")]) == 0
     assert "Tiny Shakespeare" in capsys.readouterr().err
     assert json.loads((output / "config.json").read_text())["data"]["tokenizer"] == "char"
     for options in (["--greedy"], ["--temperature", "0.5", "--top-k", "5"], ["--top-p", "0.9", "--seed", "2"],
@@ -93,18 +100,25 @@ def test_cli_default_corpus_and_sampling_options(tmp_path, capsys):
     assert "--beam 3 searches for the most likely continuation" in error_of(capsys)
 
 
-def test_cli_config_file_and_command_line_override(tmp_path):
+def test_cli_config_file_and_command_line_override(tmp_path, capsys):
     config = tmp_path / "options.yaml"
     config.write_text("model:\n  arch: rnn\n  hidden_size: 12\ntrain:\n  lr: 1e-3\n  epochs: 3\n")
-    code, run = train(tmp_path, "--config", str(config), "--hidden-size", "20")
+    code, run = train(tmp_path, "--config", str(config), "--hidden-size", "20", arch="rnn")
     assert code == 0
     saved = json.loads((run / "config.json").read_text())
     assert saved["model"]["arch"] == "rnn" and saved["model"]["hidden_size"] == 20
     assert saved["train"]["lr"] == 1e-3 and saved["train"]["epochs"] == 3
     toml = tmp_path / "options.toml"
     toml.write_text('arch = "ffn"\ncontext = 4\n')
-    code, run = train(tmp_path, "--config", str(toml), name="toml")
+    code, run = train(tmp_path, "--config", str(toml), name="toml", arch="ffn")
     assert code == 0 and json.loads((run / "config.json").read_text())["model"]["context"] == 4
+    code, _ = train(tmp_path, "--config", str(toml), "--heads", "2", name="heads", arch="ffn")
+    assert code == 2                                  # an option that does nothing for the arch: refused
+    assert "error: --heads applies to --arch transformer only, not ffn" in capsys.readouterr().err
+    toml.write_text('arch = "ffn"\ncontext = 4\nnum_heads = 2\n')
+    code, _ = train(tmp_path, "--config", str(toml), name="warned", arch="ffn")       # a shared recipe: a warning
+    assert code == 0
+    assert "warning: config file" in capsys.readouterr().err.split("--heads applies to --arch transformer only")[0]
 
 
 def test_cli_resume_continues_and_extends(tmp_path):

@@ -206,7 +206,8 @@ LM = ["train", "lm", "--tokenizer", "word", "--hidden-size", "8", "--embedding-s
 LM_DATA = ["--train", SHAKESPEARE, "--valid", VALID]
 TAGGER = ["train", "tagger", "--hidden-size", "8", "--embedding-size", "8", *TINY_TRAIN]
 CLASSIFIER = ["train", "classifier", "--hidden-size", "8", "--embedding-size", "8", *TINY_TRAIN]
-SEQ2SEQ = ["train", "seq2seq", "--hidden-size", "8", "--embedding-size", "8", *TINY_TRAIN]
+SEQ2SEQ = ["train", "seq2seq", "--embedding-size", "8", *TINY_TRAIN]
+FEATURES = ["train", "classifier", "--arch", "features", "--hidden-size", "8", *TINY_TRAIN]
 ALIGNED = ["--train-src", PAIRS / "train.src", "--train-tgt", PAIRS / "train.tgt", "--dev-src", PAIRS / "dev.src",
            "--dev-tgt", PAIRS / "dev.tgt"]
 OUT = ["--output", "{tmp}/run"]
@@ -359,18 +360,18 @@ CASES = [
          {"d.jsonl": '{"text": "good", "label": "pos"}\n{"text": "bad", \n'}),
     Case("classifier jsonl missing field", [*CLASSIFIER, "--train", "{tmp}/d.jsonl", "--dev", TSV, "--format",
                                             "jsonl", *OUT], "no field 'label'", {"d.jsonl": '{"text": "good"}\n'}),
-    Case("classifier jsonl nan feature", [*CLASSIFIER, "--train", "{tmp}/d.jsonl", "--dev", TSV, "--format", "jsonl",
-                                          "--arch", "features", "--features", "columns", "--feature-columns", "n",
+    Case("classifier jsonl nan feature", [*FEATURES, "--train", "{tmp}/d.jsonl", "--dev", TSV, "--format", "jsonl",
+                                          "--features", "columns", "--feature-columns", "n",
                                           *OUT], "feature 'n' is nan",
          {"d.jsonl": '{"text": "good", "label": "pos", "n": NaN}\n'}),
     Case("classifier one class", [*CLASSIFIER, "--train", "{tmp}/one.tsv", "--dev", TSV, *OUT],
          "needs at least two classes", {"one.tsv": "text\tlabel\ngood\tpos\nfine\tpos\n"}),
     Case("classifier labels option", [*CLASSIFIER, "--train", TSV, "--dev", TSV, "--labels", "pos,neg,mixed", *OUT],
          "class 'mixed' has no training examples"),
-    Case("classifier feature not a number", [*CLASSIFIER, "--train", "{tmp}/f.tsv", "--dev", TSV, "--arch",
-                                             "features", "--features", "columns", "--feature-columns", "n", *OUT],
+    Case("classifier feature not a number", [*FEATURES, "--train", "{tmp}/f.tsv", "--dev", TSV,
+                                             "--features", "columns", "--feature-columns", "n", *OUT],
          "f.tsv:3: feature 'n' is 'many'", {"f.tsv": "text\tlabel\tn\ngood\tpos\t1\nbad\tneg\tmany\n"}),
-    Case("classifier features without columns", [*CLASSIFIER, "--train", TSV, "--dev", TSV, "--arch", "features",
+    Case("classifier features without columns", [*FEATURES, "--train", TSV, "--dev", TSV,
                                                  "--features", "columns", *OUT], "needs --feature-columns"),
     Case("classifier ngrams with lstm", [*CLASSIFIER, "--train", TSV, "--dev", TSV, "--ngrams", "2", *OUT],
          "--ngrams is for --arch pooled"),

@@ -162,8 +162,8 @@ def test_roundtrips_classifier_load_equals_the_trained_model_in_memory(tmp_path,
 
 
 SEQ2SEQ = {
-    "gru-dot": {"arch": "gru", "attention": "dot"},
-    "lstm-additive-tied": {"arch": "lstm", "attention": "additive", "tie_embeddings": True},
+    "gru-dot": {"arch": "gru", "attention": "dot", "hidden_size": 16},
+    "lstm-additive-tied": {"arch": "lstm", "attention": "additive", "tie_embeddings": True, "hidden_size": 16},
     "transformer": {"arch": "transformer", "num_layers": 1, "num_heads": 2, "ff_size": 32},
     "lm": {"arch": "lm", "shared_vocab": True, "num_layers": 1, "num_heads": 2, "ff_size": 32},
 }
@@ -173,7 +173,7 @@ def seq2seq_config(run, **overrides):
     return seqlab.resolve_seq2seq_config(overrides={
         "train_src": str(PAIRS / "train.src"), "train_tgt": str(PAIRS / "train.tgt"),
         "dev_src": str(PAIRS / "dev.src"), "dev_tgt": str(PAIRS / "dev.tgt"), "embedding_size": 16,
-        "hidden_size": 16, "batch_size": 16, "eval_batch_size": 40, "lr": 5e-3, "progress": False,
+        "batch_size": 16, "eval_batch_size": 40, "lr": 5e-3, "progress": False,
         "output": str(run), **overrides})
 
 

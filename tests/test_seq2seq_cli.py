@@ -14,13 +14,14 @@ from seqlab.data.parallel import Pair
 from seqlab.search import SearchOptions
 
 FIXTURES = Path(__file__).parent / "fixtures" / "seq2seq"
-SMALL = ["--embedding-size", "32", "--hidden-size", "32", "--dropout", "0", "--batch-size", "16",
+SMALL = ["--embedding-size", "32", "--dropout", "0", "--batch-size", "16",
          "--eval-batch-size", "40", "--lr", "5e-3", "--schedule", "constant", "--no-progress"]
 MODELS = {
-    "rnn": ["--arch", "rnn", "--epochs", "2"],
-    "lstm-dot-bi": ["--arch", "lstm", "--attention", "dot", "--bidirectional", "--epochs", "12"],
-    "gru-bilinear": ["--arch", "gru", "--attention", "bilinear", "--epochs", "2"],
-    "gru-additive-tied": ["--arch", "gru", "--attention", "additive", "--tie-embeddings", "--epochs", "2"],
+    "rnn": ["--arch", "rnn", "--hidden-size", "32", "--epochs", "2"],
+    "lstm-dot-bi": ["--arch", "lstm", "--hidden-size", "32", "--attention", "dot", "--bidirectional", "--epochs", "12"],
+    "gru-bilinear": ["--arch", "gru", "--hidden-size", "32", "--attention", "bilinear", "--epochs", "2"],
+    "gru-additive-tied": ["--arch", "gru", "--hidden-size", "32", "--attention", "additive", "--tie-embeddings",
+                          "--epochs", "2"],
     "transformer": ["--arch", "transformer", "--num-layers", "1", "--num-heads", "2", "--ff-size", "64",
                     "--epochs", "2"],
     "lm": ["--arch", "lm", "--shared-vocab", "--lm-loss", "all", "--num-layers", "1", "--num-heads", "2",
@@ -213,6 +214,8 @@ def test_bad_options_are_refused(tmp_path, capsys):
         (["--arch", "transformer", "--attention", "dot"], "--attention dot is for rnn"),
         (["--share-embeddings"], "--share-embeddings needs one vocabulary"),
         (["--arch", "gru", "--attention", "dot", "--hidden-size", "8", "--bidirectional"], None),
+        (["--arch", "transformer", "--hidden-size", "8"], "--hidden-size applies to --arch rnn or lstm or gru only"),
+        (["--arch", "gru", "--lm-loss", "all"], "--lm-loss applies to --arch lm only, not gru"),
         (["--train", str(FIXTURES / "train.jsonl")], "not both"),
     ]
     for options, message in cases:

@@ -23,13 +23,17 @@ from seqlab.fileio import read_text
 
 def option(default, help: str, choices: tuple | None = None, flag: str | None = None, *,
            at_least: float | None = None, above: float | None = None, at_most: float | None = None,
-           below: float | None = None, file: bool = False):
+           below: float | None = None, file: bool = False, when: dict[str, tuple] | None = None):
     """A config field with its --help line, the allowed values of a closed set (`choices`) and, for a
     number, its range: `at_least` / `above` a lower bound (inclusive / exclusive), `at_most` / `below`
     an upper one. A float must also be finite (nan and inf are refused everywhere). `file=True` marks
-    an input file: a run records it as an absolute path with its SHA-256, and --resume checks both."""
+    an input file: a run records it as an absolute path with its SHA-256, and --resume checks both.
+    `when={"arch": ("transformer",)}`: the option acts only when the named fields of its group hold one
+    of those values; given otherwise (on the command line or in a config file), it is refused
+    (`inapplicable`) instead of silently doing nothing."""
     return field(default=default, metadata={"help": help, "choices": choices, "flag": flag, "at_least": at_least,
-                                            "above": above, "at_most": at_most, "below": below, "file": file})
+                                            "above": above, "at_most": at_most, "below": below, "file": file,
+                                            "when": when})
 
 
 def file_fields(obj) -> list[str]:
@@ -110,6 +114,20 @@ def check_fields(obj) -> None:
         problem = value_problem(field_type(type(obj), f), f.metadata, value)
         if problem:
             raise SeqlabError(f"{flag_name(f)} {problem}")
+
+
+def inapplicable(obj, given) -> str | None:
+    """What is wrong with the options `given` (names) of a config group `obj` that do nothing there (their
+    `when` condition fails), or None: "--heads applies to --arch transformer only, not lstm"."""
+    fields = {f.name: f for f in dataclasses.fields(obj)}
+    for name in given:
+        for condition, values in (fields[name].metadata.get("when") or {}).items():
+            actual = getattr(obj, condition)
+            if actual not in values:
+                shown = " or ".join(str(v) for v in values)
+                return (f"{flag_name(fields[name])} applies to {flag_name(fields[condition])} {shown} only, not "
+                        f"{actual}: leave it out")
+    return None
 
 
 def coerce(cls, name: str, value, what: str = "config"):

@@ -13,6 +13,11 @@ class SeqlabError(Exception):
     """
 
 
+class SeqlabWarning(UserWarning):
+    """Something the user should know that does not stop the work (unknown prompt tokens, an option of a
+    config file that does nothing for the chosen architecture); the CLI prints it as one line."""
+
+
 # what reading a damaged (hand-edited, truncated, foreign) run file raises while its JSON is taken apart
 DAMAGED = (KeyError, TypeError, AttributeError, ValueError, IndexError)
 

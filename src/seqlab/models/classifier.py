@@ -49,36 +49,45 @@ class ClassifierConfig:
     vocab_size: int = option(0, "vocabulary size (set from the data)", at_least=0)
     num_labels: int = option(0, "number of classes (set from the data)", at_least=0)
     num_features: int = option(0, "features arch: input features (set from the data)", at_least=0)
-    embedding_size: int = option(128, "word embedding width (with --vectors: the vectors' width)", at_least=1)
-    freeze_embeddings: bool = option(False, "keep the word embeddings as initialised (with --vectors)")
+    embedding_size: int = option(128, "word embedding width (with --vectors: the vectors' width)", at_least=1,
+                                 when={"arch": ("pooled", "rnn", "lstm", "gru", "transformer")})
+    freeze_embeddings: bool = option(False, "keep the word embeddings as initialised (with --vectors)",
+                                     when={"arch": ("pooled", "rnn", "lstm", "gru", "transformer")})
     embedding_std: float = option(0.0, "standard deviation of the random initial embeddings; 0: the arch's "
                                        "default, 0.01 for pooled (max pooling of embeddings learns only from "
                                        "small ones, mean pooling gains 3 points) and 1 (PyTorch's N(0, 1)) for the "
-                                       "others", at_least=0)
+                                       "others", at_least=0,
+                                  when={"arch": ("pooled", "rnn", "lstm", "gru", "transformer")})
     hidden_size: int = option(128, "recurrent state per direction; the transformer's width; the hidden "
                                    "layers of the features and pooled networks", at_least=1)
     num_layers: int = option(1, "stacked encoder layers (features / pooled: hidden layers)", flag="layers", at_least=1)
-    bidirectional: bool = option(False, "recurrent encoders: read the document both ways")
+    bidirectional: bool = option(False, "recurrent encoders: read the document both ways",
+                                 when={"arch": ("rnn", "lstm", "gru")})
     pooling: str = option("auto", "the document vector: last (recurrent: the final state; bidirectional: "
                                   "both directions' final states, combined), mean, max (of all states or "
                                   "embeddings), cls (transformer: a classification token); auto: last for "
                                   "recurrent encoders, mean otherwise", choices=POOLINGS)
     combine: str = option("concat", "bidirectional: how the two directions' states are combined "
-                                    "(SLP Fig. 9.12)", choices=COMBINE)
+                                    "(SLP Fig. 9.12)", choices=COMBINE, when={"arch": ("rnn", "lstm", "gru")})
     head_size: int = option(0, "recurrent / transformer: a hidden layer of this width in the head "
-                               "(0: a linear layer on the document vector)", at_least=0)
+                               "(0: a linear layer on the document vector)", at_least=0,
+                            when={"arch": ("rnn", "lstm", "gru", "transformer")})
     dropout: float = option(0.5, "dropout on the embeddings, between layers and before the output", at_least=0, below=1)
     output_layer: str = option("softmax", "softmax over the classes (eq. 6.27), or for two classes one "
                                           "sigmoid unit with binary cross-entropy (eq. 6.25)",
                                choices=("softmax", "sigmoid"))
-    num_heads: int = option(4, "transformer: attention heads", flag="heads", at_least=1)
-    ff_size: int = option(0, "transformer: feedforward width (0: 4 x hidden)", at_least=0)
-    max_positions: int = option(512, "transformer: the longest document, in tokens (learned positions)", at_least=2)
-    positions: str = option("learned", "transformer positional embeddings", choices=("learned", "sinusoidal"))
+    num_heads: int = option(4, "transformer: attention heads", flag="heads", at_least=1,
+                            when={"arch": ("transformer",)})
+    ff_size: int = option(0, "transformer: feedforward width (0: 4 x hidden)", at_least=0,
+                          when={"arch": ("transformer",)})
+    max_positions: int = option(512, "transformer: the longest document, in tokens (learned positions)", at_least=2,
+                                when={"arch": ("transformer",)})
+    positions: str = option("learned", "transformer positional embeddings", choices=("learned", "sinusoidal"),
+                            when={"arch": ("transformer",)})
     norm_position: str = option("pre", "transformer LayerNorm after (post, as in the text) or before each "
-                                       "sublayer (pre)", choices=("post", "pre"))
+                                       "sublayer (pre)", choices=("post", "pre"), when={"arch": ("transformer",)})
     rnn_impl: str = option("fused", "recurrent encoders: fused kernels or the textbook cells",
-                           choices=("fused", "textbook"))
+                           choices=("fused", "textbook"), when={"arch": ("rnn", "lstm", "gru")})
 
     def __post_init__(self):
         check_fields(self)

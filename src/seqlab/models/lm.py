@@ -28,33 +28,40 @@ class LMConfig:
     arch: str = option("lstm", "architecture", choices=tuple(ARCHS))
     vocab_size: int = option(0, "vocabulary size (set from the training data)", at_least=0)
     embedding_size: int = option(200, "width of the token embeddings; the model width d of the transformer", at_least=1)
-    hidden_size: int = option(200, "recurrent state size (rnn, lstm, gru) or hidden layer size (ffn)", at_least=1)
-    num_layers: int = option(2, "recurrent layers or transformer blocks", flag="layers", at_least=1)
+    hidden_size: int = option(200, "recurrent state size (rnn, lstm, gru) or hidden layer size (ffn)", at_least=1,
+                              when={"arch": ("ffn", "rnn", "lstm", "gru")})
+    num_layers: int = option(2, "recurrent layers or transformer blocks", flag="layers", at_least=1,
+                             when={"arch": ("rnn", "lstm", "gru", "transformer")})
     dropout: float = option(0.2, "dropout probability on embeddings, between layers and on outputs",
                             at_least=0, below=1)
-    variational_dropout: bool = option(False, "recurrent nets: one dropout mask for every time step")
+    variational_dropout: bool = option(False, "recurrent nets: one dropout mask for every time step",
+                                       when={"arch": ("rnn", "lstm", "gru")})
     tie_weights: bool = option(False, "share the embedding matrix with the output layer (SLP 13.2.3)",
                                flag="tied")
     rnn_impl: str = option("fused", "recurrent layers on PyTorch's fused kernels or the textbook cells",
-                           choices=("fused", "textbook"))
+                           choices=("fused", "textbook"), when={"arch": ("rnn", "lstm", "gru")})
     gru_reset: str = option("after", "GRU reset gate after U (cuDNN, fused) or before U (the book, "
-                            "textbook path only)", choices=("after", "before"))
+                            "textbook path only)", choices=("after", "before"), when={"arch": ("gru",)})
     activation: str = option("", "rnn: tanh|relu; ffn: tanh|sigmoid|relu; transformer FFN: relu|gelu "
                              "(default: tanh, tanh, relu)")
     context: int = option(0, "ffn: N tokens in the window; transformer: longest context "
-                          "(default 5 and 128)", at_least=0)
-    num_heads: int = option(4, "transformer attention heads", flag="heads", at_least=1)
-    ff_size: int = option(0, "transformer feedforward width (default 4 * embedding_size)", at_least=0)
+                          "(default 5 and 128)", at_least=0, when={"arch": ("ffn", "transformer")})
+    num_heads: int = option(4, "transformer attention heads", flag="heads", at_least=1, when={"arch": ("transformer",)})
+    ff_size: int = option(0, "transformer feedforward width (default 4 * embedding_size)", at_least=0,
+                          when={"arch": ("transformer",)})
     norm_position: str = option("post", "transformer LayerNorm after each sublayer (the book) or "
-                                "before (pre-LN)", choices=("post", "pre"))
-    positions: str = option("learned", "transformer positional embeddings", choices=("learned", "sinusoidal"))
+                                "before (pre-LN)", choices=("post", "pre"), when={"arch": ("transformer",)})
+    positions: str = option("learned", "transformer positional embeddings", choices=("learned", "sinusoidal"),
+                            when={"arch": ("transformer",)})
     attention_impl: str = option("sdpa", "attention by PyTorch's fused kernel or the textbook code",
-                                 choices=("sdpa", "textbook"))
+                                 choices=("sdpa", "textbook"), when={"arch": ("transformer",)})
     bias: bool = option(True, "transformer: additive biases in its linear layers, LayerNorms and output "
-                        "layer (--no-bias as GPT-style models such as nanoGPT)")
+                        "layer (--no-bias as GPT-style models such as nanoGPT)", when={"arch": ("transformer",)})
     init_range: float = option(0.1, "rnn/lstm/gru/ffn: embeddings and output layer ~ U(-r, r); "
-                               "0 keeps PyTorch's defaults (the transformer uses GPT-2's N(0, 0.02))", at_least=0)
-    init_all: bool = option(False, "rnn/lstm/gru/ffn: every weight ~ U(-r, r), as Zaremba et al. 2014")
+                               "0 keeps PyTorch's defaults (the transformer uses GPT-2's N(0, 0.02))", at_least=0,
+                               when={"arch": ("ffn", "rnn", "lstm", "gru")})
+    init_all: bool = option(False, "rnn/lstm/gru/ffn: every weight ~ U(-r, r), as Zaremba et al. 2014",
+                            when={"arch": ("ffn", "rnn", "lstm", "gru")})
 
     def __post_init__(self):
         check_fields(self)

@@ -43,32 +43,39 @@ class Seq2SeqConfig:
                                     "bilinear W_s or additive (Bahdanau) attention", choices=ATTENTIONS)
     embedding_size: int = option(256, "word embedding width (the transformer's model width)", at_least=1)
     hidden_size: int = option(256, "rnn / lstm / gru: hidden units of the encoder per direction (the decoder "
-                                   "has this times the directions, so h_0^d = h_n^e)", at_least=1)
+                                   "has this times the directions, so h_0^d = h_n^e)", at_least=1,
+                              when={"arch": ("rnn", "lstm", "gru")})
     num_layers: int = option(1, "layers of the encoder and of the decoder (the lm: of the one stack)", at_least=1)
-    bidirectional: bool = option(False, "rnn / lstm / gru: a bidirectional encoder")
+    bidirectional: bool = option(False, "rnn / lstm / gru: a bidirectional encoder",
+                                 when={"arch": ("rnn", "lstm", "gru")})
     dropout: float = option(0.2, "dropout on embeddings, between layers and before the output layer",
                             at_least=0, below=1)
     readout: str = option("full", "rnn / lstm / gru: the output layer reads h_t (hidden: eq. 13.33) or "
-                                  "[h_t; c_t; embedding of y_{t-1}] (full)", choices=("full", "hidden"))
+                                  "[h_t; c_t; embedding of y_{t-1}] (full)", choices=("full", "hidden"),
+                          when={"arch": ("rnn", "lstm", "gru")})
     tie_embeddings: bool = option(False, "the decoder's output layer reuses its input embedding matrix")
     share_embeddings: bool = option(False, "encoder and decoder share one embedding matrix (needs "
-                                           "--shared-vocab)")
-    num_heads: int = option(4, "transformer / lm: attention heads", at_least=1)
-    ff_size: int = option(1024, "transformer / lm: feedforward hidden units", at_least=1)
+                                           "--shared-vocab)", when={"arch": ("rnn", "lstm", "gru", "transformer")})
+    num_heads: int = option(4, "transformer / lm: attention heads", at_least=1, when={"arch": ("transformer", "lm")})
+    ff_size: int = option(1024, "transformer / lm: feedforward hidden units", at_least=1,
+                          when={"arch": ("transformer", "lm")})
     norm_position: str = option("pre", "transformer / lm: layer norm before (pre) or after (post, the book's) "
-                                       "each sublayer", choices=("pre", "post"))
-    activation: str = option("relu", "transformer / lm: feedforward activation", choices=tuple(ACTIVATIONS))
+                                       "each sublayer", choices=("pre", "post"), when={"arch": ("transformer", "lm")})
+    activation: str = option("relu", "transformer / lm: feedforward activation", choices=tuple(ACTIVATIONS),
+                             when={"arch": ("transformer", "lm")})
     max_positions: int = option(256, "transformer: the longest source and target; lm: the longest source + "
                                      "<sep> + target", at_least=4)
-    positions: str = option("learned", "transformer / lm: positional embeddings", choices=("learned", "sinusoidal"))
+    positions: str = option("learned", "transformer / lm: positional embeddings", choices=("learned", "sinusoidal"),
+                            when={"arch": ("transformer", "lm")})
     init_range: float = option(0.0, "rnn / lstm / gru: embeddings and output layer ~ U(-r, r), as the LMs' "
                                     "--init-range; 0 keeps PyTorch's defaults (N(0, 1) embeddings, whose tied "
-                                    "output layer starts with logits of std ~4 and a loss twice ln V)", at_least=0)
+                                    "output layer starts with logits of std ~4 and a loss twice ln V)", at_least=0,
+                               when={"arch": ("rnn", "lstm", "gru")})
     rnn_impl: str = option("fused", "rnn / lstm / gru: PyTorch's kernels or the textbook cells",
-                           choices=("fused", "textbook"))
+                           choices=("fused", "textbook"), when={"arch": ("rnn", "lstm", "gru")})
     label_smoothing: float = option(0.0, "training loss: label smoothing (0: plain cross-entropy)", at_least=0, below=1)
     lm_loss: str = option("target", "lm: the loss on the target tokens only, or on every token (source too)",
-                          choices=("target", "all"))
+                          choices=("target", "all"), when={"arch": ("lm",)})
     source_vocab_size: int = option(0, "set from the data", at_least=0)
     target_vocab_size: int = option(0, "set from the data", at_least=0)
 

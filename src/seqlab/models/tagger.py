@@ -52,26 +52,35 @@ class TaggerConfig:
                                             "vector)")
     hidden_size: int = option(128, "recurrent state per direction; the transformer's width; the window "
                                    "tagger's hidden layer", at_least=1)
-    num_layers: int = option(1, "stacked encoder layers", flag="layers", at_least=1)
-    bidirectional: bool = option(True, "recurrent encoders: read the sentence both ways")
-    combine: str = option("concat", "how the two directions' states are combined (SLP 9.2.6)", choices=COMBINE)
+    num_layers: int = option(1, "stacked encoder layers", flag="layers", at_least=1,
+                             when={"encoder": ("rnn", "lstm", "gru", "transformer")})
+    bidirectional: bool = option(True, "recurrent encoders: read the sentence both ways",
+                                 when={"encoder": ("rnn", "lstm", "gru")})
+    combine: str = option("concat", "how the two directions' states are combined (SLP 9.2.6)", choices=COMBINE,
+                          when={"encoder": ("rnn", "lstm", "gru")})
     dropout: float = option(0.5, "dropout on the embeddings, between layers and before the output", at_least=0, below=1)
     char_features: str = option("lstm", "character-level word features: a BiLSTM over each word's characters "
                                         "(Lample et al. 2016), a CNN (Ma & Hovy 2016), or none",
                                 choices=CHAR_FEATURES)
-    char_embedding_size: int = option(25, "character embedding width", at_least=1)
-    char_hidden_size: int = option(25, "char BiLSTM state per direction, or the number of CNN filters", at_least=1)
-    char_kernel: int = option(3, "char CNN: characters per filter", at_least=1)
-    window: int = option(2, "window tagger: tokens on each side", at_least=0)
-    num_heads: int = option(4, "transformer: attention heads", flag="heads", at_least=1)
-    ff_size: int = option(0, "transformer: feedforward width (0: 4 x hidden)", at_least=0)
-    max_positions: int = option(512, "transformer: longest sentence (learned positions)", at_least=1)
-    positions: str = option("learned", "transformer positional embeddings", choices=("learned", "sinusoidal"))
+    char_embedding_size: int = option(25, "character embedding width", at_least=1,
+                                      when={"char_features": ("lstm", "cnn")})
+    char_hidden_size: int = option(25, "char BiLSTM state per direction, or the number of CNN filters", at_least=1,
+                                   when={"char_features": ("lstm", "cnn")})
+    char_kernel: int = option(3, "char CNN: characters per filter", at_least=1, when={"char_features": ("cnn",)})
+    window: int = option(2, "window tagger: tokens on each side", at_least=0, when={"encoder": ("window",)})
+    num_heads: int = option(4, "transformer: attention heads", flag="heads", at_least=1,
+                            when={"encoder": ("transformer",)})
+    ff_size: int = option(0, "transformer: feedforward width (0: 4 x hidden)", at_least=0,
+                          when={"encoder": ("transformer",)})
+    max_positions: int = option(512, "transformer: longest sentence (learned positions)", at_least=1,
+                                when={"encoder": ("transformer",)})
+    positions: str = option("learned", "transformer positional embeddings", choices=("learned", "sinusoidal"),
+                            when={"encoder": ("transformer",)})
     norm_position: str = option("pre", "transformer LayerNorm after (post, as in the text) or before each "
-                                       "sublayer (pre)", choices=("post", "pre"))
+                                       "sublayer (pre)", choices=("post", "pre"), when={"encoder": ("transformer",)})
     crf: bool = option(False, "a linear-chain CRF output layer (Viterbi decoding) instead of per-token softmax")
     rnn_impl: str = option("fused", "recurrent encoders: fused kernels or the textbook cells",
-                           choices=("fused", "textbook"))
+                           choices=("fused", "textbook"), when={"encoder": ("rnn", "lstm", "gru")})
 
     def __post_init__(self):
         check_fields(self)

@@ -28,7 +28,7 @@ from seqlab.data.batching import StreamBatches, sliding_windows
 from seqlab.data.readers import count_characters, default_corpus, encode_lines, read_lines, read_stream
 from seqlab.data.tokenizers import TOKENIZERS, Tokenizer, make_tokenizer, tokenizer_from_dict
 from seqlab.data.vocab import EOS, UNK, Vocab
-from seqlab.errors import DAMAGED, SeqlabError
+from seqlab.errors import DAMAGED, SeqlabError, SeqlabWarning
 from seqlab.fileio import atomic_write_json, read_json
 from seqlab.models.lm import LMConfig, build_lm
 from seqlab.pipelines.runs import (
@@ -45,10 +45,6 @@ from seqlab.search import SamplingOptions, generate_ids
 from seqlab.tasks.lm import LanguageModelingTask, evaluate_lm, summarize
 from seqlab.training import distributed
 from seqlab.training.trainer import TrainConfig, Trainer
-
-
-class SeqlabWarning(UserWarning):
-    """Something the user should know that does not stop the work (e.g. unknown prompt tokens)."""
 
 
 @dataclass

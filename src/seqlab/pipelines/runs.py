@@ -10,12 +10,13 @@ import hashlib
 import os
 import socket
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from seqlab.config import coerce, file_fields, from_dict, read_config_file, to_dict
-from seqlab.errors import DAMAGED, SeqlabError, os_error_reason
+from seqlab.config import coerce, file_fields, from_dict, inapplicable, read_config_file, to_dict
+from seqlab.errors import DAMAGED, SeqlabError, SeqlabWarning, os_error_reason
 from seqlab.fileio import atomic_write_json, read_json, remove_stale_temporaries
 from seqlab.training import distributed
 from seqlab.training.checkpoint import FORMAT_VERSION, load_model, load_tensors
@@ -235,9 +236,11 @@ def resolve_run_config(cls: type, groups: dict[str, type], config_file: str | Pa
             raise SeqlabError(f"unknown option {name!r}")
     given.update(overrides or {})
     if not resume:
-        given = {**(defaults or {}), **given}
-        parts = {group: {k: v for k, v in given.items() if option_groups[k] == group} for group in groups}
-        return cls(*(group_cls(**parts[group]) for group, group_cls in groups.items()))
+        parts = {group: {k: v for k, v in {**(defaults or {}), **given}.items() if option_groups[k] == group}
+                 for group in groups}
+        config = cls(*(group_cls(**parts[group]) for group, group_cls in groups.items()))
+        check_applicable(config, given, set(overrides or ()), option_groups, config_file)
+        return config
     output = Path(given.get("output", (defaults or {}).get("output", groups["train"].output)))
     check_run_dir(output, resume=True, overwrite=False)
     saved = read_saved(output)
@@ -251,7 +254,27 @@ def resolve_run_config(cls: type, groups: dict[str, type], config_file: str | Pa
             raise SeqlabError(f"--resume continues the run in {output} as it was configured; "
                               f"--{name.replace('_', '-')} cannot change ({before!r} -> {value!r})")
     train = dataclasses.replace(saved.train, **{k: v for k, v in given.items() if option_groups[k] == "train"})
+    problem = inapplicable(train, [k for k in given if option_groups[k] == "train"])
+    if problem:
+        raise SeqlabError(problem)
     return dataclasses.replace(saved, train=train)
+
+
+def check_applicable(config, given: dict, command_line: set[str], option_groups: dict[str, str],
+                     config_file) -> None:
+    """An option that does nothing with the rest of the configuration (`--heads` with `--arch lstm`): an
+    error when given on the command line; from a config file (a recipe shared by several architectures,
+    the benchmark tables' way) a warning, one line each: never silently ignored."""
+    for group in dict.fromkeys(option_groups.values()):
+        names = [k for k in given if option_groups[k] == group]
+        problem = inapplicable(getattr(config, group), [k for k in names if k in command_line])
+        if problem:
+            raise SeqlabError(problem)
+        for name in names:
+            problem = inapplicable(getattr(config, group), [name])
+            if problem and name not in command_line:
+                warnings.warn(f"config file {config_file}: {problem.removesuffix(': leave it out')}; it does nothing "
+                              "here", SeqlabWarning, stacklevel=3)
 
 
 def read_run_config_as(run_dir: str | Path, task: str, cls: type, groups: dict[str, type]):
