@@ -71,6 +71,8 @@ def add_options(parser: argparse.ArgumentParser, cls, title: str, skip=(), defau
         shown = "" if default in ("", 0) and kind is not bool else f"default: {default}"
         if range_text(f.metadata):
             shown = f"{shown}; " * bool(shown) + range_text(f.metadata)
+        for condition, values in (f.metadata.get("when") or {}).items():      # what it acts on
+            shown = f"{shown}; " * bool(shown) + f"with --{condition.replace('_', '-')} {'/'.join(map(str, values))}"
         shown = f" ({shown})" if shown else ""
         help_text = (f.metadata.get("help", "") + shown).replace("%", "%%")
         kwargs = {"dest": f.name, "default": argparse.SUPPRESS, "help": help_text}
