@@ -320,9 +320,8 @@ def write_chunk(lines: list[str]) -> None:
     sys.stdout.flush()
 
 
-def evaluate_tagger(args: argparse.Namespace, load) -> int:
-    tagger = load()
-    result = tagger.evaluate_file(args.file, args.format, args.confusions, args.chunk_size, args.max_input_length,
+def evaluate_tagger(args: argparse.Namespace, scorer) -> int:
+    result = scorer()(args.file, args.format, args.confusions, args.chunk_size, args.max_input_length,
                                   args.long_input)
     result["file"] = args.file
     if args.json:
@@ -371,12 +370,11 @@ def classify_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def evaluate_classifier(args: argparse.Namespace, load) -> int:
+def evaluate_classifier(args: argparse.Namespace, scorer) -> int:
     png = args.confusion_png or str(Path(args.run_dir) / f"confusion_{Path(args.file).name}.png")
     if png != "none":
         check_writable(png, "--confusion-png")
-    classifier = load()
-    result = classifier.evaluate_file(args.file, args.format, None if png == "none" else png,
+    result = scorer()(args.file, args.format, None if png == "none" else png,
                                       progress=False if args.json else None, chunk_size=args.chunk_size,
                                       max_input_length=args.max_input_length, long_input=args.long_input)
     result["file"] = args.file
@@ -433,7 +431,7 @@ def decode_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def evaluate_seq2seq(args: argparse.Namespace, load) -> int:
+def evaluate_seq2seq(args: argparse.Namespace, scorer) -> int:
     from seqlab.fileio import atomic_text_writer
 
     if bool(args.src) != bool(args.tgt):
@@ -442,10 +440,10 @@ def evaluate_seq2seq(args: argparse.Namespace, load) -> int:
         raise SeqlabError("seqlab evaluate needs --src FILE --tgt FILE (aligned files) or a file of pairs")
     if args.hypotheses:
         check_writable(args.hypotheses, "--hypotheses")
-    model = load()
+    score = scorer()
     with contextlib.ExitStack() as stack:
         write = stack.enter_context(atomic_text_writer(args.hypotheses)).write if args.hypotheses else None
-        result = model.evaluate_files(args.src or args.file, args.tgt, args.format, options=search_options(args),
+        result = score(args.src or args.file, args.tgt, args.format, options=search_options(args),
                                       batch_size=args.batch_size or 64, bleu_tokenize=args.bleu_tokenize,
                                       long_source=args.long_input, progress=False if args.json else None,
                                       chunk_size=args.chunk_size, max_input_length=args.max_input_length,
@@ -496,18 +494,19 @@ def refuse_inapplicable(command: str, given: set[str], table: dict[str, tuple[st
 def evaluate_command(args: argparse.Namespace) -> int:
     from seqlab.registry import load, run_pipeline
 
-    task = run_pipeline(args.run_dir).name
+    pipeline = run_pipeline(args.run_dir)          # its `evaluate` scores a file with the loaded model
+    task = pipeline.name
     refuse_inapplicable("evaluate", args.given_options, EVALUATE_OPTIONS, task)
     if task != "seq2seq" and args.file is None:
         raise SeqlabError("seqlab evaluate DIR FILE: the file to score is missing")
     report = {"lm": evaluate_lm, "tagger": evaluate_tagger, "classifier": evaluate_classifier,
               "seq2seq": evaluate_seq2seq}[task]
-    return report(args, lambda: load(args.run_dir, args.device, args.rnn_impl))
+    return report(args, lambda: functools.partial(pipeline.evaluate, load(args.run_dir, args.device, args.rnn_impl)))
 
 
-def evaluate_lm(args: argparse.Namespace, load) -> int:
-    lm = load()
-    result = lm.evaluate_file(args.file, args.batch_size or 10, args.stride, progress=False if args.json else None)
+def evaluate_lm(args: argparse.Namespace, scorer) -> int:
+    """`seqlab evaluate` of a language model; `scorer()` loads it and gives its pipeline's evaluate."""
+    result = scorer()(args.file, args.batch_size or 10, args.stride, progress=False if args.json else None)
     result["file"] = args.file
     if args.json:
         print(json.dumps(result))
