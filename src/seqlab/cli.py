@@ -207,7 +207,28 @@ def build_parser() -> argparse.ArgumentParser:
                              help="sentences per batch (default: 64)")
         add_input_options(command, long_source=True)
         add_runtime_options(command)
+    add_serve_parser(commands)
     return parser
+
+
+def add_serve_parser(commands) -> None:
+    """`seqlab serve RUN [RUN ...]`: the HTTP API over trained runs."""
+    from seqlab.serve.limits import API_KEY_VARIABLE, ServeLimits
+
+    serve = commands.add_parser("serve", help="serve trained models of any task over HTTP: a JSON API (OpenAPI "
+                                "page at /docs) on 127.0.0.1 unless told otherwise")
+    serve.add_argument("runs", metavar="RUN", nargs="+", help="run directories; the API names each model by its "
+                       "directory's name")
+    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1, this "
+                       "machine only; 0.0.0.0 for every interface, with --api-key)")
+    serve.add_argument("--port", type=Number(int, at_least=1, at_most=65535), default=8000,
+                       help="the TCP port (default: 8000)")
+    serve.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every /v1 request "
+                       f"(default: ${API_KEY_VARIABLE} when set, else none)")
+    group = serve.add_argument_group("limits of one request")
+    for f in dataclasses.fields(ServeLimits):
+        add_number(group, ServeLimits, f.name)
+    add_runtime_options(serve)
 
 
 def add_input_options(parser: argparse.ArgumentParser, who: str = "", long_source: bool = False) -> None:
@@ -542,6 +563,32 @@ def generate_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def serve_command(args: argparse.Namespace) -> int:
+    """`seqlab serve`: load the runs, check the address is free, and serve until interrupted (Ctrl-C)."""
+    import socket
+
+    from seqlab.serve import ServeLimits, create_app
+
+    limits = ServeLimits(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ServeLimits)})
+    try:
+        with socket.create_server((args.host, args.port)):
+            pass
+    except OSError as error:
+        raise SeqlabError(f"cannot listen on {args.host}:{args.port}: {error.strerror or error} (another server "
+                          "there? choose another --port)") from None
+    app = create_app(args.runs, limits, args.api_key, args.device)
+    models = ", ".join(f"{m.name} ({m.task})" for m in app.state.models.values())
+    if args.host not in ("127.0.0.1", "localhost", "::1") and not (args.api_key or os.environ.get("SEQLAB_API_KEY")):
+        warnings.warn(f"--host {args.host} serves every machine that can reach this one, without an API key "
+                      "(--api-key)", stacklevel=1)
+    print(f"seqlab: serving {models} on http://{args.host}:{args.port} (the API's page: /docs; Ctrl-C stops)",
+          file=sys.stderr, flush=True)
+    import uvicorn
+
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None):
     print(f"seqlab: warning: {message}", file=sys.stderr)
 
@@ -554,7 +601,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.showwarning = _show_warning
     commands = {"train": train_command, "evaluate": evaluate_command, "generate": generate_command,
                 "tag": tag_command, "classify": classify_command, "translate": decode_command,
-                "summarize": decode_command}
+                "summarize": decode_command, "serve": serve_command}
     try:
         if getattr(args, "threads", 0):
             import torch

@@ -1,0 +1,23 @@
+"""What one request to `seqlab serve` may ask for: the limits, as options (no web framework imported)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from seqlab.config import check_fields, option
+
+API_KEY_VARIABLE = "SEQLAB_API_KEY"       # the API key, when --api-key is not given
+
+
+@dataclass
+class ServeLimits:
+    """What one request may ask for (`seqlab serve` options); a request over a limit gets a 4xx answer."""
+
+    max_body_bytes: int = option(1 << 20, "largest request body, in bytes", at_least=1)
+    max_chars: int = option(20_000, "longest text or prompt, in characters", at_least=1)
+    max_items: int = option(64, "most texts in one request", at_least=1)
+    max_tokens: int = option(1024, "most tokens one generate request may ask for", at_least=1)
+    max_beam: int = option(16, "largest beam a request may ask for", at_least=1)
+
+    def __post_init__(self):
+        check_fields(self)
