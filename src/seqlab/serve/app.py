@@ -26,12 +26,14 @@ from pathlib import Path
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import seqlab.serve.schemas as schemas
 from seqlab.errors import SeqlabError
+from seqlab.serve.batching import Batcher
 from seqlab.serve.limits import API_KEY_VARIABLE, ServeLimits
+from seqlab.serve.metrics import Metrics, MetricsMiddleware
 from seqlab.version import __version__
 
 ENDPOINTS = {"lm": ("generate", "score"), "tagger": ("tag",), "classifier": ("classify",),
@@ -101,7 +103,12 @@ def create_app(runs: Iterable[str | Path] | dict[str, Served], limits: ServeLimi
     app = FastAPI(title="seqlab", version=__version__,
                   description="The models of Jurafsky & Martin's SLP chapters, trained with seqlab, over HTTP.")
     app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
-    app.state.models, app.state.limits = models, limits
+    metrics = Metrics({"/", "/healthz", "/metrics", "/v1/models", *(f"/v1/{e}" for es in ENDPOINTS.values()
+                                                                   for e in es)})
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    batcher = Batcher(lambda key, items: run_batch(models, key, items), limits.max_batch, limits.max_wait_ms / 1000,
+                      observe=lambda key, size: metrics.batch(f"/v1/{key[1]}", size))
+    app.state.models, app.state.limits, app.state.metrics = models, limits, metrics
 
     def authorized(request: Request) -> None:
         if api_key is None:
@@ -139,6 +146,10 @@ def create_app(runs: Iterable[str | Path] | dict[str, Served], limits: ServeLimi
     def healthz() -> dict:
         return {"status": "ok", "models": len(models)}
 
+    @app.get("/metrics", response_class=PlainTextResponse)
+    def prometheus() -> PlainTextResponse:
+        return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4")
+
     @app.get("/v1/models", response_model=schemas.ModelsResponse, dependencies=v1)
     def list_models() -> schemas.ModelsResponse:
         return schemas.ModelsResponse(models=[m.info() for m in models.values()])
@@ -171,13 +182,13 @@ def create_app(runs: Iterable[str | Path] | dict[str, Served], limits: ServeLimi
         return schemas.ScoreResponse(model=body.model, results=results)
 
     @app.post("/v1/tag", response_model=schemas.TagResponse, dependencies=v1)
-    def tag(body: schemas.TextsRequest) -> schemas.TagResponse:
+    async def tag(body: schemas.TextsRequest) -> schemas.TagResponse:
         from seqlab.data.tags import spans
 
         tagger = served(body, "tag").trained
         sentences = [text.split() for text in body.texts()]
         results = []
-        for tokens, tagged in zip(sentences, tagger.tag_sentences(sentences), strict=True):
+        for tokens, tagged in zip(sentences, await batcher.submit((body.model, "tag"), sentences), strict=True):
             tags = [t for t, _ in tagged]
             entities = None if tagger.scheme == "none" else [
                 schemas.Entity(type=kind, start=start, end=end, text=" ".join(tokens[start:end]))
@@ -187,19 +198,19 @@ def create_app(runs: Iterable[str | Path] | dict[str, Served], limits: ServeLimi
         return schemas.TagResponse(model=body.model, results=results)
 
     @app.post("/v1/classify", response_model=schemas.ClassifyResponse, dependencies=v1)
-    def classify(body: schemas.TextsRequest) -> schemas.ClassifyResponse:
-        classifier = served(body, "classify").trained
-        predictions = classifier.classify(body.texts())
+    async def classify(body: schemas.TextsRequest) -> schemas.ClassifyResponse:
+        served(body, "classify")
+        predictions = await batcher.submit((body.model, "classify"), body.texts())
         return schemas.ClassifyResponse(model=body.model, results=[
             schemas.ClassifyResult(label=p.label, probability=p.probability, probabilities=p.probabilities)
             for p in predictions])
 
-    def decode(body: schemas.DecodeRequest, endpoint: str) -> schemas.DecodeResponse:
-        model = served(body, endpoint).trained
+    async def decode(body: schemas.DecodeRequest, endpoint: str) -> schemas.DecodeResponse:
+        served(body, endpoint)
         if body.beam > limits.max_beam:
             raise HTTPException(422, f"beam {body.beam} is over the limit of {limits.max_beam}")
-        outputs = model.generate(body.texts(), beam=body.beam, max_length=body.max_length,
-                                 length_penalty=body.length_penalty, attention=body.attention)
+        key = (body.model, endpoint, body.beam, body.max_length, body.length_penalty, body.attention)
+        outputs = await batcher.submit(key, body.texts())
         return schemas.DecodeResponse(model=body.model, results=[
             schemas.DecodeResult(text=o.text, tokens=o.tokens, score=o.score,
                                  source_tokens=o.source_tokens if body.attention else None,
@@ -207,14 +218,27 @@ def create_app(runs: Iterable[str | Path] | dict[str, Served], limits: ServeLimi
             for o in outputs])
 
     @app.post("/v1/translate", response_model=schemas.DecodeResponse, dependencies=v1)
-    def translate(body: schemas.DecodeRequest) -> schemas.DecodeResponse:
-        return decode(body, "translate")
+    async def translate(body: schemas.DecodeRequest) -> schemas.DecodeResponse:
+        return await decode(body, "translate")
 
     @app.post("/v1/summarize", response_model=schemas.DecodeResponse, dependencies=v1)
-    def summarize(body: schemas.DecodeRequest) -> schemas.DecodeResponse:
-        return decode(body, "summarize")
+    async def summarize(body: schemas.DecodeRequest) -> schemas.DecodeResponse:
+        return await decode(body, "summarize")
 
     return app
+
+
+def run_batch(models: dict[str, Served], key: tuple, items: list) -> list:
+    """One forward pass over the gathered texts of a batch (`Batcher`): `key` is (model, endpoint, options)."""
+    name, endpoint, *options = key
+    trained = models[name].trained
+    if endpoint == "classify":
+        return trained.classify(items)
+    if endpoint == "tag":
+        return trained.tag_sentences(items)
+    beam, max_length, length_penalty, attention = options
+    return trained.generate(items, beam=beam, max_length=max_length, length_penalty=length_penalty,
+                            attention=attention)
 
 
 async def events(first: str | None, pieces, request: Request):

@@ -1,4 +1,5 @@
-"""What one request to `seqlab serve` may ask for: the limits, as options (no web framework imported)."""
+"""What one request to `seqlab serve` may ask for, and how concurrent requests are gathered: options (no web
+framework imported)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,10 @@ class ServeLimits:
     max_items: int = option(64, "most texts in one request", at_least=1)
     max_tokens: int = option(1024, "most tokens one generate request may ask for", at_least=1)
     max_beam: int = option(16, "largest beam a request may ask for", at_least=1)
+    max_batch: int = option(32, "dynamic batching: most texts of concurrent requests to one model run in one "
+                                "forward pass (1: each request alone)", at_least=1)
+    max_wait_ms: float = option(5.0, "dynamic batching: how long a request waits for others to join its batch "
+                                     "while it is not full", at_least=0, at_most=1000)
 
     def __post_init__(self):
         check_fields(self)

@@ -1,0 +1,83 @@
+"""Dynamic batching: the texts of concurrent requests to one model are gathered into one forward pass.
+
+A request hands its texts to the model's `Batcher` under a key (the model, the endpoint and the options
+that must agree, such as the beam) and awaits its own results. One worker per key takes the requests
+waiting, up to `max_batch` texts, waiting at most `max_wait` seconds for more to arrive while the batch
+is not full, and runs them in one call in the thread pool; each request gets back its own slice of the
+outputs, in order. Under load the queue fills while a batch runs, so the wait costs nothing; alone, a
+request waits `max_wait` at most. When a batch fails (one request's text is refused, say), each of its
+requests is run alone, so that only the bad one gets the error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict, deque
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+
+from fastapi.concurrency import run_in_threadpool
+
+
+@dataclass
+class Job:
+    items: list
+    future: asyncio.Future = field(repr=False)
+
+
+class Batcher:
+    """`work(key, items) -> outputs` (one output per item) run on gathered batches; `observe(key, n)` is told
+    each batch's size (for /metrics)."""
+
+    def __init__(self, work: Callable[[Hashable, list], list], max_batch: int, max_wait: float,
+                 observe: Callable[[Hashable, int], None] | None = None):
+        self.work, self.max_batch, self.max_wait, self.observe = work, max_batch, max_wait, observe
+        self.queues: dict[Hashable, deque[Job]] = defaultdict(deque)
+        self.workers: dict[Hashable, asyncio.Task] = {}
+
+    async def submit(self, key: Hashable, items: list) -> list:
+        """The outputs of `items`, computed in a batch with whatever else is waiting under `key`."""
+        job = Job(list(items), asyncio.get_running_loop().create_future())
+        self.queues[key].append(job)
+        if key not in self.workers or self.workers[key].done():
+            self.workers[key] = asyncio.create_task(self.drain(key))
+        return await job.future
+
+    async def drain(self, key: Hashable) -> None:
+        queue = self.queues[key]
+        while queue:
+            if self.max_wait > 0 and sum(len(job.items) for job in queue) < self.max_batch:
+                await asyncio.sleep(self.max_wait)                   # let the batch fill, a little
+            jobs, count = [], 0
+            while queue and (not jobs or count + len(queue[0].items) <= self.max_batch):
+                job = queue.popleft()
+                jobs.append(job)
+                count += len(job.items)
+            await self.run(key, jobs)
+
+    async def run(self, key: Hashable, jobs: list[Job]) -> None:
+        items = [item for job in jobs for item in job.items]
+        if self.observe is not None:
+            self.observe(key, len(items))
+        try:
+            outputs = await run_in_threadpool(self.work, key, items)
+        except Exception as error:                                   # noqa: BLE001 - handed to each request
+            if len(jobs) == 1:
+                settle(jobs[0], error=error)
+                return
+            for job in jobs:                                         # find the request that failed
+                await self.run(key, [job])
+            return
+        start = 0
+        for job in jobs:
+            settle(job, outputs[start:start + len(job.items)])
+            start += len(job.items)
+
+
+def settle(job: Job, outputs: list | None = None, error: BaseException | None = None) -> None:
+    if job.future.done():                                            # its client went away
+        return
+    if error is not None:
+        job.future.set_exception(error)
+    else:
+        job.future.set_result(outputs)
