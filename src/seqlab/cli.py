@@ -208,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_input_options(command, long_source=True)
         add_runtime_options(command)
     add_serve_parser(commands)
+    add_info_command(commands)
     return parser
 
 
@@ -229,6 +230,23 @@ def add_serve_parser(commands) -> None:
     for f in dataclasses.fields(ServeLimits):
         add_number(group, ServeLimits, f.name)
     add_runtime_options(serve)
+
+
+def add_info_command(commands) -> None:
+    """`seqlab info DIR [--json]`."""
+    info = commands.add_parser("info", help="what a run directory holds: task, model, parameters, data files, "
+                               "training options and progress, and the command that made it")
+    info.add_argument("run_dir", metavar="DIR", help="run directory")
+    info.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+
+
+def info_command(args: argparse.Namespace) -> int:
+    """`seqlab info`: `seqlab.info.run_info`, as text or JSON."""
+    from seqlab.info import format_info, run_info
+
+    info = run_info(args.run_dir)
+    print(json.dumps(info) if args.json else format_info(info))
+    return 0
 
 
 def add_input_options(parser: argparse.ArgumentParser, who: str = "", long_source: bool = False) -> None:
@@ -601,7 +619,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.showwarning = _show_warning
     commands = {"train": train_command, "evaluate": evaluate_command, "generate": generate_command,
                 "tag": tag_command, "classify": classify_command, "translate": decode_command,
-                "summarize": decode_command, "serve": serve_command}
+                "summarize": decode_command, "serve": serve_command, "info": info_command}
     try:
         if getattr(args, "threads", 0):
             import torch
