@@ -354,3 +354,20 @@ def test_checkpoint_optimizer_state_follows_each_parameter_by_name_when_the_orde
     meta.pop("names")                                           # as an earlier seqlab wrote it
     with pytest.raises(SeqlabError, match="another order"):
         optimizer_from_tensors(tensors, meta, new, torch.optim.Adam(new.parameters(), lr=0.01))
+
+
+def test_checkpoint_damaged_safetensors_is_never_called_a_pickle(tmp_path):
+    """A safetensors header length whose first bytes look like a pickle's start (0x80, 0x02..0x05) is still a
+    damaged safetensors file, not a foreign format."""
+    path = tmp_path / "model.safetensors"
+    save_tensors(path, {"w": torch.zeros(3)})
+    data = bytearray(path.read_bytes())
+    header = int.from_bytes(data[:8], "little")
+    data[:8] = (0x0380).to_bytes(8, "little")                      # reads as b"\x80\x03..." like pickle protocol 3
+    path.write_bytes(bytes(data[:8]) + bytes(data[8:8 + header]) + bytes(data[8 + header:]))
+    with pytest.raises(SeqlabError) as caught:
+        load_tensors(path)
+    assert "pickle" not in str(caught.value) and "truncated or corrupted" in str(caught.value)
+    path.write_bytes(b"\x80\x03" + b"rest of a pickle")            # a real pickle's start: named as one
+    with pytest.raises(SeqlabError, match="Python pickle"):
+        load_tensors(path)

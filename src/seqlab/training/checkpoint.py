@@ -79,7 +79,11 @@ def load_tensors(path: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
 
 
 def _foreign_format(data: bytes) -> str | None:
-    """What a file that is not safetensors is, when it is recognisably something else."""
+    """What a file that is not safetensors is, when it is recognisably something else. A safetensors file
+    starts with its header's length (8 bytes, which may look like anything) and then the header, "{": such
+    a file is a damaged safetensors file, never a foreign one."""
+    if data[8:9] == b"{":
+        return None
     if data[:4] == b"PK\x03\x04":
         return "a zip archive (the format of torch.save)"
     if data[:1] == b"\x80" and data[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
