@@ -56,6 +56,7 @@ from seqlab.pipelines.runs import (
     start_run,
     train_in_run,
 )
+from seqlab.progress import progress_bar
 from seqlab.tasks.classification import (
     ClassificationTask,
     DocumentVocabulary,
@@ -384,8 +385,7 @@ class TrainedClassifier:
     def _predict(self, encoded: list, batch_size: int, progress: bool | None = False) -> list[Prediction]:
         results: list[Prediction | None] = [None] * len(encoded)
         groups = length_batches(document_lengths(encoded), batch_size, None)   # shortest first: little padding
-        for group in tqdm(groups, desc="classifying", unit="batch", leave=False,
-                          disable=True if progress is False else None):
+        for group in progress_bar(groups, progress, desc="classifying", unit="batch", leave=False):
             batch = self.vocabulary.collate([encoded[i] for i in group]).to(self.device)
             p = probabilities(self.model, self.model(batch.words, batch.lengths, batch.features))   # (B, K)
             for i, row in zip(group, p.tolist(), strict=True):

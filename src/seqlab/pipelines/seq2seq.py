@@ -47,6 +47,7 @@ from seqlab.pipelines.runs import (
     start_run,
     train_in_run,
 )
+from seqlab.progress import progress_bar
 from seqlab.search import Hypothesis, SearchOptions, decode
 from seqlab.tasks.seq2seq import LengthReport, PairVocabulary, Seq2SeqTask, pair_batches
 from seqlab.training import distributed
@@ -344,8 +345,7 @@ class TrainedSeq2Seq:
                 attention: bool, progress: bool | None) -> list[Output]:
         results: list[Output | None] = [None] * len(encoded)
         groups = length_batches([len(e.source) for e in encoded], batch_size, None)
-        for group in tqdm(groups, desc="decoding", unit="batch", leave=False,
-                          disable=True if progress is False else None):
+        for group in progress_bar(groups, progress, desc="decoding", unit="batch", leave=False):
             batch = self.vocabulary.collate([encoded[i] for i in group]).to(self.device)
             hypotheses = decode(self.model, batch.source, batch.source_lengths, options, need_weights=attention)
             for i, best in zip(group, hypotheses, strict=True):

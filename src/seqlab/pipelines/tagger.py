@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from seqlab.config import check_fields, option
 from seqlab.data.conll import FORMATS, Sentence, labelled_sentences, read_labelled
@@ -53,6 +52,7 @@ from seqlab.pipelines.runs import (
     start_run,
     train_in_run,
 )
+from seqlab.progress import progress_bar
 from seqlab.tasks.tagging import TaggerVocabulary, TaggingTask, best_tags, length_batches
 from seqlab.training import distributed
 from seqlab.training.trainer import TrainConfig, Trainer
@@ -279,7 +279,7 @@ class TrainedTagger:
         items = [Sentence(list(tokens), ["O"] * len(tokens)) for tokens in sentences]
         order = [i for i in sorted(range(len(items)), key=lambda i: len(items[i])) if len(items[i])]
         starts = range(0, len(order), batch_size)
-        for k in tqdm(starts, desc="tagging", unit="batch", leave=False, disable=True if progress is False else None):
+        for k in progress_bar(starts, progress, desc="tagging", unit="batch", leave=False):
             chunk = order[k:k + batch_size]
             batch = self.vocabulary.batch([items[i] for i in chunk]).to(self.device)
             scores = self.model(batch.words, batch.lengths, batch.chars)       # (B, T, K)
