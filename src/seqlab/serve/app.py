@@ -139,6 +139,17 @@ def create_app(runs: Iterable[str | Path] | dict[str, Served], limits: ServeLimi
     def healthz() -> dict:
         return {"status": "ok", "models": len(models)}
 
+    # The web page at / (static/: HTML, CSS and JavaScript that ask /v1 like any client; no key needed to load it)
+    from fastapi.responses import FileResponse
+    from fastapi.staticfiles import StaticFiles
+
+    static = Path(__file__).parent / "static"
+    app.mount("/static", StaticFiles(directory=static), name="static")
+
+    @app.get("/", include_in_schema=False)
+    def page() -> FileResponse:
+        return FileResponse(static / "index.html")
+
     @app.get("/v1/models", response_model=schemas.ModelsResponse, dependencies=v1)
     def list_models() -> schemas.ModelsResponse:
         return schemas.ModelsResponse(models=[m.info() for m in models.values()])
