@@ -51,3 +51,46 @@ def kill_after_evaluation(step: int):
         if event["event"] == "evaluate" and event["step"] == step:
             raise Killed
     return callback
+
+
+def train_serve_runs(folder: Path, lr: float | None = None) -> dict[str, Path]:
+    """One tiny run of each task family under `folder` (a language model, an NER tagger, a sentiment classifier
+    and a German-English translator), for the tests of `seqlab serve`: {name: run directory}. With `lr` the
+    tagger, the classifier and the translator learn their data (0.05: every entity right), not just its shapes."""
+    from seqlab.cli import main
+    from seqlab.pipelines.lm import train_lm
+
+    quiet, pairs = ["--no-progress", "--dropout", "0"], FIXTURES / "seq2seq"
+    quiet += [] if lr is None else ["--lr", str(lr)]
+    train_lm(tiny_config(folder / "lm", arch="transformer", tokenizer="char"))
+    ner = str(FIXTURES / "ner.conll")
+    assert main(["train", "tagger", "--train", ner, "--dev", ner, "--format", "conll", "--embedding-size", "8",
+                 "--hidden-size", "8", "--max-steps", "30", "--output", str(folder / "ner"), *quiet]) == 0
+    sentiment = str(FIXTURES / "classify" / "sentiment.tsv")
+    assert main(["train", "classifier", "--train", sentiment, "--dev", sentiment, "--format", "tsv",
+                 "--embedding-size", "8", "--hidden-size", "8", "--max-steps", "30", "--output",
+                 str(folder / "sentiment"), *quiet]) == 0
+    assert main(["train", "seq2seq", "--train-src", str(pairs / "train.src"), "--train-tgt", str(pairs / "train.tgt"),
+                 "--dev-src", str(pairs / "dev.src"), "--dev-tgt", str(pairs / "dev.tgt"), "--arch", "gru",
+                 "--attention", "dot", "--embedding-size", "16", "--hidden-size", "16", "--max-steps", "30",
+                 "--output", str(folder / "de-en"), *quiet]) == 0
+    return {name: folder / name for name in ("lm", "ner", "sentiment", "de-en")}
+
+
+def serving(app):
+    """A real uvicorn server on 127.0.0.1 (a free port) in a thread: (server, base url)."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    threading.Thread(target=server.run, daemon=True).start()
+    deadline = time.time() + 10
+    while not server.started and time.time() < deadline:
+        time.sleep(0.02)
+    return server, f"http://127.0.0.1:{port}"

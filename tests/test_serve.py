@@ -12,33 +12,16 @@ pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
 import seqlab  # noqa: E402
-from conftest import FIXTURES, tiny_config  # noqa: E402
+from conftest import serving, train_serve_runs  # noqa: E402
 from seqlab.cli import main  # noqa: E402
 from seqlab.errors import SeqlabError  # noqa: E402
-from seqlab.pipelines.lm import train_lm  # noqa: E402
 from seqlab.serve import ServeLimits, create_app, load_runs  # noqa: E402
-
-PAIRS = FIXTURES / "seq2seq"
-QUIET = ["--no-progress", "--dropout", "0"]
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
     """One tiny run of each task family."""
-    folder = tmp_path_factory.mktemp("serve")
-    train_lm(tiny_config(folder / "lm", arch="transformer", tokenizer="char"))
-    ner = str(FIXTURES / "ner.conll")
-    assert main(["train", "tagger", "--train", ner, "--dev", ner, "--format", "conll", "--embedding-size", "8",
-                 "--hidden-size", "8", "--max-steps", "30", "--output", str(folder / "ner"), *QUIET]) == 0
-    sentiment = str(FIXTURES / "classify" / "sentiment.tsv")
-    assert main(["train", "classifier", "--train", sentiment, "--dev", sentiment, "--format", "tsv",
-                 "--embedding-size", "8", "--hidden-size", "8", "--max-steps", "30", "--output",
-                 str(folder / "sentiment"), *QUIET]) == 0
-    assert main(["train", "seq2seq", "--train-src", str(PAIRS / "train.src"), "--train-tgt", str(PAIRS / "train.tgt"),
-                 "--dev-src", str(PAIRS / "dev.src"), "--dev-tgt", str(PAIRS / "dev.tgt"), "--arch", "gru",
-                 "--attention", "dot", "--embedding-size", "16", "--hidden-size", "16", "--max-steps", "30",
-                 "--output", str(folder / "de-en"), *QUIET]) == 0
-    return {name: folder / name for name in ("lm", "ner", "sentiment", "de-en")}
+    return train_serve_runs(tmp_path_factory.mktemp("serve"))
 
 
 @pytest.fixture(scope="module")
@@ -186,25 +169,6 @@ class CountingLM:
             time.sleep(0.01)
             self.made += 1
             yield "x"
-
-
-def serving(app):
-    """A real uvicorn server on 127.0.0.1 (a free port) in a thread: (server, base url)."""
-    import socket
-    import threading
-    import time
-
-    import uvicorn
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    threading.Thread(target=server.run, daemon=True).start()
-    deadline = time.time() + 10
-    while not server.started and time.time() < deadline:
-        time.sleep(0.02)
-    return server, f"http://127.0.0.1:{port}"
 
 
 def test_serve_stops_generating_when_the_client_goes_away(tmp_path):

@@ -26,7 +26,8 @@ from pathlib import Path
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import seqlab.serve.schemas as schemas
@@ -145,6 +146,14 @@ def create_app(runs: Iterable[str | Path] | dict[str, Served], limits: ServeLimi
     @app.get("/healthz")
     def healthz() -> dict:
         return {"status": "ok", "models": len(models)}
+
+    # The web page at / (static/: HTML, CSS and JavaScript that ask /v1 like any client; no key needed to load it)
+    static = Path(__file__).parent / "static"
+    app.mount("/static", StaticFiles(directory=static), name="static")
+
+    @app.get("/", include_in_schema=False)
+    def page() -> FileResponse:
+        return FileResponse(static / "index.html")
 
     @app.get("/metrics", response_class=PlainTextResponse)
     def prometheus() -> PlainTextResponse:
