@@ -32,8 +32,12 @@ the seqlab, torch and opset versions), and the run's config.json and vocabulary,
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -140,13 +144,34 @@ class DecoderStepGraph(ClassifierGraph):
 
 # ---------------------------------------------------------------------------- exporting
 
+@contextlib.contextmanager
+def quiet_stderr():
+    """File descriptor 2 to a temporary file while the exporter runs: its C++ side warns that the packed
+    sequences' ops have no shape inference (they become the RNN ops' sequence_lens, checked by the tests);
+    what it wrote is shown if the export fails."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            os.dup2(saved, 2)
+            held.seek(0)
+            sys.stderr.write(held.read().decode(errors="replace"))
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
 def export_graph(module: nn.Module, args: tuple, path: Path, inputs: list[str], outputs: list[str],
                  axes: dict[str, dict[int, str]]) -> dict:
     """One graph to `path` (the TorchScript-based exporter, `dynamo=False`: torch 2.13's default dynamo
     exporter needs onnxscript, which seqlab does not depend on, and the recurrent encoders' packed sequences
     export as ONNX's own RNN ops with per-row lengths only through this one); its inputs and outputs."""
     module.eval()
-    with warnings.catch_warnings(), torch.no_grad():
+    with warnings.catch_warnings(), torch.no_grad(), quiet_stderr():
         warnings.simplefilter("ignore")                      # tracer warnings about Python-side shape checks
         torch.onnx.export(module, args, str(path), input_names=inputs, output_names=outputs,
                           dynamic_axes=axes, opset_version=OPSET, dynamo=False)
@@ -217,10 +242,7 @@ def export_lm(trained, out: Path) -> dict:
 
 
 def export_seq2seq(trained, out: Path) -> dict:
-    model, arch = trained.model, trained.config.model.arch
-    if arch not in ("rnn", "lstm", "gru"):
-        raise SeqlabError(f"seqlab export: the {arch!r} sequence-to-sequence model is not exportable yet (the rnn, "
-                          "lstm and gru encoder-decoders are)")
+    model = trained.model
     source, lengths = torch.tensor([[5, 6, 7], [5, 6, 0]]), torch.tensor([3, 2])
     memory = model.encode(source, lengths)
     names = [name for name in MEMORY if name in memory]
@@ -245,6 +267,8 @@ def export_seq2seq(trained, out: Path) -> dict:
     return graphs
 
 
+# (task, arch) -> why it is not exported yet
+NOT_EXPORTABLE = {("seq2seq", "transformer"): "the transformer encoder-decoder", ("seq2seq", "lm"): "the separator LM"}
 EXPORTERS = {"classifier": export_classifier, "tagger": export_tagger, "lm": export_lm, "seq2seq": export_seq2seq}
 
 
@@ -255,10 +279,20 @@ def arch_of(trained, task: str) -> str:
 
 def export_onnx(run_dir: str | Path, output: str | Path, overwrite: bool = False) -> Path:
     """Export the run's inference graphs to `output` (see the module's docstring); returns the manifest's path."""
+    from seqlab.pipelines.runs import read_run_json
     from seqlab.registry import load, run_pipeline
 
+    try:
+        import onnx  # noqa: F401  (torch.onnx.export writes through it)
+    except ImportError:
+        raise SeqlabError("seqlab export --format onnx needs the onnx package: pip install 'seqlab[export]'") from None
     run_dir, out = Path(run_dir), Path(output)
     task = run_pipeline(run_dir).name
+    model_group = read_run_json(run_dir).get("model", {})
+    arch = model_group.get("encoder" if task == "tagger" else "arch")
+    if (task, arch) in NOT_EXPORTABLE:
+        raise SeqlabError(f"seqlab export: {NOT_EXPORTABLE[task, arch]} ({task} --arch {arch}) is not exportable yet; "
+                          "the rnn, lstm and gru encoder-decoders are")
     trained = load(run_dir)
     arch = arch_of(trained, task)
     if out.exists() and not out.is_dir():

@@ -218,6 +218,10 @@ class ExportedTagger(Exported):
                 results[i] = [(self.vocabulary.labels[t], float(p[k, t])) for k, t in enumerate(tags)]
         return results
 
+    def tag(self, tokens: list[str]) -> list[tuple[str, float]]:
+        """(tag, probability) for each token of one sentence."""
+        return self.tag_sentences([tokens])[0]
+
 
 # ---------------------------------------------------------------------------- language model
 
