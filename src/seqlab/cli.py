@@ -209,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_runtime_options(command)
     add_serve_parser(commands)
     add_info_command(commands)
+    add_export_parser(commands)
     return parser
 
 
@@ -247,6 +248,16 @@ def info_command(args: argparse.Namespace) -> int:
     info = run_info(args.run_dir)
     print(json.dumps(info) if args.json else format_info(info))
     return 0
+
+
+def add_export_parser(commands) -> None:
+    """`seqlab export RUN --format onnx --output DIR`: a run's inference graphs, runnable without it."""
+    export = commands.add_parser("export", help="export a trained run's inference graphs (ONNX), with its vocabulary "
+                                 "and labels, to run on onnxruntime without PyTorch (seqlab.export.runtime)")
+    export.add_argument("run", metavar="RUN", help="the run directory")
+    export.add_argument("--format", choices=("onnx",), default="onnx", help="the export format (default: onnx)")
+    export.add_argument("--output", required=True, metavar="DIR", help="the export directory (created)")
+    export.add_argument("--overwrite", action="store_true", help="replace an export directory that holds files")
 
 
 def add_input_options(parser: argparse.ArgumentParser, who: str = "", long_source: bool = False) -> None:
@@ -607,6 +618,17 @@ def serve_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def export_command(args: argparse.Namespace) -> int:
+    """`seqlab export`: write the graphs and files, then say what was written."""
+    from seqlab.export.onnx import export_onnx
+
+    manifest = json.loads(export_onnx(args.run, args.output, args.overwrite).read_text())
+    graphs = ", ".join(graph["file"] for graph in manifest["graphs"].values())
+    print(f"exported the {manifest['arch']} {manifest['task']} of {args.run} to {args.output}/ ({graphs}, "
+          "manifest.json); run it with seqlab.export.runtime.load_export")
+    return 0
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None):
     print(f"seqlab: warning: {message}", file=sys.stderr)
 
@@ -619,7 +641,8 @@ def main(argv: list[str] | None = None) -> int:
     warnings.showwarning = _show_warning
     commands = {"train": train_command, "evaluate": evaluate_command, "generate": generate_command,
                 "tag": tag_command, "classify": classify_command, "translate": decode_command,
-                "summarize": decode_command, "serve": serve_command, "info": info_command}
+                "summarize": decode_command, "serve": serve_command, "info": info_command,
+                "export": export_command}
     try:
         if getattr(args, "threads", 0):
             import torch

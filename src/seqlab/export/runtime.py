@@ -1,0 +1,357 @@
+"""Running an ONNX export (`seqlab.export.onnx`) on onnxruntime: the whole task in numpy, without the run
+directory and without PyTorch on the inference path (text <-> ids through seqlab's own tokenizers and
+vocabularies, read from the export's copies of the run's files).
+
+    from seqlab.export.runtime import load_export
+    tagger = load_export("exports/ner")               # an ExportedTagger
+    tagger.tag_sentences([["John", "lives", "in", "Paris", "."]])
+
+    ExportedClassifier.classify(texts)                 -> [Prediction]       (as TrainedClassifier.classify)
+    ExportedTagger.tag_sentences(sentences)            -> [[(tag, p)]]       argmax, or Viterbi with a CRF
+    ExportedLM.generate(prompt, max_tokens)            -> str                greedy (generate_ids: the ids)
+    ExportedSeq2Seq.translate(texts)                   -> [str]              greedy
+
+Each result equals the PyTorch model's greedy / argmax / Viterbi one (`seqlab.load(run)`), the scores
+within float rounding (tests/test_export.py checks 1e-4). Batches are formed as the PyTorch API forms
+them (`length_batches`, shortest first).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from seqlab.data.batching import length_batches
+from seqlab.data.parallel import Pair
+from seqlab.data.text_features import with_ngrams
+from seqlab.data.vocab import BOS, EOS, PAD, UNK
+from seqlab.errors import SeqlabError
+from seqlab.export.onnx import read_manifest
+from seqlab.processors import NEVER_GENERATED
+
+
+def onnxruntime():
+    try:
+        import onnxruntime
+    except ImportError:
+        raise SeqlabError("running an ONNX export needs onnxruntime: pip install 'seqlab[export]'") from None
+    return onnxruntime
+
+
+class Exported:
+    """An export directory's manifest and onnxruntime sessions, one per graph."""
+
+    def __init__(self, export_dir: str | Path, threads: int = 0):
+        """`threads`: onnxruntime's intra-op threads (0: its default)."""
+        ort = onnxruntime()
+        self.dir = Path(export_dir)
+        self.manifest = read_manifest(self.dir)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        self.sessions = {name: ort.InferenceSession(str(self.dir / graph["file"]), options,
+                                                    providers=["CPUExecutionProvider"])
+                         for name, graph in self.manifest["graphs"].items()}
+
+    def run(self, graph: str, values: dict) -> dict[str, np.ndarray]:
+        """Run one graph on the values it takes (by input name) -> its outputs by name."""
+        session = self.sessions[graph]
+        feeds = {i.name: values[i.name] for i in session.get_inputs()}
+        names = [o.name for o in session.get_outputs()]
+        return dict(zip(names, session.run(names, feeds), strict=True))
+
+
+def pad(rows: list[list[int]], width: int | None = None) -> np.ndarray:
+    """Right-padded (B, T) int64 ids."""
+    out = np.full((len(rows), width or max(map(len, rows))), PAD, dtype=np.int64)
+    for b, row in enumerate(rows):
+        out[b, :len(row)] = row
+    return out
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def logsumexp(x: np.ndarray, axis: int) -> np.ndarray:
+    top = x.max(axis=axis, keepdims=True)
+    return (top + np.log(np.exp(x - top).sum(axis=axis, keepdims=True))).squeeze(axis)
+
+
+def choose(logits: np.ndarray) -> np.ndarray:
+    """Greedy: the argmax of logits (B, V), the never-generated ids blocked (`seqlab.processors`)."""
+    logits = logits.astype(np.float32).copy()
+    logits[:, list(NEVER_GENERATED)] = -np.inf
+    return logits.argmax(axis=-1)                                                  # (B,)
+
+
+# ---------------------------------------------------------------------------- classifier
+
+class ExportedClassifier(Exported):
+    def __init__(self, export_dir, threads: int = 0):
+        from seqlab.pipelines.classifier import read_run_config, read_vocabulary
+
+        super().__init__(export_dir, threads)
+        self.config = read_run_config(self.dir)
+        self.vocabulary = read_vocabulary(self.dir, self.config)
+
+    def encode(self, text: str) -> tuple[list[int] | None, list[float] | None]:
+        v = self.vocabulary
+        tokens = v.cut(v.tokens(text))
+        words = v.word_ids(with_ngrams(tokens, v.ngrams) if v.ngrams > 1 else tokens) if v.words else None
+        return words, v.features.raw(tokens, None) if v.features else None
+
+    def scores(self, encoded: list) -> np.ndarray:
+        """Class scores (B, K) of encoded documents, one batch."""
+        if self.vocabulary.features is not None:
+            f = self.vocabulary.features
+            table = (np.array([e[1] for e in encoded], np.float32) - np.array(f.mean, np.float32)) \
+                / np.array(f.std, np.float32)                                         # (B, F)
+            return self.run("classifier", {"features": table})["scores"]
+        rows = [e[0] for e in encoded]
+        return self.run("classifier", {"words": pad(rows), "lengths": np.array([len(r) for r in rows])})["scores"]
+
+    def probabilities(self, scores: np.ndarray) -> np.ndarray:
+        """Softmax (eq. 6.27), or [1 - s(z), s(z)] for one sigmoid unit (eq. 6.25)."""
+        if self.config.model.output_layer == "sigmoid":
+            p = 1 / (1 + np.exp(-scores[:, 0].astype(np.float32)))                  # (B,)
+            return np.stack([1 - p, p], axis=1)
+        return softmax(scores.astype(np.float32))
+
+    def classify(self, texts: list[str], batch_size: int = 64):
+        """The `Prediction` of each text, as `TrainedClassifier.classify`."""
+        from seqlab.pipelines.classifier import Prediction
+
+        if any(not t.strip() for t in texts):
+            raise SeqlabError("an empty text: there is nothing to classify")
+        encoded = [self.encode(t) for t in texts]
+        labels = self.vocabulary.labels
+        results = [None] * len(texts)
+        lengths = [len(e[0]) if e[0] is not None else 0 for e in encoded]
+        for group in length_batches(lengths, batch_size, None):
+            p = self.probabilities(self.scores([encoded[i] for i in group]))
+            for i, row in zip(group, p.tolist(), strict=True):
+                best = int(np.argmax(row))
+                results[i] = Prediction(labels[best], row[best], dict(zip(labels, row, strict=True)))
+        return results
+
+
+# ---------------------------------------------------------------------------- tagger
+
+def viterbi(emissions: np.ndarray, length: int, transitions: np.ndarray, start: np.ndarray,
+            end: np.ndarray) -> list[int]:
+    """The best tag sequence of one sentence's emissions (T, K) (SLP 17.4; `seqlab.nn.crf.CRF.decode`)."""
+    delta = start + emissions[0]                                                   # (K,)
+    pointers = []
+    for t in range(1, length):
+        scores = delta[:, None] + transitions                                      # (K, K)
+        pointers.append(scores.argmax(axis=0))
+        delta = scores.max(axis=0) + emissions[t]
+    tags = [int((delta + end).argmax())]
+    for back in reversed(pointers):
+        tags.append(int(back[tags[-1]]))
+    return tags[::-1]
+
+
+def crf_marginals(emissions: np.ndarray, length: int, transitions: np.ndarray, start: np.ndarray,
+                  end: np.ndarray) -> np.ndarray:
+    """p(y_t = k | x) (T, K) by the forward-backward algorithm in log space."""
+    e = emissions[:length].astype(np.float64)
+    alpha, beta = np.zeros_like(e), np.zeros_like(e)
+    alpha[0] = start + e[0]
+    for t in range(1, length):
+        alpha[t] = logsumexp(alpha[t - 1][:, None] + transitions, axis=0) + e[t]
+    beta[-1] = end
+    for t in range(length - 2, -1, -1):
+        beta[t] = logsumexp(transitions + (e[t + 1] + beta[t + 1])[None, :], axis=1)
+    log_z = logsumexp(alpha[-1] + end, axis=0)
+    return np.exp(alpha + beta - log_z)
+
+
+class ExportedTagger(Exported):
+    def __init__(self, export_dir, threads: int = 0):
+        from seqlab.pipelines.tagger import read_vocabulary
+
+        super().__init__(export_dir, threads)
+        self.vocabulary, self.scheme, _ = read_vocabulary(self.dir)
+        self.crf = None
+        if self.manifest.get("crf"):
+            crf = json.loads((self.dir / "crf.json").read_text())
+            self.crf = tuple(np.array(crf[k], np.float64) for k in ("transitions", "start", "end"))
+
+    def emissions(self, sentences: list[list[str]]) -> np.ndarray:
+        """Emission scores (B, T, K) of one batch of non-empty sentences."""
+        v = self.vocabulary
+        values = {"words": pad([v.word_ids(s) for s in sentences]), "lengths": np.array([len(s) for s in sentences])}
+        if v.chars is not None:
+            C = max(min(v.max_word_chars, max(len(t) for t in s)) for s in sentences)
+            chars = np.full((len(sentences), values["words"].shape[1], C), PAD, dtype=np.int64)
+            for b, s in enumerate(sentences):
+                width = min(v.max_word_chars, max(len(t) for t in s))
+                for t, token in enumerate(s):
+                    ids = [v.chars.index.get(ch, UNK) for ch in token[:width]]
+                    chars[b, t, :len(ids)] = ids
+            values["chars"] = chars
+        return self.run("tagger", values)["emissions"]
+
+    def tag_sentences(self, sentences: list[list[str]], batch_size: int = 64) -> list[list[tuple[str, float]]]:
+        """(tag, probability) per token, as `TrainedTagger.tag_sentences`: the argmax and its softmax
+        probability, or with a CRF the Viterbi tags and their marginals."""
+        results: list[list[tuple[str, float]]] = [[] for _ in sentences]
+        order = [i for i in range(len(sentences)) if sentences[i]]
+        lengths = [len(sentences[i]) for i in order]
+        for group in length_batches(lengths, batch_size, None):
+            chunk = [order[k] for k in group]
+            scores = self.emissions([sentences[i] for i in chunk])                 # (B, T, K)
+            for row, i in enumerate(chunk):
+                n = len(sentences[i])
+                if self.crf is not None:
+                    tags = viterbi(scores[row].astype(np.float64), n, *self.crf)
+                    p = crf_marginals(scores[row], n, *self.crf)
+                else:
+                    p = softmax(scores[row, :n].astype(np.float32))
+                    tags = p.argmax(axis=-1).tolist()
+                results[i] = [(self.vocabulary.labels[t], float(p[k, t])) for k, t in enumerate(tags)]
+        return results
+
+    def tag(self, tokens: list[str]) -> list[tuple[str, float]]:
+        """(tag, probability) for each token of one sentence."""
+        return self.tag_sentences([tokens])[0]
+
+
+# ---------------------------------------------------------------------------- language model
+
+class ExportedLM(Exported):
+    def __init__(self, export_dir, threads: int = 0):
+        from seqlab.pipelines.lm import read_run_config, read_tokenizer_and_vocab
+
+        super().__init__(export_dir, threads)
+        self.config = read_run_config(self.dir)
+        self.tokenizer, self.vocab = read_tokenizer_and_vocab(self.dir)
+        self.arch = self.config.model.arch
+        self.context = self.manifest.get("context")
+
+    def prompt_ids(self, prompt: str) -> list[int]:
+        """`</s>` (a line start) + the prompt's tokens, as `TrainedLM.prompt_ids`."""
+        tokens: list[str] = []
+        lines = prompt.split("\n")
+        for k, line in enumerate(lines):
+            tokens += self.tokenizer.tokenize(line) + (["</s>"] if k < len(lines) - 1 else [])
+        ids = [EOS] + self.vocab.encode(tokens)
+        if self.context is not None and len(ids) > self.context:
+            raise SeqlabError(f"the prompt is {len(ids)} tokens (with the leading </s>), longer than the model's "
+                              f"context of {self.context} tokens")
+        return ids
+
+    def start(self, batch_size: int) -> dict:
+        m = self.config.model
+        if self.arch == "transformer":
+            return {"window": np.zeros((batch_size, 0), np.int64)}
+        if self.arch == "ffn":
+            return {"history": np.full((batch_size, m.context - 1), EOS, np.int64)}
+        h = np.zeros((m.num_layers, batch_size, m.hidden_size), np.float32)        # (L, B, H)
+        return {"h": h, "c": h.copy()} if self.arch == "lstm" else {"h": h}
+
+    def step(self, tokens: np.ndarray, state: dict) -> tuple[np.ndarray, dict]:
+        """tokens (B,) after `state` -> logits (B, V), the new state (`LanguageModel.step`)."""
+        if self.arch == "transformer":                 # the window, as TransformerLM.step slides its cache
+            window = np.concatenate([state["window"], tokens[:, None]], axis=1)   # (B, n + 1)
+            if state["window"].shape[1] >= self.context:
+                window = window[:, -max(1, self.context // 2):]
+            return self.run("step", {"window": window})["logits"], {"window": window}
+        out = self.run("step", {"tokens": tokens, **state})
+        return out["logits"], {name: out[f"next_{name}"] for name in state}
+
+    def generate_ids(self, context: list[int], max_tokens: int) -> list[int]:
+        """The greedy continuation of `context` (which starts with `</s>`)."""
+        state = self.start(1)
+        for token in context[:-1]:                     # the prompt but its last token, as `LanguageModel.start`
+            _, state = self.step(np.array([token]), state)
+        tokens, generated = np.array(context[-1:]), []
+        for _ in range(max_tokens):
+            logits, state = self.step(tokens, state)
+            tokens = choose(logits)
+            generated.append(int(tokens[0]))
+        return generated
+
+    def detokenize(self, ids: list[int]) -> str:
+        from seqlab.pipelines.lm import TrainedLM
+
+        return TrainedLM.detokenize(self, ids)
+
+    def generate(self, prompt: str = "", max_tokens: int = 200) -> str:
+        """The greedy continuation of `prompt` as text (`TrainedLM.generate(prompt, greedy=True)`)."""
+        context = self.prompt_ids(prompt)
+        body = context[1:]
+        text = self.detokenize(body + self.generate_ids(context, max_tokens))
+        return text[len(self.detokenize(body)) if body else 0:]
+
+
+# ---------------------------------------------------------------------------- sequence to sequence
+
+class ExportedSeq2Seq(Exported):
+    def __init__(self, export_dir, threads: int = 0):
+        from seqlab.pipelines.seq2seq import read_run_config, read_vocabulary
+
+        super().__init__(export_dir, threads)
+        self.config = read_run_config(self.dir)
+        self.vocabulary = read_vocabulary(self.dir, self.config)
+
+    def decode(self, sources: list[list[int]], max_length: int = 0) -> list[list[int]]:
+        """Greedy decoding of one batch of source ids (`seqlab.search.greedy`): the output ids without </s>."""
+        lengths = np.array([len(s) for s in sources])
+        memory = self.run("encoder", {"source": pad(sources), "lengths": lengths})
+        memory["mask"] = np.arange(lengths.max())[None, :] < lengths[:, None]       # (B, S)
+        state = {"h": memory["h0"].transpose(1, 0, 2).copy()}                        # h_0^d = c, (L, B, D)
+        if "c0" in memory:
+            state["c"] = memory["c0"].transpose(1, 0, 2).copy()
+        limit = np.full_like(lengths, max_length) if max_length else 2 * lengths + 10
+        tokens = np.full(len(sources), BOS, dtype=np.int64)     # the first token fed
+        outputs: list[list[int]] = [[] for _ in sources]
+        done = [False] * len(sources)
+        for _ in range(int(limit.max())):
+            out = self.run("decoder_step", {"tokens": tokens, **memory, **state})
+            state = {name: out[f"next_{name}"] for name in state}
+            tokens = choose(out["logits"])
+            for b, token in enumerate(tokens.tolist()):
+                if done[b]:
+                    continue
+                if token == EOS:
+                    done[b] = True
+                else:
+                    outputs[b].append(token)
+                    done[b] = len(outputs[b]) >= int(limit[b])
+            if all(done):
+                break
+        return outputs
+
+    def translate(self, texts: list[str], batch_size: int = 64, max_length: int = 0) -> list[str]:
+        """The greedy output of each source text (`TrainedSeq2Seq.translate(texts, beam=1)`)."""
+        v = self.vocabulary
+        pairs = [Pair(t, None, i + 1) for i, t in enumerate(texts)]
+        if any(not t.strip() for t in texts):
+            raise SeqlabError("an empty source: there is nothing to decode")
+        encoded = v.encode(pairs, "input", "input", "truncate", None, v.source_tokens(texts))
+        results = [""] * len(texts)
+        for group in length_batches([len(e.source) for e in encoded], batch_size, None):
+            for i, ids in zip(group, self.decode([encoded[i].source for i in group], max_length), strict=True):
+                results[i] = v.target_tokenizer.detokenize(v.target_vocab.decode(ids))
+        return results
+
+
+RUNTIMES = {"classifier": ExportedClassifier, "tagger": ExportedTagger, "lm": ExportedLM, "seq2seq": ExportedSeq2Seq}
+
+
+def load_export(export_dir: str | Path, threads: int = 0):
+    """An export directory as an `ExportedClassifier`, `ExportedTagger`, `ExportedLM` or `ExportedSeq2Seq`."""
+    task = read_manifest(export_dir).get("task")
+    if task not in RUNTIMES:
+        raise SeqlabError(f"{export_dir}/manifest.json names the task {task!r}, which this seqlab cannot run")
+    return RUNTIMES[task](export_dir, threads)
+
+
+__all__ = ["load_export", "ExportedClassifier", "ExportedTagger", "ExportedLM", "ExportedSeq2Seq"]
