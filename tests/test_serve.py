@@ -227,3 +227,49 @@ def test_serve_command_serves_on_127_0_0_1_until_interrupted(runs):
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=30)
     assert f"serving sentiment (classifier) on http://127.0.0.1:{port}" in err and "Traceback" not in err
+
+
+def metric(text: str, name: str, endpoint: str) -> float:
+    """One sample of /metrics' text: `name{endpoint="..."...}` (the first series of that endpoint)."""
+    for line in text.splitlines():
+        if line.startswith(name + "{") and f'endpoint="{endpoint}"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} for {endpoint} is not in /metrics")
+
+
+def test_serve_gathers_concurrent_requests_into_batches_and_counts_them(runs):
+    """Concurrent requests to one model run as batches (the batch-size histogram of /metrics has batches
+    above one text), answer exactly what they answer alone, and a request with a refused text fails alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+
+    classifier = seqlab.load(runs["sentiment"])
+    texts = ["a warm and funny film", "a dull mess", "lovely", "lifeless and dull", "fine acting", "a mess",
+             "funny", "warm"]
+    server, url = serving(create_app(load_runs([runs["sentiment"]]), ServeLimits(max_batch=8, max_wait_ms=200)))
+    try:
+        def ask(text):
+            return httpx.post(f"{url}/v1/classify", json={"model": "sentiment", "text": text}, timeout=30)
+
+        with ThreadPoolExecutor(len(texts)) as pool:
+            answers = list(pool.map(ask, texts))
+        alone = classifier.classify(texts)
+        for answer, expected in zip(answers, alone, strict=True):
+            result = answer.json()["results"][0]
+            assert result["label"] == expected.label
+            assert result["probability"] == pytest.approx(expected.probability, abs=1e-5)
+        text = httpx.get(f"{url}/metrics").text
+        batches = metric(text, "seqlab_batch_size_count", "/v1/classify")
+        assert metric(text, "seqlab_batch_size_sum", "/v1/classify") == len(texts)
+        assert batches < len(texts)                                # at least one batch held several requests
+        with ThreadPoolExecutor(len(texts) + 1) as pool:
+            answers = list(pool.map(ask, [*texts, ""]))
+        assert [a.status_code for a in answers] == [200] * len(texts) + [422]     # the empty text fails alone
+        assert "empty" in answers[-1].json()["error"]
+        text = httpx.get(f"{url}/metrics").text
+        assert 'seqlab_requests_total{endpoint="/v1/classify",status="200"} 16' in text
+        assert 'seqlab_requests_total{endpoint="/v1/classify",status="422"} 1' in text
+        assert metric(text, "seqlab_request_seconds_count", "/v1/classify") == 2 * len(texts) + 1
+    finally:
+        server.should_exit = True

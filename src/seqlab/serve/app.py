@@ -5,7 +5,9 @@
 Each run is loaded once through the registry (`seqlab.load`) and named by its directory's name. The
 endpoints follow the task families: a language model answers /v1/generate and /v1/score, a tagger
 /v1/tag, a classifier /v1/classify, a sequence-to-sequence model /v1/translate and /v1/summarize.
-Inference runs in the server's thread pool, so a slow request does not block the event loop.
+Inference runs on one thread of its own (`seqlab-inference`), so a slow request does not block the event
+loop, and PyTorch is called from one thread only: from the many threads of a pool, each thread grew its own
+memory (allocator arenas, OpenMP teams) and the server's memory kept growing under load.
 
 Every problem with a request is a 4xx answer with one line, {"error": "..."}, and the server goes on:
 malformed JSON (400), an unknown or misspelt field or a value out of range (422), a body, text, list,
@@ -16,15 +18,16 @@ model refuses (a prompt longer than its context, ...: 422).
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import os
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
@@ -107,8 +110,13 @@ def create_app(runs: Iterable[str | Path] | dict[str, Served], limits: ServeLimi
     metrics = Metrics({"/", "/healthz", "/metrics", "/v1/models", *(f"/v1/{e}" for es in ENDPOINTS.values()
                                                                    for e in es)})
     app.add_middleware(MetricsMiddleware, metrics=metrics)
+    inference = ThreadPoolExecutor(max_workers=1, thread_name_prefix="seqlab-inference")
+
+    async def infer(function, *args):
+        return await asyncio.get_running_loop().run_in_executor(inference, function, *args)
+
     batcher = Batcher(lambda key, items: run_batch(models, key, items), limits.max_batch, limits.max_wait_ms / 1000,
-                      observe=lambda key, size: metrics.batch(f"/v1/{key[1]}", size))
+                      inference, observe=lambda key, size: metrics.batch(f"/v1/{key[1]}", size))
     app.state.models, app.state.limits, app.state.metrics = models, limits, metrics
 
     def authorized(request: Request) -> None:
@@ -173,22 +181,22 @@ def create_app(runs: Iterable[str | Path] | dict[str, Served], limits: ServeLimi
             raise HTTPException(422, f"beam {body.beam} is over the limit of {limits.max_beam}")
         options = body.model_dump(exclude={"model", "prompt", "stream"})
         pieces = model.trained.stream(body.prompt, **options)
-        first = await run_in_threadpool(next, pieces, None)       # the options and the prompt fail here, as a 4xx
+        first = await infer(next, pieces, None)              # the options and the prompt fail here, as a 4xx
         if not body.stream:
-            rest = await run_in_threadpool(lambda: "".join(pieces))
+            rest = await infer(lambda: "".join(pieces))
             return schemas.GenerateResponse(model=body.model, text=(first or "") + rest)
-        return StreamingResponse(events(first, pieces, request), media_type="text/event-stream")
+        return StreamingResponse(events(first, pieces, request, infer), media_type="text/event-stream")
 
     @app.post("/v1/score", response_model=schemas.ScoreResponse, dependencies=v1)
-    def score(body: schemas.TextsRequest) -> schemas.ScoreResponse:
+    async def score(body: schemas.TextsRequest) -> schemas.ScoreResponse:
         lm = served(body, "score").trained
-        results = []
-        for text in body.texts():
+
+        def scored(text: str) -> schemas.ScoreResult:
             figures = lm.evaluate_text(text)
-            results.append(schemas.ScoreResult(
-                tokens=[schemas.TokenScore(token=t, logprob=p) for t, p in lm.score(text)],
-                perplexity=figures["perplexity"], bits_per_char=figures.get("bits_per_char")))
-        return schemas.ScoreResponse(model=body.model, results=results)
+            return schemas.ScoreResult(tokens=[schemas.TokenScore(token=t, logprob=p) for t, p in lm.score(text)],
+                                       perplexity=figures["perplexity"], bits_per_char=figures.get("bits_per_char"))
+
+        return schemas.ScoreResponse(model=body.model, results=[await infer(scored, t) for t in body.texts()])
 
     @app.post("/v1/tag", response_model=schemas.TagResponse, dependencies=v1)
     async def tag(body: schemas.TextsRequest) -> schemas.TagResponse:
@@ -250,7 +258,7 @@ def run_batch(models: dict[str, Served], key: tuple, items: list) -> list:
                             attention=attention)
 
 
-async def events(first: str | None, pieces, request: Request):
+async def events(first: str | None, pieces, request: Request, infer):
     """Server-sent events: each piece of text as `data: {"text": ...}`, then `data: [DONE]`; a client that
     goes away stops the generation (the generator is closed)."""
     try:
@@ -259,7 +267,7 @@ async def events(first: str | None, pieces, request: Request):
             yield f"data: {json.dumps({'text': piece}, ensure_ascii=False)}\n\n"
             if await request.is_disconnected():
                 return
-            piece = await run_in_threadpool(next, pieces, None)
+            piece = await infer(next, pieces, None)
         yield "data: [DONE]\n\n"
     finally:
         pieces.close()

@@ -3,7 +3,7 @@
 A request hands its texts to the model's `Batcher` under a key (the model, the endpoint and the options
 that must agree, such as the beam) and awaits its own results. One worker per key takes the requests
 waiting, up to `max_batch` texts, waiting at most `max_wait` seconds for more to arrive while the batch
-is not full, and runs them in one call in the thread pool; each request gets back its own slice of the
+is not full, and runs them in one call on the server's inference thread; each request gets back its own slice of the
 outputs, in order. Under load the queue fills while a batch runs, so the wait costs nothing; alone, a
 request waits `max_wait` at most. When a batch fails (one request's text is refused, say), each of its
 requests is run alone, so that only the bad one gets the error.
@@ -14,9 +14,8 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict, deque
 from collections.abc import Callable, Hashable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
-
-from fastapi.concurrency import run_in_threadpool
 
 
 @dataclass
@@ -26,12 +25,13 @@ class Job:
 
 
 class Batcher:
-    """`work(key, items) -> outputs` (one output per item) run on gathered batches; `observe(key, n)` is told
-    each batch's size (for /metrics)."""
+    """`work(key, items) -> outputs` (one output per item) run on gathered batches in `executor` (the
+    server's inference thread); `observe(key, n)` is told each batch's size (for /metrics)."""
 
-    def __init__(self, work: Callable[[Hashable, list], list], max_batch: int, max_wait: float,
+    def __init__(self, work: Callable[[Hashable, list], list], max_batch: int, max_wait: float, executor: Executor,
                  observe: Callable[[Hashable, int], None] | None = None):
         self.work, self.max_batch, self.max_wait, self.observe = work, max_batch, max_wait, observe
+        self.executor = executor
         self.queues: dict[Hashable, deque[Job]] = defaultdict(deque)
         self.workers: dict[Hashable, asyncio.Task] = {}
 
@@ -60,7 +60,7 @@ class Batcher:
         if self.observe is not None:
             self.observe(key, len(items))
         try:
-            outputs = await run_in_threadpool(self.work, key, items)
+            outputs = await asyncio.get_running_loop().run_in_executor(self.executor, self.work, key, items)
         except Exception as error:                                   # noqa: BLE001 - handed to each request
             if len(jobs) == 1:
                 settle(jobs[0], error=error)
