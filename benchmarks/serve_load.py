@@ -36,6 +36,8 @@ import httpx
 sys.path.insert(0, str(Path(__file__).parent))
 from common import device_name, record, write_records  # noqa: E402
 
+TITLE = "seqlab serve under load (127.0.0.1)"
+NOTES = __doc__.split("\n\n", 1)[1]
 LIMITS = ["--max-chars", "2000", "--max-items", "16", "--max-body-bytes", "65536"]
 
 
@@ -251,6 +253,7 @@ def main() -> int:
                     records.append(record(**base, metric="server_errors_5xx", value=result["server_errors"]))
                     records.append(record(**base, metric="wrong_answers", value=len(result["wrong"]),
                                           note=json.dumps(result["statuses"])))
+                    write_records("serve_load", records, TITLE, notes=NOTES)      # as it goes: nothing lost
             if "generate" in wanted and setting == "batched":
                 run, spec = wanted["generate"]
                 times = asyncio.run(first_token_ms(server.url, names[run], spec["texts"], 100))
@@ -267,7 +270,7 @@ def main() -> int:
                                   device=device))
         finally:
             server.stop()
-    write_records("serve_load", records, "seqlab serve under load (127.0.0.1)", notes=__doc__.split("\n\n", 1)[1])
+    write_records("serve_load", records, TITLE, notes=NOTES)
     return 0
 
 

@@ -185,7 +185,8 @@ def create_app(runs: Iterable[str | Path] | dict[str, Served], limits: ServeLimi
         if not body.stream:
             rest = await infer(lambda: "".join(pieces))
             return schemas.GenerateResponse(model=body.model, text=(first or "") + rest)
-        return StreamingResponse(events(first, pieces, request, infer), media_type="text/event-stream")
+        return StreamingResponse(events(first, pieces, request, infer, lambda: inference.submit(pieces.close)),
+                                 media_type="text/event-stream")
 
     @app.post("/v1/score", response_model=schemas.ScoreResponse, dependencies=v1)
     async def score(body: schemas.TextsRequest) -> schemas.ScoreResponse:
@@ -258,9 +259,10 @@ def run_batch(models: dict[str, Served], key: tuple, items: list) -> list:
                             attention=attention)
 
 
-async def events(first: str | None, pieces, request: Request, infer):
+async def events(first: str | None, pieces, request: Request, infer, close):
     """Server-sent events: each piece of text as `data: {"text": ...}`, then `data: [DONE]`; a client that
-    goes away stops the generation (the generator is closed)."""
+    goes away stops the generation: `close()` closes the generator on the inference thread, after the step
+    it may be running there (closing it from here while it runs would fail)."""
     try:
         piece = first
         while piece is not None:
@@ -270,7 +272,7 @@ async def events(first: str | None, pieces, request: Request, infer):
             piece = await infer(next, pieces, None)
         yield "data: [DONE]\n\n"
     finally:
-        pieces.close()
+        close()
 
 
 def add_error_handlers(app: FastAPI) -> None:
