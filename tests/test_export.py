@@ -141,16 +141,69 @@ def test_export_seq2seq_encoder_and_decoder_step_equal_pytorch(runs, name):
         np.testing.assert_allclose(got["outputs"][real], memory["outputs"].detach().numpy()[real], atol=1e-4)
         np.testing.assert_allclose(got["h0"], memory["h0"].detach().numpy(), atol=1e-4)
         state = EncoderDecoderState(memory, model.init_state(memory))
-        values = {**got, "mask": real, "h": got["h0"].transpose(1, 0, 2).copy()}
+        values = {**got, "mask": real, "h": got["h0"]}                              # batch-first (B, L, D)
         if "c0" in got:
-            values["c"] = got["c0"].transpose(1, 0, 2).copy()
+            values["c"] = got["c0"]
         tokens = torch.full((B,), 2)
         for _ in range(3):
-            expected, state, _ = model.step(tokens, state)
+            expected, state, weights = model.step(tokens, state, need_weights=True)
             out = onnx.run("decoder_step", {"tokens": tokens.numpy(), **values})
             np.testing.assert_allclose(out["logits"], expected.detach().numpy(), atol=1e-4)
+            assert ("weights" in out) == model.attends
+            if model.attends:
+                np.testing.assert_allclose(out["weights"], weights.detach().numpy(), atol=1e-4)
             values.update({name: out[f"next_{name}"] for name in ("h", "c") if f"next_{name}" in out})
             tokens = expected.argmax(-1)
+
+
+@pytest.mark.parametrize("name", ["s2s-lstm-dot", "s2s-gru"])
+def test_export_seq2seq_greedy_weights_equal_pytorch(runs, name):
+    trained, onnx = seqlab.load(runs[name]), exported(runs, name)
+    expected = trained.generate(SOURCES, beam=1, attention=True)
+    got = onnx.greedy(onnx.source_ids(SOURCES), attention=True)
+    for e, g in zip(expected, got, strict=True):
+        assert onnx.target_text(g.ids) == e.text and g.finished == e.finished
+        if e.attention is None:
+            assert g.attention is None and not onnx.attends
+        else:
+            np.testing.assert_allclose(g.attention, np.array(e.attention), atol=1e-4)
+    ids = onnx.source_ids(SOURCES[:1])[0]
+    assert onnx.source_tokens(ids) == expected[0].source_tokens
+
+
+INDEX = np.array([2, 0, 3, 1, 1])       # a permutation of 4 rows, one repeated (a beam keeps a row twice)
+
+
+@pytest.mark.parametrize("name", ["s2s-lstm-dot", "s2s-gru"])
+def test_export_seq2seq_reorder_then_step_equals_the_reordered_batch(runs, name):
+    onnx = exported(runs, name)
+    sources = onnx.source_ids(SOURCES)
+    first, second = np.array([2, 5, 6, 7]), np.array([8, 9, 10, 11, 12])
+    memory = onnx.encode(sources)
+    _, _, state = onnx.step(first, memory, onnx.start(memory))
+    memory, state = onnx.reorder(memory, state, INDEX)
+    got, got_weights, _ = onnx.step(second, memory, state)
+    memory = onnx.encode([sources[i] for i in INDEX])
+    _, _, state = onnx.step(first[INDEX], memory, onnx.start(memory))
+    expected, weights, _ = onnx.step(second, memory, state)
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    if weights is not None:
+        np.testing.assert_allclose(got_weights, weights, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", LMS)
+def test_export_lm_reorder_then_step_equals_the_reordered_batch(runs, arch):
+    onnx = exported(runs, f"lm-{arch}")
+    prompt = np.random.default_rng(0).integers(5, 12, (4, 5))
+    state = onnx.start(4)
+    for tokens in prompt.T:
+        _, state = onnx.step(tokens, state)
+    got, _ = onnx.step(np.array([5, 6, 7, 8, 9]), onnx.reorder(state, INDEX))
+    state = onnx.start(5)
+    for tokens in prompt[INDEX].T:
+        _, state = onnx.step(tokens, state)
+    expected, _ = onnx.step(np.array([5, 6, 7, 8, 9]), state)
+    np.testing.assert_allclose(got, expected, atol=1e-5)
 
 
 def test_export_runtime_does_each_task_as_the_pytorch_api(runs):

@@ -9,7 +9,7 @@ What is exported, per task (batch and sequence axes dynamic; opset 17):
                                    with a CRF, crf.json holds the transition, start and end scores (the
                                    scheme's penalties added) for Viterbi in numpy
     lm           step.onnx         one decoding step, the state as inputs and outputs:
-                                     rnn / lstm / gru   tokens (B,), h (L, B, H)[, c] -> logits (B, V), h[, c]
+                                     rnn / lstm / gru   tokens (B,), h (B, L, H)[, c] -> logits (B, V), h[, c]
                                      ffn                tokens (B,), history (B, N-1) -> logits (B, V), history
                                      transformer        window (B, n) -> logits (B, V) of the last position
                                    The transformer re-reads its window of at most `context` tokens at every
@@ -20,8 +20,11 @@ What is exported, per task (batch and sequence axes dynamic; opset 17):
                                    at a cost that grows with the window rather than one token per step.
     seq2seq      encoder.onnx      source (B, S), lengths (B,) -> the memory (outputs, h0[, c0], context
                                    [, prepared])
-                 decoder_step.onnx tokens (B,), h (L, B, D)[, c], the memory -> logits (B, V), h[, c]
-                                   (rnn / lstm / gru, with or without attention)
+                 decoder_step.onnx tokens (B,), h (B, L, D)[, c], the memory -> logits (B, V), h[, c], and with
+                                   attention the weights (B, S) over the source (rnn / lstm / gru)
+
+Every state and memory tensor is batch-first (the recurrent states are transposed inside the graphs), so
+beam search selects the rows of any of them with one index on axis 0.
 
 Not exported yet (refused with their name): the transformer encoder-decoder and the separator LM
 (`seq2seq --arch transformer / lm`), whose decoding state is a KV cache over per-row positions.
@@ -33,7 +36,6 @@ the seqlab, torch and opset versions), and the run's config.json and vocabulary,
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import sys
@@ -46,6 +48,7 @@ from torch import Tensor, nn
 
 from seqlab.data.vocab import EOS
 from seqlab.errors import SeqlabError
+from seqlab.export.manifest import FORMAT_VERSION, read_manifest  # noqa: F401  (read_manifest: re-exported)
 from seqlab.fileio import atomic_write_json
 from seqlab.models.base import EncoderDecoderState
 from seqlab.nn.attention import MultiHeadAttention
@@ -53,7 +56,6 @@ from seqlab.nn.recurrent import RecurrentStack
 from seqlab.version import __version__
 
 OPSET = 17
-FORMAT_VERSION = 1
 # the run's files an export carries (those that exist): the vocabulary, tokenizer, labels and config
 RUN_FILES = ("config.json", "vocab.json", "tokenizer.json", "labels.json", "chars.json", "features.json")
 
@@ -85,13 +87,20 @@ class TaggerGraph(ClassifierGraph):
         return self.model(words, lengths, chars)                           # (B, T, K)
 
 
+def layers_first(h: Tensor) -> Tensor:
+    """(B, L, H) <-> (L, B, H): the graphs' states are batch-first, the recurrent stacks' layer-first."""
+    return h.transpose(0, 1)
+
+
 class RecurrentStepGraph(ClassifierGraph):
-    """tokens (B,), h (L, B, H)[, c (L, B, H)] -> logits (B, V), h[, c]: one step of an RNN language model."""
+    """tokens (B,), h (B, L, H)[, c (B, L, H)] -> logits (B, V), h[, c]: one step of an RNN language model."""
 
     def forward(self, tokens: Tensor, h: Tensor, c: Tensor | None = None):
-        state = h if c is None else (h, c)
+        state = layers_first(h) if c is None else (layers_first(h), layers_first(c))   # (L, B, H)
         logits, state, _ = self.model.step(tokens, state)                  # (B, V)
-        return (logits, *state) if c is not None else (logits, state)
+        if c is None:
+            return logits, layers_first(state)
+        return logits, *(layers_first(part) for part in state)
 
 
 class WindowStepGraph(ClassifierGraph):
@@ -126,9 +135,10 @@ class EncoderGraph(ClassifierGraph):
 
 
 class DecoderStepGraph(ClassifierGraph):
-    """tokens (B,), h (L, B, D)[, c], the memory it reads -> logits (B, V), h[, c]: one step of the RNN decoder
-    (eqs. 13.32-13.37). `inputs` names what it takes, in order: the context c without attention; the encoder
-    outputs, their mask and their prepared keys with it (an ONNX graph takes no None)."""
+    """tokens (B,), h (B, L, D)[, c], the memory it reads -> logits (B, V), h[, c][, weights (B, S)]: one step
+    of the RNN decoder (eqs. 13.32-13.37). `inputs` names what it takes, in order: the context c without
+    attention; the encoder outputs, their mask and their prepared keys with it (an ONNX graph takes no
+    None), and then it also gives the attention weights α_i over the source (eq. 13.36)."""
 
     def __init__(self, model, inputs: list[str], lstm: bool):
         super().__init__(model)
@@ -137,9 +147,12 @@ class DecoderStepGraph(ClassifierGraph):
     def forward(self, *values: Tensor):
         given = dict(zip(self.inputs, values, strict=True))
         memory = {name: given.get(name) for name in ("outputs", "mask", "context", "prepared")}
-        state = (given["h"], given["c"]) if self.lstm else given["h"]
-        logits, new, _ = self.model.step(given["tokens"], EncoderDecoderState(memory, state))   # (B, V)
-        return (logits, *new.decoder) if self.lstm else (logits, new.decoder)
+        h = layers_first(given["h"])                                        # (L, B, D)
+        state = (h, layers_first(given["c"])) if self.lstm else h
+        logits, new, weights = self.model.step(given["tokens"], EncoderDecoderState(memory, state),
+                                               need_weights=True)          # (B, V), (B, S) or None
+        parts = new.decoder if self.lstm else (new.decoder,)
+        return logits, *(layers_first(part) for part in parts), *(() if weights is None else (weights,))
 
 
 # ---------------------------------------------------------------------------- exporting
@@ -234,9 +247,9 @@ def export_lm(trained, out: Path) -> dict:
     state = model.init_state(B)
     lstm = isinstance(state, tuple)
     names = ["h", "c"] if lstm else ["h"]
-    args = (tokens, *state) if lstm else (tokens, state)
-    axes = {"tokens": {0: "B"}, "logits": {0: "B"}, **{n: {1: "B"} for n in names},
-            **{f"next_{n}": {1: "B"} for n in names}}
+    args = (tokens, *(layers_first(part) for part in state)) if lstm else (tokens, layers_first(state))
+    axes = {"tokens": {0: "B"}, "logits": {0: "B"}, **{n: {0: "B"} for n in names},
+            **{f"next_{n}": {0: "B"} for n in names}}
     return {"step": export_graph(RecurrentStepGraph(model), args, path, ["tokens", *names], ["logits", *(
         f"next_{n}" for n in names)], axes)}
 
@@ -251,16 +264,14 @@ def export_seq2seq(trained, out: Path) -> dict:
     graphs = {"encoder": export_graph(EncoderGraph(model, names), (source, lengths), out / "encoder.onnx",
                                       ["source", "lengths"], names, {k: v for k, v in axes.items() if k in
                                                                      ["source", "lengths", *names]})}
-    state = model.init_state(memory)
-    lstm = isinstance(state, tuple)
-    h, c = state if lstm else (state, None)
-    values = {"tokens": torch.tensor([2, 2]), "h": h, "c": c, **memory}
+    lstm = "c0" in memory
+    values = {"tokens": torch.tensor([2, 2]), "h": memory["h0"], "c": memory.get("c0"), **memory}   # (B, L, D)
     states = ["h", "c"] if lstm else ["h"]
     inputs = ["tokens", *states, *(["outputs", "mask", "prepared"] if model.attends else ["context"])]
-    outputs = ["logits", *(f"next_{n}" for n in states)]
-    step_axes = {"tokens": {0: "B"}, "h": {1: "B"}, "c": {1: "B"}, "outputs": {0: "B", 1: "S"},
+    outputs = ["logits", *(f"next_{n}" for n in states), *(["weights"] if model.attends else [])]
+    step_axes = {"tokens": {0: "B"}, "h": {0: "B"}, "c": {0: "B"}, "outputs": {0: "B", 1: "S"},
                  "mask": {0: "B", 1: "S"}, "context": {0: "B"}, "prepared": {0: "B", 1: "S"}, "logits": {0: "B"},
-                 "next_h": {1: "B"}, "next_c": {1: "B"}}
+                 "next_h": {0: "B"}, "next_c": {0: "B"}, "weights": {0: "B", 1: "S"}}
     graphs["decoder_step"] = export_graph(DecoderStepGraph(model, inputs, lstm), tuple(values[n] for n in inputs),
                                           out / "decoder_step.onnx", inputs, outputs,
                                           {k: v for k, v in step_axes.items() if k in inputs + outputs})
@@ -317,11 +328,3 @@ def export_onnx(run_dir: str | Path, output: str | Path, overwrite: bool = False
                 "torch_version": torch.__version__, "opset": OPSET, "source_run": str(run_dir.resolve())}
     atomic_write_json(out / "manifest.json", manifest)
     return out / "manifest.json"
-
-
-def read_manifest(export_dir: str | Path) -> dict:
-    path = Path(export_dir) / "manifest.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as error:
-        raise SeqlabError(f"{export_dir} is not a seqlab export (manifest.json: {error})") from None

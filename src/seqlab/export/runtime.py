@@ -11,6 +11,16 @@ vocabularies, read from the export's copies of the run's files).
     ExportedLM.generate(prompt, max_tokens)            -> str                greedy (generate_ids: the ids)
     ExportedSeq2Seq.translate(texts)                   -> [str]              greedy
 
+Searches other than greedy (`seqlab.export.decoding`) drive the language models and sequence-to-sequence
+models through one step interface, every array of a state or memory dict batch-first (axis 0), so that
+following beam hypotheses is `{k: v[index] for k, v in d.items()}`:
+
+    ExportedLM        state = start(B);  logits (B, V), state = step(tokens (B,), state);  reorder(state, index)
+    ExportedSeq2Seq   memory = encode(source ids);  state = start(memory);
+                      logits (B, V), weights (B, S) | None, state = step(tokens (B,), memory, state);
+                      memory, state = reorder(memory, state, index)
+                      source_ids(texts), target_text(ids), source_tokens(ids), limits(lengths), start_token
+
 Each result equals the PyTorch model's greedy / argmax / Viterbi one (`seqlab.load(run)`), the scores
 within float rounding (tests/test_export.py checks 1e-4). Batches are formed as the PyTorch API forms
 them (`length_batches`, shortest first).
@@ -19,6 +29,7 @@ them (`length_batches`, shortest first).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +39,7 @@ from seqlab.data.parallel import Pair
 from seqlab.data.text_features import with_ngrams
 from seqlab.data.vocab import BOS, EOS, PAD, UNK
 from seqlab.errors import SeqlabError
-from seqlab.export.onnx import read_manifest
+from seqlab.export.manifest import read_manifest
 from seqlab.processors import NEVER_GENERATED
 
 
@@ -248,16 +259,17 @@ class ExportedLM(Exported):
         return ids
 
     def start(self, batch_size: int) -> dict:
+        """The state before any token (batch-first arrays): what `step` reads and returns."""
         m = self.config.model
         if self.arch == "transformer":
-            return {"window": np.zeros((batch_size, 0), np.int64)}
+            return {"window": np.zeros((batch_size, 0), np.int64)}                 # (B, 0)
         if self.arch == "ffn":
-            return {"history": np.full((batch_size, m.context - 1), EOS, np.int64)}
-        h = np.zeros((m.num_layers, batch_size, m.hidden_size), np.float32)        # (L, B, H)
+            return {"history": np.full((batch_size, m.context - 1), EOS, np.int64)}   # (B, N-1)
+        h = np.zeros((batch_size, m.num_layers, m.hidden_size), np.float32)        # (B, L, H)
         return {"h": h, "c": h.copy()} if self.arch == "lstm" else {"h": h}
 
     def step(self, tokens: np.ndarray, state: dict) -> tuple[np.ndarray, dict]:
-        """tokens (B,) after `state` -> logits (B, V), the new state (`LanguageModel.step`)."""
+        """tokens (B,) int64 after `state` -> logits (B, V) float32, the new state (`LanguageModel.step`)."""
         if self.arch == "transformer":                 # the window, as TransformerLM.step slides its cache
             window = np.concatenate([state["window"], tokens[:, None]], axis=1)   # (B, n + 1)
             if state["window"].shape[1] >= self.context:
@@ -265,6 +277,10 @@ class ExportedLM(Exported):
             return self.run("step", {"window": window})["logits"], {"window": window}
         out = self.run("step", {"tokens": tokens, **state})
         return out["logits"], {name: out[f"next_{name}"] for name in state}
+
+    def reorder(self, state: dict, index: np.ndarray) -> dict:
+        """The rows `index` (B',) of the state, in order (beam search follows its hypotheses with it)."""
+        return {name: value[index] for name, value in state.items()}
 
     def generate_ids(self, context: list[int], max_tokens: int) -> list[int]:
         """The greedy continuation of `context` (which starts with `</s>`)."""
@@ -293,53 +309,137 @@ class ExportedLM(Exported):
 
 # ---------------------------------------------------------------------------- sequence to sequence
 
+@dataclass
+class Decoded:
+    """One greedy output: its ids (without </s>), whether it ended with </s>, and with attention the
+    weights of each output step over the source's real positions (len(ids) + finished, S_b)."""
+
+    ids: list[int]
+    finished: bool
+    attention: np.ndarray | None = None
+
+
 class ExportedSeq2Seq(Exported):
+    """A sequence-to-sequence export behind one step interface, every array batch-first (axis 0):
+
+        memory = encode(sources)                        the encoder's outputs and mask (B, S), lengths (B,)
+        state = start(memory)                           the decoder's state before `start_token` is fed
+        logits, weights, state = step(tokens, memory, state)    logits (B, V), weights (B, S) or None
+        memory, state = reorder(memory, state, index)   the rows `index` of both (beam search)
+    """
+
     def __init__(self, export_dir, threads: int = 0):
         from seqlab.pipelines.seq2seq import read_run_config, read_vocabulary
 
         super().__init__(export_dir, threads)
         self.config = read_run_config(self.dir)
         self.vocabulary = read_vocabulary(self.dir, self.config)
+        self.arch = self.config.model.arch
+        self.attends = "weights" in self.manifest["graphs"]["decoder_step"]["outputs"]
+        self.start_token = BOS
 
-    def decode(self, sources: list[list[int]], max_length: int = 0) -> list[list[int]]:
-        """Greedy decoding of one batch of source ids (`seqlab.search.greedy`): the output ids without </s>."""
-        lengths = np.array([len(s) for s in sources])
+    # ------------------------------------------------------------------ text <-> ids
+
+    def source_ids(self, texts: list[str]) -> list[list[int]]:
+        """Each text's source ids as `TrainedSeq2Seq.translate` encodes them (sources over the model's limit
+        keep their first tokens); an empty text is refused."""
+        v = self.vocabulary
+        empty = [i for i, t in enumerate(texts) if not t.strip()]
+        if empty:
+            raise SeqlabError(f"input {empty[0] + 1} of {len(texts)} is empty; there is nothing to decode")
+        pairs = [Pair(t, None, i + 1) for i, t in enumerate(texts)]
+        return [e.source for e in v.encode(pairs, "input", "input", "truncate", None, v.source_tokens(texts))]
+
+    def source_tokens(self, ids: list[int]) -> list[str]:
+        """The source tokens of ids (the labels of an attention map's columns)."""
+        return self.vocabulary.source_vocab.decode(ids)
+
+    def target_text(self, ids: list[int]) -> str:
+        """Output ids (without </s>) as detokenized text."""
+        v = self.vocabulary
+        return v.target_tokenizer.detokenize(v.target_vocab.decode(ids))
+
+    def limits(self, lengths: np.ndarray, max_length: int = 0) -> np.ndarray:
+        """Each source's most output tokens, </s> included (B,), as `seqlab.search.max_lengths`: max_length
+        or 2 x the source length + 10, within what the decoder can hold."""
+        lengths = np.asarray(lengths, np.int64)
+        limit = np.full_like(lengths, max_length) if max_length else 2 * lengths + 10
+        P = self.config.model.max_positions
+        room = {"transformer": np.full_like(lengths, P), "lm": P - lengths}.get(self.arch)
+        return limit if room is None else np.minimum(limit, np.maximum(room, 1))
+
+    # ------------------------------------------------------------------ the step interface
+
+    def encode(self, sources: list[list[int]]) -> dict[str, np.ndarray]:
+        """Source ids (B lists) -> the memory: the encoder's outputs, `mask` (B, S) True at real positions
+        and `lengths` (B,)."""
+        lengths = np.array([len(s) for s in sources], np.int64)
         memory = self.run("encoder", {"source": pad(sources), "lengths": lengths})
         memory["mask"] = np.arange(lengths.max())[None, :] < lengths[:, None]       # (B, S)
-        state = {"h": memory["h0"].transpose(1, 0, 2).copy()}                        # h_0^d = c, (L, B, D)
-        if "c0" in memory:
-            state["c"] = memory["c0"].transpose(1, 0, 2).copy()
-        limit = np.full_like(lengths, max_length) if max_length else 2 * lengths + 10
-        tokens = np.full(len(sources), BOS, dtype=np.int64)     # the first token fed
+        memory["lengths"] = lengths
+        return memory
+
+    def start(self, memory: dict) -> dict[str, np.ndarray]:
+        """The decoder's state before the first token: h_0^d = c (eq. 13.32), (B, L, D)."""
+        return {"h": memory["h0"], **({"c": memory["c0"]} if "c0" in memory else {})}
+
+    def step(self, tokens: np.ndarray, memory: dict, state: dict):
+        """tokens (B,) int64 -> logits (B, V) float32, the attention weights over the source (B, S) of this
+        output step (None without attention), the new state."""
+        out = self.run("decoder_step", {"tokens": tokens, **memory, **state})
+        return out["logits"], out.get("weights"), {name: out[f"next_{name}"] for name in state}
+
+    def reorder(self, memory: dict, state: dict, index: np.ndarray) -> tuple[dict, dict]:
+        """The rows `index` (B',) of the memory and of the state, in order."""
+        return {k: v[index] for k, v in memory.items()}, {k: v[index] for k, v in state.items()}
+
+    # ------------------------------------------------------------------ greedy decoding
+
+    def greedy(self, sources: list[list[int]], max_length: int = 0, attention: bool = False) -> list[Decoded]:
+        """Greedy decoding of one batch of source ids (`seqlab.search.greedy`), with the attention weights of
+        each output step when asked for (and the model attends)."""
+        memory = self.encode(sources)
+        state = self.start(memory)
+        lengths = memory["lengths"]
+        limit = self.limits(lengths, max_length)
+        tokens = np.full(len(sources), self.start_token, dtype=np.int64)          # the first token fed
         outputs: list[list[int]] = [[] for _ in sources]
+        finished = [False] * len(sources)
         done = [False] * len(sources)
+        steps: list[np.ndarray] = []
         for _ in range(int(limit.max())):
-            out = self.run("decoder_step", {"tokens": tokens, **memory, **state})
-            state = {name: out[f"next_{name}"] for name in state}
-            tokens = choose(out["logits"])
+            logits, weights, state = self.step(tokens, memory, state)
+            if attention and weights is not None:
+                steps.append(weights)
+            tokens = choose(logits)
             for b, token in enumerate(tokens.tolist()):
                 if done[b]:
                     continue
                 if token == EOS:
-                    done[b] = True
+                    finished[b] = done[b] = True
                 else:
                     outputs[b].append(token)
                     done[b] = len(outputs[b]) >= int(limit[b])
             if all(done):
                 break
-        return outputs
+        results = []
+        for b in range(len(sources)):
+            n = len(outputs[b]) + finished[b]
+            weights = np.stack([w[b, :lengths[b]] for w in steps[:n]]) if steps else None   # (n, S_b)
+            results.append(Decoded(outputs[b], finished[b], weights))
+        return results
+
+    def decode(self, sources: list[list[int]], max_length: int = 0) -> list[list[int]]:
+        """Greedy decoding of one batch of source ids: the output ids without </s>."""
+        return [d.ids for d in self.greedy(sources, max_length)]
 
     def translate(self, texts: list[str], batch_size: int = 64, max_length: int = 0) -> list[str]:
         """The greedy output of each source text (`TrainedSeq2Seq.translate(texts, beam=1)`)."""
-        v = self.vocabulary
-        pairs = [Pair(t, None, i + 1) for i, t in enumerate(texts)]
-        if any(not t.strip() for t in texts):
-            raise SeqlabError("an empty source: there is nothing to decode")
-        encoded = v.encode(pairs, "input", "input", "truncate", None, v.source_tokens(texts))
+        sources = self.source_ids(texts)
         results = [""] * len(texts)
-        for group in length_batches([len(e.source) for e in encoded], batch_size, None):
-            for i, ids in zip(group, self.decode([encoded[i].source for i in group], max_length), strict=True):
-                results[i] = v.target_tokenizer.detokenize(v.target_vocab.decode(ids))
+        for group in length_batches([len(s) for s in sources], batch_size, None):
+            for i, ids in zip(group, self.decode([sources[i] for i in group], max_length), strict=True):
+                results[i] = self.target_text(ids)
         return results
 
 
