@@ -290,19 +290,18 @@ def best_first(hypotheses: list[Hypothesis], nbest: int) -> list[Hypothesis]:
 
 # ------------------------------------------------------------------------ sequence to sequence
 
-def max_lengths(lengths: np.ndarray, options: DecodeOptions) -> np.ndarray:
-    """Each sentence's output limit (B,): --max-length, or 2 x its source length + 10 (the RNN decoders
-    have no room limit; `seqlab.search.max_lengths`)."""
-    return np.full_like(lengths, options.max_length) if options.max_length else 2 * lengths + 10
+def max_lengths(lengths: np.ndarray, max_length: int = 0) -> np.ndarray:
+    """Each sentence's output limit (B,): `max_length`, or 2 x its source length + 10 (`seqlab.search.max_lengths`
+    for decoders without a room limit, as the RNN ones; `ExportedSeq2Seq.limits` applies the others')."""
+    return np.full_like(lengths, max_length) if max_length else 2 * lengths + 10
 
 
-def decode(decoder, state, lengths: np.ndarray, start_token: int, options: DecodeOptions | None = None,
-           need_weights: bool = False) -> list[list[Hypothesis]]:
-    """Decode a batch of B started sources with lengths (B,): `options.nbest` hypotheses per sentence, best
-    first (`seqlab.search.decode`). With `need_weights`, each hypothesis carries its attention over the
-    source (the decoder's step must then give weights)."""
+def decode(decoder, state, lengths: np.ndarray, limit: np.ndarray, start_token: int,
+           options: DecodeOptions | None = None, need_weights: bool = False) -> list[list[Hypothesis]]:
+    """Decode a batch of B started sources with lengths (B,) to their limits (B,): `options.nbest`
+    hypotheses per sentence, best first (`seqlab.search.decode`). With `need_weights`, each hypothesis
+    carries its attention over the source (the decoder's step must then give weights)."""
     options = options or DecodeOptions()
-    limit = max_lengths(lengths, options)
     tokens = np.full(len(lengths), start_token, np.int64)
     if options.beam > 1:
         finished = beam_steps(decoder, state, tokens, limit, options.beam, options.length_penalty, True,
