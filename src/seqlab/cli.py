@@ -219,8 +219,8 @@ def add_serve_parser(commands) -> None:
 
     serve = commands.add_parser("serve", help="serve trained models of any task over HTTP: a JSON API (OpenAPI "
                                 "page at /docs) on 127.0.0.1 unless told otherwise")
-    serve.add_argument("runs", metavar="RUN", nargs="+", help="run directories; the API names each model by its "
-                       "directory's name")
+    serve.add_argument("runs", metavar="RUN", nargs="+", help="run directories (with --runtime onnx: export "
+                       "directories, from seqlab export); the API names each model by its directory's name")
     serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1, this "
                        "machine only; 0.0.0.0 for every interface, with --api-key)")
     serve.add_argument("--port", type=Number(int, at_least=1, at_most=65535), default=8000,
@@ -231,6 +231,9 @@ def add_serve_parser(commands) -> None:
     for f in dataclasses.fields(ServeLimits):
         add_number(group, ServeLimits, f.name)
     add_runtime_options(serve)
+    serve.add_argument("--runtime", choices=("torch", "onnx"), default="torch",
+                       help="torch: run directories on PyTorch; onnx: export directories (seqlab export RUN --format "
+                       "onnx) on onnxruntime, without PyTorch in the server, --threads per graph (default: torch)")
 
 
 def add_info_command(commands) -> None:
@@ -596,7 +599,7 @@ def serve_command(args: argparse.Namespace) -> int:
     """`seqlab serve`: load the runs, check the address is free, and serve until interrupted (Ctrl-C)."""
     import socket
 
-    from seqlab.serve import ServeLimits, create_app
+    from seqlab.serve import ServeLimits, create_app, load_runs
 
     limits = ServeLimits(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ServeLimits)})
     try:
@@ -605,7 +608,9 @@ def serve_command(args: argparse.Namespace) -> int:
     except OSError as error:
         raise SeqlabError(f"cannot listen on {args.host}:{args.port}: {error.strerror or error} (another server "
                           "there? choose another --port)") from None
-    app = create_app(args.runs, limits, args.api_key, args.device)
+    if args.runtime == "onnx" and args.device not in ("auto", "cpu"):
+        raise SeqlabError(f"--device {args.device}: --runtime onnx runs on the CPU (onnxruntime); drop --device")
+    app = create_app(load_runs(args.runs, args.device, args.runtime, args.threads), limits, args.api_key)
     models = ", ".join(f"{m.name} ({m.task})" for m in app.state.models.values())
     if args.host not in ("127.0.0.1", "localhost", "::1") and not (args.api_key or os.environ.get("SEQLAB_API_KEY")):
         warnings.warn(f"--host {args.host} serves every machine that can reach this one, without an API key "
@@ -644,7 +649,7 @@ def main(argv: list[str] | None = None) -> int:
                 "summarize": decode_command, "serve": serve_command, "info": info_command,
                 "export": export_command}
     try:
-        if getattr(args, "threads", 0):
+        if getattr(args, "threads", 0) and getattr(args, "runtime", "torch") == "torch":
             import torch
 
             torch.set_num_threads(args.threads)

@@ -9,6 +9,9 @@ Inference runs on one thread of its own (`seqlab-inference`), so a slow request 
 loop, and PyTorch is called from one thread only: from the many threads of a pool, each thread grew its own
 memory (allocator arenas, OpenMP teams) and the server's memory kept growing under load.
 
+With `runtime="onnx"` the directories are ONNX exports (`seqlab export RUN --format onnx`), served on
+onnxruntime without PyTorch on the request path (`seqlab.serve.onnx_models`).
+
 Every problem with a request is a 4xx answer with one line, {"error": "..."}, and the server goes on:
 malformed JSON (400), an unknown or misspelt field or a value out of range (422), a body, text, list,
 max_tokens or beam over the limits (413 for the body, 422 for the rest), an unknown model (404), an
@@ -79,14 +82,24 @@ def final_metrics(run_dir: Path) -> dict[str, dict]:
     return figures
 
 
-def load_runs(runs: Iterable[str | Path], device: str = "cpu") -> dict[str, Served]:
-    """Each run directory loaded, by its name; two runs of one name are refused."""
+def load_runs(runs: Iterable[str | Path], device: str = "cpu", runtime: str = "torch",
+              threads: int = 0) -> dict[str, Served]:
+    """Each run directory loaded, by its name; two runs of one name are refused. With `runtime="onnx"`, each
+    is an export directory run on onnxruntime with `threads` per graph (0: its default)."""
+    if runtime == "onnx":
+        from seqlab.serve.onnx_models import load_exports
+
+        return load_exports(runs, threads)
+    if runtime != "torch":
+        raise SeqlabError(f"runtime {runtime!r}: choose torch or onnx")
     from seqlab.registry import load, run_pipeline
 
     served: dict[str, Served] = {}
     for run in runs:
         run_dir = Path(run)
         name = run_dir.resolve().name
+        if (run_dir / "manifest.json").exists() and not (run_dir / "model.safetensors").exists():
+            raise SeqlabError(f"{run_dir} is an ONNX export, not a run directory: serve it with --runtime onnx")
         if name in served:
             raise SeqlabError(f"two runs are named {name!r} ({served[name].run_dir} and {run_dir}): the API names "
                               "a model by its directory's name; rename one")
@@ -98,10 +111,11 @@ def load_runs(runs: Iterable[str | Path], device: str = "cpu") -> dict[str, Serv
 
 
 def create_app(runs: Iterable[str | Path] | dict[str, Served], limits: ServeLimits | None = None,
-               api_key: str | None = None, device: str = "cpu") -> FastAPI:
-    """The app serving `runs` (run directories, or models loaded already by `load_runs`). With `api_key`
-    (or the SEQLAB_API_KEY environment variable) every /v1 request needs `Authorization: Bearer KEY`."""
-    models = runs if isinstance(runs, dict) else load_runs(runs, device)
+               api_key: str | None = None, device: str = "cpu", runtime: str = "torch") -> FastAPI:
+    """The app serving `runs` (run directories, export directories with `runtime="onnx"`, or models loaded
+    already by `load_runs`). With `api_key` (or the SEQLAB_API_KEY environment variable) every /v1 request
+    needs `Authorization: Bearer KEY`."""
+    models = runs if isinstance(runs, dict) else load_runs(runs, device, runtime)
     limits = limits or ServeLimits()
     api_key = api_key or os.environ.get(API_KEY_VARIABLE) or None
     app = FastAPI(title="seqlab", version=__version__,
