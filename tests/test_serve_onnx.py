@@ -171,6 +171,22 @@ def test_serve_onnx_refuses_what_an_export_cannot_do_with_a_4xx(clients):
             assert got.json() == expected.json()
 
 
+def test_serve_onnx_answers_a_failure_of_onnxruntime_with_a_422(clients, monkeypatch):
+    """An input the graph cannot take (here: words as floats) is one line and 422, not a 500; so is a sentence
+    over a transformer tagger's positions, as PyTorch's tagger refuses it."""
+    _, onnx_client = clients
+    models = onnx_client.app.state.models
+    runtime = models["sentiment"].trained.runtime
+    monkeypatch.setattr(runtime, "scores", lambda encoded: runtime.run("classifier", {
+        "words": np.zeros((len(encoded), 2), np.float32), "lengths": np.full(len(encoded), 2)}))
+    answer = onnx_client.post("/v1/classify", json={"model": "sentiment", "text": "a fine film"})
+    assert answer.status_code == 422 and "the ONNX export cannot run this input (InvalidArgument" in answer.text
+    monkeypatch.setattr(models["ner"].trained, "max_positions", 3)
+    answer = onnx_client.post("/v1/tag", json={"model": "ner", "text": "John lives in Paris ."})
+    assert answer.status_code == 422 and "a sentence of 5 tokens is longer than this transformer" in answer.text
+    assert onnx_client.get("/healthz").status_code == 200
+
+
 def free_port() -> str:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -17,7 +17,9 @@ distribution with numpy's generator, so a seed gives another continuation than t
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -96,6 +98,18 @@ def count_parameters(runtime) -> int:
     return total
 
 
+@contextlib.contextmanager
+def runtime_errors():
+    """onnxruntime's failure on an input as a SeqlabError: the request gets a 422 with one line, not a 500."""
+    try:
+        yield
+    except Exception as error:
+        if type(error).__module__ != "onnxruntime.capi.onnxruntime_pybind11_state":
+            raise
+        raise SeqlabError(f"the ONNX export cannot run this input ({type(error).__name__}: "
+                          f"{str(error).splitlines()[0][:300] if str(error) else 'no message'})") from None
+
+
 class Adapter:
     """What every adapter has: the runtime, the run's config and the parameter count."""
 
@@ -113,17 +127,25 @@ class OnnxClassifier(Adapter):
         empty = [i for i, t in enumerate(texts) if not t.strip()]
         if empty:
             raise SeqlabError(f"text {empty[0] + 1} of {len(texts)} is empty; there is nothing to classify")
-        return self.runtime.classify(texts, batch_size)
+        with runtime_errors():
+            return self.runtime.classify(texts, batch_size)
 
 
 class OnnxTagger(Adapter):
     def __init__(self, runtime):
         super().__init__(runtime)
         self.scheme = runtime.scheme
+        model = json.loads((runtime.dir / "config.json").read_text()).get("model", {})
+        self.max_positions = model.get("max_positions") if model.get("encoder") == "transformer" else None
 
     def tag_sentences(self, sentences: list[list[str]], batch_size: int = 64) -> list[list[tuple[str, float]]]:
         """(tag, probability) for every token (`TrainedTagger.tag_sentences`)."""
-        return self.runtime.tag_sentences(sentences, batch_size)
+        longest = max(map(len, sentences), default=0)
+        if self.max_positions is not None and longest > self.max_positions:     # as the PyTorch tagger refuses it
+            raise SeqlabError(f"a sentence of {longest} tokens is longer than this transformer tagger's "
+                              f"{self.max_positions} positions (--max-positions at training); split it")
+        with runtime_errors():
+            return self.runtime.tag_sentences(sentences, batch_size)
 
 
 # ---------------------------------------------------------------------------- language model
@@ -134,7 +156,7 @@ class OnnxLM(Adapter):
     def __init__(self, runtime):
         super().__init__(runtime)
         self.unit = runtime.tokenizer.unit
-        self.logprobs = functools.lru_cache(maxsize=16)(self._logprobs)    # /v1/score asks twice per text
+        self.cached = functools.lru_cache(maxsize=16)(self._logprobs)      # /v1/score asks twice per text
 
     # the decoder `seqlab.export.decoding` drives
     def step(self, tokens: np.ndarray, state: dict):
@@ -160,24 +182,29 @@ class OnnxLM(Adapter):
         detokenize = self.runtime.detokenize
         shown = len(detokenize(body)) if body else 0
         generated: list[int] = []
-        for token in generate_ids(self, self.started(context), context[-1], options):
-            if options.stop_at_eos and token == EOS:
-                break
-            generated.append(token)
-            if options.beam > 1:
-                continue
-            text = detokenize(body + generated)
-            if text.endswith("\ufffd"):          # half a UTF-8 character (byte-level BPE): wait
-                continue
-            piece = text[shown:]
-            shown = len(text)
-            if piece:
-                yield piece
+        with runtime_errors():
+            for token in generate_ids(self, self.started(context), context[-1], options):
+                if options.stop_at_eos and token == EOS:
+                    break
+                generated.append(token)
+                if options.beam > 1:
+                    continue
+                text = detokenize(body + generated)
+                if text.endswith("\ufffd"):          # half a UTF-8 character (byte-level BPE): wait
+                    continue
+                piece = text[shown:]
+                shown = len(text)
+                if piece:
+                    yield piece
         if options.beam > 1 and generated:
             yield detokenize(body + generated)[shown:]
 
     def generate(self, prompt: str = "", **options) -> str:
         return "".join(self.stream(prompt, **options))
+
+    def logprobs(self, text: str) -> tuple[list[str], list[float], list[int], int]:
+        with runtime_errors():
+            return self.cached(text)
 
     def _logprobs(self, text: str) -> tuple[list[str], list[float], list[int], int]:
         """The text's tokens (`</s>` at each line end), each one's log probability given the ones before it,
@@ -282,11 +309,12 @@ class OnnxSeq2Seq(Adapter):
         need_weights = attention and self.runtime.attends
         results: list[Output | None] = [None] * len(texts)
         for group in length_batches([len(s) for s in sources], batch_size, None):
-            memory = self.runtime.encode([sources[i] for i in group])
-            lengths = memory["lengths"]
-            hypotheses = decode(self, (memory, self.runtime.start(memory)), lengths,
-                                self.runtime.limits(lengths, max_length), self.runtime.start_token, options,
-                                need_weights)
+            with runtime_errors():
+                memory = self.runtime.encode([sources[i] for i in group])
+                lengths = memory["lengths"]
+                hypotheses = decode(self, (memory, self.runtime.start(memory)), lengths,
+                                    self.runtime.limits(lengths, max_length), self.runtime.start_token, options,
+                                    need_weights)
             for i, (best, *_) in zip(group, hypotheses, strict=True):
                 tokens = self.runtime.vocabulary.target_vocab.decode(best.tokens)
                 results[i] = Output(self.runtime.target_text(best.tokens), tokens, best.score, best.normalized,
