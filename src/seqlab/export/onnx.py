@@ -18,16 +18,28 @@ What is exported, per task (batch and sequence axes dynamic; opset 17):
                                    it reproduces the PyTorch model's sliding behaviour exactly (when the
                                    context is full, it goes on from its most recent context // 2 tokens),
                                    at a cost that grows with the window rather than one token per step.
-    seq2seq      encoder.onnx      source (B, S), lengths (B,) -> the memory (outputs, h0[, c0], context
+    seq2seq      rnn / lstm / gru (with or without attention):
+                 encoder.onnx      source (B, S), lengths (B,) -> the memory (outputs, h0[, c0], context
                                    [, prepared])
                  decoder_step.onnx tokens (B,), h (B, L, D)[, c], the memory -> logits (B, V), h[, c], and with
-                                   attention the weights (B, S) over the source (rnn / lstm / gru)
+                                   attention the weights (B, S) over the source
+                 transformer:
+                 encoder.onnx      source (B, S), lengths (B,) -> k0, v0, k1, ... (B, nh, S, hs), each decoder
+                                   layer's cross-attention keys and values
+                 decoder_step.onnx prefix (B, t), mask (B, S), k0, v0, ... -> logits (B, V) and the last layer's
+                                   cross-attention weights (B, S), averaged over heads, of the last position
+                 lm (source ⊕ <sep> ⊕ target):
+                 decoder_step.onnx source (B, S) left-padded, mask (B, S), prefix (B, t) -> logits (B, V) of
+                                   the last position; each row's positions count from its own first token
+                                   (clamped to the last position, as PyTorch's), its padding masked out of
+                                   every key. The left-padding is done in numpy (no encoder graph).
+                 Both transformers re-read their target prefix <s> y_1 .. y_{t-1} (<sep> y_1 .. for the lm) at
+                 every step, as the transformer LM re-reads its window: their state is the prefix. The step
+                 graph is the teacher-forced forward pass, exact and free of in-graph cache writes and
+                 per-row cache bookkeeping, at a cost that grows with the prefix (and, for the lm, the source).
 
 Every state and memory tensor is batch-first (the recurrent states are transposed inside the graphs), so
 beam search selects the rows of any of them with one index on axis 0.
-
-Not exported yet (refused with their name): the transformer encoder-decoder and the separator LM
-(`seq2seq --arch transformer / lm`), whose decoding state is a KV cache over per-row positions.
 
 The export directory holds the .onnx files, manifest.json (task, arch, each graph's inputs and outputs,
 the seqlab, torch and opset versions), and the run's config.json and vocabulary, tokenizer and label files.
@@ -46,7 +58,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from seqlab.data.vocab import EOS
+from seqlab.data.vocab import BOS, EOS, SEP
 from seqlab.errors import SeqlabError
 from seqlab.export.manifest import FORMAT_VERSION, read_manifest  # noqa: F401  (read_manifest: re-exported)
 from seqlab.fileio import atomic_write_json
@@ -155,6 +167,45 @@ class DecoderStepGraph(ClassifierGraph):
         return logits, *(layers_first(part) for part in parts), *(() if weights is None else (weights,))
 
 
+class TransformerEncoderGraph(ClassifierGraph):
+    """source (B, S), lengths (B,) -> the cross-attention keys and values of every decoder layer, k0, v0,
+    k1, ... (B, nh, S, hs): the transformer encoder's output, projected once per sentence."""
+
+    def forward(self, source: Tensor, lengths: Tensor):
+        memory = self.model.encode(source, lengths)
+        return tuple(memory[f"{kv}{layer}"] for layer in range(len(self.model.decoder)) for kv in "kv")
+
+
+class TransformerDecoderGraph(ClassifierGraph):
+    """prefix (B, t), mask (B, S), k0, v0, ... -> logits (B, V) and cross-attention weights (B, S) (the last
+    layer's, averaged over heads) of the prefix's last position: the decoder re-reads the target prefix
+    <s> y_1 .. y_{t-1} at every step, positions 0 .. t-1, as teacher forcing does."""
+
+    def forward(self, prefix: Tensor, mask: Tensor, *keys_values: Tensor):
+        memory = {"mask": mask, **{f"{kv}{layer}": keys_values[2 * layer + i]
+                                   for layer in range(len(self.model.decoder)) for i, kv in enumerate("kv")}}
+        x = self.model._embed(self.model.target_embedding, self.model.target_positions, prefix)   # (B, t, d)
+        logits, weights = self.model._decode(x, memory, None, need_weights=True)   # (B, t, V), (B, t, S)
+        return logits[:, -1], weights[:, -1]
+
+
+class SeparatorStepGraph(ClassifierGraph):
+    """source (B, S) left-padded, mask (B, S) True at its real positions, prefix (B, t) = <sep> y_1 ..
+    y_{t-1} -> logits (B, V) of the last position: the separator LM re-reads source ⊕ <sep> ⊕ prefix at
+    every step, each row's positions counted from its own first token and its padding masked out of every
+    key (`SeparatorLM.init_state` and `step`, which fill the same positions and padding into its cache)."""
+
+    def forward(self, source: Tensor, mask: Tensor, prefix: Tensor) -> Tensor:
+        lm, S = self.model.lm, source.size(1)
+        sequence = torch.cat([source, prefix], dim=1)                              # (B, S + t)
+        shift = S - mask.sum(dim=1)                                                # (B,) padding per row
+        columns = torch.arange(sequence.size(1), device=source.device)[None, :]    # (1, S + t)
+        positions = (columns - shift[:, None]).clamp(0, self.model.config.max_positions - 1)   # (B, S + t)
+        padding = torch.cat([~mask, torch.zeros_like(prefix, dtype=torch.bool)], dim=1)       # (B, S + t)
+        h = lm.hidden(sequence, positions, None, padding)                          # (B, S + t, D)
+        return lm.output(h[:, -1])                                                 # (B, V)
+
+
 # ---------------------------------------------------------------------------- exporting
 
 @contextlib.contextmanager
@@ -255,7 +306,41 @@ def export_lm(trained, out: Path) -> dict:
 
 
 def export_seq2seq(trained, out: Path) -> dict:
-    model = trained.model
+    arch = trained.config.model.arch
+    if arch == "transformer":
+        return export_transformer_seq2seq(trained.model, out)
+    if arch == "lm":
+        return export_separator_lm(trained.model, out)
+    return export_rnn_seq2seq(trained.model, out)
+
+
+def export_transformer_seq2seq(model, out: Path) -> dict:
+    source, lengths = torch.tensor([[5, 6, 7], [5, 6, 0]]), torch.tensor([3, 2])
+    memory = model.encode(source, lengths)
+    kv = [f"{name}{layer}" for layer in range(len(model.decoder)) for name in "kv"]
+    kv_axes = {name: {0: "B", 2: "S"} for name in kv}
+    graphs = {"encoder": export_graph(TransformerEncoderGraph(model), (source, lengths), out / "encoder.onnx",
+                                      ["source", "lengths"], kv, {"source": {0: "B", 1: "S"}, "lengths": {0: "B"},
+                                                                  **kv_axes})}
+    prefix = torch.tensor([[BOS, 5, 6], [BOS, 6, 5]])      # t > 1: the causal mask is part of the trace
+    args = (prefix, memory["mask"], *(memory[name] for name in kv))
+    graphs["decoder_step"] = export_graph(TransformerDecoderGraph(model), args, out / "decoder_step.onnx",
+                                          ["prefix", "mask", *kv], ["logits", "weights"],
+                                          {"prefix": {0: "B", 1: "t"}, "mask": {0: "B", 1: "S"}, **kv_axes,
+                                           "logits": {0: "B"}, "weights": {0: "B", 1: "S"}})
+    return graphs
+
+
+def export_separator_lm(model, out: Path) -> dict:
+    memory = model.encode(torch.tensor([[5, 6, 7], [5, 6, 0]]), torch.tensor([3, 2]))   # left-padded (B, S)
+    prefix = torch.tensor([[SEP, 5, 6], [SEP, 6, 5]])      # t > 1: the causal mask is part of the trace
+    return {"decoder_step": export_graph(SeparatorStepGraph(model), (memory["source"], memory["mask"], prefix),
+                                         out / "decoder_step.onnx", ["source", "mask", "prefix"], ["logits"],
+                                         {"source": {0: "B", 1: "S"}, "mask": {0: "B", 1: "S"},
+                                          "prefix": {0: "B", 1: "t"}, "logits": {0: "B"}})}
+
+
+def export_rnn_seq2seq(model, out: Path) -> dict:
     source, lengths = torch.tensor([[5, 6, 7], [5, 6, 0]]), torch.tensor([3, 2])
     memory = model.encode(source, lengths)
     names = [name for name in MEMORY if name in memory]
@@ -278,8 +363,6 @@ def export_seq2seq(trained, out: Path) -> dict:
     return graphs
 
 
-# (task, arch) -> why it is not exported yet
-NOT_EXPORTABLE = {("seq2seq", "transformer"): "the transformer encoder-decoder", ("seq2seq", "lm"): "the separator LM"}
 EXPORTERS = {"classifier": export_classifier, "tagger": export_tagger, "lm": export_lm, "seq2seq": export_seq2seq}
 
 
@@ -290,7 +373,6 @@ def arch_of(trained, task: str) -> str:
 
 def export_onnx(run_dir: str | Path, output: str | Path, overwrite: bool = False) -> Path:
     """Export the run's inference graphs to `output` (see the module's docstring); returns the manifest's path."""
-    from seqlab.pipelines.runs import read_run_json
     from seqlab.registry import load, run_pipeline
 
     try:
@@ -299,11 +381,6 @@ def export_onnx(run_dir: str | Path, output: str | Path, overwrite: bool = False
         raise SeqlabError("seqlab export --format onnx needs the onnx package: pip install 'seqlab[export]'") from None
     run_dir, out = Path(run_dir), Path(output)
     task = run_pipeline(run_dir).name
-    model_group = read_run_json(run_dir).get("model", {})
-    arch = model_group.get("encoder" if task == "tagger" else "arch")
-    if (task, arch) in NOT_EXPORTABLE:
-        raise SeqlabError(f"seqlab export: {NOT_EXPORTABLE[task, arch]} ({task} --arch {arch}) is not exportable yet; "
-                          "the rnn, lstm and gru encoder-decoders are")
     trained = load(run_dir)
     arch = arch_of(trained, task)
     if out.exists() and not out.is_dir():

@@ -37,7 +37,7 @@ import numpy as np
 from seqlab.data.batching import length_batches
 from seqlab.data.parallel import Pair
 from seqlab.data.text_features import with_ngrams
-from seqlab.data.vocab import BOS, EOS, PAD, UNK
+from seqlab.data.vocab import BOS, EOS, PAD, SEP, UNK
 from seqlab.errors import SeqlabError
 from seqlab.export.manifest import read_manifest
 from seqlab.processors import NEVER_GENERATED
@@ -336,7 +336,7 @@ class ExportedSeq2Seq(Exported):
         self.vocabulary = read_vocabulary(self.dir, self.config)
         self.arch = self.config.model.arch
         self.attends = "weights" in self.manifest["graphs"]["decoder_step"]["outputs"]
-        self.start_token = BOS
+        self.start_token = SEP if self.arch == "lm" else BOS        # `Seq2SeqModel.start_token`
 
     # ------------------------------------------------------------------ text <-> ids
 
@@ -371,21 +371,37 @@ class ExportedSeq2Seq(Exported):
     # ------------------------------------------------------------------ the step interface
 
     def encode(self, sources: list[list[int]]) -> dict[str, np.ndarray]:
-        """Source ids (B lists) -> the memory: the encoder's outputs, `mask` (B, S) True at real positions
-        and `lengths` (B,)."""
+        """Source ids (B lists) -> the memory, with `mask` (B, S) True at real positions and `lengths` (B,):
+        the RNN encoder's outputs and final states; the transformer's cross-attention keys and values
+        (B, nh, S, hs) per layer; for the separator LM the sources left-padded (`SeparatorLM.encode`: each
+        ends at column S, and so does its mask)."""
         lengths = np.array([len(s) for s in sources], np.int64)
+        S = int(lengths.max())
+        if self.arch == "lm":
+            source = np.full((len(sources), S), PAD, np.int64)                     # (B, S), left-padded
+            for b, row in enumerate(sources):
+                source[b, S - len(row):] = row
+            mask = np.arange(S)[None, :] >= (S - lengths)[:, None]                 # (B, S)
+            return {"source": source, "mask": mask, "lengths": lengths}
         memory = self.run("encoder", {"source": pad(sources), "lengths": lengths})
-        memory["mask"] = np.arange(lengths.max())[None, :] < lengths[:, None]       # (B, S)
+        memory["mask"] = np.arange(S)[None, :] < lengths[:, None]                  # (B, S)
         memory["lengths"] = lengths
         return memory
 
     def start(self, memory: dict) -> dict[str, np.ndarray]:
-        """The decoder's state before the first token: h_0^d = c (eq. 13.32), (B, L, D)."""
+        """The decoder's state before the first token: the RNN's h_0^d = c (eq. 13.32), (B, L, D); the
+        transformers' target prefix (B, 0), which they re-read at every step."""
+        if self.arch in ("transformer", "lm"):
+            return {"prefix": np.zeros((len(memory["lengths"]), 0), np.int64)}
         return {"h": memory["h0"], **({"c": memory["c0"]} if "c0" in memory else {})}
 
     def step(self, tokens: np.ndarray, memory: dict, state: dict):
         """tokens (B,) int64 -> logits (B, V) float32, the attention weights over the source (B, S) of this
         output step (None without attention), the new state."""
+        if "prefix" in state:
+            prefix = np.concatenate([state["prefix"], tokens[:, None]], axis=1)    # (B, t + 1)
+            out = self.run("decoder_step", {**memory, "prefix": prefix})
+            return out["logits"], out.get("weights"), {"prefix": prefix}
         out = self.run("decoder_step", {"tokens": tokens, **memory, **state})
         return out["logits"], out.get("weights"), {name: out[f"next_{name}"] for name in state}
 
