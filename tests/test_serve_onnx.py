@@ -24,7 +24,7 @@ import torch  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 from test_serve import BAD  # noqa: E402
 
-from conftest import tiny_config, train_serve_runs  # noqa: E402
+from conftest import FIXTURES, tiny_config, train_serve_runs  # noqa: E402
 from seqlab import processors, search  # noqa: E402
 from seqlab.cli import main  # noqa: E402
 from seqlab.errors import SeqlabError  # noqa: E402
@@ -34,6 +34,11 @@ from seqlab.pipelines.lm import train_lm  # noqa: E402
 from seqlab.serve import ServeLimits, create_app, load_runs  # noqa: E402
 from seqlab.training import trainer  # noqa: E402
 
+PAIRS = FIXTURES / "seq2seq"
+TRANSFORMERS = ["seq2seq", "--train-src", str(PAIRS / "train.src"), "--train-tgt", str(PAIRS / "train.tgt"),
+                "--dev-src", str(PAIRS / "dev.src"), "--dev-tgt", str(PAIRS / "dev.tgt"), "--embedding-size", "16",
+                "--num-heads", "2", "--ff-size", "32", "--max-positions", "32", "--max-steps", "20", "--no-progress",
+                "--dropout", "0"]
 LIMITS = ServeLimits(max_body_bytes=4096, max_chars=200, max_items=4, max_tokens=64, max_beam=4)
 SOURCES = ["der hund sieht .", "der mann mag der katze .", "katze", "ein kleiner hund sieht den großen mann ."]
 
@@ -41,13 +46,18 @@ SOURCES = ["der hund sieht .", "der mann mag der katze .", "katze", "ein kleiner
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory) -> dict[str, dict[str, Path]]:
     """Tiny runs of each family (and an LSTM language model, whose state is carried, beside the transformer's
-    window) and their exports: {"runs": {name: dir}, "exports": {name: dir}}."""
+    window; the transformer encoder-decoder and the separator LM beside the RNN translator, whose states are
+    the target prefix) and their exports: {"runs": {name: dir}, "exports": {name: dir}}."""
     folder = tmp_path_factory.mktemp("serve-onnx")
     with pytest.MonkeyPatch.context() as patch:          # no curves.png after each evaluation: 2/3 of the time
         patch.setattr(trainer, "plot_curves", lambda run_dir: None)
         runs = train_serve_runs(folder)
         train_lm(tiny_config(folder / "lm-lstm", arch="lstm", tokenizer="char", max_steps=4))
-    runs["lm-lstm"] = folder / "lm-lstm"
+        runs["lm-lstm"] = folder / "lm-lstm"
+        for arch in ("transformer", "lm"):
+            runs[f"de-en-{arch}"] = folder / f"de-en-{arch}"
+            assert main(["train", *TRANSFORMERS, "--arch", arch, *(["--shared-vocab"] if arch == "lm" else []),
+                         "--output", str(runs[f"de-en-{arch}"])]) == 0
     exports = {name: export_onnx(run, folder / "exports" / name).parent for name, run in runs.items()}
     return {"runs": runs, "exports": exports}
 
@@ -69,14 +79,15 @@ def both(clients, path: str, body: dict) -> tuple[dict, dict]:
 
 def test_serve_onnx_lists_the_exports_as_the_torch_app_lists_the_runs(clients):
     torch_models, onnx_models = ({m["name"]: m for m in c.get("/v1/models").json()["models"]} for c in clients)
-    assert onnx_models.keys() == torch_models.keys() == {"lm", "lm-lstm", "ner", "sentiment", "de-en"}
+    assert onnx_models.keys() == torch_models.keys() == {"lm", "lm-lstm", "ner", "sentiment", "de-en",
+                                                          "de-en-transformer", "de-en-lm"}
     for name, model in onnx_models.items():
         expected = torch_models[name]
         assert (model["task"], model["arch"], model["endpoints"]) == (expected["task"], expected["arch"],
                                                                       expected["endpoints"])
         assert model["parameters"] == expected["parameters"], name
         assert model["metrics"] == {}                          # an export carries no metrics.jsonl
-    assert clients[1].get("/healthz").json() == {"status": "ok", "models": 5}
+    assert clients[1].get("/healthz").json() == {"status": "ok", "models": 7}
 
 
 def test_serve_onnx_classifies_and_tags_as_torch(clients):
@@ -117,17 +128,19 @@ def test_serve_onnx_scores_as_torch(clients, model):
         assert g["bits_per_char"] == pytest.approx(e["bits_per_char"], abs=1e-4)
 
 
-def test_serve_onnx_translates_greedy_and_beam_as_torch(clients):
+@pytest.mark.parametrize("model", ["de-en", "de-en-transformer", "de-en-lm"])
+def test_serve_onnx_translates_greedy_and_beam_as_torch(clients, model):
     for options in ({"beam": 1}, {"beam": 3}, {"beam": 4, "length_penalty": 0.0}, {"beam": 2, "max_length": 3}):
         for endpoint in ("translate", "summarize"):
-            expected, got = both(clients, f"/v1/{endpoint}", {"model": "de-en", "text": SOURCES, "attention": True,
+            expected, got = both(clients, f"/v1/{endpoint}", {"model": model, "text": SOURCES, "attention": True,
                                                               **options})
             for e, g in zip(expected["results"], got["results"], strict=True):
                 assert (g["text"], g["tokens"], g["source_tokens"]) == (e["text"], e["tokens"], e["source_tokens"])
                 assert g["score"] == pytest.approx(e["score"], abs=1e-4)
-                assert np.allclose(g["attention"], e["attention"], atol=1e-4)
-    expected, got = both(clients, "/v1/translate", {"model": "de-en", "text": "der unbekannte hund", "beam": 3})
-    assert got == expected and got["results"][0]["attention"] is None
+                assert (g["attention"] is None) == (e["attention"] is None) == (model == "de-en-lm")
+                assert model == "de-en-lm" or np.allclose(g["attention"], e["attention"], atol=1e-4)
+    expected, got = both(clients, "/v1/translate", {"model": model, "text": "der unbekannte hund", "beam": 3})
+    assert got["results"][0]["text"] == expected["results"][0]["text"] and got["results"][0]["attention"] is None
 
 
 def test_serve_onnx_streams_and_samples_reproducibly(clients):
