@@ -168,6 +168,8 @@ class OnnxLM(Adapter):
 
     def started(self, context: list[int]) -> dict:
         """The state after every token of `context` but the last, which the search feeds (`LanguageModel.start`)."""
+        if self.runtime.arch == "transformer":       # its state is the window it re-reads: no step to run
+            return {"window": np.array([context[:-1]], np.int64)}                  # (1, T - 1) < context
         state = self.runtime.start(1)
         for token in context[:-1]:
             _, state = self.runtime.step(np.array([token], np.int64), state)
@@ -230,7 +232,7 @@ class OnnxLM(Adapter):
         of `context` inputs every context / 2 tokens, each target scored in the first window holding it, from
         the inputs of that window up to it. Targets read through windows of the same width run as one batch."""
         context, n = self.runtime.context, len(ids)
-        stride = max(1, min(max(1, context // 2), context))
+        stride = max(1, context // 2)                       # `TrainedLM._batches`' default
         reads: dict[int, list[tuple[int, int]]] = {}          # width -> [(window start, target position)]
         start, scored = 0, 0
         while True:
