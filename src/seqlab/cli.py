@@ -21,7 +21,6 @@ from pathlib import Path
 from seqlab.config import field_type, range_text, value_problem
 from seqlab.errors import SeqlabError
 from seqlab.fileio import check_writable
-from seqlab.pipelines.runs import RESUME_OR_OVERWRITE
 from seqlab.version import __version__
 
 
@@ -213,6 +212,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def serve_parser() -> argparse.ArgumentParser:
+    """`seqlab serve`'s parser alone: the whole one imports every pipeline and so PyTorch, which a server of
+    ONNX exports (--runtime onnx) never loads."""
+    parser = Parser(prog="seqlab")
+    add_serve_parser(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    return parser
+
+
 def add_serve_parser(commands) -> None:
     """`seqlab serve RUN [RUN ...]`: the HTTP API over trained runs."""
     from seqlab.serve.limits import API_KEY_VARIABLE, ServeLimits
@@ -327,6 +334,7 @@ def search_options(args: argparse.Namespace):
 
 
 def train_command(args: argparse.Namespace) -> int:
+    from seqlab.pipelines.runs import RESUME_OR_OVERWRITE
     from seqlab.registry import pipeline
 
     task = pipeline(args.task)
@@ -639,8 +647,8 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
     argv = sys.argv[1:] if argv is None else argv
+    parser = serve_parser() if argv[:1] == ["serve"] else build_parser()
     args = parser.parse_args(argv)
     args.given_options = {token.split("=")[0] for token in argv if token.startswith("--")}
     warnings.showwarning = _show_warning
