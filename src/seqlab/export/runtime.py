@@ -1,6 +1,7 @@
 """Running an ONNX export (`seqlab.export.onnx`) on onnxruntime: the whole task in numpy, without the run
-directory and without PyTorch on the inference path (text <-> ids through seqlab's own tokenizers and
-vocabularies, read from the export's copies of the run's files).
+directory and without PyTorch (text <-> ids through seqlab's own tokenizers and vocabularies, read from
+the export's copies of the run's files by the torch-free `seqlab.pipelines.run_files`). Importing this
+module and running an export never imports torch (tests/test_export.py checks it in a fresh process).
 
     from seqlab.export.runtime import load_export
     tagger = load_export("exports/ner")               # an ExportedTagger
@@ -29,18 +30,28 @@ them (`length_batches`, shortest first).
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from seqlab.data.batching import length_batches
+from seqlab.data.grouping import length_batches
+from seqlab.data.pair_vocab import LengthReport
 from seqlab.data.parallel import Pair
 from seqlab.data.text_features import with_ngrams
-from seqlab.data.vocab import BOS, EOS, PAD, SEP, UNK
+from seqlab.data.vocab import BOS, EOS, NEVER_GENERATED, PAD, SEP, UNK
 from seqlab.errors import SeqlabError
 from seqlab.export.manifest import read_manifest
-from seqlab.processors import NEVER_GENERATED
+from seqlab.pipelines.outputs import Prediction
+from seqlab.pipelines.run_files import (
+    detokenize_lines,
+    read_document_vocabulary,
+    read_pair_vocabulary,
+    read_run_json,
+    read_tagger_vocabulary,
+    read_tokenizer_and_vocab,
+)
 
 
 def onnxruntime():
@@ -55,10 +66,12 @@ class Exported:
     """An export directory's manifest and onnxruntime sessions, one per graph."""
 
     def __init__(self, export_dir: str | Path, threads: int = 0):
-        """`threads`: onnxruntime's intra-op threads (0: its default)."""
+        """`threads`: onnxruntime's intra-op threads (0: its default). `config` is the run's config.json (a
+        dict: its "data", "model" and "train" groups)."""
         ort = onnxruntime()
         self.dir = Path(export_dir)
         self.manifest = read_manifest(self.dir)
+        self.config = read_run_json(self.dir, self.manifest.get("task"))
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
@@ -104,11 +117,10 @@ def choose(logits: np.ndarray) -> np.ndarray:
 
 class ExportedClassifier(Exported):
     def __init__(self, export_dir, threads: int = 0):
-        from seqlab.pipelines.classifier import read_run_config, read_vocabulary
-
         super().__init__(export_dir, threads)
-        self.config = read_run_config(self.dir)
-        self.vocabulary = read_vocabulary(self.dir, self.config)
+        data = self.config["data"]
+        self.vocabulary = read_document_vocabulary(self.dir, data["tokenizer"], data["lowercase"], data["ngrams"],
+                                                   data["max_length"], data["truncate"])
 
     def encode(self, text: str) -> tuple[list[int] | None, list[float] | None]:
         v = self.vocabulary
@@ -128,15 +140,13 @@ class ExportedClassifier(Exported):
 
     def probabilities(self, scores: np.ndarray) -> np.ndarray:
         """Softmax (eq. 6.27), or [1 - s(z), s(z)] for one sigmoid unit (eq. 6.25)."""
-        if self.config.model.output_layer == "sigmoid":
+        if self.config["model"]["output_layer"] == "sigmoid":
             p = 1 / (1 + np.exp(-scores[:, 0].astype(np.float32)))                  # (B,)
             return np.stack([1 - p, p], axis=1)
         return softmax(scores.astype(np.float32))
 
     def classify(self, texts: list[str], batch_size: int = 64):
         """The `Prediction` of each text, as `TrainedClassifier.classify`."""
-        from seqlab.pipelines.classifier import Prediction
-
         if any(not t.strip() for t in texts):
             raise SeqlabError("an empty text: there is nothing to classify")
         encoded = [self.encode(t) for t in texts]
@@ -185,10 +195,8 @@ def crf_marginals(emissions: np.ndarray, length: int, transitions: np.ndarray, s
 
 class ExportedTagger(Exported):
     def __init__(self, export_dir, threads: int = 0):
-        from seqlab.pipelines.tagger import read_vocabulary
-
         super().__init__(export_dir, threads)
-        self.vocabulary, self.scheme, _ = read_vocabulary(self.dir)
+        self.vocabulary, self.scheme, _ = read_tagger_vocabulary(self.dir)
         self.crf = None
         if self.manifest.get("crf"):
             crf = json.loads((self.dir / "crf.json").read_text())
@@ -238,12 +246,9 @@ class ExportedTagger(Exported):
 
 class ExportedLM(Exported):
     def __init__(self, export_dir, threads: int = 0):
-        from seqlab.pipelines.lm import read_run_config, read_tokenizer_and_vocab
-
         super().__init__(export_dir, threads)
-        self.config = read_run_config(self.dir)
         self.tokenizer, self.vocab = read_tokenizer_and_vocab(self.dir)
-        self.arch = self.config.model.arch
+        self.arch = self.config["model"]["arch"]
         self.context = self.manifest.get("context")
 
     def prompt_ids(self, prompt: str) -> list[int]:
@@ -260,12 +265,12 @@ class ExportedLM(Exported):
 
     def start(self, batch_size: int) -> dict:
         """The state before any token (batch-first arrays): what `step` reads and returns."""
-        m = self.config.model
+        m = self.config["model"]
         if self.arch == "transformer":
             return {"window": np.zeros((batch_size, 0), np.int64)}                 # (B, 0)
         if self.arch == "ffn":
-            return {"history": np.full((batch_size, m.context - 1), EOS, np.int64)}   # (B, N-1)
-        h = np.zeros((batch_size, m.num_layers, m.hidden_size), np.float32)        # (B, L, H)
+            return {"history": np.full((batch_size, m["context"] - 1), EOS, np.int64)}   # (B, N-1)
+        h = np.zeros((batch_size, m["num_layers"], m["hidden_size"]), np.float32)  # (B, L, H)
         return {"h": h, "c": h.copy()} if self.arch == "lstm" else {"h": h}
 
     def step(self, tokens: np.ndarray, state: dict) -> tuple[np.ndarray, dict]:
@@ -295,9 +300,8 @@ class ExportedLM(Exported):
         return generated
 
     def detokenize(self, ids: list[int]) -> str:
-        from seqlab.pipelines.lm import TrainedLM
-
-        return TrainedLM.detokenize(self, ids)
+        """Ids -> text, `</s>` as a line break (`TrainedLM.detokenize`)."""
+        return detokenize_lines(self.tokenizer, self.vocab, ids)
 
     def generate(self, prompt: str = "", max_tokens: int = 200) -> str:
         """The greedy continuation of `prompt` as text (`TrainedLM.generate(prompt, greedy=True)`)."""
@@ -329,12 +333,11 @@ class ExportedSeq2Seq(Exported):
     """
 
     def __init__(self, export_dir, threads: int = 0):
-        from seqlab.pipelines.seq2seq import read_run_config, read_vocabulary
-
         super().__init__(export_dir, threads)
-        self.config = read_run_config(self.dir)
-        self.vocabulary = read_vocabulary(self.dir, self.config)
-        self.arch = self.config.model.arch
+        data = self.config["data"]
+        self.arch = self.config["model"]["arch"]
+        self.vocabulary = read_pair_vocabulary(self.dir, self.arch == "lm", data["max_source_length"],
+                                               data["max_target_length"])
         self.attends = "weights" in self.manifest["graphs"]["decoder_step"]["outputs"]
         self.start_token = SEP if self.arch == "lm" else BOS        # `Seq2SeqModel.start_token`
 
@@ -342,13 +345,17 @@ class ExportedSeq2Seq(Exported):
 
     def source_ids(self, texts: list[str]) -> list[list[int]]:
         """Each text's source ids as `TrainedSeq2Seq.translate` encodes them (sources over the model's limit
-        keep their first tokens); an empty text is refused."""
+        keep their first tokens, with a warning); an empty text is refused."""
         v = self.vocabulary
         empty = [i for i, t in enumerate(texts) if not t.strip()]
         if empty:
             raise SeqlabError(f"input {empty[0] + 1} of {len(texts)} is empty; there is nothing to decode")
         pairs = [Pair(t, None, i + 1) for i, t in enumerate(texts)]
-        return [e.source for e in v.encode(pairs, "input", "input", "truncate", None, v.source_tokens(texts))]
+        report = LengthReport()
+        encoded = v.encode(pairs, "input", "input", "truncate", report, v.source_tokens(texts))
+        for message in report.messages("input", v.max_source, v.max_target):
+            warnings.warn(message, stacklevel=2)
+        return [e.source for e in encoded]
 
     def source_tokens(self, ids: list[int]) -> list[str]:
         """The source tokens of ids (the labels of an attention map's columns)."""
@@ -364,7 +371,7 @@ class ExportedSeq2Seq(Exported):
         or 2 x the source length + 10, within what the decoder can hold."""
         lengths = np.asarray(lengths, np.int64)
         limit = np.full_like(lengths, max_length) if max_length else 2 * lengths + 10
-        P = self.config.model.max_positions
+        P = self.config["model"]["max_positions"]
         room = {"transformer": np.full_like(lengths, P), "lm": P - lengths}.get(self.arch)
         return limit if room is None else np.minimum(limit, np.maximum(room, 1))
 
