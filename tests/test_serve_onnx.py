@@ -248,8 +248,6 @@ sys.exit(main(["serve", "--runtime", "onnx", "--port", sys.argv[1], *sys.argv[3:
 """
 
 
-@pytest.mark.xfail(strict=False, reason="seqlab.export.runtime still reads the run's files through modules that "
-                   "import PyTorch, until the onnx2 branch's torch-free imports land")
 def test_serve_onnx_serves_every_family_without_importing_torch(folders):
     requests = [("/v1/classify", {"model": "sentiment", "text": "a fine film"}),
                 ("/v1/tag", {"model": "ner", "text": "John lives in Paris ."}),

@@ -28,11 +28,8 @@ from itertools import islice
 import numpy as np
 
 from seqlab.config import check_fields, option
-from seqlab.data.vocab import BOS, EOS, PAD, SEP
+from seqlab.data.vocab import EOS, NEVER_GENERATED
 from seqlab.errors import SeqlabError
-
-NEVER_GENERATED = (PAD, BOS, SEP)       # ids that are never a model's output (as seqlab.processors)
-
 
 # ------------------------------------------------------------------------------ options
 

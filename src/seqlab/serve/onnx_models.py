@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -27,10 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from seqlab.data.batching import length_batches
+from seqlab.data.grouping import length_batches
 from seqlab.data.vocab import EOS, UNK
 from seqlab.errors import SeqlabError
 from seqlab.export.decoding import DecodeOptions, GenerateOptions, decode, generate_ids, log_softmax
+from seqlab.pipelines.outputs import Output
 from seqlab.serve import schemas
 from seqlab.serve.app import ENDPOINTS, Served, final_metrics
 
@@ -111,11 +111,10 @@ def runtime_errors():
 
 
 class Adapter:
-    """What every adapter has: the runtime, the run's config and the parameter count."""
+    """What every adapter has: the runtime and the parameter count."""
 
     def __init__(self, runtime):
         self.runtime = runtime
-        self.config = getattr(runtime, "config", None)
         self.parameters = count_parameters(runtime)
 
 
@@ -135,7 +134,7 @@ class OnnxTagger(Adapter):
     def __init__(self, runtime):
         super().__init__(runtime)
         self.scheme = runtime.scheme
-        model = json.loads((runtime.dir / "config.json").read_text()).get("model", {})
+        model = runtime.config["model"]                              # config.json's model group
         self.max_positions = model.get("max_positions") if model.get("encoder") == "transformer" else None
 
     def tag_sentences(self, sentences: list[list[str]], batch_size: int = 64) -> list[list[tuple[str, float]]]:
@@ -273,19 +272,6 @@ class OnnxLM(Adapter):
 
 
 # ---------------------------------------------------------------------------- sequence to sequence
-
-@dataclass
-class Output:
-    """A decoded text, as `seqlab.pipelines.seq2seq.Output`."""
-
-    text: str
-    tokens: list[str]
-    score: float
-    normalized: float
-    finished: bool
-    source_tokens: list[str]
-    attention: list[list[float]] | None = None
-
 
 class OnnxSeq2Seq(Adapter):
     """An exported encoder-decoder: greedy decoding, sampling and beam search over its decoder step."""
