@@ -1,8 +1,7 @@
 """The resident memory of `seqlab serve` with the same four models on each runtime: PyTorch (run directories) and
 onnxruntime (their exports, `seqlab export RUN --format onnx`).
 
-    python benchmarks/serve_memory.py --runs runs/sst2 runs/pos runs/de-en runs/lm \
-        --exports exports/sst2 exports/pos exports/de-en exports/lm
+    python benchmarks/serve_memory.py --runs runs/sst2 runs/pos runs/de-en runs/lm --exports exports/{sst2,pos,de-en,lm}
 
 Each server is a separate process (`python -m seqlab serve ... --runtime R --threads 1`); its resident memory
 (VmRSS) is read once /healthz answers (the models loaded) and again after one request per family (the first
