@@ -119,7 +119,7 @@ def create_app(runs: Iterable[str | Path] | dict[str, Served], limits: ServeLimi
                       inference, observe=lambda key, size: metrics.batch(f"/v1/{key[1]}", size))
     app.state.models, app.state.limits, app.state.metrics = models, limits, metrics
 
-    def authorized(request: Request) -> None:
+    async def authorized(request: Request) -> None:       # async: a plain def would hop to a worker thread
         if api_key is None:
             return
         given = request.headers.get("authorization", "")
