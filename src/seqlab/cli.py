@@ -253,11 +253,16 @@ def info_command(args: argparse.Namespace) -> int:
 
 
 def add_export_parser(commands) -> None:
-    """`seqlab export RUN --format onnx --output DIR`: a run's inference graphs, runnable without it."""
+    """`seqlab export RUN --format onnx|hf --output DIR`: a run's inference graphs, runnable without it, or a
+    transformer LM as a Hugging Face GPT-2 directory."""
     export = commands.add_parser("export", help="export a trained run's inference graphs (ONNX), with its vocabulary "
-                                 "and labels, to run on onnxruntime without PyTorch (seqlab.export.runtime)")
+                                 "and labels, to run on onnxruntime without PyTorch (seqlab.export.runtime); or "
+                                 "(--format hf) a transformer LM with GPT-2's options as a Hugging Face GPT-2 model "
+                                 "and tokenizer")
     export.add_argument("run", metavar="RUN", help="the run directory")
-    export.add_argument("--format", choices=("onnx",), default="onnx", help="the export format (default: onnx)")
+    export.add_argument("--format", choices=("onnx", "hf"), default="onnx",
+                        help="the export format: onnx, or hf (Hugging Face transformers' GPT2LMHeadModel) "
+                             "(default: onnx)")
     export.add_argument("--output", required=True, metavar="DIR", help="the export directory (created)")
     export.add_argument("--overwrite", action="store_true", help="replace an export directory that holds files")
 
@@ -635,12 +640,25 @@ def serve_command(args: argparse.Namespace) -> int:
 
 def export_command(args: argparse.Namespace) -> int:
     """`seqlab export`: write the graphs and files, then say what was written."""
+    if args.format == "hf":
+        return export_hf_command(args)
     from seqlab.export.onnx import export_onnx
 
     manifest = json.loads(export_onnx(args.run, args.output, args.overwrite).read_text())
     graphs = ", ".join(graph["file"] for graph in manifest["graphs"].values())
     print(f"exported the {manifest['arch']} {manifest['task']} of {args.run} to {args.output}/ ({graphs}, "
           "manifest.json); run it with seqlab.export.runtime.load_export")
+    return 0
+
+
+def export_hf_command(args: argparse.Namespace) -> int:
+    """`seqlab export --format hf`: write the GPT-2 directory, then say what was written and how to load it."""
+    from seqlab.export.hf import LOADING, export_hf
+
+    out = export_hf(args.run, args.output, args.overwrite)
+    files = ", ".join(sorted(path.name for path in out.iterdir()))
+    print(f"exported the transformer LM of {args.run} to {out}/ as Hugging Face GPT-2 ({files}); load it with:")
+    print(LOADING.format(out=out))
     return 0
 
 
