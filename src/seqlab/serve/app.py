@@ -53,6 +53,7 @@ class Served:
     trained: object
     run_dir: Path
     title: str = ""          # how messages name the task: "a language model"
+    summary: str = ""        # one sentence on the run (`seqlab.info.summary`)
 
     def info(self) -> schemas.ModelInfo:
         model = self.trained.config.model
@@ -60,7 +61,7 @@ class Served:
         return schemas.ModelInfo(name=self.name, task=self.task, arch=str(arch),
                                  parameters=self.trained.model.num_parameters(),
                                  endpoints=[f"/v1/{e}" for e in ENDPOINTS[self.task]],
-                                 metrics=final_metrics(self.run_dir))
+                                 metrics=final_metrics(self.run_dir), summary=self.summary)
 
 
 def final_metrics(run_dir: Path) -> dict[str, dict]:
@@ -81,6 +82,7 @@ def final_metrics(run_dir: Path) -> dict[str, dict]:
 
 def load_runs(runs: Iterable[str | Path], device: str = "cpu") -> dict[str, Served]:
     """Each run directory loaded, by its name; two runs of one name are refused."""
+    from seqlab.info import run_info, summary
     from seqlab.registry import load, run_pipeline
 
     served: dict[str, Served] = {}
@@ -91,7 +93,8 @@ def load_runs(runs: Iterable[str | Path], device: str = "cpu") -> dict[str, Serv
             raise SeqlabError(f"two runs are named {name!r} ({served[name].run_dir} and {run_dir}): the API names "
                               "a model by its directory's name; rename one")
         pipeline = run_pipeline(run_dir)
-        served[name] = Served(name, pipeline.name, load(run_dir, device), run_dir, pipeline.title)
+        served[name] = Served(name, pipeline.name, load(run_dir, device), run_dir, pipeline.title,
+                              summary(run_info(run_dir)))
     if not served:
         raise SeqlabError("seqlab serve needs at least one run directory")
     return served
