@@ -3,10 +3,14 @@ family, with 1 and 2 threads; the time of the whole task (text in, labels / tags
 --repeats, and the ratio torch / onnxruntime (above 1: the export is faster).
 
     python benchmarks/onnx_speed.py                          # small models trained on the test fixtures
+    python benchmarks/onnx_speed.py --recipe seq2seq-transformer --recipe seq2seq-lm   # some of them
     python benchmarks/onnx_speed.py --run runs/ner --run runs/de-en   # given runs (their family's inputs)
 
 The fixture models: a BiLSTM classifier (64 wide), a BiLSTM-CRF tagger with character features (64), a 2-layer
-LSTM LM (128) generating 200 greedy tokens, a GRU encoder-decoder with dot attention (64) translating greedily.
+LSTM LM (128) generating 200 greedy tokens, and three encoder-decoders translating greedily: a GRU with dot
+attention (64), a 2-layer transformer (64 wide, 4 heads) and the separator LM (2 layers, 64 wide). The
+transformers' exports re-read their target prefix (and the lm its source) at every step where PyTorch
+keeps a KV cache (`seqlab.export.onnx`).
 Results: benchmarks/results/onnx_speed.json and .md (`common.write_records`).
 """
 
@@ -46,6 +50,11 @@ RECIPES = {
                 "--dev-src", str(PAIRS / "dev.src"), "--dev-tgt", str(PAIRS / "dev.tgt"), "--arch", "gru",
                 "--attention", "dot", "--embedding-size", "64", "--hidden-size", "64"],
 }
+TRANSFORMER = ["--train-src", str(PAIRS / "train.src"), "--train-tgt", str(PAIRS / "train.tgt"), "--dev-src",
+               str(PAIRS / "dev.src"), "--dev-tgt", str(PAIRS / "dev.tgt"), "--embedding-size", "64",
+               "--num-heads", "4", "--ff-size", "128", "--num-layers", "2", "--max-positions", "64"]
+RECIPES["seq2seq-transformer"] = ["seq2seq", *TRANSFORMER, "--arch", "transformer"]
+RECIPES["seq2seq-lm"] = ["seq2seq", *TRANSFORMER, "--arch", "lm", "--shared-vocab"]
 
 
 def workloads(task: str):
@@ -81,15 +90,17 @@ def best_of(function, repeats: int) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", action="append", default=[], help="a trained run (repeatable); default: fixtures")
+    parser.add_argument("--recipe", action="append", choices=tuple(RECIPES), default=[],
+                        help="without --run: train and time only these fixture models (repeatable; default: all)")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="onnx_speed_"))
     runs = [Path(r) for r in args.run]
     if not runs:
-        for task, recipe in RECIPES.items():
-            assert seqlab_main(["train", *recipe, "--output", str(work / task), *QUIET]) == 0
-            runs.append(work / task)
-    records = []
+        for name in args.recipe or RECIPES:
+            assert seqlab_main(["train", *RECIPES[name], "--output", str(work / name), *QUIET]) == 0
+            runs.append(work / name)
+    records, words = [], {}
     for run in runs:
         task = run_pipeline(run).name
         export_onnx(run, work / "exports" / run.name, overwrite=True)
@@ -109,11 +120,18 @@ def main() -> int:
                         record(**base, metric="speedup (torch / onnxruntime)", value=round(torch_s / onnx_s, 2))]
             print(f"{task} {arch} threads={threads}: torch {torch_s:.4f}s, onnxruntime {onnx_s:.4f}s, "
                   f"ratio {torch_s / onnx_s:.2f}", flush=True)
+        if task == "seq2seq":                  # how long the outputs are: the transformers re-read them each step
+            outputs = with_onnx(exported)
+            words[arch] = sum(len(text.split()) for text in outputs) / len(outputs)
+    lengths = ", ".join(f"{arch} {n:.1f}" for arch, n in words.items())
     write_records("onnx_speed", records, "onnxruntime vs PyTorch eager (seqlab export --format onnx)",
                   "The whole task on the same inputs, best of --repeats (in the command; default 3) after a warm-up; "
                   "speedup above 1: the export is "
                   "faster. Both sides run the same Python around the model (batching, decoding loop); the tagger's "
-                  "CRF (Viterbi and marginals) runs per sentence in numpy on the export, batched in torch.")
+                  "CRF (Viterbi and marginals) runs per sentence in numpy on the export, batched in torch. The "
+                  "exported transformer encoder-decoder and separator LM re-read their target prefix (the lm its "
+                  "source too) at every step where PyTorch extends a KV cache, so their cost grows with the output"
+                  + (f"; the greedy outputs here, in words per source: {lengths}" if lengths else "") + ".")
     return 0
 
 

@@ -4,8 +4,12 @@ tags, labels, greedy continuations and greedy translations of `seqlab.load(run)`
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -28,8 +32,10 @@ PAIRS = FIXTURES / "seq2seq"
 QUIET = ["--no-progress", "--dropout", "0", "--max-steps", "20"]
 SENTIMENT = str(FIXTURES / "classify" / "sentiment.tsv")
 NER = str(FIXTURES / "ner.conll")
-SEQ2SEQ = ["--train-src", str(PAIRS / "train.src"), "--train-tgt", str(PAIRS / "train.tgt"), "--dev-src",
-           str(PAIRS / "dev.src"), "--dev-tgt", str(PAIRS / "dev.tgt"), "--embedding-size", "16", "--hidden-size", "16"]
+PAIRED = ["--train-src", str(PAIRS / "train.src"), "--train-tgt", str(PAIRS / "train.tgt"), "--dev-src",
+          str(PAIRS / "dev.src"), "--dev-tgt", str(PAIRS / "dev.tgt"), "--embedding-size", "16"]
+SEQ2SEQ = [*PAIRED, "--hidden-size", "16"]
+TRANSFORMER = [*PAIRED, "--num-heads", "2", "--ff-size", "32", "--max-positions", "32"]
 # run name -> the `seqlab train` arguments (the LMs train through the API, below)
 TRAINED = {
     "clf-lstm": ["classifier", "--train", SENTIMENT, "--dev", SENTIMENT, "--format", "tsv", "--arch", "lstm",
@@ -44,7 +50,10 @@ TRAINED = {
                         "--embedding-size", "8", "--hidden-size", "8", "--heads", "2", "--char-features", "cnn"],
     "s2s-lstm-dot": ["seq2seq", *SEQ2SEQ, "--arch", "lstm", "--attention", "dot", "--bidirectional"],
     "s2s-gru": ["seq2seq", *SEQ2SEQ, "--arch", "gru", "--num-layers", "2"],
+    "s2s-transformer": ["seq2seq", *TRANSFORMER, "--arch", "transformer", "--num-layers", "2", "--lr", "0.005"],
+    "s2s-lm": ["seq2seq", *TRANSFORMER, "--arch", "lm", "--shared-vocab"],
 }
+SEQ2SEQS = ("s2s-lstm-dot", "s2s-gru", "s2s-transformer", "s2s-lm")
 LMS = ("lstm", "gru", "ffn", "transformer")
 TEXTS = ["a warm and funny film", "a dull mess", "bad", "the best film of the year , warm and funny and sad"]
 SENTENCES = [s.split() for s in ["John lives in Paris .", "EU rejects German call to boycott British lamb .", "a",
@@ -141,16 +150,91 @@ def test_export_seq2seq_encoder_and_decoder_step_equal_pytorch(runs, name):
         np.testing.assert_allclose(got["outputs"][real], memory["outputs"].detach().numpy()[real], atol=1e-4)
         np.testing.assert_allclose(got["h0"], memory["h0"].detach().numpy(), atol=1e-4)
         state = EncoderDecoderState(memory, model.init_state(memory))
-        values = {**got, "mask": real, "h": got["h0"].transpose(1, 0, 2).copy()}
+        values = {**got, "mask": real, "h": got["h0"]}                              # batch-first (B, L, D)
         if "c0" in got:
-            values["c"] = got["c0"].transpose(1, 0, 2).copy()
+            values["c"] = got["c0"]
         tokens = torch.full((B,), 2)
         for _ in range(3):
-            expected, state, _ = model.step(tokens, state)
+            expected, state, weights = model.step(tokens, state, need_weights=True)
             out = onnx.run("decoder_step", {"tokens": tokens.numpy(), **values})
             np.testing.assert_allclose(out["logits"], expected.detach().numpy(), atol=1e-4)
+            assert ("weights" in out) == model.attends
+            if model.attends:
+                np.testing.assert_allclose(out["weights"], weights.detach().numpy(), atol=1e-4)
             values.update({name: out[f"next_{name}"] for name in ("h", "c") if f"next_{name}" in out})
             tokens = expected.argmax(-1)
+
+
+@pytest.mark.parametrize("name", SEQ2SEQS)
+def test_export_seq2seq_steps_equal_pytorch(runs, name):
+    """The runtime's encode / start / step (the graphs of every arch) against the model's start / step."""
+    trained, onnx = seqlab.load(runs[name]), exported(runs, name)
+    model = trained.model
+    for seed, (B, S) in enumerate(SHAPES):
+        source, lengths = ragged(model.config.source_vocab_size, B, S, seed)
+        state = model.start(source, lengths)
+        memory = onnx.encode([row[:n] for row, n in zip(source.tolist(), lengths.tolist(), strict=True)])
+        np.testing.assert_array_equal(memory["mask"], state.memory["mask"].numpy())
+        values = onnx.start(memory)
+        tokens = torch.full((B,), model.start_token)
+        for _ in range(4):
+            expected, state, weights = model.step(tokens, state, need_weights=True)
+            got, got_weights, values = onnx.step(tokens.numpy(), memory, values)
+            np.testing.assert_allclose(got, expected.detach().numpy(), atol=1e-4)
+            assert (got_weights is None) == (weights is None) == (not model.attends)
+            if weights is not None:
+                np.testing.assert_allclose(got_weights, weights.detach().numpy(), atol=1e-4)
+            tokens = expected.argmax(-1)
+
+
+@pytest.mark.parametrize("name", SEQ2SEQS)
+def test_export_seq2seq_greedy_weights_equal_pytorch(runs, name):
+    trained, onnx = seqlab.load(runs[name]), exported(runs, name)
+    expected = trained.generate(SOURCES, beam=1, attention=True)
+    got = onnx.greedy(onnx.source_ids(SOURCES), attention=True)
+    for e, g in zip(expected, got, strict=True):
+        assert onnx.target_text(g.ids) == e.text and g.finished == e.finished
+        if e.attention is None:
+            assert g.attention is None and not onnx.attends
+        else:
+            np.testing.assert_allclose(g.attention, np.array(e.attention), atol=1e-4)
+    ids = onnx.source_ids(SOURCES[:1])[0]
+    assert onnx.source_tokens(ids) == expected[0].source_tokens
+
+
+INDEX = np.array([2, 0, 3, 1, 1])       # a permutation of 4 rows, one repeated (a beam keeps a row twice)
+
+
+@pytest.mark.parametrize("name", SEQ2SEQS)
+def test_export_seq2seq_reorder_then_step_equals_the_reordered_batch(runs, name):
+    onnx = exported(runs, name)
+    sources = onnx.source_ids(SOURCES)
+    first, second = np.array([2, 5, 6, 7]), np.array([8, 9, 10, 11, 12])
+    memory = onnx.encode(sources)
+    _, _, state = onnx.step(first, memory, onnx.start(memory))
+    memory, state = onnx.reorder(memory, state, INDEX)
+    got, got_weights, _ = onnx.step(second, memory, state)
+    memory = onnx.encode([sources[i] for i in INDEX])
+    _, _, state = onnx.step(first[INDEX], memory, onnx.start(memory))
+    expected, weights, _ = onnx.step(second, memory, state)
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    if weights is not None:
+        np.testing.assert_allclose(got_weights, weights, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", LMS)
+def test_export_lm_reorder_then_step_equals_the_reordered_batch(runs, arch):
+    onnx = exported(runs, f"lm-{arch}")
+    prompt = np.random.default_rng(0).integers(5, 12, (4, 5))
+    state = onnx.start(4)
+    for tokens in prompt.T:
+        _, state = onnx.step(tokens, state)
+    got, _ = onnx.step(np.array([5, 6, 7, 8, 9]), onnx.reorder(state, INDEX))
+    state = onnx.start(5)
+    for tokens in prompt[INDEX].T:
+        _, state = onnx.step(tokens, state)
+    expected, _ = onnx.step(np.array([5, 6, 7, 8, 9]), state)
+    np.testing.assert_allclose(got, expected, atol=1e-5)
 
 
 def test_export_runtime_does_each_task_as_the_pytorch_api(runs):
@@ -165,9 +249,38 @@ def test_export_runtime_does_each_task_as_the_pytorch_api(runs):
     for arch in LMS:                       # 40 tokens: past the transformer's context of 16, so its window slides
         lm, onnx = seqlab.load(runs[f"lm-{arch}"]), exported(runs, f"lm-{arch}")
         assert onnx.generate("ROMEO:", max_tokens=40) == lm.generate("ROMEO:", max_tokens=40, greedy=True)
-    for name in ("s2s-lstm-dot", "s2s-gru"):
-        expected = seqlab.load(runs[name]).translate(SOURCES, beam=1)
-        assert exported(runs, name).translate(SOURCES) == expected and any(expected)
+    # a long source besides short ones: the lm's short rows decode past the long row's room (its positions
+    # are clamped to the last one, as PyTorch does)
+    sources = [*SOURCES, " ".join(["der großen mann sieht den kleinen hund ."] * 3)]
+    for name in SEQ2SEQS:                  # the lm's window leaves 23 source tokens: both truncate, and say so
+        with pytest.warns(UserWarning, match="truncated 1 of 5") if name == "s2s-lm" else contextlib.nullcontext():
+            expected = seqlab.load(runs[name]).translate(sources, beam=1)
+        with pytest.warns(UserWarning, match="truncated 1 of 5") if name == "s2s-lm" else contextlib.nullcontext():
+            got = exported(runs, name).translate(sources)
+        assert got == expected and any(expected)
+
+
+TORCH_FREE = """
+import sys
+from seqlab.export.runtime import load_export
+exports, texts, sentence, sources = sys.argv[1], sys.argv[2:6], sys.argv[6].split(), sys.argv[7:]
+load_export(f"{exports}/clf-lstm").classify(texts)
+load_export(f"{exports}/clf-features").classify(texts)
+load_export(f"{exports}/ner-crf").tag(sentence)
+for arch in ("lstm", "transformer"):
+    load_export(f"{exports}/lm-{arch}").generate("ROMEO:", max_tokens=5)
+for name in ("s2s-lstm-dot", "s2s-transformer", "s2s-lm"):
+    load_export(f"{exports}/{name}").translate(sources)
+assert "torch" not in sys.modules, sorted(m for m in sys.modules if m.split(".")[0] == "torch")[:5]
+"""
+
+
+def test_export_runtime_runs_without_importing_torch(runs):
+    """A process that loads exports of every family and runs their tasks never imports torch."""
+    env = {**os.environ, "PYTHONPATH": str(Path(seqlab.__file__).resolve().parent.parent)}
+    done = subprocess.run([sys.executable, "-c", TORCH_FREE, str(runs["clf-lstm"].parent / "exports"), *TEXTS,
+                           " ".join(SENTENCES[0]), *SOURCES], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
 
 
 def test_export_cli_end_to_end(runs, tmp_path, capsys):
@@ -190,17 +303,15 @@ def test_export_cli_end_to_end(runs, tmp_path, capsys):
 def test_export_errors_are_one_line(runs, tmp_path, capsys):
     a_file = tmp_path / "file"
     a_file.write_text("x")
-    transformer = tmp_path / "s2s-transformer"
-    shutil.copytree(runs["s2s-gru"], transformer)
-    config = json.loads((transformer / "config.json").read_text())
-    config["model"]["arch"] = "transformer"
-    (transformer / "config.json").write_text(json.dumps(config))
+    old = tmp_path / "old"                               # an export of another format
+    shutil.copytree(runs["clf-lstm"].parent / "exports" / "clf-lstm", old)
+    manifest = json.loads((old / "manifest.json").read_text())
+    (old / "manifest.json").write_text(json.dumps({**manifest, "format_version": 1}))
     damaged = tmp_path / "damaged"
     shutil.copytree(runs["clf-lstm"], damaged)
     (damaged / "model.safetensors").write_bytes(b"not weights")
     cases = [([str(runs["clf-lstm"]), "--output", str(a_file / "out")], "cannot write there"),
              ([str(runs["clf-lstm"]), "--output", str(a_file)], "is a file"),
-             ([str(transformer), "--output", str(tmp_path / "t")], "transformer encoder-decoder"),
              ([str(damaged), "--output", str(tmp_path / "d")], "damaged"),
              ([str(tmp_path / "nowhere"), "--output", str(tmp_path / "n")], "not a directory")]
     for args, message in cases:
@@ -209,3 +320,5 @@ def test_export_errors_are_one_line(runs, tmp_path, capsys):
         assert err.startswith("seqlab: error:") and message in err and len(err.strip().splitlines()) == 1, err
     with pytest.raises(SeqlabError, match="not a seqlab export"):
         load_export(tmp_path)
+    with pytest.raises(SeqlabError, match="export the run again"):
+        load_export(old)

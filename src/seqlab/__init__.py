@@ -1,40 +1,47 @@
-"""seqlab: the neural sequence models of Jurafsky & Martin's SLP, trained and served from one tool."""
+"""seqlab: the neural sequence models of Jurafsky & Martin's SLP, trained and served from one tool.
 
-from seqlab.errors import SeqlabError  # noqa: E402
-from seqlab.models.classifier import ClassifierConfig  # noqa: E402
-from seqlab.models.lm import LMConfig  # noqa: E402
-from seqlab.models.seq2seq import Seq2SeqConfig  # noqa: E402
-from seqlab.models.tagger import TaggerConfig  # noqa: E402
-from seqlab.pipelines.classifier import (  # noqa: E402
-    ClassifierDataConfig,
-    ClassifierTrainConfig,
-    Prediction,
-    TrainedClassifier,
-    load_classifier,
-    resolve_classifier_config,
-    train_classifier,
-)
-from seqlab.pipelines.lm import LMDataConfig, LMTrainConfig, LMTrainOptions, TrainedLM, load_lm, train_lm  # noqa: E402
-from seqlab.pipelines.seq2seq import (  # noqa: E402
-    Seq2SeqDataConfig,
-    Seq2SeqTrainConfig,
-    TrainedSeq2Seq,
-    load_seq2seq,
-    resolve_seq2seq_config,
-    train_seq2seq,
-)
-from seqlab.pipelines.tagger import (  # noqa: E402
-    TaggerDataConfig,
-    TaggerTrainConfig,
-    TrainedTagger,
-    load_tagger,
-    resolve_tagger_config,
-    train_tagger,
-)
-from seqlab.registry import load  # noqa: E402
-from seqlab.search import SearchOptions  # noqa: E402
-from seqlab.training.trainer import TrainConfig  # noqa: E402
-from seqlab.version import __version__  # noqa: E402, F401
+The names below are imported when first used (PEP 562), so that `import seqlab.x` loads only what
+seqlab.x needs: the ONNX runtime (`seqlab.export.runtime`) runs without importing PyTorch."""
+
+from __future__ import annotations
+
+import importlib
+
+from seqlab.errors import SeqlabError
+from seqlab.version import __version__
+
+# name -> the module that defines it
+_LAZY = {
+    "ClassifierConfig": "seqlab.models.classifier",
+    "LMConfig": "seqlab.models.lm",
+    "Seq2SeqConfig": "seqlab.models.seq2seq",
+    "TaggerConfig": "seqlab.models.tagger",
+    **dict.fromkeys(["ClassifierDataConfig", "ClassifierTrainConfig", "Prediction", "TrainedClassifier",
+                     "load_classifier", "resolve_classifier_config", "train_classifier"],
+                    "seqlab.pipelines.classifier"),
+    **dict.fromkeys(["LMDataConfig", "LMTrainConfig", "LMTrainOptions", "TrainedLM", "load_lm", "train_lm"],
+                    "seqlab.pipelines.lm"),
+    **dict.fromkeys(["Seq2SeqDataConfig", "Seq2SeqTrainConfig", "TrainedSeq2Seq", "load_seq2seq",
+                     "resolve_seq2seq_config", "train_seq2seq"], "seqlab.pipelines.seq2seq"),
+    **dict.fromkeys(["TaggerDataConfig", "TaggerTrainConfig", "TrainedTagger", "load_tagger", "resolve_tagger_config",
+                     "train_tagger"], "seqlab.pipelines.tagger"),
+    "load": "seqlab.registry",
+    "SearchOptions": "seqlab.search",
+    "TrainConfig": "seqlab.training.trainer",
+}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'seqlab' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value                      # once: later lookups find it directly
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = ["ClassifierConfig", "ClassifierDataConfig", "ClassifierTrainConfig", "LMConfig", "LMDataConfig",
            "LMTrainConfig", "LMTrainOptions", "load", "load_classifier", "load_lm", "load_seq2seq", "load_tagger",

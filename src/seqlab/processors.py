@@ -19,9 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from seqlab.data.vocab import BOS, PAD, SEP
-
-NEVER_GENERATED = (PAD, BOS, SEP)       # ids that are never a model's output
+from seqlab.data.vocab import NEVER_GENERATED
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Batches: language-model streams for truncated BPTT and independent windows; and, for taggers
-and classifiers, batches of sentences or documents of similar length (`length_batches`).
+and classifiers, batches of sentences or documents of similar length (`length_batches`, in the
+torch-free `seqlab.data.grouping`).
 
 Streams (SLP 9.2.2, truncated backpropagation through time). The corpus is one long sequence of
 ids; it is cut into B rows that are read in parallel, and each row into segments of T tokens. The
@@ -21,11 +22,11 @@ scored, so each scored token sees at least `context - stride` tokens of left con
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import dataclass
 
 import torch
 
+from seqlab.data.grouping import length_batches  # noqa: F401  (re-exported)
 from seqlab.data.vocab import EOS, PAD
 
 
@@ -130,26 +131,4 @@ def sliding_windows(ids: torch.Tensor, batch_size: int, context: int, stride: in
     for k in range(0, len(windows), batch_size):
         group = windows[k: k + batch_size]
         batches.append(Batch(torch.stack([w[0] for w in group]), torch.stack([w[1] for w in group])))
-    return batches
-
-
-def length_batches(lengths: list[int], batch_size: int, seed: int | None) -> list[list[int]]:
-    """The items' indexes in batches of similar length (little padding).
-
-    With a seed (training) the order is shuffled, only whole batches are kept (the few items left
-    over are random ones, different every epoch), batches are formed within pools of 50 sorted by
-    length, and the batches are shuffled; it all depends on the seed alone, so a resumed run sees the
-    same batches. Without a seed (evaluation) every item is kept, shortest first (ties in order)."""
-    order = list(range(len(lengths)))
-    if seed is None:
-        order.sort(key=lengths.__getitem__)
-    else:
-        rng = random.Random(seed)
-        rng.shuffle(order)
-        order = order[:len(order) - len(order) % batch_size] or order
-        pool = 50 * batch_size
-        order = [i for k in range(0, len(order), pool) for i in sorted(order[k:k + pool], key=lengths.__getitem__)]
-    batches = [order[k:k + batch_size] for k in range(0, len(order), batch_size)]
-    if seed is not None:
-        rng.shuffle(batches)
     return batches

@@ -26,12 +26,13 @@ import math
 import re
 from collections import Counter
 from pathlib import Path
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from seqlab.errors import SeqlabError, where
 from seqlab.fileio import read_text
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 TOKENIZERS = ("words", "whitespace")
 NEGATIONS = frozenset("no not n't never nothing nobody none neither nor nowhere cannot without".split())
@@ -140,11 +141,16 @@ class FeatureExtractor:
 
     def fit(self, rows: list[list[float]]) -> None:
         """The training split's mean and standard deviation per feature."""
+        import torch  # here: reading texts into features needs no torch (the ONNX runtime)
+
         table = torch.tensor(rows, dtype=torch.float64)                               # (N, F)
         self.mean = table.mean(0).tolist()
         self.std = [s if s > 1e-12 else 1.0 for s in table.std(0, unbiased=False).tolist()]
 
     def __call__(self, rows: list[list[float]]) -> Tensor:
+        """Standardised features (N, F)."""
+        import torch
+
         table = torch.tensor(rows, dtype=torch.float32)                               # (N, F)
         return (table - torch.tensor(self.mean)) / torch.tensor(self.std)
 

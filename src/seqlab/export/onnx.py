@@ -9,7 +9,7 @@ What is exported, per task (batch and sequence axes dynamic; opset 17):
                                    with a CRF, crf.json holds the transition, start and end scores (the
                                    scheme's penalties added) for Viterbi in numpy
     lm           step.onnx         one decoding step, the state as inputs and outputs:
-                                     rnn / lstm / gru   tokens (B,), h (L, B, H)[, c] -> logits (B, V), h[, c]
+                                     rnn / lstm / gru   tokens (B,), h (B, L, H)[, c] -> logits (B, V), h[, c]
                                      ffn                tokens (B,), history (B, N-1) -> logits (B, V), history
                                      transformer        window (B, n) -> logits (B, V) of the last position
                                    The transformer re-reads its window of at most `context` tokens at every
@@ -18,13 +18,28 @@ What is exported, per task (batch and sequence axes dynamic; opset 17):
                                    it reproduces the PyTorch model's sliding behaviour exactly (when the
                                    context is full, it goes on from its most recent context // 2 tokens),
                                    at a cost that grows with the window rather than one token per step.
-    seq2seq      encoder.onnx      source (B, S), lengths (B,) -> the memory (outputs, h0[, c0], context
+    seq2seq      rnn / lstm / gru (with or without attention):
+                 encoder.onnx      source (B, S), lengths (B,) -> the memory (outputs, h0[, c0], context
                                    [, prepared])
-                 decoder_step.onnx tokens (B,), h (L, B, D)[, c], the memory -> logits (B, V), h[, c]
-                                   (rnn / lstm / gru, with or without attention)
+                 decoder_step.onnx tokens (B,), h (B, L, D)[, c], the memory -> logits (B, V), h[, c], and with
+                                   attention the weights (B, S) over the source
+                 transformer:
+                 encoder.onnx      source (B, S), lengths (B,) -> k0, v0, k1, ... (B, nh, S, hs), each decoder
+                                   layer's cross-attention keys and values
+                 decoder_step.onnx prefix (B, t), mask (B, S), k0, v0, ... -> logits (B, V) and the last layer's
+                                   cross-attention weights (B, S), averaged over heads, of the last position
+                 lm (source ⊕ <sep> ⊕ target):
+                 decoder_step.onnx source (B, S) left-padded, mask (B, S), prefix (B, t) -> logits (B, V) of
+                                   the last position; each row's positions count from its own first token
+                                   (clamped to the last position, as PyTorch's), its padding masked out of
+                                   every key. The left-padding is done in numpy (no encoder graph).
+                 Both transformers re-read their target prefix <s> y_1 .. y_{t-1} (<sep> y_1 .. for the lm) at
+                 every step, as the transformer LM re-reads its window: their state is the prefix. The step
+                 graph is the teacher-forced forward pass, exact and free of in-graph cache writes and
+                 per-row cache bookkeeping, at a cost that grows with the prefix (and, for the lm, the source).
 
-Not exported yet (refused with their name): the transformer encoder-decoder and the separator LM
-(`seq2seq --arch transformer / lm`), whose decoding state is a KV cache over per-row positions.
+Every state and memory tensor is batch-first (the recurrent states are transposed inside the graphs), so
+beam search selects the rows of any of them with one index on axis 0.
 
 The export directory holds the .onnx files, manifest.json (task, arch, each graph's inputs and outputs,
 the seqlab, torch and opset versions), and the run's config.json and vocabulary, tokenizer and label files.
@@ -33,7 +48,6 @@ the seqlab, torch and opset versions), and the run's config.json and vocabulary,
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import sys
@@ -44,9 +58,10 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from seqlab.data.vocab import EOS
+from seqlab.data.vocab import BOS, EOS, SEP
 from seqlab.errors import SeqlabError
 from seqlab.export import prepare_output
+from seqlab.export.manifest import FORMAT_VERSION, read_manifest  # noqa: F401  (read_manifest: re-exported)
 from seqlab.fileio import atomic_write_json
 from seqlab.models.base import EncoderDecoderState
 from seqlab.nn.attention import MultiHeadAttention
@@ -54,7 +69,6 @@ from seqlab.nn.recurrent import RecurrentStack
 from seqlab.version import __version__
 
 OPSET = 17
-FORMAT_VERSION = 1
 # the run's files an export carries (those that exist): the vocabulary, tokenizer, labels and config
 RUN_FILES = ("config.json", "vocab.json", "tokenizer.json", "labels.json", "chars.json", "features.json")
 
@@ -86,13 +100,20 @@ class TaggerGraph(ClassifierGraph):
         return self.model(words, lengths, chars)                           # (B, T, K)
 
 
+def layers_first(h: Tensor) -> Tensor:
+    """(B, L, H) <-> (L, B, H): the graphs' states are batch-first, the recurrent stacks' layer-first."""
+    return h.transpose(0, 1)
+
+
 class RecurrentStepGraph(ClassifierGraph):
-    """tokens (B,), h (L, B, H)[, c (L, B, H)] -> logits (B, V), h[, c]: one step of an RNN language model."""
+    """tokens (B,), h (B, L, H)[, c (B, L, H)] -> logits (B, V), h[, c]: one step of an RNN language model."""
 
     def forward(self, tokens: Tensor, h: Tensor, c: Tensor | None = None):
-        state = h if c is None else (h, c)
+        state = layers_first(h) if c is None else (layers_first(h), layers_first(c))   # (L, B, H)
         logits, state, _ = self.model.step(tokens, state)                  # (B, V)
-        return (logits, *state) if c is not None else (logits, state)
+        if c is None:
+            return logits, layers_first(state)
+        return logits, *(layers_first(part) for part in state)
 
 
 class WindowStepGraph(ClassifierGraph):
@@ -127,9 +148,10 @@ class EncoderGraph(ClassifierGraph):
 
 
 class DecoderStepGraph(ClassifierGraph):
-    """tokens (B,), h (L, B, D)[, c], the memory it reads -> logits (B, V), h[, c]: one step of the RNN decoder
-    (eqs. 13.32-13.37). `inputs` names what it takes, in order: the context c without attention; the encoder
-    outputs, their mask and their prepared keys with it (an ONNX graph takes no None)."""
+    """tokens (B,), h (B, L, D)[, c], the memory it reads -> logits (B, V), h[, c][, weights (B, S)]: one step
+    of the RNN decoder (eqs. 13.32-13.37). `inputs` names what it takes, in order: the context c without
+    attention; the encoder outputs, their mask and their prepared keys with it (an ONNX graph takes no
+    None), and then it also gives the attention weights α_i over the source (eq. 13.36)."""
 
     def __init__(self, model, inputs: list[str], lstm: bool):
         super().__init__(model)
@@ -138,9 +160,51 @@ class DecoderStepGraph(ClassifierGraph):
     def forward(self, *values: Tensor):
         given = dict(zip(self.inputs, values, strict=True))
         memory = {name: given.get(name) for name in ("outputs", "mask", "context", "prepared")}
-        state = (given["h"], given["c"]) if self.lstm else given["h"]
-        logits, new, _ = self.model.step(given["tokens"], EncoderDecoderState(memory, state))   # (B, V)
-        return (logits, *new.decoder) if self.lstm else (logits, new.decoder)
+        h = layers_first(given["h"])                                        # (L, B, D)
+        state = (h, layers_first(given["c"])) if self.lstm else h
+        logits, new, weights = self.model.step(given["tokens"], EncoderDecoderState(memory, state),
+                                               need_weights=True)          # (B, V), (B, S) or None
+        parts = new.decoder if self.lstm else (new.decoder,)
+        return logits, *(layers_first(part) for part in parts), *(() if weights is None else (weights,))
+
+
+class TransformerEncoderGraph(ClassifierGraph):
+    """source (B, S), lengths (B,) -> the cross-attention keys and values of every decoder layer, k0, v0,
+    k1, ... (B, nh, S, hs): the transformer encoder's output, projected once per sentence."""
+
+    def forward(self, source: Tensor, lengths: Tensor):
+        memory = self.model.encode(source, lengths)
+        return tuple(memory[f"{kv}{layer}"] for layer in range(len(self.model.decoder)) for kv in "kv")
+
+
+class TransformerDecoderGraph(ClassifierGraph):
+    """prefix (B, t), mask (B, S), k0, v0, ... -> logits (B, V) and cross-attention weights (B, S) (the last
+    layer's, averaged over heads) of the prefix's last position: the decoder re-reads the target prefix
+    <s> y_1 .. y_{t-1} at every step, positions 0 .. t-1, as teacher forcing does."""
+
+    def forward(self, prefix: Tensor, mask: Tensor, *keys_values: Tensor):
+        memory = {"mask": mask, **{f"{kv}{layer}": keys_values[2 * layer + i]
+                                   for layer in range(len(self.model.decoder)) for i, kv in enumerate("kv")}}
+        x = self.model._embed(self.model.target_embedding, self.model.target_positions, prefix)   # (B, t, d)
+        logits, weights = self.model._decode(x, memory, None, need_weights=True)   # (B, t, V), (B, t, S)
+        return logits[:, -1], weights[:, -1]
+
+
+class SeparatorStepGraph(ClassifierGraph):
+    """source (B, S) left-padded, mask (B, S) True at its real positions, prefix (B, t) = <sep> y_1 ..
+    y_{t-1} -> logits (B, V) of the last position: the separator LM re-reads source ⊕ <sep> ⊕ prefix at
+    every step, each row's positions counted from its own first token and its padding masked out of every
+    key (`SeparatorLM.init_state` and `step`, which fill the same positions and padding into its cache)."""
+
+    def forward(self, source: Tensor, mask: Tensor, prefix: Tensor) -> Tensor:
+        lm, S = self.model.lm, source.size(1)
+        sequence = torch.cat([source, prefix], dim=1)                              # (B, S + t)
+        shift = S - mask.sum(dim=1)                                                # (B,) padding per row
+        columns = torch.arange(sequence.size(1), device=source.device)[None, :]    # (1, S + t)
+        positions = (columns - shift[:, None]).clamp(0, self.model.config.max_positions - 1)   # (B, S + t)
+        padding = torch.cat([~mask, torch.zeros_like(prefix, dtype=torch.bool)], dim=1)       # (B, S + t)
+        h = lm.hidden(sequence, positions, None, padding)                          # (B, S + t, D)
+        return lm.output(h[:, -1])                                                 # (B, V)
 
 
 # ---------------------------------------------------------------------------- exporting
@@ -235,15 +299,49 @@ def export_lm(trained, out: Path) -> dict:
     state = model.init_state(B)
     lstm = isinstance(state, tuple)
     names = ["h", "c"] if lstm else ["h"]
-    args = (tokens, *state) if lstm else (tokens, state)
-    axes = {"tokens": {0: "B"}, "logits": {0: "B"}, **{n: {1: "B"} for n in names},
-            **{f"next_{n}": {1: "B"} for n in names}}
+    args = (tokens, *(layers_first(part) for part in state)) if lstm else (tokens, layers_first(state))
+    axes = {"tokens": {0: "B"}, "logits": {0: "B"}, **{n: {0: "B"} for n in names},
+            **{f"next_{n}": {0: "B"} for n in names}}
     return {"step": export_graph(RecurrentStepGraph(model), args, path, ["tokens", *names], ["logits", *(
         f"next_{n}" for n in names)], axes)}
 
 
 def export_seq2seq(trained, out: Path) -> dict:
-    model = trained.model
+    arch = trained.config.model.arch
+    if arch == "transformer":
+        return export_transformer_seq2seq(trained.model, out)
+    if arch == "lm":
+        return export_separator_lm(trained.model, out)
+    return export_rnn_seq2seq(trained.model, out)
+
+
+def export_transformer_seq2seq(model, out: Path) -> dict:
+    source, lengths = torch.tensor([[5, 6, 7], [5, 6, 0]]), torch.tensor([3, 2])
+    memory = model.encode(source, lengths)
+    kv = [f"{name}{layer}" for layer in range(len(model.decoder)) for name in "kv"]
+    kv_axes = {name: {0: "B", 2: "S"} for name in kv}
+    graphs = {"encoder": export_graph(TransformerEncoderGraph(model), (source, lengths), out / "encoder.onnx",
+                                      ["source", "lengths"], kv, {"source": {0: "B", 1: "S"}, "lengths": {0: "B"},
+                                                                  **kv_axes})}
+    prefix = torch.tensor([[BOS, 5, 6], [BOS, 6, 5]])      # t > 1: the causal mask is part of the trace
+    args = (prefix, memory["mask"], *(memory[name] for name in kv))
+    graphs["decoder_step"] = export_graph(TransformerDecoderGraph(model), args, out / "decoder_step.onnx",
+                                          ["prefix", "mask", *kv], ["logits", "weights"],
+                                          {"prefix": {0: "B", 1: "t"}, "mask": {0: "B", 1: "S"}, **kv_axes,
+                                           "logits": {0: "B"}, "weights": {0: "B", 1: "S"}})
+    return graphs
+
+
+def export_separator_lm(model, out: Path) -> dict:
+    memory = model.encode(torch.tensor([[5, 6, 7], [5, 6, 0]]), torch.tensor([3, 2]))   # left-padded (B, S)
+    prefix = torch.tensor([[SEP, 5, 6], [SEP, 6, 5]])      # t > 1: the causal mask is part of the trace
+    return {"decoder_step": export_graph(SeparatorStepGraph(model), (memory["source"], memory["mask"], prefix),
+                                         out / "decoder_step.onnx", ["source", "mask", "prefix"], ["logits"],
+                                         {"source": {0: "B", 1: "S"}, "mask": {0: "B", 1: "S"},
+                                          "prefix": {0: "B", 1: "t"}, "logits": {0: "B"}})}
+
+
+def export_rnn_seq2seq(model, out: Path) -> dict:
     source, lengths = torch.tensor([[5, 6, 7], [5, 6, 0]]), torch.tensor([3, 2])
     memory = model.encode(source, lengths)
     names = [name for name in MEMORY if name in memory]
@@ -252,24 +350,20 @@ def export_seq2seq(trained, out: Path) -> dict:
     graphs = {"encoder": export_graph(EncoderGraph(model, names), (source, lengths), out / "encoder.onnx",
                                       ["source", "lengths"], names, {k: v for k, v in axes.items() if k in
                                                                      ["source", "lengths", *names]})}
-    state = model.init_state(memory)
-    lstm = isinstance(state, tuple)
-    h, c = state if lstm else (state, None)
-    values = {"tokens": torch.tensor([2, 2]), "h": h, "c": c, **memory}
+    lstm = "c0" in memory
+    values = {"tokens": torch.tensor([2, 2]), "h": memory["h0"], "c": memory.get("c0"), **memory}   # (B, L, D)
     states = ["h", "c"] if lstm else ["h"]
     inputs = ["tokens", *states, *(["outputs", "mask", "prepared"] if model.attends else ["context"])]
-    outputs = ["logits", *(f"next_{n}" for n in states)]
-    step_axes = {"tokens": {0: "B"}, "h": {1: "B"}, "c": {1: "B"}, "outputs": {0: "B", 1: "S"},
+    outputs = ["logits", *(f"next_{n}" for n in states), *(["weights"] if model.attends else [])]
+    step_axes = {"tokens": {0: "B"}, "h": {0: "B"}, "c": {0: "B"}, "outputs": {0: "B", 1: "S"},
                  "mask": {0: "B", 1: "S"}, "context": {0: "B"}, "prepared": {0: "B", 1: "S"}, "logits": {0: "B"},
-                 "next_h": {1: "B"}, "next_c": {1: "B"}}
+                 "next_h": {0: "B"}, "next_c": {0: "B"}, "weights": {0: "B", 1: "S"}}
     graphs["decoder_step"] = export_graph(DecoderStepGraph(model, inputs, lstm), tuple(values[n] for n in inputs),
                                           out / "decoder_step.onnx", inputs, outputs,
                                           {k: v for k, v in step_axes.items() if k in inputs + outputs})
     return graphs
 
 
-# (task, arch) -> why it is not exported yet
-NOT_EXPORTABLE = {("seq2seq", "transformer"): "the transformer encoder-decoder", ("seq2seq", "lm"): "the separator LM"}
 EXPORTERS = {"classifier": export_classifier, "tagger": export_tagger, "lm": export_lm, "seq2seq": export_seq2seq}
 
 
@@ -280,7 +374,6 @@ def arch_of(trained, task: str) -> str:
 
 def export_onnx(run_dir: str | Path, output: str | Path, overwrite: bool = False) -> Path:
     """Export the run's inference graphs to `output` (see the module's docstring); returns the manifest's path."""
-    from seqlab.pipelines.runs import read_run_json
     from seqlab.registry import load, run_pipeline
 
     try:
@@ -289,11 +382,6 @@ def export_onnx(run_dir: str | Path, output: str | Path, overwrite: bool = False
         raise SeqlabError("seqlab export --format onnx needs the onnx package: pip install 'seqlab[export]'") from None
     run_dir, out = Path(run_dir), Path(output)
     task = run_pipeline(run_dir).name
-    model_group = read_run_json(run_dir).get("model", {})
-    arch = model_group.get("encoder" if task == "tagger" else "arch")
-    if (task, arch) in NOT_EXPORTABLE:
-        raise SeqlabError(f"seqlab export: {NOT_EXPORTABLE[task, arch]} ({task} --arch {arch}) is not exportable yet; "
-                          "the rnn, lstm and gru encoder-decoders are")
     trained = load(run_dir)
     arch = arch_of(trained, task)
     prepare_output(out, overwrite)
@@ -309,11 +397,3 @@ def export_onnx(run_dir: str | Path, output: str | Path, overwrite: bool = False
                 "torch_version": torch.__version__, "opset": OPSET, "source_run": str(run_dir.resolve())}
     atomic_write_json(out / "manifest.json", manifest)
     return out / "manifest.json"
-
-
-def read_manifest(export_dir: str | Path) -> dict:
-    path = Path(export_dir) / "manifest.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as error:
-        raise SeqlabError(f"{export_dir} is not a seqlab export (manifest.json: {error})") from None

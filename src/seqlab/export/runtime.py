@@ -1,6 +1,7 @@
 """Running an ONNX export (`seqlab.export.onnx`) on onnxruntime: the whole task in numpy, without the run
-directory and without PyTorch on the inference path (text <-> ids through seqlab's own tokenizers and
-vocabularies, read from the export's copies of the run's files).
+directory and without PyTorch (text <-> ids through seqlab's own tokenizers and vocabularies, read from
+the export's copies of the run's files by the torch-free `seqlab.pipelines.run_files`). Importing this
+module and running an export never imports torch (tests/test_export.py checks it in a fresh process).
 
     from seqlab.export.runtime import load_export
     tagger = load_export("exports/ner")               # an ExportedTagger
@@ -11,6 +12,16 @@ vocabularies, read from the export's copies of the run's files).
     ExportedLM.generate(prompt, max_tokens)            -> str                greedy (generate_ids: the ids)
     ExportedSeq2Seq.translate(texts)                   -> [str]              greedy
 
+Searches other than greedy (`seqlab.export.decoding`) drive the language models and sequence-to-sequence
+models through one step interface, every array of a state or memory dict batch-first (axis 0), so that
+following beam hypotheses is `{k: v[index] for k, v in d.items()}`:
+
+    ExportedLM        state = start(B);  logits (B, V), state = step(tokens (B,), state);  reorder(state, index)
+    ExportedSeq2Seq   memory = encode(source ids);  state = start(memory);
+                      logits (B, V), weights (B, S) | None, state = step(tokens (B,), memory, state);
+                      memory, state = reorder(memory, state, index)
+                      source_ids(texts), target_text(ids), source_tokens(ids), limits(lengths), start_token
+
 Each result equals the PyTorch model's greedy / argmax / Viterbi one (`seqlab.load(run)`), the scores
 within float rounding (tests/test_export.py checks 1e-4). Batches are formed as the PyTorch API forms
 them (`length_batches`, shortest first).
@@ -19,17 +30,28 @@ them (`length_batches`, shortest first).
 from __future__ import annotations
 
 import json
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from seqlab.data.batching import length_batches
+from seqlab.data.grouping import length_batches
+from seqlab.data.pair_vocab import LengthReport
 from seqlab.data.parallel import Pair
 from seqlab.data.text_features import with_ngrams
-from seqlab.data.vocab import BOS, EOS, PAD, UNK
+from seqlab.data.vocab import BOS, EOS, NEVER_GENERATED, PAD, SEP, UNK
 from seqlab.errors import SeqlabError
-from seqlab.export.onnx import read_manifest
-from seqlab.processors import NEVER_GENERATED
+from seqlab.export.manifest import read_manifest
+from seqlab.pipelines.outputs import Prediction
+from seqlab.pipelines.run_files import (
+    detokenize_lines,
+    read_document_vocabulary,
+    read_pair_vocabulary,
+    read_run_json,
+    read_tagger_vocabulary,
+    read_tokenizer_and_vocab,
+)
 
 
 def onnxruntime():
@@ -44,10 +66,12 @@ class Exported:
     """An export directory's manifest and onnxruntime sessions, one per graph."""
 
     def __init__(self, export_dir: str | Path, threads: int = 0):
-        """`threads`: onnxruntime's intra-op threads (0: its default)."""
+        """`threads`: onnxruntime's intra-op threads (0: its default). `config` is the run's config.json (a
+        dict: its "data", "model" and "train" groups)."""
         ort = onnxruntime()
         self.dir = Path(export_dir)
         self.manifest = read_manifest(self.dir)
+        self.config = read_run_json(self.dir, self.manifest.get("task"))
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
@@ -93,11 +117,10 @@ def choose(logits: np.ndarray) -> np.ndarray:
 
 class ExportedClassifier(Exported):
     def __init__(self, export_dir, threads: int = 0):
-        from seqlab.pipelines.classifier import read_run_config, read_vocabulary
-
         super().__init__(export_dir, threads)
-        self.config = read_run_config(self.dir)
-        self.vocabulary = read_vocabulary(self.dir, self.config)
+        data = self.config["data"]
+        self.vocabulary = read_document_vocabulary(self.dir, data["tokenizer"], data["lowercase"], data["ngrams"],
+                                                   data["max_length"], data["truncate"])
 
     def encode(self, text: str) -> tuple[list[int] | None, list[float] | None]:
         v = self.vocabulary
@@ -117,15 +140,13 @@ class ExportedClassifier(Exported):
 
     def probabilities(self, scores: np.ndarray) -> np.ndarray:
         """Softmax (eq. 6.27), or [1 - s(z), s(z)] for one sigmoid unit (eq. 6.25)."""
-        if self.config.model.output_layer == "sigmoid":
+        if self.config["model"]["output_layer"] == "sigmoid":
             p = 1 / (1 + np.exp(-scores[:, 0].astype(np.float32)))                  # (B,)
             return np.stack([1 - p, p], axis=1)
         return softmax(scores.astype(np.float32))
 
     def classify(self, texts: list[str], batch_size: int = 64):
         """The `Prediction` of each text, as `TrainedClassifier.classify`."""
-        from seqlab.pipelines.classifier import Prediction
-
         if any(not t.strip() for t in texts):
             raise SeqlabError("an empty text: there is nothing to classify")
         encoded = [self.encode(t) for t in texts]
@@ -174,10 +195,8 @@ def crf_marginals(emissions: np.ndarray, length: int, transitions: np.ndarray, s
 
 class ExportedTagger(Exported):
     def __init__(self, export_dir, threads: int = 0):
-        from seqlab.pipelines.tagger import read_vocabulary
-
         super().__init__(export_dir, threads)
-        self.vocabulary, self.scheme, _ = read_vocabulary(self.dir)
+        self.vocabulary, self.scheme, _ = read_tagger_vocabulary(self.dir)
         self.crf = None
         if self.manifest.get("crf"):
             crf = json.loads((self.dir / "crf.json").read_text())
@@ -227,12 +246,9 @@ class ExportedTagger(Exported):
 
 class ExportedLM(Exported):
     def __init__(self, export_dir, threads: int = 0):
-        from seqlab.pipelines.lm import read_run_config, read_tokenizer_and_vocab
-
         super().__init__(export_dir, threads)
-        self.config = read_run_config(self.dir)
         self.tokenizer, self.vocab = read_tokenizer_and_vocab(self.dir)
-        self.arch = self.config.model.arch
+        self.arch = self.config["model"]["arch"]
         self.context = self.manifest.get("context")
 
     def prompt_ids(self, prompt: str) -> list[int]:
@@ -248,16 +264,17 @@ class ExportedLM(Exported):
         return ids
 
     def start(self, batch_size: int) -> dict:
-        m = self.config.model
+        """The state before any token (batch-first arrays): what `step` reads and returns."""
+        m = self.config["model"]
         if self.arch == "transformer":
-            return {"window": np.zeros((batch_size, 0), np.int64)}
+            return {"window": np.zeros((batch_size, 0), np.int64)}                 # (B, 0)
         if self.arch == "ffn":
-            return {"history": np.full((batch_size, m.context - 1), EOS, np.int64)}
-        h = np.zeros((m.num_layers, batch_size, m.hidden_size), np.float32)        # (L, B, H)
+            return {"history": np.full((batch_size, m["context"] - 1), EOS, np.int64)}   # (B, N-1)
+        h = np.zeros((batch_size, m["num_layers"], m["hidden_size"]), np.float32)  # (B, L, H)
         return {"h": h, "c": h.copy()} if self.arch == "lstm" else {"h": h}
 
     def step(self, tokens: np.ndarray, state: dict) -> tuple[np.ndarray, dict]:
-        """tokens (B,) after `state` -> logits (B, V), the new state (`LanguageModel.step`)."""
+        """tokens (B,) int64 after `state` -> logits (B, V) float32, the new state (`LanguageModel.step`)."""
         if self.arch == "transformer":                 # the window, as TransformerLM.step slides its cache
             window = np.concatenate([state["window"], tokens[:, None]], axis=1)   # (B, n + 1)
             if state["window"].shape[1] >= self.context:
@@ -265,6 +282,10 @@ class ExportedLM(Exported):
             return self.run("step", {"window": window})["logits"], {"window": window}
         out = self.run("step", {"tokens": tokens, **state})
         return out["logits"], {name: out[f"next_{name}"] for name in state}
+
+    def reorder(self, state: dict, index: np.ndarray) -> dict:
+        """The rows `index` (B',) of the state, in order (beam search follows its hypotheses with it)."""
+        return {name: value[index] for name, value in state.items()}
 
     def generate_ids(self, context: list[int], max_tokens: int) -> list[int]:
         """The greedy continuation of `context` (which starts with `</s>`)."""
@@ -279,9 +300,8 @@ class ExportedLM(Exported):
         return generated
 
     def detokenize(self, ids: list[int]) -> str:
-        from seqlab.pipelines.lm import TrainedLM
-
-        return TrainedLM.detokenize(self, ids)
+        """Ids -> text, `</s>` as a line break (`TrainedLM.detokenize`)."""
+        return detokenize_lines(self.tokenizer, self.vocab, ids)
 
     def generate(self, prompt: str = "", max_tokens: int = 200) -> str:
         """The greedy continuation of `prompt` as text (`TrainedLM.generate(prompt, greedy=True)`)."""
@@ -293,53 +313,156 @@ class ExportedLM(Exported):
 
 # ---------------------------------------------------------------------------- sequence to sequence
 
+@dataclass
+class Decoded:
+    """One greedy output: its ids (without </s>), whether it ended with </s>, and with attention the
+    weights of each output step over the source's real positions (len(ids) + finished, S_b)."""
+
+    ids: list[int]
+    finished: bool
+    attention: np.ndarray | None = None
+
+
 class ExportedSeq2Seq(Exported):
+    """A sequence-to-sequence export behind one step interface, every array batch-first (axis 0):
+
+        memory = encode(sources)                        the encoder's outputs and mask (B, S), lengths (B,)
+        state = start(memory)                           the decoder's state before `start_token` is fed
+        logits, weights, state = step(tokens, memory, state)    logits (B, V), weights (B, S) or None
+        memory, state = reorder(memory, state, index)   the rows `index` of both (beam search)
+    """
+
     def __init__(self, export_dir, threads: int = 0):
-        from seqlab.pipelines.seq2seq import read_run_config, read_vocabulary
-
         super().__init__(export_dir, threads)
-        self.config = read_run_config(self.dir)
-        self.vocabulary = read_vocabulary(self.dir, self.config)
+        data = self.config["data"]
+        self.arch = self.config["model"]["arch"]
+        self.vocabulary = read_pair_vocabulary(self.dir, self.arch == "lm", data["max_source_length"],
+                                               data["max_target_length"])
+        self.attends = "weights" in self.manifest["graphs"]["decoder_step"]["outputs"]
+        self.start_token = SEP if self.arch == "lm" else BOS        # `Seq2SeqModel.start_token`
 
-    def decode(self, sources: list[list[int]], max_length: int = 0) -> list[list[int]]:
-        """Greedy decoding of one batch of source ids (`seqlab.search.greedy`): the output ids without </s>."""
-        lengths = np.array([len(s) for s in sources])
-        memory = self.run("encoder", {"source": pad(sources), "lengths": lengths})
-        memory["mask"] = np.arange(lengths.max())[None, :] < lengths[:, None]       # (B, S)
-        state = {"h": memory["h0"].transpose(1, 0, 2).copy()}                        # h_0^d = c, (L, B, D)
-        if "c0" in memory:
-            state["c"] = memory["c0"].transpose(1, 0, 2).copy()
+    # ------------------------------------------------------------------ text <-> ids
+
+    def source_ids(self, texts: list[str]) -> list[list[int]]:
+        """Each text's source ids as `TrainedSeq2Seq.translate` encodes them (sources over the model's limit
+        keep their first tokens, with a warning); an empty text is refused."""
+        v = self.vocabulary
+        empty = [i for i, t in enumerate(texts) if not t.strip()]
+        if empty:
+            raise SeqlabError(f"input {empty[0] + 1} of {len(texts)} is empty; there is nothing to decode")
+        pairs = [Pair(t, None, i + 1) for i, t in enumerate(texts)]
+        report = LengthReport()
+        encoded = v.encode(pairs, "input", "input", "truncate", report, v.source_tokens(texts))
+        for message in report.messages("input", v.max_source, v.max_target):
+            warnings.warn(message, stacklevel=2)
+        return [e.source for e in encoded]
+
+    def source_tokens(self, ids: list[int]) -> list[str]:
+        """The source tokens of ids (the labels of an attention map's columns)."""
+        return self.vocabulary.source_vocab.decode(ids)
+
+    def target_text(self, ids: list[int]) -> str:
+        """Output ids (without </s>) as detokenized text."""
+        v = self.vocabulary
+        return v.target_tokenizer.detokenize(v.target_vocab.decode(ids))
+
+    def limits(self, lengths: np.ndarray, max_length: int = 0) -> np.ndarray:
+        """Each source's most output tokens, </s> included (B,), as `seqlab.search.max_lengths`: max_length
+        or 2 x the source length + 10, within what the decoder can hold."""
+        lengths = np.asarray(lengths, np.int64)
         limit = np.full_like(lengths, max_length) if max_length else 2 * lengths + 10
-        tokens = np.full(len(sources), BOS, dtype=np.int64)     # the first token fed
+        P = self.config["model"]["max_positions"]
+        room = {"transformer": np.full_like(lengths, P), "lm": P - lengths}.get(self.arch)
+        return limit if room is None else np.minimum(limit, np.maximum(room, 1))
+
+    # ------------------------------------------------------------------ the step interface
+
+    def encode(self, sources: list[list[int]]) -> dict[str, np.ndarray]:
+        """Source ids (B lists) -> the memory, with `mask` (B, S) True at real positions and `lengths` (B,):
+        the RNN encoder's outputs and final states; the transformer's cross-attention keys and values
+        (B, nh, S, hs) per layer; for the separator LM the sources left-padded (`SeparatorLM.encode`: each
+        ends at column S, and so does its mask)."""
+        lengths = np.array([len(s) for s in sources], np.int64)
+        S = int(lengths.max())
+        if self.arch == "lm":
+            source = np.full((len(sources), S), PAD, np.int64)                     # (B, S), left-padded
+            for b, row in enumerate(sources):
+                source[b, S - len(row):] = row
+            mask = np.arange(S)[None, :] >= (S - lengths)[:, None]                 # (B, S)
+            return {"source": source, "mask": mask, "lengths": lengths}
+        memory = self.run("encoder", {"source": pad(sources), "lengths": lengths})
+        memory["mask"] = np.arange(S)[None, :] < lengths[:, None]                  # (B, S)
+        memory["lengths"] = lengths
+        return memory
+
+    def start(self, memory: dict) -> dict[str, np.ndarray]:
+        """The decoder's state before the first token: the RNN's h_0^d = c (eq. 13.32), (B, L, D); the
+        transformers' target prefix (B, 0), which they re-read at every step."""
+        if self.arch in ("transformer", "lm"):
+            return {"prefix": np.zeros((len(memory["lengths"]), 0), np.int64)}
+        return {"h": memory["h0"], **({"c": memory["c0"]} if "c0" in memory else {})}
+
+    def step(self, tokens: np.ndarray, memory: dict, state: dict):
+        """tokens (B,) int64 -> logits (B, V) float32, the attention weights over the source (B, S) of this
+        output step (None without attention), the new state."""
+        if "prefix" in state:
+            prefix = np.concatenate([state["prefix"], tokens[:, None]], axis=1)    # (B, t + 1)
+            out = self.run("decoder_step", {**memory, "prefix": prefix})
+            return out["logits"], out.get("weights"), {"prefix": prefix}
+        out = self.run("decoder_step", {"tokens": tokens, **memory, **state})
+        return out["logits"], out.get("weights"), {name: out[f"next_{name}"] for name in state}
+
+    def reorder(self, memory: dict, state: dict, index: np.ndarray) -> tuple[dict, dict]:
+        """The rows `index` (B',) of the memory and of the state, in order."""
+        return {k: v[index] for k, v in memory.items()}, {k: v[index] for k, v in state.items()}
+
+    # ------------------------------------------------------------------ greedy decoding
+
+    def greedy(self, sources: list[list[int]], max_length: int = 0, attention: bool = False) -> list[Decoded]:
+        """Greedy decoding of one batch of source ids (`seqlab.search.greedy`), with the attention weights of
+        each output step when asked for (and the model attends)."""
+        memory = self.encode(sources)
+        state = self.start(memory)
+        lengths = memory["lengths"]
+        limit = self.limits(lengths, max_length)
+        tokens = np.full(len(sources), self.start_token, dtype=np.int64)          # the first token fed
         outputs: list[list[int]] = [[] for _ in sources]
+        finished = [False] * len(sources)
         done = [False] * len(sources)
+        steps: list[np.ndarray] = []
         for _ in range(int(limit.max())):
-            out = self.run("decoder_step", {"tokens": tokens, **memory, **state})
-            state = {name: out[f"next_{name}"] for name in state}
-            tokens = choose(out["logits"])
+            logits, weights, state = self.step(tokens, memory, state)
+            if attention and weights is not None:
+                steps.append(weights)
+            tokens = choose(logits)
             for b, token in enumerate(tokens.tolist()):
                 if done[b]:
                     continue
                 if token == EOS:
-                    done[b] = True
+                    finished[b] = done[b] = True
                 else:
                     outputs[b].append(token)
                     done[b] = len(outputs[b]) >= int(limit[b])
             if all(done):
                 break
-        return outputs
+        results = []
+        for b in range(len(sources)):
+            n = len(outputs[b]) + finished[b]
+            weights = np.stack([w[b, :lengths[b]] for w in steps[:n]]) if steps else None   # (n, S_b)
+            results.append(Decoded(outputs[b], finished[b], weights))
+        return results
+
+    def decode(self, sources: list[list[int]], max_length: int = 0) -> list[list[int]]:
+        """Greedy decoding of one batch of source ids: the output ids without </s>."""
+        return [d.ids for d in self.greedy(sources, max_length)]
 
     def translate(self, texts: list[str], batch_size: int = 64, max_length: int = 0) -> list[str]:
         """The greedy output of each source text (`TrainedSeq2Seq.translate(texts, beam=1)`)."""
-        v = self.vocabulary
-        pairs = [Pair(t, None, i + 1) for i, t in enumerate(texts)]
-        if any(not t.strip() for t in texts):
-            raise SeqlabError("an empty source: there is nothing to decode")
-        encoded = v.encode(pairs, "input", "input", "truncate", None, v.source_tokens(texts))
+        sources = self.source_ids(texts)
         results = [""] * len(texts)
-        for group in length_batches([len(e.source) for e in encoded], batch_size, None):
-            for i, ids in zip(group, self.decode([encoded[i].source for i in group], max_length), strict=True):
-                results[i] = v.target_tokenizer.detokenize(v.target_vocab.decode(ids))
+        for group in length_batches([len(s) for s in sources], batch_size, None):
+            for i, ids in zip(group, self.decode([sources[i] for i in group], max_length), strict=True):
+                results[i] = self.target_text(ids)
         return results
 
 

@@ -43,9 +43,11 @@ from seqlab.data.text_features import (
 )
 from seqlab.data.vectors import extend_vocab, fill_embeddings
 from seqlab.data.vocab import Vocab
-from seqlab.errors import DAMAGED, SeqlabError, place
-from seqlab.fileio import atomic_write_json, read_json
+from seqlab.errors import SeqlabError, place
+from seqlab.fileio import atomic_write_json
 from seqlab.models.classifier import Classifier, ClassifierConfig
+from seqlab.pipelines.outputs import Prediction
+from seqlab.pipelines.run_files import read_document_vocabulary
 from seqlab.pipelines.runs import (
     Pipeline,
     check_sizes,
@@ -309,21 +311,8 @@ def read_run_config(run_dir: str | Path) -> ClassifierTrainConfig:
 
 def read_vocabulary(run_dir: Path, config: ClassifierTrainConfig) -> DocumentVocabulary:
     data = config.data
-    try:
-        labels = read_json(run_dir / "labels.json", "labels file")["labels"]
-        words, fallback = None, False
-        if (run_dir / "vocab.json").exists():
-            vocab = read_json(run_dir / "vocab.json", "vocabulary file")
-            words, fallback = Vocab.from_dict(vocab), bool(vocab.get("lowercase_fallback"))
-        features = FeatureExtractor.from_dict(read_json(run_dir / "features.json", "features file")) \
-            if (run_dir / "features.json").exists() else None
-    except DAMAGED as error:
-        raise SeqlabError(f"{run_dir}: vocab.json, labels.json or features.json is damaged ({error}); retrain "
-                          "into this directory with --overwrite") from None
-    if words is None and features is None:
-        raise SeqlabError(f"{run_dir} has neither vocab.json nor features.json")
-    return DocumentVocabulary(words, list(labels), data.tokenizer, data.lowercase, data.ngrams, data.max_length,
-                      data.truncate, features, fallback)
+    return read_document_vocabulary(run_dir, data.tokenizer, data.lowercase, data.ngrams, data.max_length,
+                                    data.truncate)
 
 
 # ---------------------------------------------------------------------------- a trained classifier
@@ -339,15 +328,6 @@ def load_classifier(run_dir: str | Path, device: str = "cpu") -> TrainedClassifi
                                                    if vocabulary.features else 0)})
     model, device = load_best(run_dir, Classifier(config.model), device)
     return TrainedClassifier(model, vocabulary, config, device)
-
-
-@dataclass
-class Prediction:
-    """The predicted class, its probability, and every class's probability."""
-
-    label: str
-    probability: float
-    probabilities: dict[str, float]
 
 
 class TrainedClassifier:

@@ -26,11 +26,12 @@ from seqlab.config import check_fields, option
 from seqlab.data import lm_stream
 from seqlab.data.batching import StreamBatches, sliding_windows
 from seqlab.data.readers import count_characters, default_corpus, encode_lines, read_lines, read_stream
-from seqlab.data.tokenizers import TOKENIZERS, Tokenizer, make_tokenizer, tokenizer_from_dict
+from seqlab.data.tokenizers import TOKENIZERS, Tokenizer, make_tokenizer
 from seqlab.data.vocab import EOS, UNK, Vocab
-from seqlab.errors import DAMAGED, SeqlabError, SeqlabWarning
-from seqlab.fileio import atomic_write_json, read_json
+from seqlab.errors import SeqlabError, SeqlabWarning
+from seqlab.fileio import atomic_write_json
 from seqlab.models.lm import LMConfig, build_lm
+from seqlab.pipelines.run_files import detokenize_lines, read_tokenizer_and_vocab
 from seqlab.pipelines.runs import (
     Pipeline,
     check_sizes,
@@ -160,16 +161,6 @@ def write_run_files(run_dir: Path, config: LMTrainConfig, tokenizer: Tokenizer, 
 
 def read_run_config(run_dir: str | Path) -> LMTrainConfig:
     return read_run_config_as(run_dir, "lm", LMTrainConfig, CONFIG_GROUPS)
-
-
-def read_tokenizer_and_vocab(run_dir: Path) -> tuple[Tokenizer, Vocab]:
-    try:
-        tokenizer = tokenizer_from_dict(read_json(run_dir / "tokenizer.json", "tokenizer file"))
-        vocab = Vocab.from_dict(read_json(run_dir / "vocab.json", "vocabulary file"))
-    except DAMAGED as error:
-        raise SeqlabError(f"{run_dir}: tokenizer.json or vocab.json is damaged ({error}); retrain into this "
-                          "directory with --overwrite") from None
-    return tokenizer, vocab
 
 
 # ---------------------------------------------------------------------------- a trained model
@@ -314,15 +305,7 @@ class TrainedLM:
 
     def detokenize(self, ids: list[int]) -> str:
         """Ids -> text, `</s>` as a line break."""
-        lines, current = [], []
-        for token in self.vocab.decode(ids):
-            if token == "</s>":
-                lines.append(self.tokenizer.detokenize(current))
-                current = []
-            else:
-                current.append(token)
-        lines.append(self.tokenizer.detokenize(current))
-        return "\n".join(lines)
+        return detokenize_lines(self.tokenizer, self.vocab, ids)
 
     def stream(self, prompt: str, truncate_prompt: bool = False, **options) -> Iterator[str]:
         """Yield the continuation of `prompt` piece by piece as it is generated (`SamplingOptions` lists the

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from seqlab.config import coerce, file_fields, from_dict, inapplicable, read_config_file, to_dict
 from seqlab.errors import DAMAGED, SeqlabError, SeqlabWarning, os_error_reason
-from seqlab.fileio import atomic_write_json, read_json, remove_stale_temporaries
+from seqlab.fileio import atomic_write_json, remove_stale_temporaries
+from seqlab.pipelines.run_files import read_run_json  # noqa: F401  (re-exported)
 from seqlab.training import distributed
 from seqlab.training.checkpoint import FORMAT_VERSION, load_model, load_tensors
 from seqlab.training.trainer import check_precision, configure_threads, resolve_device
@@ -195,29 +196,6 @@ def start_run(run_dir: Path, task: str, config, overwrite: bool) -> None:
     atomic_write_json(run_dir / "config.json", {"format_version": FORMAT_VERSION, "seqlab_version": __version__,
                                                 "task": task, **to_dict(config),
                                                 "data_sha256": data_digests(config.data)})
-
-
-def read_run_json(run_dir: str | Path, task: str | None = None) -> dict:
-    """A run directory's config.json, checked: it exists, its format version is readable, and (given
-    `task`) it holds that task."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise SeqlabError(f"{run_dir} is not a directory; expected a seqlab run directory")
-    if not (run_dir / "config.json").exists():
-        raise SeqlabError(f"{run_dir} is not a seqlab run directory: it has no config.json")
-    raw = read_json(run_dir / "config.json", "run config")
-    if not isinstance(raw, dict):
-        raise SeqlabError(f"{run_dir}/config.json is damaged: expected a JSON object, found "
-                          f"{type(raw).__name__}; retrain into this directory with --overwrite")
-    version = raw.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise SeqlabError(f"{run_dir}/config.json has format version {version!r}; this seqlab reads "
-                          f"versions up to {FORMAT_VERSION}")
-    names = {"lm": "a language model", "tagger": "a tagger", "classifier": "a classifier",
-             "seq2seq": "a sequence-to-sequence model"}
-    if task is not None and raw.get("task") != task:
-        raise SeqlabError(f"{run_dir} holds a {raw.get('task')!r} run, not {names.get(task, task)}")
-    return raw
 
 
 def resolve_run_config(cls: type, groups: dict[str, type], config_file: str | Path | None, overrides: dict | None,

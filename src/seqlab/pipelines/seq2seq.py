@@ -31,12 +31,14 @@ from seqlab.data.batching import length_batches
 from seqlab.data.limits import DEFAULT_MAX_TOKENS, InputLimit
 from seqlab.data.parallel import PAIRED_FORMATS, Pair, aligned_pairs, paired_reader, read_aligned, read_paired
 from seqlab.data.stream import CHUNK_SIZE, LineReader, chunked, interactive
-from seqlab.data.tokenizers import TOKENIZERS, make_tokenizer, tokenizer_from_dict
-from seqlab.data.vocab import UNK, Vocab
-from seqlab.errors import DAMAGED, SeqlabError, place
-from seqlab.fileio import atomic_write_json, read_json
+from seqlab.data.tokenizers import TOKENIZERS, make_tokenizer
+from seqlab.data.vocab import UNK
+from seqlab.errors import SeqlabError, place
+from seqlab.fileio import atomic_write_json
 from seqlab.metrics import CorpusScores, bleu, chrf, rouge
 from seqlab.models.seq2seq import Seq2SeqConfig, build_model
+from seqlab.pipelines.outputs import Output
+from seqlab.pipelines.run_files import read_pair_vocabulary
 from seqlab.pipelines.runs import (
     Pipeline,
     check_sizes,
@@ -247,21 +249,8 @@ def read_run_config(run_dir: str | Path) -> Seq2SeqTrainConfig:
 
 
 def read_vocabulary(run_dir: Path, config: Seq2SeqTrainConfig) -> PairVocabulary:
-    try:
-        tokenizers = read_json(run_dir / "tokenizer.json", "tokenizer file")
-        vocabs = read_json(run_dir / "vocab.json", "vocabulary file")
-        source_tokenizer = tokenizer_from_dict(tokenizers["source"])
-        source_vocab = Vocab(vocabs["source"])
-        if tokenizers["shared"]:
-            target_tokenizer, target_vocab = source_tokenizer, source_vocab
-        else:
-            target_tokenizer, target_vocab = tokenizer_from_dict(tokenizers["target"]), Vocab(vocabs["target"])
-    except DAMAGED as error:
-        raise SeqlabError(f"{run_dir}: tokenizer.json or vocab.json is damaged ({error}); retrain into this "
-                          "directory with --overwrite") from None
     data = config.data
-    return PairVocabulary(source_tokenizer, target_tokenizer, source_vocab, target_vocab, config.model.arch == "lm",
-                       data.max_source_length, data.max_target_length)
+    return read_pair_vocabulary(run_dir, config.model.arch == "lm", data.max_source_length, data.max_target_length)
 
 
 # ---------------------------------------------------------------------------- a trained model
@@ -275,20 +264,6 @@ def load_seq2seq(run_dir: str | Path, device: str = "cpu") -> TrainedSeq2Seq:
                                   "target_vocab_size": ("vocab.json (target)", len(vocabulary.target_vocab))})
     model, device = load_best(run_dir, build_model(config.model), device)
     return TrainedSeq2Seq(model, vocabulary, config, device)
-
-
-@dataclass
-class Output:
-    """A decoded text with its tokens, its log probability (summed and length-normalised), whether it
-    ended with </s>, and (when asked for) the attention weights (output tokens x source tokens)."""
-
-    text: str
-    tokens: list[str]
-    score: float
-    normalized: float
-    finished: bool
-    source_tokens: list[str]
-    attention: list[list[float]] | None = None
 
 
 class TrainedSeq2Seq:

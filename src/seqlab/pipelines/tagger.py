@@ -37,11 +37,11 @@ from seqlab.data.tags import (
     looks_like_entity_tags,
 )
 from seqlab.data.vectors import extend_vocab, fill_embeddings
-from seqlab.data.vocab import Vocab
-from seqlab.errors import DAMAGED, SeqlabError, place
-from seqlab.fileio import atomic_write_json, read_json
+from seqlab.errors import SeqlabError, place
+from seqlab.fileio import atomic_write_json
 from seqlab.metrics import mistakes, most_confused
 from seqlab.models.tagger import Tagger, TaggerConfig
+from seqlab.pipelines.run_files import read_tagger_vocabulary as read_vocabulary
 from seqlab.pipelines.runs import (
     Pipeline,
     check_sizes,
@@ -227,22 +227,6 @@ def write_run_files(run_dir: Path, config: TaggerTrainConfig, vocabulary: Tagger
 
 def read_run_config(run_dir: str | Path) -> TaggerTrainConfig:
     return read_run_config_as(run_dir, "tagger", TaggerTrainConfig, CONFIG_GROUPS)
-
-
-def read_vocabulary(run_dir: Path) -> tuple[TaggerVocabulary, str, str]:
-    """The vocabulary, the scheme the model tags in and the training file's scheme."""
-    try:
-        vocab = read_json(run_dir / "vocab.json", "vocabulary file")
-        words = Vocab.from_dict(vocab)
-        labels = read_json(run_dir / "labels.json", "labels file")
-        chars = Vocab.from_dict(read_json(run_dir / "chars.json", "characters file")) \
-            if (run_dir / "chars.json").exists() else None
-        fallback = bool(vocab.get("lowercase_fallback"))
-        vocabulary = TaggerVocabulary(words, list(labels["labels"]), chars, lowercase_fallback=fallback)
-        return vocabulary, labels["scheme"], labels.get("file_scheme", labels["scheme"])
-    except DAMAGED as error:
-        raise SeqlabError(f"{run_dir}: vocab.json, labels.json or chars.json is damaged ({error}); retrain into this "
-                          "directory with --overwrite") from None
 
 
 # ---------------------------------------------------------------------------- a trained tagger

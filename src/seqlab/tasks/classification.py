@@ -9,8 +9,6 @@ optionally weighted per class (imbalanced data); the trainer divides once by the
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
-from itertools import repeat
 
 import torch
 import torch.nn.functional as F
@@ -18,129 +16,9 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from seqlab.data.batching import length_batches
-from seqlab.data.documents import Document
-from seqlab.data.text_features import FeatureExtractor, tokenize, with_ngrams
-from seqlab.data.vocab import PAD, UNK, Vocab
-from seqlab.errors import SeqlabError, where
+from seqlab.data.document_vocab import DocBatch, DocumentVocabulary, EncodedDoc, Truncation  # noqa: F401  (re-exported)
+from seqlab.errors import SeqlabError
 from seqlab.metrics import classification_scores
-
-
-@dataclass
-class DocBatch:
-    """B right-padded documents: words (B, T) and lengths (B,) (None for the features classifier),
-    features (B, F) or None, labels (B,) (-1: none)."""
-
-    words: Tensor | None
-    lengths: Tensor | None
-    features: Tensor | None
-    labels: Tensor
-
-    def rows(self, start: int, stop: int) -> DocBatch:
-        def cut(t):
-            return None if t is None else t[start:stop]
-        return DocBatch(cut(self.words), cut(self.lengths), cut(self.features), self.labels[start:stop])
-
-    def to(self, device) -> DocBatch:
-        def move(t):
-            return None if t is None else t.to(device)
-        return DocBatch(move(self.words), move(self.lengths), move(self.features), self.labels.to(device))
-
-    @property
-    def num_tokens(self) -> int:
-        """What the loss is averaged over: documents."""
-        return len(self.labels)
-
-
-@dataclass
-class EncodedDoc:
-    words: Tensor | None          # (n,)
-    features: list[float] | None
-    label: int
-
-
-@dataclass
-class Truncation:
-    """How many documents were longer than the maximum length, and were cut."""
-
-    documents: int = 0
-    truncated: int = 0
-    longest: int = 0
-
-    def report(self, what: str, max_length: int, keep: str) -> str | None:
-        if not self.truncated:
-            return None
-        return (f"{what}: {self.truncated:,} of {self.documents:,} documents ({self.truncated / self.documents:.1%}) "
-                f"are longer than --max-length {max_length} tokens (the longest: {self.longest:,}) and were "
-                f"truncated to their {'first' if keep == 'head' else 'last'} {max_length}")
-
-
-class DocumentVocabulary:
-    """Texts -> token ids (or feature vectors) and labels -> class ids; vocabulary, labels, lexicon
-    and feature statistics come from the training documents only."""
-
-    def __init__(self, words: Vocab | None, labels: list[str], tokenizer: str = "words", lowercase: bool = True,
-                 ngrams: int = 1, max_length: int = 0, truncate: str = "head",
-                 features: FeatureExtractor | None = None, lowercase_fallback: bool = False):
-        self.words, self.labels, self.tokenizer, self.lowercase = words, labels, tokenizer, lowercase
-        self.ngrams, self.max_length, self.truncate, self.features = ngrams, max_length, truncate, features
-        self.lowercase_fallback = lowercase_fallback
-        self.label_index = {label: i for i, label in enumerate(labels)}
-
-    def tokens(self, text: str) -> list[str]:
-        return tokenize(text, self.tokenizer, self.lowercase)
-
-    def cut(self, tokens: list[str], counter: Truncation | None = None) -> list[str]:
-        """The first (or last) max_length tokens, counting what was truncated."""
-        if counter is not None:
-            counter.documents += 1
-        if self.max_length and len(tokens) > self.max_length:
-            if counter is not None:
-                counter.truncated += 1
-                counter.longest = max(counter.longest, len(tokens))
-            return tokens[:self.max_length] if self.truncate == "head" else tokens[-self.max_length:]
-        return tokens
-
-    def word_ids(self, tokens: list[str]) -> list[int]:
-        index = self.words.index
-        if self.lowercase_fallback:
-            ids = [index[t] if t in index else index.get(t.lower(), UNK) for t in tokens]
-        else:
-            ids = list(map(index.get, tokens, repeat(UNK)))      # a third faster than a comprehension
-        return ids or [UNK]                                # a document of no tokens reads as one <unk>
-
-    def label_id(self, document: Document, path, what: str) -> int:
-        if document.label is None:
-            return -1
-        if document.label not in self.label_index:
-            raise SeqlabError(f"{what} {where(path, document.line)}: label {document.label!r} never occurs in the "
-                              f"training data; the classifier knows {', '.join(map(repr, self.labels))}")
-        return self.label_index[document.label]
-
-    def encode_all(self, documents: list[Document], path="", what: str = "file", counter: Truncation | None = None,
-                   token_lists: list[list[str]] | None = None) -> list[EncodedDoc]:
-        """The documents as ids (and features); `token_lists`: their tokens, when already at hand."""
-        encoded = []
-        for i, document in enumerate(documents):
-            tokens = self.cut(token_lists[i] if token_lists is not None else self.tokens(document.text), counter)
-            words = features = None
-            if self.words is not None:
-                grams = with_ngrams(tokens, self.ngrams) if self.ngrams > 1 else tokens
-                words = torch.tensor(self.word_ids(grams), dtype=torch.long)
-            if self.features is not None:
-                features = self.features.raw(tokens, document.features)
-            encoded.append(EncodedDoc(words, features, self.label_id(document, path, what)))
-        return encoded
-
-    def collate(self, items: list[EncodedDoc]) -> DocBatch:
-        words = lengths = features = None
-        if self.words is not None:
-            lengths = torch.tensor([len(item.words) for item in items])
-            words = torch.full((len(items), int(lengths.max())), PAD, dtype=torch.long)   # (B, T)
-            for b, item in enumerate(items):
-                words[b, :len(item.words)] = item.words
-        if self.features is not None:
-            features = self.features([item.features for item in items])                  # (B, F)
-        return DocBatch(words, lengths, features, torch.tensor([item.label for item in items]))
 
 
 def document_batches(items: list[EncodedDoc], vocabulary: DocumentVocabulary, batch_size: int,

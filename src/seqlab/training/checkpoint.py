@@ -24,8 +24,7 @@ from safetensors.torch import save as st_save
 
 from seqlab.errors import SeqlabError, os_error_reason
 from seqlab.fileio import atomic_write_bytes
-
-FORMAT_VERSION = 1
+from seqlab.version import RUN_FORMAT_VERSION as FORMAT_VERSION
 
 
 def tensor_digest(tensors: dict[str, torch.Tensor]) -> str:
