@@ -4,7 +4,7 @@ PYTHON ?= python3
 BIN = $(VENV)/bin
 DATA ?= ../shared/data
 
-.PHONY: install demo test test-slow lint bench clean
+.PHONY: install demo test test-slow test-browser lint bench clean
 
 install: $(VENV)/.installed
 
@@ -25,6 +25,13 @@ test: install
 
 test-slow: install
 	$(BIN)/python -m pytest -q -m slow
+
+# the web page in a real headless Chromium: needs Debian's chromium (sudo apt-get install chromium)
+CHROMIUM ?= /usr/bin/chromium
+test-browser: install
+	@test -x $(CHROMIUM) || { echo "make test-browser needs Chromium at $(CHROMIUM): apt-get install chromium"; exit 2; }
+	$(BIN)/pip install -q -e '.[browser]'
+	SEQLAB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q tests/test_serve_page.py
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks

@@ -10,10 +10,12 @@ malformed in varied ways (bad JSON, a missing or misspelt field, a wrong type, a
 endpoint, a text or list over the limits, a body over the byte limit), and reports requests per second,
 p50 / p95 / p99 latency and the answers by status. It checks that no answer is a 5xx, that every malformed
 request got a 4xx and every valid one a 200 whose answer equals the Python API's (a sample of 200 texts per
-family, computed in this process beforehand), and it reads the server's resident memory after a warm-up (each
-family once at the highest concurrency) and at the end. The classifier is also served with --max-batch 1 (each
-request alone) to measure what dynamic batching gains, and the language model's streamed generation is timed
-to its first token. Writes benchmarks/results/serve_load.json and .md.
+family, computed in this process beforehand), and it reads the server's resident memory idle, after a warm-up
+(500 requests of each family at each concurrency, 100 for generation: PyTorch's allocator has then seen
+batches of every size) and at the end. The classifier is also served with --max-batch 1 (each request alone)
+to measure what dynamic batching gains, and with a model thread on every core (the server's default leaves
+one core to its event loop) to measure what that gains; the language model's streamed generation is timed to
+its first token. Writes benchmarks/results/serve_load.json and .md.
 """
 
 from __future__ import annotations
@@ -62,8 +64,7 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         self.process = subprocess.Popen([sys.executable, "-m", "seqlab", "serve", *runs, "--port", str(self.port),
                                          "--threads", str(threads), *LIMITS, *extra],
-                                        stderr=subprocess.PIPE, text=True,
-                                        env={**os.environ, "OMP_NUM_THREADS": str(threads)})
+                                        stderr=subprocess.PIPE, text=True)
         deadline = time.time() + 300
         while time.time() < deadline:
             if self.process.poll() is not None:
@@ -221,22 +222,32 @@ def main() -> int:
     parser.add_argument("--generate-tokens", type=int, default=8)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--malformed", type=float, default=0.1, help="share of malformed requests")
-    parser.add_argument("--threads", type=int, default=2, help="the server's PyTorch threads")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="the server's model threads (0: its default, one per core but one)")
     parser.add_argument("--no-compare", action="store_true", help="skip the classifier with --max-batch 1")
     args = parser.parse_args()
     specs = families(args)
     if not specs:
         parser.error("give at least one of --classifier, --tagger, --seq2seq, --lm")
-    records, device = [], f"{device_name()} (server: {args.threads} threads)"
-    settings = [("batched", [])] + ([("one-at-a-time", ["--max-batch", "1"])]
-                                    if "classify" in specs and not args.no_compare else [])
-    for setting, extra in settings:
+    cores = len(os.sched_getaffinity(0))
+    threads = args.threads or max(1, cores - 1)
+    records, machine = [], device_name()
+    # the classifier also one request at a time (what batching gains), and with a model thread on every core
+    # (what leaving a core to the event loop gains)
+    settings = [("batched", [], args.threads)] + ([("one-at-a-time", ["--max-batch", "1"], args.threads),
+                                                   (f"batched, {cores} model threads", [], cores)]
+                                                  if "classify" in specs and not args.no_compare else [])
+    for setting, extra, server_threads in settings:
         wanted = specs if setting == "batched" else {"classify": specs["classify"]}
-        server = Server([run for run, _ in wanted.values()], args.threads, extra)
+        server = Server([run for run, _ in wanted.values()], server_threads, extra)
+        device = f"{machine} (server: {server_threads or threads} model threads)"
         try:
             names = {run: Path(run).resolve().name for run, _ in wanted.values()}
-            for run, spec in wanted.values():       # warm up: every family at the highest concurrency, once
-                asyncio.run(run_load(server.url, spec, names[run], 200, max(args.concurrency), args.malformed, seed=1))
+            idle = resident_mb(server.process.pid)
+            for family, (run, spec) in wanted.items():    # warm up: every family at every concurrency, so that
+                for concurrency in args.concurrency:      # the batches of every size have been seen once
+                    n = 100 if family == "generate" else 500
+                    asyncio.run(run_load(server.url, spec, names[run], n, concurrency, args.malformed, seed=1))
             before = resident_mb(server.process.pid)
             for family, (run, spec) in wanted.items():
                 n = args.generate_requests if family == "generate" else args.requests
@@ -266,7 +277,8 @@ def main() -> int:
             after = resident_mb(server.process.pid)
             records.append(record(task="serve", dataset="all", split="", arch="server", config=setting,
                                   metric="memory_growth_percent", value=round(100 * (after - before) / before, 2),
-                                  note=f"resident {before:.0f} MB before the load, {after:.0f} MB after",
+                                  note=f"resident {idle:.0f} MB idle, {before:.0f} MB after the warm-up, "
+                                       f"{after:.0f} MB after the load",
                                   device=device))
         finally:
             server.stop()

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
@@ -41,6 +42,12 @@ def test_serve_lists_its_models_and_is_healthy(client, runs):
     final = [json.loads(line) for line in (runs["sentiment"] / "metrics.jsonl").read_text().splitlines()
              if json.loads(line).get("final")]
     assert models["sentiment"]["metrics"]["valid"]["accuracy"] == final[-1]["accuracy"]
+    parameters = seqlab.load(runs["sentiment"]).model.num_parameters()
+    assert models["sentiment"]["summary"] == (f"a classifier (lstm, {parameters:,} parameters) trained for "
+                                              f"{final[-1]['step']} steps on classify/sentiment.tsv; valid accuracy "
+                                              f"{final[-1]['accuracy']:.2f}")
+    lm = models["lm"]["summary"]
+    assert lm.startswith("a language model (transformer") and "perplexity" in lm
     assert "/v1/translate" in client.get("/openapi.json").json()["paths"]
 
 
@@ -154,6 +161,29 @@ def test_serve_refuses_bad_runs_and_options(runs, tmp_path, capsys):
     assert "seqlab: error:" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["serve", str(runs["lm"]), "--port", "70000"])
+
+
+@pytest.mark.parametrize("given, expected", [([], None), (["--threads", "1"], 1)])
+def test_serve_leaves_a_core_to_the_event_loop(runs, monkeypatch, given, expected):
+    """By default the models run on one thread per core but one (the event loop needs a core of its own)."""
+    import socket
+
+    import uvicorn
+
+    from seqlab.cli import available_cores
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    seen = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(threads=torch.get_num_threads(), **kw))
+    before = torch.get_num_threads()
+    try:
+        assert main(["serve", str(runs["sentiment"]), "--port", str(port), *given]) == 0
+    finally:
+        torch.set_num_threads(before)
+    assert seen["threads"] == (expected or max(1, available_cores() - 1))
+    assert seen["host"] == "127.0.0.1" and seen["port"] == port
 
 
 class CountingLM:

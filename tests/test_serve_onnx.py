@@ -87,6 +87,8 @@ def test_serve_onnx_lists_the_exports_as_the_torch_app_lists_the_runs(clients):
                                                                       expected["endpoints"])
         assert model["parameters"] == expected["parameters"], name
         assert model["metrics"] == {}                          # an export carries no metrics.jsonl
+        assert model["summary"].startswith(expected["summary"].split(" (")[0]) and "the ONNX export of" in \
+            model["summary"]
     assert clients[1].get("/healthz").json() == {"status": "ok", "models": 7}
 
 

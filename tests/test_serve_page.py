@@ -108,6 +108,7 @@ def test_serve_page_lists_the_models_with_their_tasks(page, url):
     page.select_option("#model", "de-en")
     assert page.locator("#action option").all_inner_texts() == ["translate", "summarize"]
     assert "task seq2seq" in page.inner_text("#model-info") and page.is_visible("#beam")
+    assert page.get_attribute("#model-info", "title").startswith("a sequence-to-sequence model (gru")
     assert not page.is_visible("#sampling") and not page.is_visible("#key-form")
     page.select_option("#model", "lm")
     assert page.is_visible("#temperature") and page.is_visible("#top-k") and page.is_visible("#seed")

@@ -237,10 +237,12 @@ def add_serve_parser(commands) -> None:
     group = serve.add_argument_group("limits of one request")
     for f in dataclasses.fields(ServeLimits):
         add_number(group, ServeLimits, f.name)
-    add_runtime_options(serve)
+    add_runtime_options(serve, "CPU threads for the models (default: 0, one per core but one, which is left to "
+                               "the server's event loop: on 2 cores that nearly doubles the requests answered per "
+                               "second, benchmarks/results/serve_load.md)")
     serve.add_argument("--runtime", choices=("torch", "onnx"), default="torch",
                        help="torch: run directories on PyTorch; onnx: export directories (seqlab export RUN --format "
-                       "onnx) on onnxruntime, without PyTorch in the server, --threads per graph (default: torch)")
+                       "onnx) on onnxruntime, --threads for each graph, without PyTorch in the server (default: torch)")
 
 
 def add_info_command(commands) -> None:
@@ -261,11 +263,16 @@ def info_command(args: argparse.Namespace) -> int:
 
 
 def add_export_parser(commands) -> None:
-    """`seqlab export RUN --format onnx --output DIR`: a run's inference graphs, runnable without it."""
+    """`seqlab export RUN --format onnx|hf --output DIR`: a run's inference graphs, runnable without it, or a
+    transformer LM as a Hugging Face GPT-2 directory."""
     export = commands.add_parser("export", help="export a trained run's inference graphs (ONNX), with its vocabulary "
-                                 "and labels, to run on onnxruntime without PyTorch (seqlab.export.runtime)")
+                                 "and labels, to run on onnxruntime without PyTorch (seqlab.export.runtime); or "
+                                 "(--format hf) a transformer LM with GPT-2's options as a Hugging Face GPT-2 model "
+                                 "and tokenizer")
     export.add_argument("run", metavar="RUN", help="the run directory")
-    export.add_argument("--format", choices=("onnx",), default="onnx", help="the export format (default: onnx)")
+    export.add_argument("--format", choices=("onnx", "hf"), default="onnx",
+                        help="the export format: onnx, or hf (Hugging Face transformers' GPT2LMHeadModel) "
+                             "(default: onnx)")
     export.add_argument("--output", required=True, metavar="DIR", help="the export directory (created)")
     export.add_argument("--overwrite", action="store_true", help="replace an export directory that holds files")
 
@@ -294,13 +301,14 @@ def add_input_options(parser: argparse.ArgumentParser, who: str = "", long_sourc
                        "error naming it (default: truncate)")
 
 
-def add_runtime_options(parser: argparse.ArgumentParser) -> None:
+def add_runtime_options(parser: argparse.ArgumentParser,
+                        threads_help: str = "CPU threads for PyTorch (default: 0, PyTorch's choice: one per core)"
+                        ) -> None:
     """Where an inference command runs: --device and --threads."""
     group = parser.add_argument_group("runtime")
     group.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:N or mps "
                        "(default: auto)")
-    group.add_argument("--threads", type=Number(int, at_least=0), default=0,
-                       help="CPU threads for PyTorch (default: 0, PyTorch's choice: one per core)")
+    group.add_argument("--threads", type=Number(int, at_least=0), default=0, help=threads_help)
 
 
 def add_search_options(parser: argparse.ArgumentParser) -> None:
@@ -603,6 +611,14 @@ def generate_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def available_cores() -> int:
+    """The CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:                                       # macOS, Windows
+        return os.cpu_count() or 1
+
+
 def serve_command(args: argparse.Namespace) -> int:
     """`seqlab serve`: load the runs, check the address is free, and serve until interrupted (Ctrl-C)."""
     import socket
@@ -616,9 +632,14 @@ def serve_command(args: argparse.Namespace) -> int:
     except OSError as error:
         raise SeqlabError(f"cannot listen on {args.host}:{args.port}: {error.strerror or error} (another server "
                           "there? choose another --port)") from None
+    threads = args.threads or max(1, available_cores() - 1)   # a core per model thread, but one left to the event loop
     if args.runtime == "onnx" and args.device not in ("auto", "cpu"):
         raise SeqlabError(f"--device {args.device}: --runtime onnx runs on the CPU (onnxruntime); drop --device")
-    app = create_app(load_runs(args.runs, args.device, args.runtime, args.threads), limits, args.api_key)
+    if args.runtime == "torch" and not args.threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    app = create_app(load_runs(args.runs, args.device, args.runtime, threads), limits, args.api_key)
     models = ", ".join(f"{m.name} ({m.task})" for m in app.state.models.values())
     if args.host not in ("127.0.0.1", "localhost", "::1") and not (args.api_key or os.environ.get("SEQLAB_API_KEY")):
         warnings.warn(f"--host {args.host} serves every machine that can reach this one, without an API key "
@@ -633,12 +654,25 @@ def serve_command(args: argparse.Namespace) -> int:
 
 def export_command(args: argparse.Namespace) -> int:
     """`seqlab export`: write the graphs and files, then say what was written."""
+    if args.format == "hf":
+        return export_hf_command(args)
     from seqlab.export.onnx import export_onnx
 
     manifest = json.loads(export_onnx(args.run, args.output, args.overwrite).read_text())
     graphs = ", ".join(graph["file"] for graph in manifest["graphs"].values())
     print(f"exported the {manifest['arch']} {manifest['task']} of {args.run} to {args.output}/ ({graphs}, "
           "manifest.json); run it with seqlab.export.runtime.load_export")
+    return 0
+
+
+def export_hf_command(args: argparse.Namespace) -> int:
+    """`seqlab export --format hf`: write the GPT-2 directory, then say what was written and how to load it."""
+    from seqlab.export.hf import LOADING, export_hf
+
+    out = export_hf(args.run, args.output, args.overwrite)
+    files = ", ".join(sorted(path.name for path in out.iterdir()))
+    print(f"exported the transformer LM of {args.run} to {out}/ as Hugging Face GPT-2 ({files}); load it with:")
+    print(LOADING.format(out=out))
     return 0
 
 

@@ -60,6 +60,7 @@ from torch import Tensor, nn
 
 from seqlab.data.vocab import BOS, EOS, SEP
 from seqlab.errors import SeqlabError
+from seqlab.export import prepare_output
 from seqlab.export.manifest import FORMAT_VERSION, read_manifest  # noqa: F401  (read_manifest: re-exported)
 from seqlab.fileio import atomic_write_json
 from seqlab.models.base import EncoderDecoderState
@@ -383,16 +384,7 @@ def export_onnx(run_dir: str | Path, output: str | Path, overwrite: bool = False
     task = run_pipeline(run_dir).name
     trained = load(run_dir)
     arch = arch_of(trained, task)
-    if out.exists() and not out.is_dir():
-        raise SeqlabError(f"--output {out} is a file; give a directory")
-    if out.exists() and any(out.iterdir()) and not overwrite:
-        raise SeqlabError(f"--output {out} already holds files; add --overwrite to replace them")
-    try:
-        if out.exists():
-            shutil.rmtree(out)
-        out.mkdir(parents=True)
-    except OSError as error:
-        raise SeqlabError(f"--output {out}: cannot write there ({error.strerror or error})") from None
+    prepare_output(out, overwrite)
     prepare_for_export(trained.model)
     trained.model.eval()
     graphs = EXPORTERS[task](trained, out)

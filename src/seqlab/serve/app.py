@@ -56,6 +56,7 @@ class Served:
     trained: object
     run_dir: Path
     title: str = ""          # how messages name the task: "a language model"
+    summary: str = ""        # one sentence on the run (`seqlab.info.summary`)
 
     def info(self) -> schemas.ModelInfo:
         model = self.trained.config.model
@@ -63,7 +64,7 @@ class Served:
         return schemas.ModelInfo(name=self.name, task=self.task, arch=str(arch),
                                  parameters=self.trained.model.num_parameters(),
                                  endpoints=[f"/v1/{e}" for e in ENDPOINTS[self.task]],
-                                 metrics=final_metrics(self.run_dir))
+                                 metrics=final_metrics(self.run_dir), summary=self.summary)
 
 
 def final_metrics(run_dir: Path) -> dict[str, dict]:
@@ -92,6 +93,7 @@ def load_runs(runs: Iterable[str | Path], device: str = "cpu", runtime: str = "t
         return load_exports(runs, threads)
     if runtime != "torch":
         raise SeqlabError(f"runtime {runtime!r}: choose torch or onnx")
+    from seqlab.info import run_info, summary
     from seqlab.registry import load, run_pipeline
 
     served: dict[str, Served] = {}
@@ -104,7 +106,8 @@ def load_runs(runs: Iterable[str | Path], device: str = "cpu", runtime: str = "t
             raise SeqlabError(f"two runs are named {name!r} ({served[name].run_dir} and {run_dir}): the API names "
                               "a model by its directory's name; rename one")
         pipeline = run_pipeline(run_dir)
-        served[name] = Served(name, pipeline.name, load(run_dir, device), run_dir, pipeline.title)
+        served[name] = Served(name, pipeline.name, load(run_dir, device), run_dir, pipeline.title,
+                              summary(run_info(run_dir)))
     if not served:
         raise SeqlabError("seqlab serve needs at least one run directory")
     return served
@@ -133,7 +136,7 @@ def create_app(runs: Iterable[str | Path] | dict[str, Served], limits: ServeLimi
                       inference, observe=lambda key, size: metrics.batch(f"/v1/{key[1]}", size))
     app.state.models, app.state.limits, app.state.metrics = models, limits, metrics
 
-    def authorized(request: Request) -> None:
+    async def authorized(request: Request) -> None:       # async: a plain def would hop to a worker thread
         if api_key is None:
             return
         given = request.headers.get("authorization", "")

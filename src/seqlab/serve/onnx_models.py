@@ -34,7 +34,7 @@ from seqlab.pipelines.outputs import Output
 from seqlab.serve import schemas
 from seqlab.serve.app import ENDPOINTS, Served, final_metrics
 
-TITLES = {"lm": "a language model", "tagger": "a sequence labeller", "classifier": "a sequence classifier",
+TITLES = {"lm": "a language model", "tagger": "a tagger", "classifier": "a classifier",     # the pipelines' titles
           "seq2seq": "a sequence-to-sequence model"}
 
 
@@ -55,7 +55,10 @@ def load_exports(exports: Iterable[str | Path], threads: int = 0) -> dict[str, S
                               f"or export it (seqlab export {export_dir} --format onnx --output DIR) and serve DIR")
         runtime = load_export(export_dir, threads)
         task = runtime.manifest["task"]
-        served[name] = OnnxServed(name, task, ADAPTERS[task](runtime), export_dir, TITLES[task])
+        adapter = ADAPTERS[task](runtime)
+        summary = (f"{TITLES[task]} ({runtime.manifest.get('arch')}, {adapter.parameters:,} parameters): the ONNX "
+                   f"export of {runtime.manifest.get('source_run', 'a run')}, on onnxruntime")
+        served[name] = OnnxServed(name, task, adapter, export_dir, TITLES[task], summary)
     if not served:
         raise SeqlabError("seqlab serve needs at least one export directory")
     return served
@@ -70,7 +73,7 @@ class OnnxServed(Served):
         return schemas.ModelInfo(name=self.name, task=self.task, arch=str(manifest.get("arch", "")),
                                  parameters=self.trained.parameters,
                                  endpoints=[f"/v1/{e}" for e in ENDPOINTS[self.task]],
-                                 metrics=final_metrics(self.run_dir))
+                                 metrics=final_metrics(self.run_dir), summary=self.summary)
 
 
 def count_parameters(runtime) -> int:

@@ -117,6 +117,8 @@ class ModelInfo(BaseModel):
     parameters: int
     endpoints: list[str]
     metrics: dict[str, dict] = Field(description="the final figures of each split the run scored")
+    summary: str = Field("", description="one sentence on the run: its model, its training data and its final "
+                                         "figures (seqlab info RUN tells more)")
 
 
 class ModelsResponse(BaseModel):

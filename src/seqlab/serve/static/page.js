@@ -100,6 +100,7 @@ function selectModel() {
     .map(([k, v]) => `${k} ${v.toFixed(3)}`);
   $("model-info").textContent = `task ${model.task} · ${model.arch || "model"} · ` +
     `${model.parameters.toLocaleString("en")} parameters` + (figures.length ? ` · ${figures.join(", ")}` : "");
+  $("model-info").title = model.summary || "";                    // the run in one sentence, on hover
   selectAction();
 }
 
