@@ -206,7 +206,7 @@ def test_serve_stops_generating_when_the_client_goes_away(tmp_path):
 
     import httpx
 
-    from seqlab.serve.app import Served
+    from seqlab.serve.served import Served
 
     lm = CountingLM()
     server, url = serving(create_app({"fake": Served("fake", "lm", lm, tmp_path)}, ServeLimits(max_tokens=1000)))

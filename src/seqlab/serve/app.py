@@ -27,7 +27,6 @@ import json
 import os
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 from fastapi import Depends, FastAPI, HTTPException, Request
@@ -41,46 +40,8 @@ from seqlab.errors import SeqlabError
 from seqlab.serve.batching import Batcher
 from seqlab.serve.limits import API_KEY_VARIABLE, ServeLimits
 from seqlab.serve.metrics import Metrics, MetricsMiddleware
+from seqlab.serve.served import ENDPOINTS, Served, final_metrics  # noqa: F401  (final_metrics: re-exported)
 from seqlab.version import __version__
-
-ENDPOINTS = {"lm": ("generate", "score"), "tagger": ("tag",), "classifier": ("classify",),
-             "seq2seq": ("translate", "summarize")}
-
-
-@dataclass
-class Served:
-    """A loaded run: its name, its task and the model's API object (TrainedLM, TrainedTagger, ...)."""
-
-    name: str
-    task: str
-    trained: object
-    run_dir: Path
-    title: str = ""          # how messages name the task: "a language model"
-    summary: str = ""        # one sentence on the run (`seqlab.info.summary`)
-
-    def info(self) -> schemas.ModelInfo:
-        model = self.trained.config.model
-        arch = getattr(model, "arch", None) or getattr(model, "encoder", "")
-        return schemas.ModelInfo(name=self.name, task=self.task, arch=str(arch),
-                                 parameters=self.trained.model.num_parameters(),
-                                 endpoints=[f"/v1/{e}" for e in ENDPOINTS[self.task]],
-                                 metrics=final_metrics(self.run_dir), summary=self.summary)
-
-
-def final_metrics(run_dir: Path) -> dict[str, dict]:
-    """{split: figures} of the run's final records in metrics.jsonl (empty when it has none)."""
-    figures = {}
-    path = run_dir / "metrics.jsonl"
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(record, dict) and record.get("final"):
-                figures[record.get("split", "valid")] = {k: v for k, v in record.items()
-                                                         if isinstance(v, (int, float)) and k != "step"}
-    return figures
 
 
 def load_runs(runs: Iterable[str | Path], device: str = "cpu", runtime: str = "torch",

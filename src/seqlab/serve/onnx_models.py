@@ -26,13 +26,13 @@ from pathlib import Path
 
 import numpy as np
 
+import seqlab.serve.schemas as schemas
 from seqlab.data.grouping import length_batches
 from seqlab.data.vocab import EOS, UNK
 from seqlab.errors import SeqlabError
 from seqlab.export.decoding import DecodeOptions, GenerateOptions, decode, generate_ids, log_softmax
 from seqlab.pipelines.outputs import Output
-from seqlab.serve import schemas
-from seqlab.serve.app import ENDPOINTS, Served, final_metrics
+from seqlab.serve.served import ENDPOINTS, Served, final_metrics
 
 TITLES = {"lm": "a language model", "tagger": "a tagger", "classifier": "a classifier",     # the pipelines' titles
           "seq2seq": "a sequence-to-sequence model"}
