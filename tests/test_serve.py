@@ -303,3 +303,39 @@ def test_serve_gathers_concurrent_requests_into_batches_and_counts_them(runs):
         assert metric(text, "seqlab_request_seconds_count", "/v1/classify") == 2 * len(texts) + 1
     finally:
         server.should_exit = True
+
+
+def test_serve_batcher_waits_for_company_only_when_the_last_batch_had_some():
+    """A lone request runs at once, however long --max-wait-ms is; once a batch has held several requests,
+    the next one waits up to max_wait for others to join it."""
+    import asyncio
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from seqlab.serve.batching import Batcher
+
+    sizes = []
+
+    def work(key, items):
+        sizes.append(len(items))
+        return [item * 2 for item in items]
+
+    async def scenario():
+        batcher = Batcher(work, max_batch=8, max_wait=0.3, executor=ThreadPoolExecutor(1))
+
+        async def timed(*groups):
+            start = time.perf_counter()
+            answers = await asyncio.gather(*(batcher.submit("k", group) for group in groups))
+            return answers, time.perf_counter() - start
+
+        alone, alone_s = await timed([1])
+        together, _ = await timed([2], [3, 4], [5])
+        after_company, after_company_s = await timed([6])
+        alone_again, alone_again_s = await timed([7])
+        return alone, alone_s, together, after_company_s, after_company, alone_again, alone_again_s
+
+    alone, alone_s, together, waited_s, after_company, alone_again, alone_again_s = asyncio.run(scenario())
+    assert alone == [[2]] and together == [[4], [6, 8], [10]] and after_company == [[12]] and alone_again == [[14]]
+    assert sizes == [1, 4, 1, 1]                                 # the three concurrent requests in one batch
+    assert alone_s < 0.2 and alone_again_s < 0.2                 # no company: no wait
+    assert waited_s >= 0.25                                      # after a shared batch: it waited for others

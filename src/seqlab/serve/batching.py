@@ -2,10 +2,11 @@
 
 A request hands its texts to the model's `Batcher` under a key (the model, the endpoint and the options
 that must agree, such as the beam) and awaits its own results. One worker per key takes the requests
-waiting, up to `max_batch` texts, waiting at most `max_wait` seconds for more to arrive while the batch
-is not full, and runs them in one call on the server's inference thread; each request gets back its own slice of the
-outputs, in order. Under load the queue fills while a batch runs, so the wait costs nothing; alone, a
-request waits `max_wait` at most. When a batch fails (one request's text is refused, say), each of its
+waiting, up to `max_batch` texts, and runs them in one call on the server's inference thread; each request
+gets back its own slice of the outputs, in order. While the batch is not full it waits at most `max_wait`
+seconds for more to arrive, but only when the model's previous batch held several requests: a lone client's
+request runs at once (waiting for company that never comes halved its throughput), and under load the queue
+fills while a batch runs, so the wait costs little. When a batch fails (one request's text is refused, say), each of its
 requests is run alone, so that only the bad one gets the error.
 """
 
@@ -34,6 +35,7 @@ class Batcher:
         self.executor = executor
         self.queues: dict[Hashable, deque[Job]] = defaultdict(deque)
         self.workers: dict[Hashable, asyncio.Task] = {}
+        self.company: dict[Hashable, bool] = {}                     # did the key's last batch hold several jobs?
 
     async def submit(self, key: Hashable, items: list) -> list:
         """The outputs of `items`, computed in a batch with whatever else is waiting under `key`."""
@@ -46,13 +48,14 @@ class Batcher:
     async def drain(self, key: Hashable) -> None:
         queue = self.queues[key]
         while queue:
-            if self.max_wait > 0 and sum(len(job.items) for job in queue) < self.max_batch:
+            if self.max_wait > 0 and self.company.get(key) and sum(len(job.items) for job in queue) < self.max_batch:
                 await asyncio.sleep(self.max_wait)                   # let the batch fill, a little
             jobs, count = [], 0
             while queue and (not jobs or count + len(queue[0].items) <= self.max_batch):
                 job = queue.popleft()
                 jobs.append(job)
                 count += len(job.items)
+            self.company[key] = len(jobs) > 1
             await self.run(key, jobs)
 
     async def run(self, key: Hashable, jobs: list[Job]) -> None:
