@@ -27,63 +27,9 @@ from itertools import islice
 
 import numpy as np
 
-from seqlab.config import check_fields, option
 from seqlab.data.vocab import EOS, NEVER_GENERATED
 from seqlab.errors import SeqlabError
-
-# ------------------------------------------------------------------------------ options
-
-@dataclass
-class Sampling:
-    """How a sampled token is drawn (`seqlab.search.Sampling`)."""
-
-    temperature: float = option(1.0, "softmax temperature; below 1 sharpens, above 1 flattens", above=0)
-    top_k: int = option(0, "sample among the k most likely tokens (0: all)", at_least=0)
-    top_p: float = option(1.0, "sample among the most likely tokens holding probability p", above=0, at_most=1)
-    seed: int | None = option(None, "random seed for reproducible samples", at_least=0, below=2**63)
-
-    def __post_init__(self):
-        check_fields(self)
-
-    def samples_differently(self) -> bool:
-        return self.temperature != 1.0 or self.top_k > 0 or self.top_p < 1.0
-
-
-@dataclass
-class GenerateOptions(Sampling):
-    """How to continue a prompt (`seqlab.search.SamplingOptions`, the same fields and checks)."""
-
-    max_tokens: int = option(200, "tokens to generate", at_least=0)
-    greedy: bool = option(False, "always take the most likely token")
-    stop_at_eos: bool = option(False, "stop at the first </s> (a line end)")
-    beam: int = option(1, "beam size; above 1: the most likely continuation found by beam search", at_least=1)
-    length_penalty: float = option(1.0, "beam search: rank hypotheses by log p / length^alpha", at_least=0)
-
-    def __post_init__(self):
-        check_fields(self)
-        if self.beam > 1 and (self.samples_differently() or self.seed is not None or self.greedy):
-            raise SeqlabError(f"--beam {self.beam} searches for the most likely continuation and samples nothing: "
-                              "drop --greedy, --temperature, --top-k, --top-p and --seed, or use --beam 1")
-        if self.beam == 1 and self.length_penalty != 1.0:
-            raise SeqlabError("--length-penalty ranks the hypotheses of beam search: add --beam K (K > 1), or drop it")
-
-
-@dataclass
-class DecodeOptions(Sampling):
-    """How to decode a source (`seqlab.search.SearchOptions`, the same fields and checks)."""
-
-    beam: int = option(1, "beam size; 1: greedy (or sampling, with sample=True)", at_least=1)
-    max_length: int = option(0, "most output tokens, </s> included (0: 2 x the source length + 10)", at_least=0)
-    length_penalty: float = option(1.0, "rank beam hypotheses by log p / length^alpha (0: raw log p)", at_least=0)
-    sample: bool = option(False, "sample each token (with beam 1)")
-    nbest: int = option(1, "beam search: hypotheses returned per sentence", at_least=1)
-
-    def __post_init__(self):
-        check_fields(self)
-        if self.sample and self.beam > 1:
-            raise SeqlabError("sampling draws one output per sentence; use --beam 1 with --sample")
-        if self.nbest > self.beam:
-            raise SeqlabError(f"--nbest must be between 1 and --beam ({self.beam}), got {self.nbest}")
+from seqlab.search_options import Sampling, SamplingOptions, SearchOptions  # seqlab.search's own options
 
 
 @dataclass
@@ -294,11 +240,11 @@ def max_lengths(lengths: np.ndarray, max_length: int = 0) -> np.ndarray:
 
 
 def decode(decoder, state, lengths: np.ndarray, limit: np.ndarray, start_token: int,
-           options: DecodeOptions | None = None, need_weights: bool = False) -> list[list[Hypothesis]]:
+           options: SearchOptions | None = None, need_weights: bool = False) -> list[list[Hypothesis]]:
     """Decode a batch of B started sources with lengths (B,) to their limits (B,): `options.nbest`
     hypotheses per sentence, best first (`seqlab.search.decode`). With `need_weights`, each hypothesis
     carries its attention over the source (the decoder's step must then give weights)."""
-    options = options or DecodeOptions()
+    options = options or SearchOptions()
     tokens = np.full(len(lengths), start_token, np.int64)
     if options.beam > 1:
         finished = beam_steps(decoder, state, tokens, limit, options.beam, options.length_penalty, True,
@@ -344,7 +290,7 @@ def greedy(steps: Iterator, lengths: np.ndarray, limit: np.ndarray, length_penal
 
 # ------------------------------------------------------------------------------ language models
 
-def generate_ids(decoder, state, last: int, options: GenerateOptions) -> Iterator[int]:
+def generate_ids(decoder, state, last: int, options: SamplingOptions) -> Iterator[int]:
     """Yield new token ids one at a time after a prompt: `state` has read all its tokens but the `last`
     (`seqlab.search.generate_ids`). With `options.beam` > 1, the ids of the best beam hypothesis, once the
     search is over."""
@@ -364,7 +310,7 @@ def generate_ids(decoder, state, last: int, options: GenerateOptions) -> Iterato
             return
 
 
-def lm_beam_search(decoder, state, last: int, options: GenerateOptions, nbest: int = 1) -> list[Hypothesis]:
+def lm_beam_search(decoder, state, last: int, options: SamplingOptions, nbest: int = 1) -> list[Hypothesis]:
     """The `nbest` continuations of highest length-normalised log probability found by a beam of
     `options.beam`, best first; every hypothesis runs to `options.max_tokens`, unless `options.stop_at_eos`
     (`seqlab.search.lm_beam_search`)."""

@@ -30,7 +30,7 @@ import seqlab.serve.schemas as schemas
 from seqlab.data.grouping import length_batches
 from seqlab.data.vocab import EOS, UNK
 from seqlab.errors import SeqlabError
-from seqlab.export.decoding import DecodeOptions, GenerateOptions, decode, generate_ids, log_softmax
+from seqlab.export.decoding import SamplingOptions, SearchOptions, decode, generate_ids, log_softmax
 from seqlab.pipelines.outputs import Output
 from seqlab.serve.served import ENDPOINTS, Served, final_metrics
 
@@ -179,8 +179,8 @@ class OnnxLM(Adapter):
 
     def stream(self, prompt: str, **options) -> Iterator[str]:
         """The continuation of `prompt` piece by piece, as `TrainedLM.stream` cuts it (options: those of
-        `GenerateOptions`); a bad option or a prompt over the context fails at the first `next()`."""
-        options = GenerateOptions(**options)
+        `SamplingOptions`); a bad option or a prompt over the context fails at the first `next()`."""
+        options = SamplingOptions(**options)
         context = self.runtime.prompt_ids(prompt)
         body = context[1:]
         detokenize = self.runtime.detokenize
@@ -294,7 +294,7 @@ class OnnxSeq2Seq(Adapter):
         """Decode each text (`TrainedSeq2Seq.generate`): beam search (beam > 1), greedy (beam 1) or sampling
         (sample=True); sources over the model's limit keep their first tokens; an empty text is refused."""
         sources = self.runtime.source_ids(texts)
-        options = DecodeOptions(beam=beam, max_length=max_length, length_penalty=length_penalty, sample=sample,
+        options = SearchOptions(beam=beam, max_length=max_length, length_penalty=length_penalty, sample=sample,
                                 temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
         words = self.runtime.vocabulary.source_tokens(texts)      # the attention map's columns, as the text has them
         need_weights = attention and self.runtime.attends
