@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import shlex
+import socket
 import sys
 from pathlib import Path
 
@@ -45,6 +46,21 @@ def command_line() -> str:
 
 def today() -> str:
     return datetime.date.today().isoformat()
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 (for a server under test)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def resident_mb(pid: int) -> float:
+    """A process's resident memory, in MB (Linux)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def record(**fields) -> dict:

@@ -25,7 +25,6 @@ import asyncio
 import json
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,24 +35,11 @@ import aiohttp
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import device_name, record, write_records  # noqa: E402
+from common import device_name, free_port, record, resident_mb, write_records  # noqa: E402
 
 TITLE = "seqlab serve under load (127.0.0.1)"
 NOTES = __doc__.split("\n\n", 1)[1]
 LIMITS = ["--max-chars", "2000", "--max-items", "16", "--max-body-bytes", "65536"]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def resident_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 class Server:

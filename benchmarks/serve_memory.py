@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import device_name, record, write_records  # noqa: E402
+from common import device_name, free_port, record, resident_mb, write_records  # noqa: E402
 
 TITLE = "seqlab serve: resident memory per runtime"
 NOTES = __doc__.split("\n\n", 1)[1]
@@ -31,19 +30,6 @@ ASK = {"classifier": ("/v1/classify", {"text": "a fine , moving film"}),
        "tagger": ("/v1/tag", {"text": "The cat sat on the mat ."}),
        "lm": ("/v1/generate", {"prompt": "ROMEO:", "max_tokens": 20, "seed": 1}),
        "seq2seq": ("/v1/translate", {"text": "ein mann schläft .", "beam": 4})}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def resident_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def measure(directories: list[str], runtime: str) -> dict:
