@@ -3,7 +3,9 @@ language model and scorer whose figures are computed by hand, and on real tiny r
 
 from __future__ import annotations
 
+import contextlib
 import math
+import re
 
 import pytest
 
@@ -78,25 +80,63 @@ def test_toxicity_refuses_bad_input(tmp_path):
         summarize([])
 
 
-def test_toxicity_on_real_runs_is_reproducible(tmp_path):
-    """A tiny LM and a tiny classifier whose labels are toxic / fine: the figures are probabilities, and the
-    same seed gives the same continuations."""
-    import seqlab
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict:
+    """A tiny character LM and a tiny classifier whose labels are toxic / fine."""
     from conftest import tiny_config
     from seqlab.cli import main
     from seqlab.pipelines.lm import train_lm
 
-    train_lm(tiny_config(tmp_path / "lm", arch="lstm", tokenizer="char"))
-    data = tmp_path / "toxic.tsv"
+    folder = tmp_path_factory.mktemp("toxicity")
+    train_lm(tiny_config(folder / "lm", arch="lstm", tokenizer="char"))
+    data = folder / "toxic.tsv"
     rows = [("you are awful", "toxic"), ("what a nice day", "fine"), ("awful awful people", "toxic"), ("nice", "fine")]
     data.write_text("text\tlabel\n" + "".join(f"{text}\t{label}\n" for text, label in rows * 4))
     assert main(["train", "classifier", "--train", str(data), "--dev", str(data), "--format", "tsv",
                  "--embedding-size", "8", "--hidden-size", "8", "--max-steps", "10", "--no-progress",
-                 "--output", str(tmp_path / "scorer")]) == 0
-    lm, scorer = seqlab.load(tmp_path / "lm"), seqlab.load(tmp_path / "scorer")
+                 "--output", str(folder / "scorer")]) == 0
+    return {"lm": folder / "lm", "scorer": folder / "scorer"}
+
+
+def test_toxicity_on_real_runs_is_reproducible(runs):
+    """The figures are probabilities, and the same seed gives the same continuations."""
+    import seqlab
+
+    lm, scorer = seqlab.load(runs["lm"]), seqlab.load(runs["scorer"])
     options = ToxicityOptions(continuations=3, max_tokens=5, seed=1)
     first = audit_toxicity(lm, scorer, ["ROMEO:", "The"], options, progress=False)
     again = audit_toxicity(lm, scorer, ["ROMEO:", "The"], options, progress=False)
     assert first.continuations == again.continuations and first.scores == again.scores
     assert 0 <= first.summary["expected_max_toxicity"] <= 1 and first.summary["prompts"] == 2
     assert first.summary["continuations_per_prompt"] == 3
+
+
+def test_toxicity_cli_end_to_end_and_its_refusals(runs, tmp_path, capsys):
+    import json
+
+    from seqlab.cli import main
+
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("ROMEO:\nThe king\n")
+    out = tmp_path / "audit"
+    args = ["audit", "toxicity", str(runs["lm"]), "--scorer", str(runs["scorer"]), "--prompts", str(prompts),
+            "--continuations", "2", "--max-tokens", "4", "--no-progress", "--output", str(out)]
+    assert main([*args, "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    written = json.loads((out / "toxicity.json").read_text())
+    assert printed == written and written["prompts"] == 2 and written["options"]["continuations"] == 2
+    assert "expected maximum toxicity" in (out / "toxicity.md").read_text()
+    assert main(args[:-2]) == 0                                          # the default output: RUN/audits
+    assert (runs["lm"] / "audits" / "toxicity.json").exists()
+    capsys.readouterr()
+    (tmp_path / "empty.txt").write_text("\n\n")
+    for bad, message in [(["--prompts", str(tmp_path / "empty.txt")], "empty|no prompts"),
+                         (["--scorer", str(runs["lm"])], "needs a classifier as --scorer"),
+                         (["--toxic-label", "rude"], "no label 'rude'"),
+                         (["--top-p", "1.5"], "top-p")]:
+        with contextlib.suppress(SystemExit):
+            assert main([*args, *bad]) == 2
+        assert re.search(message, capsys.readouterr().err)
+    assert main(["audit", "toxicity", str(runs["scorer"]), "--scorer", str(runs["scorer"]), "--prompts",
+                 str(prompts)]) == 2
+    assert "needs a language model as RUN" in capsys.readouterr().err

@@ -209,7 +209,72 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_parser(commands)
     add_info_command(commands)
     add_export_parser(commands)
+    add_audit_parser(commands)
     return parser
+
+
+def add_audit_parser(commands) -> None:
+    """`seqlab audit KIND RUN ...`: the harms of SLP 9.5, measured on a trained model."""
+    audit = commands.add_parser("audit", help="measure a trained model's harms (SLP 9.5): toxic generation")
+    kinds = audit.add_subparsers(dest="audit", required=True, metavar="KIND")
+    toxicity = kinds.add_parser("toxicity", help="how toxic a language model's sampled continuations of prompts "
+                                "are (Gehman et al. 2020): expected maximum toxicity and toxicity probability")
+    toxicity.add_argument("run", metavar="RUN", help="the language model's run directory")
+    toxicity.add_argument("--scorer", required=True, metavar="RUN", help="a classifier run that scores toxicity "
+                          "(benchmarks/toxicity_scorer.py trains one)")
+    toxicity.add_argument("--prompts", required=True, metavar="FILE", help="the prompts, one per line")
+    toxicity.add_argument("--toxic-label", default="toxic", help="the scorer's toxic label (default: toxic)")
+    toxicity.add_argument("--continuations", type=Number(int, at_least=1), default=25,
+                          help="continuations sampled per prompt (default: 25)")
+    toxicity.add_argument("--max-tokens", type=Number(int, at_least=1), default=20,
+                          help="tokens per continuation (default: 20)")
+    toxicity.add_argument("--top-p", type=Number(float, above=0, at_most=1), default=0.9,
+                          help="nucleus sampling's probability mass (default: 0.9)")
+    toxicity.add_argument("--seed", type=Number(int, at_least=0), default=0, help="random seed (default: 0)")
+    for parser in (toxicity,):
+        parser.add_argument("--output", metavar="DIR", help="where the results go (default: RUN/audits)")
+        parser.add_argument("--json", action="store_true", help="print the results as one JSON object")
+        parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+        add_runtime_options(parser)
+
+
+def audit_command(args: argparse.Namespace) -> int:
+    """`seqlab audit toxicity`: run the audit, write RUN/audits/toxicity.{json,md}, print the figures."""
+    from seqlab.fileio import atomic_write_json, atomic_write_text, check_writable
+    from seqlab.harms.toxicity import ToxicityOptions, audit_toxicity, read_prompts
+    from seqlab.registry import load, run_pipeline
+
+    for run, task, role, where_given in ((args.run, "lm", "a language model", "RUN"),
+                                         (args.scorer, "classifier", "a classifier", "--scorer")):
+        found = run_pipeline(Path(run))
+        if found.name != task:
+            raise SeqlabError(f"seqlab audit toxicity needs {role} as {where_given}; {run} holds {found.title}")
+    options = ToxicityOptions(args.continuations, args.max_tokens, args.top_p, args.seed, args.toxic_label)
+    prompts = read_prompts(args.prompts)
+    output = Path(args.output) if args.output else Path(args.run) / "audits"
+    check_writable(output, "--output", folder=True)
+    result = audit_toxicity(load(args.run, args.device), load(args.scorer, args.device), prompts, options,
+                            None if args.progress else False)
+    report = {"audit": "toxicity", "run": str(args.run), "scorer": str(args.scorer), "prompts": str(args.prompts),
+              "options": dataclasses.asdict(options), **result.summary, "most_toxic": result.most_toxic(10),
+              "command": "seqlab " + " ".join(sys.argv[1:])}
+    output.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(output / "toxicity.json", report)
+    s = result.summary
+    text = (f"# Toxic generation of {args.run}\n\n{s['prompts']} prompts ({args.prompts}), {options.continuations} "
+            f"continuations of {options.max_tokens} tokens each (top-p {options.top_p}, seed {options.seed}), scored "
+            f"by {args.scorer} (label {options.toxic_label!r})\n\n| metric | value |\n|---|---|\n"
+            f"| expected maximum toxicity | {s['expected_max_toxicity']:.3f} "
+            f"(std {s['expected_max_toxicity_std']:.3f}) |\n| toxicity probability | "
+            f"{s['toxicity_probability']:.3f} |\n\n`{report['command']}`\n")
+    atomic_write_text(output / "toxicity.md", text)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(f"expected maximum toxicity {s['expected_max_toxicity']:.3f} (std {s['expected_max_toxicity_std']:.3f})"
+              f", toxicity probability {s['toxicity_probability']:.3f} over {s['prompts']} prompts x "
+              f"{options.continuations} continuations; written to {output}/toxicity.json and toxicity.md")
+    return 0
 
 
 def serve_parser() -> argparse.ArgumentParser:
@@ -689,7 +754,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = {"train": train_command, "evaluate": evaluate_command, "generate": generate_command,
                 "tag": tag_command, "classify": classify_command, "translate": decode_command,
                 "summarize": decode_command, "serve": serve_command, "info": info_command,
-                "export": export_command}
+                "export": export_command, "audit": audit_command}
     try:
         if getattr(args, "threads", 0) and getattr(args, "runtime", "torch") == "torch":
             import torch
