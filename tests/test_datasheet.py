@@ -75,6 +75,7 @@ def test_datasheet_contamination_13_gram_found_12_not():
     assert result["n"] == 13 and result["eval_lines"] == 2
     assert result["ngram"] == 1 and result["ngram_share"] == 0.5
     assert result["verbatim"] == 0
+    assert result["long_ngram"] == 1 and result["long_ngram_share"] == 0.5
     assert contamination(train, [missed])["ngram"] == 0
 
 
@@ -86,6 +87,7 @@ def test_datasheet_contamination_verbatim_and_short_lines():
     assert result["verbatim"] == 2 and result["verbatim_share"] == pytest.approx(2 / 3)
     assert result["short_lines"] == 2
     assert result["ngram"] == 2   # "b c" is short and not verbatim: clean
+    assert result["long_ngram"] == 1 and result["long_ngram_share"] == 1.0
 
 
 def test_datasheet_contamination_char_unit_50():
@@ -111,8 +113,8 @@ def test_datasheet_ties_together_and_markdown(tmp_path):
     assert "train" not in sheet["contamination"]
     markdown = to_markdown(sheet)
     assert sheet["files"]["train"]["sha256"] in markdown
-    assert "| sentences | 2 |" in markdown
+    assert "| units (sentences) | 2 |" in markdown
     assert "| tokens | 23 |" in markdown
     assert "| pos | 2 |" in markdown
-    assert "| valid | 3 | 2 | 1 (33.33%) | 2 (66.67%) |" in markdown
+    assert "| valid | 3 | 2 | 1 (33.33%) | 2 (66.67%) | 1 (100.00%) |" in markdown
     assert normalise("  a \t b\n") == "a b"

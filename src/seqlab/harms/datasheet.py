@@ -135,6 +135,49 @@ def _ngram_hashes(units: list[str] | str, n: int, unit: str) -> Iterable[int]:
     return (hash(units[start:start + n]) for start in range(len(units) - n + 1))
 
 
+class TrainIndex:
+    """The training lines as a set of normalised texts and a set of hashed n-grams, built once."""
+
+    def __init__(self, train_lines: Iterable[str], n: int | None = None, unit: str = "word"):
+        if unit not in UNITS:
+            raise ValueError(f"unit must be one of {', '.join(UNITS)}, not {unit!r}")
+        self.n = (WORD_N if unit == "word" else CHAR_N) if n is None else n
+        if self.n < 1:
+            raise ValueError(f"n must be at least 1, not {self.n}")
+        self.unit = unit
+        self.texts: set[str] = set()
+        self.ngrams: set[int] = set()   # Python's hash(): salted per process, never written out
+        for line in train_lines:
+            text = normalise(line)
+            if text:
+                self.texts.add(text)
+                self.ngrams.update(_ngram_hashes(_units(text, unit), self.n, unit))
+
+    def check(self, eval_lines: Iterable[str]) -> dict:
+        """Contamination of the eval lines against this index (see `contamination`)."""
+        total = verbatim = ngram = short = long_ngram = 0
+        for line in eval_lines:
+            text = normalise(line)
+            if not text:
+                continue
+            total += 1
+            is_verbatim = text in self.texts
+            verbatim += is_verbatim
+            units = _units(text, self.unit)
+            if len(units) < self.n:
+                short += 1
+                ngram += is_verbatim
+            else:
+                overlaps = is_verbatim or any(h in self.ngrams for h in _ngram_hashes(units, self.n, self.unit))
+                ngram += overlaps
+                long_ngram += overlaps
+        return {"n": self.n, "unit": self.unit, "eval_lines": total, "short_lines": short,
+                "verbatim": verbatim, "verbatim_share": verbatim / total if total else 0.0,
+                "ngram": ngram, "ngram_share": ngram / total if total else 0.0,
+                "long_ngram": long_ngram,
+                "long_ngram_share": long_ngram / (total - short) if total > short else 0.0}
+
+
 def contamination(train_lines: Iterable[str], eval_lines: Iterable[str], n: int | None = None,
                   unit: str = "word") -> dict:
     """GPT-3's contamination check (Brown et al. 2020, appendix C) of eval lines against train.
@@ -142,38 +185,10 @@ def contamination(train_lines: Iterable[str], eval_lines: Iterable[str], n: int 
     `verbatim`: eval lines whose normalised text is a whole train line. `ngram`: eval lines that
     share an n-gram (n = 13 words, or 50 characters with unit="char") with any train line; an eval
     line shorter than n counts here only when it is verbatim (see the module docstring). Shares are
-    over the non-blank eval lines.
+    over the non-blank eval lines. `long_ngram` counts the n-gram hits among the lines of at least
+    n units alone (its share is over those lines): short verbatim lines are often headings.
     """
-    if unit not in UNITS:
-        raise ValueError(f"unit must be one of {', '.join(UNITS)}, not {unit!r}")
-    n = (WORD_N if unit == "word" else CHAR_N) if n is None else n
-    if n < 1:
-        raise ValueError(f"n must be at least 1, not {n}")
-    train_texts: set[str] = set()
-    train_ngrams: set[int] = set()
-    for line in train_lines:
-        text = normalise(line)
-        if not text:
-            continue
-        train_texts.add(text)
-        train_ngrams.update(_ngram_hashes(_units(text, unit), n, unit))
-    total = verbatim = ngram = short = 0
-    for line in eval_lines:
-        text = normalise(line)
-        if not text:
-            continue
-        total += 1
-        is_verbatim = text in train_texts
-        verbatim += is_verbatim
-        units = _units(text, unit)
-        if len(units) < n:
-            short += 1
-            ngram += is_verbatim
-        else:
-            ngram += is_verbatim or any(h in train_ngrams for h in _ngram_hashes(units, n, unit))
-    return {"n": n, "unit": unit, "eval_lines": total, "short_lines": short,
-            "verbatim": verbatim, "verbatim_share": verbatim / total if total else 0.0,
-            "ngram": ngram, "ngram_share": ngram / total if total else 0.0}
+    return TrainIndex(train_lines, n, unit).check(eval_lines)
 
 
 def datasheet(files: dict[str, str | Path], train: str = "train", unit_name: str = "lines",
@@ -195,8 +210,8 @@ def datasheet(files: dict[str, str | Path], train: str = "train", unit_name: str
             sheets[name]["labels"] = label_distribution(split_labels)
     checks = {}
     if train in files:
-        train_lines = read_lines(files[train])
-        checks = {name: contamination(train_lines, read_lines(path), n, unit)
+        index = TrainIndex(read_lines(files[train]), n, unit)
+        checks = {name: index.check(read_lines(path))
                   for name, path in files.items() if name != train}
     return {"train": train if train in files else None, "files": sheets, "contamination": checks}
 
@@ -217,7 +232,7 @@ def to_markdown(sheet: dict) -> str:
         out += [f"### {name}", "", f"`{file['path']}`", ""]
         out += _table(("figure", "value"), [
             ("SHA-256", f"`{file['sha256']}`"), ("bytes", f"{file['bytes']:,}"),
-            ("lines (non-blank)", f"{file['lines']:,}"), (file["unit"], f"{file['units']:,}"),
+            ("lines (non-blank)", f"{file['lines']:,}"), (f"units ({file['unit']})", f"{file['units']:,}"),
             ("tokens", f"{file['tokens']:,}"), ("types", f"{file['types']:,}"),
             ("duplicate lines", f"{file['duplicates']['count']:,} ({file['duplicates']['share']:.2%})"),
             *((f"characters: {key.replace('_', ' ')}", f"{value:,}") for key, value in classes.items())])
@@ -234,10 +249,12 @@ def to_markdown(sheet: dict) -> str:
         out += [f"### Contamination against {sheet['train']} (Brown et al. 2020, app. C)", "",
                 f"Lines found verbatim in {sheet['train']}, and lines sharing a {first['n']}-{first['unit']} "
                 f"n-gram with it (lines shorter than that count only when verbatim).", "",
-                "| split | lines | shorter than n | verbatim | n-gram overlap |", "| --- | ---: | ---: | ---: | ---: |"]
+                "| split | lines | shorter than n | verbatim | n-gram overlap | n-gram overlap, lines >= n |",
+                "| --- | ---: | ---: | ---: | ---: | ---: |"]
         out += [f"| {name} | {check['eval_lines']:,} | {check['short_lines']:,} | "
                 f"{check['verbatim']:,} ({check['verbatim_share']:.2%}) | "
-                f"{check['ngram']:,} ({check['ngram_share']:.2%}) |"
+                f"{check['ngram']:,} ({check['ngram_share']:.2%}) | "
+                f"{check['long_ngram']:,} ({check['long_ngram_share']:.2%}) |"
                 for name, check in sheet["contamination"].items()]
         out.append("")
     return "\n".join(out)
