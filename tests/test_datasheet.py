@@ -10,6 +10,7 @@ from seqlab.harms.datasheet import (
     file_sheet,
     label_distribution,
     normalise,
+    read_units,
     to_markdown,
 )
 
@@ -118,3 +119,26 @@ def test_datasheet_ties_together_and_markdown(tmp_path):
     assert "| pos | 2 |" in markdown
     assert "| valid | 3 | 2 | 1 (33.33%) | 2 (66.67%) | 1 (100.00%) |" in markdown
     assert normalise("  a \t b\n") == "a b"
+
+
+def test_datasheet_read_units_with_seqlab_readers(tmp_path):
+    conll = write(tmp_path, "train.conll", "John B-PER\nran O\n\nMary B-PER\n")
+    tagged = read_units(conll, "tagger", "conll")
+    assert tagged["units"] == 2 and tagged["unit"] == "sentences"
+    assert label_distribution(tagged["labels"]) == {"B-PER": 2, "O": 1}
+    assert tagged["texts"] == ["John ran", "Mary"]
+    lm = read_units(write(tmp_path, "lm.txt", "a b\n\nc\n"), "lm")
+    assert lm["units"] == 2
+    with pytest.raises(ValueError):
+        read_units(conll, "parser")
+
+
+def test_datasheet_read_units_classifier_and_seq2seq(tmp_path):
+    from seqlab.data.documents import Columns
+    tsv = write(tmp_path, "train.tsv", "sentence\tlabel\ngood film\t1\nbad\t0\nfine\t1\n")
+    documents = read_units(tsv, "classifier", "tsv", columns=Columns(text="sentence"))
+    assert documents["units"] == 3 and documents["unit"] == "documents"
+    assert label_distribution(documents["labels"]) == {"1": 2, "0": 1}
+    pairs = read_units(write(tmp_path, "p.tsv", "src\ttgt\nein Hund\ta dog\n"), "seq2seq", "tsv",
+                       fields=("src", "tgt"))
+    assert (pairs["unit"], pairs["units"], pairs["texts"]) == ("pairs", 1, ["ein Hund"])
