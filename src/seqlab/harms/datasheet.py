@@ -1,0 +1,293 @@
+"""The "Training data" section of a model card, computed from what the data files hold.
+
+After Gebru et al. (2018), "Datasheets for Datasets" (arXiv:1803.09010): for each file its identity
+(name, SHA-256, bytes), its size (lines, units, tokens, types), its character set, its exact
+duplicates, the distribution of its labels, and how much of each evaluation split also occurs in the
+training split.
+
+Contamination follows Brown et al. (2020), "Language Models are Few-Shot Learners" (GPT-3),
+appendix C: an evaluation example is "dirty" when it shares an n-gram of N = 13 words with the
+training data. Here the example is an evaluation line; for character models the unit is the
+character and N = 50. Train n-grams are kept as a set of hashes, so a WikiText-2-sized training
+file (2M words) is indexed in a few seconds.
+
+Rules this module follows (each a choice; the tests pin them down):
+
+- a line is compared after whitespace normalisation: strip, then collapse every run of whitespace
+  to one space (`normalise`); blank lines are not lines (they are neither counted nor compared);
+- duplicates are lines whose normalised text repeats an earlier line of the same file: a line
+  seen three times counts as two duplicates;
+- an evaluation line shorter than N units has no N-gram of its own. GPT-3 then uses the line's
+  full length as its N; we take the simpler, stricter-to-state rule that such a line counts as
+  n-gram-contaminated only when it occurs verbatim as a whole training line. Short lines are
+  counted separately (`short_lines`) so a reader sees how many were judged that way.
+
+The module is task-agnostic: the caller gives files (and, if it wants, pre-counted units and the
+labels it read); reading units and labels of each task's formats belongs to an adapter.
+"""
+from __future__ import annotations
+
+import string
+from collections import Counter
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from seqlab.pipelines.runs import file_sha256
+
+WORD_N = 13   # GPT-3 appendix C: 13-gram overlap with the training data
+CHAR_N = 50   # the same test for character models, on 50 characters
+UNITS = ("word", "char")
+TOP_NON_ASCII = 10
+CHARACTER_CLASSES = ("ascii_letters", "digits", "whitespace", "punctuation", "other_ascii", "non_ascii")
+
+
+def normalise(line: str) -> str:
+    """The line stripped and with every run of whitespace collapsed to one space."""
+    return " ".join(line.split())
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """The file's non-blank lines, normalised (UTF-8; undecodable bytes replaced)."""
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        return [text for text in (normalise(line) for line in handle) if text]
+
+
+def character_classes(text: str) -> dict:
+    """Counts of characters by class and the most frequent non-ASCII characters.
+
+    ASCII characters fall into letters, digits, whitespace (space, tab, newline, CR, VT, FF),
+    punctuation (`string.punctuation`) or other ASCII (control characters); every character above
+    U+007F is non-ASCII, whatever its Unicode category.
+    """
+    counts = Counter(text)
+    classes = dict.fromkeys(CHARACTER_CLASSES, 0)
+    non_ascii: Counter[str] = Counter()
+    for char, count in counts.items():
+        if ord(char) > 127:
+            classes["non_ascii"] += count
+            non_ascii[char] = count
+        elif char in string.ascii_letters:
+            classes["ascii_letters"] += count
+        elif char in string.digits:
+            classes["digits"] += count
+        elif char in string.whitespace:
+            classes["whitespace"] += count
+        elif char in string.punctuation:
+            classes["punctuation"] += count
+        else:
+            classes["other_ascii"] += count
+    top = sorted(non_ascii.items(), key=lambda item: (-item[1], item[0]))[:TOP_NON_ASCII]
+    return {"characters": len(text), "classes": classes,
+            "top_non_ascii": [{"char": char, "codepoint": f"U+{ord(char):04X}", "count": count}
+                              for char, count in top]}
+
+
+def duplicate_lines(lines: Iterable[str]) -> dict:
+    """Lines (already normalised, non-blank) that repeat an earlier line, and their share."""
+    seen: set[str] = set()
+    total = duplicates = 0
+    for line in lines:
+        total += 1
+        if line in seen:
+            duplicates += 1
+        else:
+            seen.add(line)
+    return {"count": duplicates, "share": duplicates / total if total else 0.0}
+
+
+def file_sheet(path: str | Path, name: str, unit: str = "lines", units: int | None = None,
+               tokenize: Callable[[str], list[str]] = str.split) -> dict:
+    """One data file's datasheet figures.
+
+    `unit` names what one example of the task is (sentences, documents, pairs, lines); `units` is
+    their number when the caller has counted them (a CoNLL file's sentences), else the number of
+    non-blank lines. Tokens and types come from `tokenize` applied to each line.
+    """
+    path = Path(path)
+    raw = path.read_bytes()
+    text = raw.decode("utf-8", errors="replace")
+    lines = [normalised for normalised in (normalise(line) for line in text.splitlines()) if normalised]
+    tokens = 0
+    types: set[str] = set()
+    for line in lines:
+        line_tokens = tokenize(line)
+        tokens += len(line_tokens)
+        types.update(line_tokens)
+    return {"name": name, "path": str(path), "sha256": file_sha256(path, name), "bytes": len(raw),
+            "lines": len(lines), "unit": unit, "units": len(lines) if units is None else units,
+            "tokens": tokens, "types": len(types), "charset": character_classes(text),
+            "duplicates": duplicate_lines(lines)}
+
+
+def label_distribution(labels: Iterable[str]) -> dict[str, int]:
+    """{label: count}, most frequent first (ties in label order), for tags or class labels."""
+    counts = Counter(labels)
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
+def _units(line: str, unit: str) -> list[str] | str:
+    return line.split(" ") if unit == "word" else line
+
+
+def _ngram_hashes(units: list[str] | str, n: int, unit: str) -> Iterable[int]:
+    if unit == "word":
+        return (hash(tuple(units[start:start + n])) for start in range(len(units) - n + 1))
+    return (hash(units[start:start + n]) for start in range(len(units) - n + 1))
+
+
+class TrainIndex:
+    """The training lines as a set of normalised texts and a set of hashed n-grams, built once."""
+
+    def __init__(self, train_lines: Iterable[str], n: int | None = None, unit: str = "word"):
+        if unit not in UNITS:
+            raise ValueError(f"unit must be one of {', '.join(UNITS)}, not {unit!r}")
+        self.n = (WORD_N if unit == "word" else CHAR_N) if n is None else n
+        if self.n < 1:
+            raise ValueError(f"n must be at least 1, not {self.n}")
+        self.unit = unit
+        self.texts: set[str] = set()
+        self.ngrams: set[int] = set()   # Python's hash(): salted per process, never written out
+        for line in train_lines:
+            text = normalise(line)
+            if text:
+                self.texts.add(text)
+                self.ngrams.update(_ngram_hashes(_units(text, unit), self.n, unit))
+
+    def check(self, eval_lines: Iterable[str]) -> dict:
+        """Contamination of the eval lines against this index (see `contamination`)."""
+        total = verbatim = ngram = short = long_ngram = 0
+        for line in eval_lines:
+            text = normalise(line)
+            if not text:
+                continue
+            total += 1
+            is_verbatim = text in self.texts
+            verbatim += is_verbatim
+            units = _units(text, self.unit)
+            if len(units) < self.n:
+                short += 1
+                ngram += is_verbatim
+            else:
+                overlaps = is_verbatim or any(h in self.ngrams for h in _ngram_hashes(units, self.n, self.unit))
+                ngram += overlaps
+                long_ngram += overlaps
+        return {"n": self.n, "unit": self.unit, "eval_lines": total, "short_lines": short,
+                "verbatim": verbatim, "verbatim_share": verbatim / total if total else 0.0,
+                "ngram": ngram, "ngram_share": ngram / total if total else 0.0,
+                "long_ngram": long_ngram,
+                "long_ngram_share": long_ngram / (total - short) if total > short else 0.0}
+
+
+def contamination(train_lines: Iterable[str], eval_lines: Iterable[str], n: int | None = None,
+                  unit: str = "word") -> dict:
+    """GPT-3's contamination check (Brown et al. 2020, appendix C) of eval lines against train.
+
+    `verbatim`: eval lines whose normalised text is a whole train line. `ngram`: eval lines that
+    share an n-gram (n = 13 words, or 50 characters with unit="char") with any train line; an eval
+    line shorter than n counts here only when it is verbatim (see the module docstring). Shares are
+    over the non-blank eval lines. `long_ngram` counts the n-gram hits among the lines of at least
+    n units alone (its share is over those lines): short verbatim lines are often headings.
+    """
+    return TrainIndex(train_lines, n, unit).check(eval_lines)
+
+
+def datasheet(files: dict[str, str | Path], train: str = "train", unit_name: str = "lines",
+              units: dict[str, int] | None = None, labels: dict[str, Iterable[str]] | None = None,
+              tokenize: Callable[[str], list[str]] = str.split, n: int | None = None,
+              unit: str = "word") -> dict:
+    """The training-data section: a sheet per file, label distributions, and contamination.
+
+    `files` maps split names to paths; `train` names the training split, against which every
+    other split's lines are checked. `units` and `labels` map split names to what the caller read
+    (a count of units; the labels or tags in order). Without a train split there is no
+    contamination entry.
+    """
+    units = units or {}
+    labels = labels or {}
+    sheets = {name: file_sheet(path, name, unit_name, units.get(name), tokenize) for name, path in files.items()}
+    for name, split_labels in labels.items():
+        if name in sheets:
+            sheets[name]["labels"] = label_distribution(split_labels)
+    checks = {}
+    if train in files:
+        index = TrainIndex(read_lines(files[train]), n, unit)
+        checks = {name: index.check(read_lines(path))
+                  for name, path in files.items() if name != train}
+    return {"train": train if train in files else None, "files": sheets, "contamination": checks}
+
+
+def _table(header: tuple[str, str], rows: Iterable[tuple[str, str]]) -> list[str]:
+    return [f"| {header[0]} | {header[1]} |", "| --- | ---: |", *(f"| {key} | {value} |" for key, value in rows)]
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("`", "'")
+
+
+def to_markdown(sheet: dict) -> str:
+    """The section as Markdown: a table per file, its labels, then contamination against train."""
+    out = ["## Training data", ""]
+    for name, file in sheet["files"].items():
+        classes = file["charset"]["classes"]
+        out += [f"### {name}", "", f"`{file['path']}`", ""]
+        out += _table(("figure", "value"), [
+            ("SHA-256", f"`{file['sha256']}`"), ("bytes", f"{file['bytes']:,}"),
+            ("lines (non-blank)", f"{file['lines']:,}"), (f"units ({file['unit']})", f"{file['units']:,}"),
+            ("tokens", f"{file['tokens']:,}"), ("types", f"{file['types']:,}"),
+            ("duplicate lines", f"{file['duplicates']['count']:,} ({file['duplicates']['share']:.2%})"),
+            *((f"characters: {key.replace('_', ' ')}", f"{value:,}") for key, value in classes.items())])
+        top = file["charset"]["top_non_ascii"]
+        if top:
+            out += ["", "Most frequent non-ASCII characters: "
+                    + ", ".join(f"`{_cell(entry['char'])}` {entry['codepoint']} ({entry['count']:,})" for entry in top)]
+        if "labels" in file:
+            out += ["", *_table(("label", "count"), ((_cell(label), f"{count:,}")
+                                                      for label, count in file["labels"].items()))]
+        out.append("")
+    if sheet["contamination"]:
+        first = next(iter(sheet["contamination"].values()))
+        out += [f"### Contamination against {sheet['train']} (Brown et al. 2020, app. C)", "",
+                f"Lines found verbatim in {sheet['train']}, and lines sharing a {first['n']}-{first['unit']} "
+                f"n-gram with it (lines shorter than that count only when verbatim).", "",
+                "| split | lines | shorter than n | verbatim | n-gram overlap | n-gram overlap, lines >= n |",
+                "| --- | ---: | ---: | ---: | ---: | ---: |"]
+        out += [f"| {name} | {check['eval_lines']:,} | {check['short_lines']:,} | "
+                f"{check['verbatim']:,} ({check['verbatim_share']:.2%}) | "
+                f"{check['ngram']:,} ({check['ngram_share']:.2%}) | "
+                f"{check['long_ngram']:,} ({check['long_ngram_share']:.2%}) |"
+                for name, check in sheet["contamination"].items()]
+        out.append("")
+    return "\n".join(out)
+
+
+TASKS = ("lm", "tagger", "classifier", "seq2seq")
+
+
+def read_units(path: str | Path, task: str, fmt: str = "text", columns=None,
+               fields: tuple[str, str] = ("source", "target")) -> dict:
+    """A task's units, their texts (for contamination) and labels, read by seqlab's own readers.
+
+    lm: a unit is a line; tagger: a sentence of a `conll` / `conllu` file (labels: its tags);
+    classifier: a document of `fmt` (labels: its classes); seq2seq: a source-target pair of `fmt`
+    (texts: the sources). `columns` (a `seqlab.data.documents.Columns`) and `fields` (source and
+    target field names) are passed to the classifier and seq2seq readers.
+    Returns {"unit", "units", "texts", "labels"}.
+    """
+    if task == "lm":
+        texts = read_lines(path)
+        return {"unit": "lines", "units": len(texts), "texts": texts, "labels": []}
+    if task == "tagger":
+        from seqlab.data.conll import read_labelled
+        sentences = read_labelled(path, fmt)
+        return {"unit": "sentences", "units": len(sentences), "texts": [" ".join(s.tokens) for s in sentences],
+                "labels": [label for sentence in sentences for label in sentence.labels]}
+    if task == "classifier":
+        from seqlab.data.documents import read_documents
+        documents = read_documents(path, fmt, columns)
+        return {"unit": "documents", "units": len(documents), "texts": [d.text for d in documents],
+                "labels": [d.label for d in documents if d.label is not None]}
+    if task == "seq2seq":
+        from seqlab.data.parallel import read_paired
+        pairs = read_paired(path, fmt, *fields)
+        return {"unit": "pairs", "units": len(pairs), "texts": [p.source for p in pairs], "labels": []}
+    raise ValueError(f"task must be one of {', '.join(TASKS)}, not {task!r}")
