@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import json
 import os
 import tempfile
@@ -209,3 +210,14 @@ def _fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def file_sha256(path: str | Path, name: str = "file") -> str:
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as error:
+        raise SeqlabError(f"cannot read --{name.replace('_', '-')} {path}: {os_error_reason(error)}") from None
+    return digest.hexdigest()

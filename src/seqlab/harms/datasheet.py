@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from seqlab.pipelines.runs import file_sha256
+from seqlab.fileio import file_sha256
 
 WORD_N = 13   # GPT-3 appendix C: 13-gram overlap with the training data
 CHAR_N = 50   # the same test for character models, on 50 characters

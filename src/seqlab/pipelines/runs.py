@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import os
 import socket
 import sys
@@ -17,7 +16,7 @@ from pathlib import Path
 
 from seqlab.config import coerce, file_fields, from_dict, inapplicable, read_config_file, to_dict
 from seqlab.errors import DAMAGED, SeqlabError, SeqlabWarning, os_error_reason
-from seqlab.fileio import atomic_write_json, remove_stale_temporaries
+from seqlab.fileio import atomic_write_json, file_sha256, remove_stale_temporaries  # noqa: F401  (file_sha256: re-exported)
 from seqlab.pipelines.run_files import read_run_json  # noqa: F401  (re-exported)
 from seqlab.training import distributed
 from seqlab.training.checkpoint import FORMAT_VERSION, load_model, load_tensors
@@ -155,17 +154,6 @@ def absolute_files(data):
 def data_digests(data) -> dict[str, str]:
     """{option: SHA-256} of the data config's input files."""
     return {name: file_sha256(getattr(data, name), name) for name in file_fields(data) if getattr(data, name)}
-
-
-def file_sha256(path: str | Path, name: str = "file") -> str:
-    digest = hashlib.sha256()
-    try:
-        with open(path, "rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(chunk)
-    except OSError as error:
-        raise SeqlabError(f"cannot read --{name.replace('_', '-')} {path}: {os_error_reason(error)}") from None
-    return digest.hexdigest()
 
 
 def check_data_files(run_dir: Path, data) -> None:
