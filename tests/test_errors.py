@@ -122,7 +122,8 @@ def bad_values(number: Number) -> list[str]:
 
 
 POSITIONALS = {"evaluate": ["DIR", "FILE"], "generate": ["DIR"], "tag": ["DIR"], "classify": ["DIR"],
-               "translate": ["DIR"], "summarize": ["DIR"], "serve": ["DIR"]}
+               "translate": ["DIR"], "summarize": ["DIR"], "serve": ["DIR"],
+               "audit": ["DIR", "--scorer", "DIR", "--prompts", "FILE"]}
 
 
 def numeric_cases():
@@ -150,7 +151,7 @@ def test_errors_every_command_has_numeric_options_under_test():
     commands = {case.values[0][0] if case.values[0][0] != "train" else " ".join(case.values[0][:2])
                 for case in NUMERIC}
     assert commands == {"train lm", "train tagger", "train classifier", "train seq2seq", "evaluate", "generate",
-                        "tag", "classify", "translate", "summarize", "serve"}
+                        "tag", "classify", "translate", "summarize", "serve", "audit"}
     assert len(NUMERIC) > 200
 
 
