@@ -270,6 +270,7 @@ def metric(text: str, name: str, endpoint: str) -> float:
 def test_serve_gathers_concurrent_requests_into_batches_and_counts_them(runs):
     """Concurrent requests to one model run as batches (the batch-size histogram of /metrics has batches
     above one text), answer exactly what they answer alone, and a request with a refused text fails alone."""
+    import time
     from concurrent.futures import ThreadPoolExecutor
 
     import httpx
@@ -277,7 +278,18 @@ def test_serve_gathers_concurrent_requests_into_batches_and_counts_them(runs):
     classifier = seqlab.load(runs["sentiment"])
     texts = ["a warm and funny film", "a dull mess", "lovely", "lifeless and dull", "fine acting", "a mess",
              "funny", "warm"]
-    server, url = serving(create_app(load_runs([runs["sentiment"]]), ServeLimits(max_batch=8, max_wait_ms=200)))
+    models = load_runs([runs["sentiment"]])
+
+    class Slow:                      # 50 ms a batch, so that requests arriving meanwhile queue up behind it
+        def __getattr__(self, name):
+            return getattr(classifier, name)
+
+        def classify(self, texts):
+            time.sleep(0.05)
+            return classifier.classify(texts)
+
+    models["sentiment"].trained = Slow()
+    server, url = serving(create_app(models, ServeLimits(max_batch=8, max_wait_ms=200)))
     try:
         def ask(text):
             return httpx.post(f"{url}/v1/classify", json={"model": "sentiment", "text": text}, timeout=30)
