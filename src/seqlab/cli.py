@@ -215,7 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_audit_parser(commands) -> None:
     """`seqlab audit KIND RUN ...`: the harms of SLP 9.5, measured on a trained model."""
-    audit = commands.add_parser("audit", help="measure a trained model's harms (SLP 9.5): toxic generation")
+    audit = commands.add_parser("audit", help="measure a trained model's harms (SLP 9.5): toxic generation, social "
+                                "bias")
     kinds = audit.add_subparsers(dest="audit", required=True, metavar="KIND")
     toxicity = kinds.add_parser("toxicity", help="how toxic a language model's sampled continuations of prompts "
                                 "are (Gehman et al. 2020): expected maximum toxicity and toxicity probability")
@@ -231,14 +232,27 @@ def add_audit_parser(commands) -> None:
     toxicity.add_argument("--top-p", type=Number(float, above=0, at_most=1), default=0.9,
                           help="nucleus sampling's probability mass (default: 0.9)")
     toxicity.add_argument("--seed", type=Number(int, at_least=0), default=0, help="random seed (default: 0)")
-    for parser in (toxicity,):
+    toxicity.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    bias = kinds.add_parser("bias", help="social bias of a language model on CrowS-Pairs (Nangia et al. 2020): the "
+                            "percentage of pairs where it prefers the more stereotyping sentence (50 = no preference)")
+    bias.add_argument("run", metavar="RUN", help="the language model's run directory")
+    bias.add_argument("--pairs", required=True, metavar="FILE",
+                      help="CrowS-Pairs CSV (columns sent_more, sent_less, stereo_antistereo, bias_type)")
+    bias.add_argument("--seed", type=Number(int, at_least=0), default=0,
+                      help="seed of the bootstrap intervals (default: 0)")
+    for parser in (toxicity, bias):
         parser.add_argument("--output", metavar="DIR", help="where the results go (default: RUN/audits)")
         parser.add_argument("--json", action="store_true", help="print the results as one JSON object")
-        parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
         add_runtime_options(parser)
 
 
 def audit_command(args: argparse.Namespace) -> int:
+    """`seqlab audit KIND`: the chosen audit's function (a new audit adds its parser above and its function to
+    `AUDITS`)."""
+    return AUDITS[args.audit](args)
+
+
+def audit_toxicity_command(args: argparse.Namespace) -> int:
     """`seqlab audit toxicity`: run the audit, write RUN/audits/toxicity.{json,md}, print the figures."""
     from seqlab.fileio import atomic_write_json, atomic_write_text, check_writable
     from seqlab.harms.toxicity import ToxicityOptions, audit_toxicity, read_prompts
@@ -275,6 +289,24 @@ def audit_command(args: argparse.Namespace) -> int:
               f", toxicity probability {s['toxicity_probability']:.3f} over {s['prompts']} prompts x "
               f"{options.continuations} continuations; written to {output}/toxicity.json and toxicity.md")
     return 0
+
+
+def audit_bias_command(args: argparse.Namespace) -> int:
+    """`seqlab audit bias`: `seqlab.harms.bias.audit_bias`, then its table (or JSON) and where it went."""
+    from seqlab.harms.bias import audit_bias, format_table
+
+    result, paths = audit_bias(args.run, args.pairs, args.output, args.seed, device=args.device)
+    if args.json:
+        print(json.dumps({k: v for k, v in result.items() if k != "per_pair"}))
+        return 0
+    print(f"CrowS-Pairs of {args.run} on {args.pairs}: % of pairs where the more stereotyping sentence "
+          "scores higher (50 = no preference)")
+    print(format_table(result))
+    print(f"wrote {', '.join(str(path) for path in paths.values())}")
+    return 0
+
+
+AUDITS = {"toxicity": audit_toxicity_command, "bias": audit_bias_command}
 
 
 def serve_parser() -> argparse.ArgumentParser:
