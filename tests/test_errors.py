@@ -123,7 +123,8 @@ def bad_values(number: Number) -> list[str]:
 
 POSITIONALS = {"evaluate": ["DIR", "FILE"], "generate": ["DIR"], "tag": ["DIR"], "classify": ["DIR"],
                "translate": ["DIR"], "summarize": ["DIR"], "serve": ["DIR"],
-               "audit": ["DIR", "--scorer", "DIR", "--prompts", "FILE"]}
+               "audit toxicity": ["DIR", "--scorer", "DIR", "--prompts", "FILE"],
+               "audit bias": ["DIR", "--pairs", "FILE"]}
 
 
 def numeric_cases():
@@ -139,7 +140,8 @@ def numeric_cases():
             if words[0] == "train" and words[1] != "lm" and action.dest in shared:
                 continue
             for value in bad_values(action.type) + (["abc"] if action is numbers[0] else []):
-                cases.append(pytest.param([*words, *POSITIONALS.get(words[0], []), action.option_strings[-1],
+                positionals = POSITIONALS.get(" ".join(words), POSITIONALS.get(words[0], []))
+                cases.append(pytest.param([*words, *positionals, action.option_strings[-1],
                                            value], id=f"{' '.join(words)} {action.option_strings[-1]} {value}"))
     return cases
 
@@ -148,10 +150,10 @@ NUMERIC = numeric_cases()
 
 
 def test_errors_every_command_has_numeric_options_under_test():
-    commands = {case.values[0][0] if case.values[0][0] != "train" else " ".join(case.values[0][:2])
+    commands = {case.values[0][0] if case.values[0][0] not in ("train", "audit") else " ".join(case.values[0][:2])
                 for case in NUMERIC}
     assert commands == {"train lm", "train tagger", "train classifier", "train seq2seq", "evaluate", "generate",
-                        "tag", "classify", "translate", "summarize", "serve", "audit"}
+                        "tag", "classify", "translate", "summarize", "serve", "audit toxicity", "audit bias"}
     assert len(NUMERIC) > 200
 
 
