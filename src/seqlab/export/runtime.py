@@ -42,6 +42,7 @@ from seqlab.data.parallel import Pair
 from seqlab.data.text_features import with_ngrams
 from seqlab.data.vocab import BOS, EOS, NEVER_GENERATED, PAD, SEP, UNK
 from seqlab.errors import SeqlabError
+from seqlab.export.decoding import Hypothesis, decode
 from seqlab.export.manifest import read_manifest
 from seqlab.pipelines.outputs import Prediction
 from seqlab.pipelines.run_files import (
@@ -52,6 +53,7 @@ from seqlab.pipelines.run_files import (
     read_tagger_vocabulary,
     read_tokenizer_and_vocab,
 )
+from seqlab.search_options import SearchOptions
 
 
 def onnxruntime():
@@ -418,39 +420,23 @@ class ExportedSeq2Seq(Exported):
 
     # ------------------------------------------------------------------ greedy decoding
 
+    def search(self, sources: list[list[int]], options: SearchOptions | None = None,
+               need_weights: bool = False) -> list[list[Hypothesis]]:
+        """Greedy decoding, sampling or beam search of one batch of source ids, by `seqlab.export.decoding`
+        (seqlab.search's rules in numpy): `options.nbest` hypotheses per source, best first, each with its
+        attention over the source with `need_weights` (when the model attends)."""
+        options = options or SearchOptions()
+        memory = self.encode(sources)
+        lengths = memory["lengths"]
+        return decode(SourceDecoder(self), (memory, self.start(memory)), lengths,
+                      self.limits(lengths, options.max_length), self.start_token, options,
+                      need_weights and self.attends)
+
     def greedy(self, sources: list[list[int]], max_length: int = 0, attention: bool = False) -> list[Decoded]:
         """Greedy decoding of one batch of source ids (`seqlab.search.greedy`), with the attention weights of
         each output step when asked for (and the model attends)."""
-        memory = self.encode(sources)
-        state = self.start(memory)
-        lengths = memory["lengths"]
-        limit = self.limits(lengths, max_length)
-        tokens = np.full(len(sources), self.start_token, dtype=np.int64)          # the first token fed
-        outputs: list[list[int]] = [[] for _ in sources]
-        finished = [False] * len(sources)
-        done = [False] * len(sources)
-        steps: list[np.ndarray] = []
-        for _ in range(int(limit.max())):
-            logits, weights, state = self.step(tokens, memory, state)
-            if attention and weights is not None:
-                steps.append(weights)
-            tokens = choose(logits)
-            for b, token in enumerate(tokens.tolist()):
-                if done[b]:
-                    continue
-                if token == EOS:
-                    finished[b] = done[b] = True
-                else:
-                    outputs[b].append(token)
-                    done[b] = len(outputs[b]) >= int(limit[b])
-            if all(done):
-                break
-        results = []
-        for b in range(len(sources)):
-            n = len(outputs[b]) + finished[b]
-            weights = np.stack([w[b, :lengths[b]] for w in steps[:n]]) if steps else None   # (n, S_b)
-            results.append(Decoded(outputs[b], finished[b], weights))
-        return results
+        return [Decoded(best.tokens, best.finished, best.attention)
+                for best, *_ in self.search(sources, SearchOptions(max_length=max_length), attention)]
 
     def decode(self, sources: list[list[int]], max_length: int = 0) -> list[list[int]]:
         """Greedy decoding of one batch of source ids: the output ids without </s>."""
@@ -464,6 +450,22 @@ class ExportedSeq2Seq(Exported):
             for i, ids in zip(group, self.decode([sources[i] for i in group], max_length), strict=True):
                 results[i] = self.target_text(ids)
         return results
+
+
+class SourceDecoder:
+    """An `ExportedSeq2Seq` as the decoder `seqlab.export.decoding` drives: its state is (memory, decoder
+    state), so that beam search reorders both."""
+
+    def __init__(self, runtime: ExportedSeq2Seq):
+        self.runtime = runtime
+
+    def step(self, tokens: np.ndarray, state: tuple[dict, dict]):
+        memory, decoder = state
+        logits, weights, decoder = self.runtime.step(tokens, memory, decoder)    # (B, V), (B, S) or None
+        return logits, (memory, decoder), weights
+
+    def reorder(self, state: tuple[dict, dict], index: np.ndarray) -> tuple[dict, dict]:
+        return self.runtime.reorder(*state, index)
 
 
 RUNTIMES = {"classifier": ExportedClassifier, "tagger": ExportedTagger, "lm": ExportedLM, "seq2seq": ExportedSeq2Seq}

@@ -30,7 +30,7 @@ import seqlab.serve.schemas as schemas
 from seqlab.data.grouping import length_batches
 from seqlab.data.vocab import EOS, UNK
 from seqlab.errors import SeqlabError
-from seqlab.export.decoding import SamplingOptions, SearchOptions, decode, generate_ids, log_softmax
+from seqlab.export.decoding import SamplingOptions, SearchOptions, generate_ids, log_softmax
 from seqlab.pipelines.outputs import Output
 from seqlab.serve.served import ENDPOINTS, Served, final_metrics
 
@@ -279,15 +279,6 @@ class OnnxLM(Adapter):
 class OnnxSeq2Seq(Adapter):
     """An exported encoder-decoder: greedy decoding, sampling and beam search over its decoder step."""
 
-    # the decoder `seqlab.export.decoding` drives: its state is (memory, decoder state)
-    def step(self, tokens: np.ndarray, state: tuple[dict, dict]):
-        memory, decoder = state
-        logits, weights, decoder = self.runtime.step(tokens, memory, decoder)   # (B, V), (B, S) or None
-        return logits, (memory, decoder), weights
-
-    def reorder(self, state: tuple[dict, dict], index: np.ndarray) -> tuple[dict, dict]:
-        return self.runtime.reorder(*state, index)
-
     def generate(self, texts: list[str], beam: int = 5, max_length: int = 0, length_penalty: float = 1.0,
                  sample: bool = False, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
                  seed: int | None = None, batch_size: int = 64, attention: bool = False) -> list[Output]:
@@ -301,11 +292,7 @@ class OnnxSeq2Seq(Adapter):
         results: list[Output | None] = [None] * len(texts)
         for group in length_batches([len(s) for s in sources], batch_size, None):
             with runtime_errors():
-                memory = self.runtime.encode([sources[i] for i in group])
-                lengths = memory["lengths"]
-                hypotheses = decode(self, (memory, self.runtime.start(memory)), lengths,
-                                    self.runtime.limits(lengths, max_length), self.runtime.start_token, options,
-                                    need_weights)
+                hypotheses = self.runtime.search([sources[i] for i in group], options, need_weights)
             for i, (best, *_) in zip(group, hypotheses, strict=True):
                 tokens = self.runtime.vocabulary.target_vocab.decode(best.tokens)
                 results[i] = Output(self.runtime.target_text(best.tokens), tokens, best.score, best.normalized,
