@@ -31,6 +31,7 @@ from seqlab.data.vocab import EOS, UNK, Vocab
 from seqlab.errors import SeqlabError, SeqlabWarning
 from seqlab.fileio import atomic_write_json
 from seqlab.models.lm import LMConfig, build_lm
+from seqlab.pipelines.outputs import text_pieces
 from seqlab.pipelines.run_files import detokenize_lines, read_tokenizer_and_vocab
 from seqlab.pipelines.runs import (
     Pipeline,
@@ -314,24 +315,8 @@ class TrainedLM:
         highest (length-normalised) log probability, yielded whole once the search is over."""
         sampling = SamplingOptions(**options)
         context = self.prompt_ids(prompt, truncate_prompt)
-        prompt_body = context[1:]
-        shown = len(self.detokenize(prompt_body)) if prompt_body else 0
-        generated: list[int] = []
-        for token in generate_ids(self.model, context, sampling, self.device):
-            if sampling.stop_at_eos and token == EOS:
-                break
-            generated.append(token)
-            if sampling.beam > 1:
-                continue
-            text = self.detokenize(prompt_body + generated)
-            if text.endswith("\ufffd"):          # half a UTF-8 character (byte-level BPE): wait
-                continue
-            piece = text[shown:]
-            shown = len(text)
-            if piece:
-                yield piece
-        if sampling.beam > 1 and generated:
-            yield self.detokenize(prompt_body + generated)[shown:]
+        yield from text_pieces(generate_ids(self.model, context, sampling, self.device), context[1:], self.detokenize,
+                               sampling.stop_at_eos, sampling.beam > 1)
 
     def generate(self, prompt: str = "", **options) -> str:
         """The prompt's continuation as one string (see `SamplingOptions` for the options: `max_tokens`,

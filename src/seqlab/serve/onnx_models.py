@@ -31,7 +31,7 @@ from seqlab.data.grouping import length_batches
 from seqlab.data.vocab import EOS, UNK
 from seqlab.errors import SeqlabError
 from seqlab.export.decoding import SamplingOptions, SearchOptions, generate_ids, log_softmax
-from seqlab.pipelines.outputs import Output
+from seqlab.pipelines.outputs import Output, text_pieces
 from seqlab.serve.served import ENDPOINTS, Served, final_metrics
 
 TITLES = {"lm": "a language model", "tagger": "a tagger", "classifier": "a classifier",     # the pipelines' titles
@@ -182,26 +182,9 @@ class OnnxLM(Adapter):
         `SamplingOptions`); a bad option or a prompt over the context fails at the first `next()`."""
         options = SamplingOptions(**options)
         context = self.runtime.prompt_ids(prompt)
-        body = context[1:]
-        detokenize = self.runtime.detokenize
-        shown = len(detokenize(body)) if body else 0
-        generated: list[int] = []
         with runtime_errors():
-            for token in generate_ids(self, self.started(context), context[-1], options):
-                if options.stop_at_eos and token == EOS:
-                    break
-                generated.append(token)
-                if options.beam > 1:
-                    continue
-                text = detokenize(body + generated)
-                if text.endswith("\ufffd"):          # half a UTF-8 character (byte-level BPE): wait
-                    continue
-                piece = text[shown:]
-                shown = len(text)
-                if piece:
-                    yield piece
-        if options.beam > 1 and generated:
-            yield detokenize(body + generated)[shown:]
+            yield from text_pieces(generate_ids(self, self.started(context), context[-1], options), context[1:],
+                                   self.runtime.detokenize, options.stop_at_eos, options.beam > 1)
 
     def generate(self, prompt: str = "", **options) -> str:
         return "".join(self.stream(prompt, **options))
