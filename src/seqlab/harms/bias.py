@@ -155,14 +155,14 @@ def _groups(pairs: Iterable[Pair], scores: list[dict], key) -> dict[str, list[di
 
 
 def crows_pairs(trained_lm, pairs_path: str | Path, seed: int = 0, resamples: int = 1000,
-                progress=None) -> dict:
+                progress=None, pairs: list[Pair] | None = None) -> dict:
     """The CrowS-Pairs metric of a causal LM (see the module docstring for the two scorings), overall, by
     bias type and by direction, with seeded bootstrap 95% intervals, and every pair's four scores (by
     line number; the sentences themselves are left out). `progress(done, total)` is called as pairs are
-    scored."""
+    scored; `pairs` are the file's, when `read_pairs` has read them already."""
     if resamples < 1:
         raise SeqlabError(f"resamples must be at least 1, got {resamples}")
-    pairs = read_pairs(pairs_path)
+    pairs = read_pairs(pairs_path) if pairs is None else pairs
     scores = []
     for k, pair in enumerate(pairs):
         scores.append(score_pair(trained_lm, pair.sent_more, pair.sent_less))
@@ -274,10 +274,10 @@ def audit_bias(run_dir: str | Path, pairs_path: str | Path, output: str | Path |
     pipeline = run_pipeline(run_dir)
     if pipeline.name != "lm":
         raise SeqlabError(f"seqlab audit bias needs a language model; {run_dir} is {pipeline.title}")
-    read_pairs(pairs_path)                               # a bad file is refused before the model loads
+    pairs = read_pairs(pairs_path)                       # a bad file is refused before the model loads
     output = Path(output) if output is not None else Path(run_dir) / "audits"
     check_writable(output, "output folder", folder=True)
-    result = crows_pairs(load(run_dir, device), pairs_path, seed, resamples)
+    result = crows_pairs(load(run_dir, device), pairs_path, seed, resamples, pairs=pairs)
     result = {"run": str(run_dir), **result}
     paths = {"json": output / f"{NAME}.json", "markdown": output / f"{NAME}.md", "png": output / f"{NAME}.png"}
     atomic_write_json(paths["json"], result)
