@@ -208,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_runtime_options(command)
     add_serve_parser(commands)
     add_info_command(commands)
+    add_card_command(commands)
     add_export_parser(commands)
     add_audit_parser(commands)
     return parser
@@ -240,6 +241,7 @@ def add_audit_parser(commands) -> None:
                       help="CrowS-Pairs CSV (columns sent_more, sent_less, stereo_antistereo, bias_type)")
     bias.add_argument("--seed", type=Number(int, at_least=0), default=0,
                       help="seed of the bootstrap intervals (default: 0)")
+    bias.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     for parser in (toxicity, bias):
         parser.add_argument("--output", metavar="DIR", help="where the results go (default: RUN/audits)")
         parser.add_argument("--json", action="store_true", help="print the results as one JSON object")
@@ -295,7 +297,8 @@ def audit_bias_command(args: argparse.Namespace) -> int:
     """`seqlab audit bias`: `seqlab.harms.bias.audit_bias`, then its table (or JSON) and where it went."""
     from seqlab.harms.bias import audit_bias, format_table
 
-    result, paths = audit_bias(args.run, args.pairs, args.output, args.seed, device=args.device)
+    result, paths = audit_bias(args.run, args.pairs, args.output, args.seed, device=args.device,
+                               progress=None if args.progress else False)
     if args.json:
         print(json.dumps({k: v for k, v in result.items() if k != "per_pair"}))
         return 0
@@ -356,6 +359,43 @@ def info_command(args: argparse.Namespace) -> int:
 
     info = run_info(args.run_dir)
     print(json.dumps(info) if args.json else format_info(info))
+    return 0
+
+
+def add_card_command(commands) -> None:
+    """`seqlab card RUN [--format markdown|json]`."""
+    card = commands.add_parser("card", help="write (or rewrite) a trained run's model card, MODEL_CARD.md and "
+                               "model_card.json (Mitchell et al. 2019: model details, training data with its "
+                               "datasheet, evaluation with bootstrap intervals, intended use, ethical considerations, "
+                               "caveats), and print it")
+    card.add_argument("run", metavar="RUN", help="the run directory")
+    card.add_argument("--format", choices=("markdown", "json"), default="markdown",
+                      help="what to print: the Markdown card or its JSON (default: markdown)")
+    card.add_argument("--notes", metavar="FILE", help="a Markdown file of your own notes (intended use, data, "
+                      "caveats) to copy into the card, replacing the run's earlier notes")
+    card.add_argument("--resamples", type=Number(int, at_least=0), default=1000,
+                      help="bootstrap resamples for the evaluation's 95%% intervals (0: no intervals, no "
+                           "prediction pass; default: 1000)")
+    card.add_argument("--seed", type=Number(int, at_least=0), default=0, help="seed of the bootstrap (default: 0)")
+    card.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    add_runtime_options(card)
+
+
+def card_command(args: argparse.Namespace) -> int:
+    """`seqlab card`: `seqlab.harms.card.make_card` under the run's lock, then the card printed."""
+    from seqlab.fileio import atomic_write_text
+    from seqlab.harms.card import NOTES, make_card, to_markdown
+    from seqlab.pipelines.runs import RunLock, read_card_notes, read_run_json
+
+    read_run_json(args.run)                                    # a run directory, or one line and exit 2
+    notes = read_card_notes(args.notes) if args.notes else None
+    with RunLock(Path(args.run)):
+        if notes is not None:
+            atomic_write_text(Path(args.run) / NOTES, notes)
+        card, paths = make_card(args.run, intervals=args.resamples > 0, resamples=args.resamples or 1000,
+                                seed=args.seed, device=args.device, progress=None if args.progress else False)
+    print(json.dumps(card) if args.format == "json" else to_markdown(card))
+    print(f"wrote {paths['markdown']} and {paths['json']}", file=sys.stderr)
     return 0
 
 
@@ -785,7 +825,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.showwarning = _show_warning
     commands = {"train": train_command, "evaluate": evaluate_command, "generate": generate_command,
                 "tag": tag_command, "classify": classify_command, "translate": decode_command,
-                "summarize": decode_command, "serve": serve_command, "info": info_command,
+                "summarize": decode_command, "serve": serve_command, "info": info_command, "card": card_command,
                 "export": export_command, "audit": audit_command}
     try:
         if getattr(args, "threads", 0) and getattr(args, "runtime", "torch") == "torch":

@@ -264,10 +264,14 @@ NAME = "crows_pairs"
 
 
 def audit_bias(run_dir: str | Path, pairs_path: str | Path, output: str | Path | None = None, seed: int = 0,
-               resamples: int = 1000, device: str = "cpu") -> tuple[dict, dict[str, Path]]:
+               resamples: int = 1000, device: str = "cpu",
+               progress: bool | None = None) -> tuple[dict, dict[str, Path]]:
     """`seqlab audit bias`: load a run's language model, measure CrowS-Pairs and write
-    crows_pairs.json, .md and .png into `output` (default: RUN/audits/), each atomically.
-    Returns the result and {kind: path}."""
+    crows_pairs.json, .md and .png into `output` (default: RUN/audits/), each atomically, with a progress
+    bar over the pairs (`progress` None: when stderr is a terminal; False: none). Returns the result and
+    {kind: path}."""
+    from tqdm.auto import tqdm
+
     from seqlab.fileio import check_writable
     from seqlab.registry import load, run_pipeline
 
@@ -277,7 +281,10 @@ def audit_bias(run_dir: str | Path, pairs_path: str | Path, output: str | Path |
     pairs = read_pairs(pairs_path)                       # a bad file is refused before the model loads
     output = Path(output) if output is not None else Path(run_dir) / "audits"
     check_writable(output, "output folder", folder=True)
-    result = crows_pairs(load(run_dir, device), pairs_path, seed, resamples, pairs=pairs)
+    trained = load(run_dir, device)
+    with tqdm(total=len(pairs), unit="pair", desc="CrowS-Pairs", leave=False, dynamic_ncols=True,
+              disable=True if progress is False else None) as bar:
+        result = crows_pairs(trained, pairs_path, seed, resamples, lambda done, total: bar.update(1), pairs)
     result = {"run": str(run_dir), **result}
     paths = {"json": output / f"{NAME}.json", "markdown": output / f"{NAME}.md", "png": output / f"{NAME}.png"}
     atomic_write_json(paths["json"], result)

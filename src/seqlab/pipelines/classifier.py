@@ -47,7 +47,7 @@ from seqlab.errors import SeqlabError, place
 from seqlab.fileio import atomic_write_json
 from seqlab.models.classifier import Classifier, ClassifierConfig
 from seqlab.pipelines.outputs import Prediction
-from seqlab.pipelines.run_files import read_document_vocabulary
+from seqlab.pipelines.run_files import FromRun, read_document_vocabulary
 from seqlab.pipelines.runs import (
     Pipeline,
     check_sizes,
@@ -327,10 +327,10 @@ def load_classifier(run_dir: str | Path, device: str = "cpu") -> TrainedClassifi
                                   "num_features": ("features.json", len(vocabulary.features.names)
                                                    if vocabulary.features else 0)})
     model, device = load_best(run_dir, Classifier(config.model), device)
-    return TrainedClassifier(model, vocabulary, config, device)
+    return TrainedClassifier(model, vocabulary, config, device).from_run(run_dir)
 
 
-class TrainedClassifier:
+class TrainedClassifier(FromRun):
     """A loaded classifier: texts in, classes (with their probabilities) out."""
 
     def __init__(self, model: Classifier, vocabulary: DocumentVocabulary, config: ClassifierTrainConfig, device):

@@ -32,7 +32,7 @@ from seqlab.errors import SeqlabError, SeqlabWarning
 from seqlab.fileio import atomic_write_json
 from seqlab.models.lm import LMConfig, build_lm
 from seqlab.pipelines.outputs import text_pieces
-from seqlab.pipelines.run_files import detokenize_lines, read_tokenizer_and_vocab
+from seqlab.pipelines.run_files import FromRun, detokenize_lines, read_tokenizer_and_vocab
 from seqlab.pipelines.runs import (
     Pipeline,
     check_sizes,
@@ -173,10 +173,10 @@ def load_lm(run_dir: str | Path, device: str = "cpu") -> TrainedLM:
     tokenizer, vocab = read_tokenizer_and_vocab(run_dir)
     check_sizes(run_dir, config, {"vocab_size": ("vocab.json", len(vocab))})
     model, device = load_best(run_dir, build_lm(config.model), device)
-    return TrainedLM(model, tokenizer, vocab, config, device)
+    return TrainedLM(model, tokenizer, vocab, config, device).from_run(run_dir)
 
 
-class TrainedLM:
+class TrainedLM(FromRun):
     """A loaded language model with its tokenizer and vocabulary."""
 
     def __init__(self, model, tokenizer: Tokenizer, vocab: Vocab, config: LMTrainConfig, device):

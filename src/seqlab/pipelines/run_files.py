@@ -119,3 +119,23 @@ def detokenize_lines(tokenizer: Tokenizer, vocab: Vocab, ids: list[int]) -> str:
             current.append(token)
     lines.append(tokenizer.detokenize(current))
     return "\n".join(lines)
+
+
+class FromRun:
+    """What a trained model loaded from a run directory has besides its model: the directory, and its model
+    card (`seqlab.harms.card`)."""
+
+    run_dir: Path | None = None
+
+    def from_run(self, run_dir: str | Path):
+        self.run_dir = Path(run_dir)
+        return self
+
+    @property
+    def card(self) -> dict:
+        """The run's model card (model_card.json; built afresh if the weights changed since it was written)."""
+        if self.run_dir is None:
+            raise SeqlabError("this model was not loaded from a run directory, so it has no model card")
+        from seqlab.harms.card import read_card
+        return read_card(self.run_dir, self)
+

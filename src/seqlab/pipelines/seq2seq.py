@@ -38,7 +38,7 @@ from seqlab.fileio import atomic_write_json
 from seqlab.metrics import CorpusScores, bleu, chrf, rouge
 from seqlab.models.seq2seq import Seq2SeqConfig, build_model
 from seqlab.pipelines.outputs import Output
-from seqlab.pipelines.run_files import read_pair_vocabulary
+from seqlab.pipelines.run_files import FromRun, read_pair_vocabulary
 from seqlab.pipelines.runs import (
     Pipeline,
     check_sizes,
@@ -263,10 +263,10 @@ def load_seq2seq(run_dir: str | Path, device: str = "cpu") -> TrainedSeq2Seq:
     check_sizes(run_dir, config, {"source_vocab_size": ("vocab.json (source)", len(vocabulary.source_vocab)),
                                   "target_vocab_size": ("vocab.json (target)", len(vocabulary.target_vocab))})
     model, device = load_best(run_dir, build_model(config.model), device)
-    return TrainedSeq2Seq(model, vocabulary, config, device)
+    return TrainedSeq2Seq(model, vocabulary, config, device).from_run(run_dir)
 
 
-class TrainedSeq2Seq:
+class TrainedSeq2Seq(FromRun):
     """A loaded sequence-to-sequence model: sources in, translations (or summaries) out."""
 
     def __init__(self, model, vocabulary: PairVocabulary, config: Seq2SeqTrainConfig, device):

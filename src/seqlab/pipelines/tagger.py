@@ -41,6 +41,7 @@ from seqlab.errors import SeqlabError, place
 from seqlab.fileio import atomic_write_json
 from seqlab.metrics import mistakes, most_confused
 from seqlab.models.tagger import Tagger, TaggerConfig
+from seqlab.pipelines.run_files import FromRun
 from seqlab.pipelines.run_files import read_tagger_vocabulary as read_vocabulary
 from seqlab.pipelines.runs import (
     Pipeline,
@@ -240,10 +241,10 @@ def load_tagger(run_dir: str | Path, device: str = "cpu") -> TrainedTagger:
                                   "num_labels": ("labels.json", len(vocabulary.labels)),
                                   "char_vocab_size": ("chars.json", len(vocabulary.chars) if vocabulary.chars else 0)})
     model, device = load_best(run_dir, Tagger(config.model), device)
-    return TrainedTagger(model, vocabulary, scheme, config, device, file_scheme)
+    return TrainedTagger(model, vocabulary, scheme, config, device, file_scheme).from_run(run_dir)
 
 
-class TrainedTagger:
+class TrainedTagger(FromRun):
     """A loaded tagger: tokens in, tags (with their probabilities) out."""
 
     def __init__(self, model: Tagger, vocabulary: TaggerVocabulary, scheme: str, config: TaggerTrainConfig, device,

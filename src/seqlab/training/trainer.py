@@ -86,6 +86,8 @@ class TrainConfig:
     keep_memory: bool = option(True, "on CPU (glibc), keep freed memory in the process for the next step "
                                "instead of returning it to the system (saves ~15k page faults per step; "
                                "see seqlab.training.memory)")
+    card_notes: str = option("", "a Markdown file of your own notes (intended use, data, caveats) copied into "
+                                 "the run's model card (MODEL_CARD.md)", file=True)
 
     def __post_init__(self):
         check_fields(self)
