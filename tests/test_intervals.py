@@ -140,6 +140,10 @@ def test_resampling_is_the_direct_bootstrap_and_matches_an_exact_enumeration():
     replicates = items.figures["accuracy"](sums)
     np.testing.assert_allclose(replicates, direct)
     assert not np.array_equal(resample_sums(items.stats, B, seed + 1), sums)     # another seed, other draws
+    # equal rows counted together give the sums of the rows drawn, one by one
+    stats = np.random.default_rng(0).integers(0, 3, size=(40, 4)).astype(float)      # many repeated rows
+    draws = np.random.default_rng(5).integers(0, 40, size=(30, 40))
+    np.testing.assert_array_equal(resample_sums(stats, 30, 5, block=100), stats[draws].sum(axis=1))
     # and the bootstrap distribution is the exact one: each of the 27 equally likely draws
     exact = {}
     for draw in itertools.product(range(3), repeat=3):

@@ -40,7 +40,6 @@ from tqdm.auto import tqdm
 from seqlab.errors import SeqlabError
 from seqlab.metrics import span_scores
 
-UNITS = {"tagger": "sentences", "classifier": "documents", "seq2seq": "pairs", "lm": "lines"}
 CHECK = 1e-6            # how close f(all items) must come to the pipeline's own figure (float rounding)
 
 
@@ -50,17 +49,25 @@ def resample_sums(stats: np.ndarray, resamples: int, seed: int, block: int = 4_0
     """(B, k): for each of B resamples of the n rows of `stats` (n, k), drawn with replacement, the
     column sums of the rows drawn. The draws are `default_rng(seed).integers(0, n, size=(B, n))`,
     made a block of resamples at a time (the same numbers: the generator's stream does not depend on
-    the blocks) and counted, so that memory stays near `block` numbers whatever n and B."""
+    the blocks), so that memory stays near `block` numbers whatever n and B. Equal rows are counted
+    together (a classifier's n documents are at most K^2 distinct rows of the confusion matrix):
+    sum of the rows drawn = sum over distinct rows r of (times r was drawn) * r."""
     stats = np.asarray(stats, dtype=np.float64)
     n = len(stats)
+    first: dict[bytes, int] = {}                                                 # a row -> its first index
+    which = np.fromiter((first.setdefault(row.tobytes(), i) for i, row in enumerate(stats)), dtype=np.int64,
+                        count=n)
+    distinct = np.array(sorted(first.values()), dtype=np.int64)
+    which = np.searchsorted(distinct, which)                                     # (n,): distinct row ids
+    distinct, u = stats[distinct], len(distinct)                                 # (u, k)
     rng = np.random.default_rng(seed)
     sums = np.empty((resamples, stats.shape[1]))
     rows = max(1, block // max(n, 1))
     for start in range(0, resamples, rows):
         b = min(rows, resamples - start)
-        draws = rng.integers(0, n, size=(b, n))                                     # (b, n)
-        counts = np.bincount((draws + n * np.arange(b)[:, None]).ravel(), minlength=b * n).reshape(b, n)
-        sums[start:start + b] = counts @ stats                                       # (b, k)
+        drawn = which[rng.integers(0, n, size=(b, n))]                          # (b, n): distinct row ids
+        counts = np.bincount((drawn + u * np.arange(b)[:, None]).ravel(), minlength=b * u).reshape(b, u)
+        sums[start:start + b] = counts @ distinct                                 # (b, k)
     return sums
 
 
