@@ -416,9 +416,11 @@ class TrainedClassifier(FromRun):
 
     def evaluate_file(self, path: str | Path, fmt: str | None = None, confusion_png: str | Path | None = None,
                       progress: bool | None = False, chunk_size: int = CHUNK_SIZE, max_input_length: int | None = None,
-                      long_input: str = "truncate") -> dict:
+                      long_input: str = "truncate", on_predictions: Callable | None = None) -> dict:
         """Accuracy, per-class P/R/F1, macro-F1 and the confusion matrix on a labelled file (a label
         training never saw is an error naming its line); optionally the matrix as a PNG heat map.
+        `on_predictions(gold, predicted)` is called with each chunk's class indices, for figures per
+        document (`seqlab.harms.intervals`).
 
         The file is read a chunk of documents at a time, in memory that does not grow with it; the
         confusion matrix (and the loss) are sums over documents, so the chunks give the figures of the
@@ -429,6 +431,7 @@ class TrainedClassifier(FromRun):
         read = document_reader(fmt or data.format, data.columns, path, what, sst_classes=data.sst_classes)
         task = ClassificationTask(self.vocabulary, [], [], None, batch_size=1, eval_batch_size=128, seed=0,
                                   metric=data.metric)
+        task.keep_predictions = on_predictions is not None
         totals: dict = {}
         bar = tqdm(desc="evaluating", unit="document", leave=False, disable=True if progress is False else None)
         with LineReader(path, what, limit.chars, stdin=False) as lines, bar:
@@ -437,6 +440,8 @@ class TrainedClassifier(FromRun):
                 for key, value in task.evaluate(self.model, document_batches(encoded, self.vocabulary, 128, None),
                                                 self.device).items():
                     totals[key] = totals.get(key, 0) + value
+                if on_predictions is not None:
+                    on_predictions(*task.predictions)
                 bar.update(len(chunk))
         result = task.summarize(totals)
         result["truncated"] = limit.cut

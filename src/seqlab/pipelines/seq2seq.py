@@ -410,7 +410,7 @@ class TrainedSeq2Seq(FromRun):
                        options: SearchOptions | None = None, batch_size: int = 64, bleu_tokenize: str = "13a",
                        long_source: str = "truncate", progress: bool | None = False, chunk_size: int = CHUNK_SIZE,
                        max_input_length: int | None = None, write_hypothesis=None,
-                       keep_hypotheses: bool = True) -> dict:
+                       keep_hypotheses: bool = True, on_predictions: Callable | None = None) -> dict:
         """`evaluate_pairs` on two aligned files, or on one file of pairs (target None; the training
         run's --format and fields unless `fmt` is given), read and decoded a chunk of pairs at a time.
 
@@ -418,7 +418,8 @@ class TrainedSeq2Seq(FromRun):
         statistics summed over the chunks, ROUGE from summed F1 (`seqlab.metrics.CorpusScores`), the
         perplexity from the summed loss and token count; no hypothesis or reference is kept, unless
         keep_hypotheses (the default, for the result's "hypotheses"). `write_hypothesis` is called with
-        each output in order as it is decoded. The figures are those of the whole files (the
+        each output in order as it is decoded; `on_predictions(references, outputs)` with each chunk's
+        texts, for figures per pair (`seqlab.harms.intervals`). The figures are those of the whole files (the
         perplexity to float rounding). A reference line is read up to the same number of characters
         as a source line (`seqlab.data.limits`)."""
         options = options or SearchOptions(beam=5)
@@ -442,6 +443,8 @@ class TrainedSeq2Seq(FromRun):
                 encoded, tokens = self._encode_within(chunk, limit, sources.place, report)
                 texts = [o.text for o in self._decode(encoded, tokens, options, batch_size, False, False)]
                 scores.add(texts, [p.target for p in chunk])
+                if on_predictions is not None:
+                    on_predictions([p.target for p in chunk], texts)
                 for key, value in task.evaluate(self.model, pair_batches(encoded, self.vocabulary, batch_size, None),
                                                 self.device).items():
                     totals[key] = totals.get(key, 0) + value

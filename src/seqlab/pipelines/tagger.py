@@ -313,9 +313,11 @@ class TrainedTagger(FromRun):
 
     def evaluate_file(self, path: str | Path, fmt: str | None = None, top_confusions: int = 10,
                       chunk_size: int = CHUNK_SIZE, max_input_length: int | None = None,
-                      long_input: str = "truncate") -> dict:
+                      long_input: str = "truncate", on_predictions: Callable | None = None) -> dict:
         """Accuracy (and entity P/R/F1 for IOB-style tags) on a labelled file, the most frequent
         (gold, predicted) mistakes, and the gold tags training never saw (each token an error).
+        `on_predictions(gold, predicted)` is called with each chunk's tag lists (in the run's scheme),
+        for figures per sentence (`seqlab.harms.intervals`).
 
         The file is read twice, a chunk of sentences at a time, in memory that does not grow with it:
         once for its entity scheme (the one under which the fewest tags are invalid), once to tag and
@@ -345,6 +347,8 @@ class TrainedTagger(FromRun):
                 for key, value in task.evaluate(self.model, batches, self.device).items():
                     totals[key] = totals.get(key, 0) + value
                 confused.update(mistakes(*task.predictions))
+                if on_predictions is not None:
+                    on_predictions(*task.predictions)
                 unseen.update(label for s in chunk for label in s.labels if label not in self.vocabulary.label_index)
         limit.warn(place(what, path))
         result = task.summarize(totals)

@@ -83,6 +83,7 @@ class ClassificationTask:
     name = "classifier"
     lower_is_better = False
     batch_unit = "documents"
+    keep_predictions = False        # evaluate() then leaves (gold, predicted) class indices in self.predictions
     progress: bool | None = False      # a bar over evaluation batches (None: when stderr is a terminal)
 
     def __init__(self, vocabulary: DocumentVocabulary, train: list[EncodedDoc], valid: list[EncodedDoc],
@@ -122,6 +123,7 @@ class ClassificationTask:
         K = len(self.vocabulary.labels)
         confusion = torch.zeros(K, K, dtype=torch.long)
         loss_sum, documents = 0.0, 0
+        golds, predictions = [], []
         for batch in tqdm(batches, desc="evaluating", unit="batch", leave=False,
                           disable=True if self.progress is False else None):
             batch = batch.rows(rows.start or 0, rows.stop if rows.stop is not None else len(batch.labels))
@@ -136,7 +138,12 @@ class ClassificationTask:
             gold, predicted = batch.labels[known].cpu(), predicted[known].cpu()
             confusion.index_put_((gold, predicted), torch.ones_like(gold), accumulate=True)
             documents += int(known.sum())
+            if self.keep_predictions:
+                golds += gold.tolist()
+                predictions += predicted.tolist()
         model.train(was_training)
+        if self.keep_predictions:
+            self.predictions = (golds, predictions)
         stats = {"loss_sum": loss_sum, "documents": documents}
         for i in range(K):
             for j in range(K):
