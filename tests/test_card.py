@@ -171,6 +171,11 @@ def test_card_command_notes_canaries_audits_and_load(runs, tmp_path, capsys):
     assert seqlab.load(run).card == printed
     (run / CARD_JSON).unlink()
     assert read_card(run)["model_details"] == printed["model_details"]    # built afresh when missing
+    with pytest.raises(seqlab.SeqlabError, match="seqlab card"):
+        seqlab.load(run).card                                            # noqa: B018  (the property reads the file)
+    (run / CARD_JSON).write_text(json.dumps({**printed, "weights_sha256": "other"}))
+    with pytest.raises(seqlab.SeqlabError, match="other weights"):
+        seqlab.load(run).card                                            # noqa: B018
 
 
 def test_resume_appends_a_session_and_overwrite_clears_the_old_card(runs, tmp_path):
@@ -206,7 +211,11 @@ def test_bad_inputs_are_one_line_and_exit_2(runs, tmp_path, capsys):
         (["card", str(runs["lm"]), "--resamples", "-1"], "--resamples"),
         (["card", str(runs["lm"]), "--notes", empty], "is empty"),
     ]:
-        assert main(argv) == 2
+        try:
+            code = main(argv)
+        except SystemExit as exit:                     # the parser's own refusals
+            code = exit.code
+        assert code == 2
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert not (tmp_path / "a" / "config.json").exists()            # refused before any work

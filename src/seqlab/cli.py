@@ -384,8 +384,8 @@ def add_card_command(commands) -> None:
 def card_command(args: argparse.Namespace) -> int:
     """`seqlab card`: `seqlab.harms.card.make_card` under the run's lock, then the card printed."""
     from seqlab.fileio import atomic_write_text
-    from seqlab.harms.card import NOTES, make_card, to_markdown
-    from seqlab.pipelines.runs import RunLock, read_card_notes, read_run_json
+    from seqlab.harms.card import NOTES, make_card, read_card_notes, to_markdown
+    from seqlab.pipelines.runs import RunLock, read_run_json
 
     read_run_json(args.run)                                    # a run directory, or one line and exit 2
     notes = read_card_notes(args.notes) if args.notes else None
@@ -487,7 +487,9 @@ def train_command(args: argparse.Namespace) -> int:
     if args.resume and args.overwrite:
         raise SeqlabError(RESUME_OR_OVERWRITE)
     config = task.resolve(args.config, overrides, resume=args.resume)
-    task.train(config, resume=args.resume, overwrite=args.overwrite)
+    from seqlab.api import train
+
+    train(task.name, config, resume=args.resume, overwrite=args.overwrite)
     output = config.train.output
     if int(os.environ.get("RANK", 0)) == 0:
         print(f"saved to {output}/ (model.safetensors, metrics.jsonl, curves.png); try:\n" +

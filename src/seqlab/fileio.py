@@ -221,3 +221,19 @@ def file_sha256(path: str | Path, name: str = "file") -> str:
     except OSError as error:
         raise SeqlabError(f"cannot read --{name.replace('_', '-')} {path}: {os_error_reason(error)}") from None
     return digest.hexdigest()
+
+
+def safetensors_metadata(path: str | os.PathLike) -> dict:
+    """A seqlab safetensors file's header metadata alone, without reading (or checking) its tensors: which
+    weights a model card describes, and the trainer's position (steps, tokens seen, time) in a checkpoint.
+    {} for a file that is missing or not a seqlab safetensors file."""
+    try:
+        with open(path, "rb") as handle:
+            size = int.from_bytes(handle.read(8), "little")
+            if not 2 <= size <= 100_000_000:
+                return {}
+            metadata = json.loads(handle.read(size)).get("__metadata__", {}) or {}
+    except (OSError, ValueError, UnicodeDecodeError, AttributeError):
+        return {}
+    return metadata if isinstance(metadata, dict) and metadata.get("format") == "seqlab" else {}
+

@@ -30,10 +30,11 @@ import datetime
 import json
 import os
 import platform
+import warnings
 from pathlib import Path
 
 from seqlab.errors import SeqlabError
-from seqlab.fileio import atomic_write_json, atomic_write_text, read_json, read_text
+from seqlab.fileio import atomic_write_json, atomic_write_text, read_json, read_text, safetensors_metadata
 from seqlab.harms import datasheet as sheets
 from seqlab.version import __version__
 
@@ -158,17 +159,15 @@ def _figures(record: dict) -> dict:
 
 def weights_digest(run_dir: Path) -> str | None:
     """The checksum model.safetensors carries in its header (of its tensors): which weights a card is of."""
-    from seqlab.training.checkpoint import read_header
-    return read_header(run_dir / "model.safetensors").get("sha256")
+    return safetensors_metadata(run_dir / "model.safetensors").get("sha256")
 
 
 def model_details(run_dir: Path, info: dict, config) -> dict:
     """Task, architecture, sizes, configuration, versions, dates, device and how long training took."""
     from seqlab.config import to_dict
-    from seqlab.training.checkpoint import read_header
 
     trainer = {}
-    header = read_header(run_dir / "checkpoint.safetensors")
+    header = safetensors_metadata(run_dir / "checkpoint.safetensors")
     if "trainer" in header:
         try:
             trainer = json.loads(header["trainer"])
@@ -406,6 +405,38 @@ def split_file(task: str, config, option: str) -> tuple[str, dict] | None:
 def _notes(run_dir: Path) -> str | None:
     path = run_dir / NOTES
     return read_text(path, "card notes").strip() if path.exists() else None
+
+
+def read_card_notes(path: str | Path) -> str:
+    """--card-notes FILE: the user's Markdown for the model card, read (and refused if empty)."""
+    text = read_text(path, "--card-notes file")
+    if not text.strip():
+        raise SeqlabError(f"--card-notes {path} is empty: write your notes (Markdown) in it, or leave the option out")
+    return text
+
+
+def finish_training(run_dir: str | Path, device: str, resume: bool, notes: str | None, progress: bool) -> None:
+    """The end of a training session (`seqlab.api.train`): record it (RUN/environment.json), keep the
+    --card-notes, and write the model card, holding the run's lock. A card that cannot be written is one
+    warning line, not a failed training: the weights and figures are safe, and `seqlab card RUN` writes it."""
+    from seqlab.errors import SeqlabWarning, os_error_reason
+    from seqlab.pipelines.runs import RunLock, log
+    from seqlab.training.trainer import resolve_device
+
+    run_dir = Path(run_dir)
+    try:
+        with RunLock(run_dir):
+            if notes is not None:
+                atomic_write_text(run_dir / NOTES, notes)
+            elif not resume:
+                (run_dir / NOTES).unlink(missing_ok=True)
+            record_session(run_dir, resolve_device(device), resume)
+            log("writing the model card (MODEL_CARD.md, model_card.json)")
+            make_card(run_dir, device=device, progress=None if progress else False)
+    except (SeqlabError, OSError) as error:
+        reason = os_error_reason(error) if isinstance(error, OSError) else str(error)
+        warnings.warn(f"the model card of {run_dir} could not be written ({reason}); the trained model is safe: "
+                      f"`seqlab card {run_dir}` writes it", SeqlabWarning, stacklevel=2)
 
 
 def audits(run_dir: Path) -> dict:

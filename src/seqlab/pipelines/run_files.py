@@ -14,7 +14,7 @@ from seqlab.data.text_features import FeatureExtractor
 from seqlab.data.tokenizers import Tokenizer, tokenizer_from_dict
 from seqlab.data.vocab import Vocab
 from seqlab.errors import DAMAGED, SeqlabError
-from seqlab.fileio import read_json
+from seqlab.fileio import read_json, safetensors_metadata
 from seqlab.version import RUN_FORMAT_VERSION
 
 
@@ -133,9 +133,17 @@ class FromRun:
 
     @property
     def card(self) -> dict:
-        """The run's model card (model_card.json; built afresh if the weights changed since it was written)."""
+        """The run's model card (model_card.json, written when training completed or by `seqlab card RUN`),
+        refused when it describes other weights than the run's model.safetensors."""
         if self.run_dir is None:
             raise SeqlabError("this model was not loaded from a run directory, so it has no model card")
-        from seqlab.harms.card import read_card
-        return read_card(self.run_dir, self)
-
+        path = self.run_dir / "model_card.json"
+        if not path.exists():
+            raise SeqlabError(f"{self.run_dir} has no model card (model_card.json): `seqlab card {self.run_dir}` "
+                              "writes it")
+        card = read_json(path, "model card")
+        if not isinstance(card, dict) or card.get("weights_sha256") != safetensors_metadata(
+                self.run_dir / "model.safetensors").get("sha256"):
+            raise SeqlabError(f"{path} describes other weights than {self.run_dir}/model.safetensors (or is damaged): "
+                              f"`seqlab card {self.run_dir}` rewrites it")
+        return card

@@ -69,15 +69,12 @@ def train_in_run(config, resume: bool, overwrite: bool, work: Callable) -> dict:
 
     `config` is the task's whole config (its `train` group names the run directory). Its input files
     become absolute paths, so that --resume reads the same files from any folder, and --resume refuses
-    a file whose SHA-256 differs from the one recorded when the run started.
-
-    When `work` returns (training completed), rank 0 writes the run's model card (`seqlab.harms.card`)."""
+    a file whose SHA-256 differs from the one recorded when the run started."""
     run_dir = Path(config.train.output)
     if resume and overwrite:
         raise SeqlabError(RESUME_OR_OVERWRITE)
     device = resolve_device(config.train.device)
     check_precision(device, config.train.precision)
-    notes = read_card_notes(config.train.card_notes) if config.train.card_notes else None    # fail before work
     with RunLock(run_dir) if distributed.world()[0] == 0 else contextlib.nullcontext():
         if not resume:
             config = dataclasses.replace(config, data=absolute_files(config.data))
@@ -88,43 +85,9 @@ def train_in_run(config, resume: bool, overwrite: bool, work: Callable) -> dict:
         configure_threads(config.train.threads, device)
         distributed.setup(device)
         try:
-            results = work(config, run_dir, device)
-            if distributed.world()[0] == 0:
-                finish_card(run_dir, device, resume, notes, config.train.progress)
-            return results
+            return work(config, run_dir, device)
         finally:
             distributed.teardown()
-
-
-def read_card_notes(path: str) -> str:
-    """--card-notes FILE: the user's Markdown for the model card, read (and refused if empty) before training."""
-    from seqlab.fileio import read_text
-
-    text = read_text(path, "--card-notes file")
-    if not text.strip():
-        raise SeqlabError(f"--card-notes {path} is empty: write your notes (Markdown) in it, or leave the option out")
-    return text
-
-
-def finish_card(run_dir: Path, device, resume: bool, notes: str | None, progress: bool) -> None:
-    """The end of a training session: record it (RUN/environment.json), keep the --card-notes, and write the
-    model card. A card that cannot be written is one warning line, not a failed training: the weights and
-    figures are safe, and `seqlab card RUN` writes it later."""
-    from seqlab.fileio import atomic_write_text
-    from seqlab.harms import card
-
-    try:
-        if notes is not None:
-            atomic_write_text(run_dir / card.NOTES, notes)
-        elif not resume:
-            (run_dir / card.NOTES).unlink(missing_ok=True)
-        card.record_session(run_dir, device, resume)
-        log("writing the model card (MODEL_CARD.md, model_card.json)")
-        card.make_card(run_dir, progress=None if progress else False)
-    except (SeqlabError, OSError) as error:
-        reason = os_error_reason(error) if isinstance(error, OSError) else str(error)
-        warnings.warn(f"the model card of {run_dir} could not be written ({reason}); the trained model is safe: "
-                      f"`seqlab card {run_dir}` writes it", SeqlabWarning, stacklevel=2)
 
 
 def check_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> None:

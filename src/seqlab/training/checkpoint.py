@@ -77,21 +77,6 @@ def load_tensors(path: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
     return tensors, metadata
 
 
-def read_header(path: str | Path) -> dict:
-    """A seqlab safetensors file's header metadata alone, without reading (or checking) its tensors: what a
-    model card reads of a checkpoint (the trainer's position: steps, tokens seen, time). {} for a file that
-    is missing or not a seqlab safetensors file."""
-    try:
-        with open(path, "rb") as handle:
-            size = int.from_bytes(handle.read(8), "little")
-            if not 2 <= size <= 100_000_000:
-                return {}
-            metadata = json.loads(handle.read(size)).get("__metadata__", {}) or {}
-    except (OSError, ValueError, UnicodeDecodeError, AttributeError):
-        return {}
-    return metadata if isinstance(metadata, dict) and metadata.get("format") == "seqlab" else {}
-
-
 def _foreign_format(data: bytes) -> str | None:
     """What a file that is not safetensors is, when it is recognisably something else. A safetensors file
     starts with its header's length (8 bytes, which may look like anything) and then the header, "{": such

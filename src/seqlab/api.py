@@ -1,0 +1,48 @@
+"""Training as `seqlab train` and `seqlab.train_lm` (and the other tasks') do it: the task's pipeline trains
+into its run directory (`seqlab.pipelines`), then the run gets its model card (`seqlab.harms.card`), so every
+run a user trains carries one. The card sits above the pipelines (it reads a run through them), which is why
+this step lives here and not in the training loop.
+
+    import seqlab
+    results = seqlab.train_lm(seqlab.LMTrainConfig())     # runs/lm, with runs/lm/MODEL_CARD.md
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from seqlab.harms.card import finish_training, read_card_notes
+from seqlab.registry import pipeline
+from seqlab.training import distributed
+
+
+def train(task: str, config, resume: bool = False, overwrite: bool = False,
+          callback: Callable[[dict], None] | None = None) -> dict:
+    """Train `config` (the task's config) and write the run's model card; return the final figures. The
+    --card-notes file is read before training, so a missing or empty one costs no training time."""
+    notes = read_card_notes(config.train.card_notes) if config.train.card_notes else None
+    results = pipeline(task).train(config, resume=resume, overwrite=overwrite, callback=callback)
+    if distributed.world()[0] == 0:
+        finish_training(Path(config.train.output), config.train.device, resume, notes, config.train.progress)
+    return results
+
+
+def train_lm(config, resume: bool = False, overwrite: bool = False, callback=None) -> dict:
+    """Train a language model (`seqlab.LMTrainConfig`) and write its model card."""
+    return train("lm", config, resume, overwrite, callback)
+
+
+def train_tagger(config, resume: bool = False, overwrite: bool = False, callback=None) -> dict:
+    """Train a tagger (`seqlab.TaggerTrainConfig`) and write its model card."""
+    return train("tagger", config, resume, overwrite, callback)
+
+
+def train_classifier(config, resume: bool = False, overwrite: bool = False, callback=None) -> dict:
+    """Train a classifier (`seqlab.ClassifierTrainConfig`) and write its model card."""
+    return train("classifier", config, resume, overwrite, callback)
+
+
+def train_seq2seq(config, resume: bool = False, overwrite: bool = False, callback=None) -> dict:
+    """Train a sequence-to-sequence model (`seqlab.Seq2SeqTrainConfig`) and write its model card."""
+    return train("seq2seq", config, resume, overwrite, callback)
