@@ -19,9 +19,10 @@ n items with replacement B times, b = 1..B:
 
     i_b1 .. i_bn ~ Uniform{1..n} (i.i.d.),   theta*_b = f(sum_k s_{i_bk})
 
-and the (1 - c) interval is the (1 - c) / 2 and (1 + c) / 2 percentiles of theta*_1 .. theta*_B
-(numpy's linear interpolation). The draws come from `numpy.random.default_rng(seed)`, so a seed gives
-the same interval. The decoding is done once; only the sums are recomputed.
+and the interval at confidence c (0.95) is the (1 - c) / 2 and (1 + c) / 2 percentiles of theta*_1 ..
+theta*_B (numpy's linear interpolation). The draws come from `numpy.random.default_rng(seed)`, so a
+seed gives the same interval. The decoding is done once; only the sums are recomputed. A file with no
+items gives no intervals.
 
 Language models get no intervals (an empty dict): `TrainedLM.evaluate_file` scores the file as one
 stream of tokens (an RNN's state carried along each row of a batch across line ends; the transformer's
