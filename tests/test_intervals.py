@@ -4,6 +4,7 @@ resampling is the textbook one (checked against a direct numpy version and an ex
 BLEU from summed per-sentence statistics is sacrebleu's corpus BLEU."""
 
 import itertools
+import json
 import math
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from seqlab.harms.intervals import (
     percentile_interval,
     resample_sums,
     seq2seq_items,
+    split_intervals,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -44,7 +46,8 @@ def runs(tmp_path_factory):
                      "lstm", "--char-features", "none", "--max-steps", "15", *small),
         "pos": train(folder, "pos", "tagger", "--train", pos, "--dev", pos, "--char-features", "none",
                      "--max-steps", "6", *small),
-        "classifier": train(folder, "classifier", "classifier", "--train", tsv, "--dev", tsv, "--format", "tsv",
+        "classifier": train(folder, "classifier", "classifier", "--train", tsv, "--dev", tsv, "--test", tsv,
+                            "--format", "tsv",
                             "--arch", "pooled", "--max-steps", "4", *small),
         "seq2seq": train(folder, "seq2seq", "seq2seq", "--train-src", str(s2s / "train.src"), "--train-tgt",
                          str(s2s / "train.tgt"), "--dev-src", str(s2s / "dev.src"), "--dev-tgt",
@@ -111,6 +114,20 @@ def test_seq2seq_intervals_are_of_the_evaluation_figures(runs):
     # with the run's default decoding (beam 5, as `seqlab evaluate`) and BLEU on its tokenised text
     beam = evaluation_intervals(model, source, resamples=200, target=target, bleu_tokenize="none", progress=False)
     check_intervals(beam, model.evaluate_files(source, target, bleu_tokenize="none"), "pairs", 40)
+
+
+def test_split_intervals_are_of_the_figures_the_run_recorded_for_its_splits(runs):
+    for name, splits in (("classifier", {"valid", "test"}), ("ner", {"valid"})):
+        recorded = {r["split"]: r for r in map(json.loads, (runs[name] / "metrics.jsonl").read_text().splitlines())
+                    if r.get("final")}
+        intervals = split_intervals(seqlab.load(runs[name]), resamples=50, progress=False)
+        assert set(intervals) == splits
+        for split, figures in intervals.items():
+            assert figures["accuracy"]["value"] == pytest.approx(recorded[split]["accuracy"], abs=1e-9)
+            assert figures["accuracy"]["resamples"] == 50
+    # seq2seq records no BLEU while training: its splits are decoded as `seqlab evaluate` decodes (beam 5)
+    intervals = split_intervals(seqlab.load(runs["seq2seq"]), resamples=50, progress=False)
+    assert set(intervals) == {"valid"} and set(intervals["valid"]) == {"bleu", "chrf", "rouge1", "rouge2", "rougeL"}
 
 
 def test_a_language_model_gets_no_intervals_and_bad_arguments_are_refused(tmp_path, runs):

@@ -19,9 +19,10 @@ n items with replacement B times, b = 1..B:
 
     i_b1 .. i_bn ~ Uniform{1..n} (i.i.d.),   theta*_b = f(sum_k s_{i_bk})
 
-and the (1 - c) interval is the (1 - c) / 2 and (1 + c) / 2 percentiles of theta*_1 .. theta*_B
-(numpy's linear interpolation). The draws come from `numpy.random.default_rng(seed)`, so a seed gives
-the same interval. The decoding is done once; only the sums are recomputed.
+and the interval at confidence c (0.95) is the (1 - c) / 2 and (1 + c) / 2 percentiles of theta*_1 ..
+theta*_B (numpy's linear interpolation). The draws come from `numpy.random.default_rng(seed)`, so a
+seed gives the same interval. The decoding is done once; only the sums are recomputed. A file with no
+items gives no intervals.
 
 Language models get no intervals (an empty dict): `TrainedLM.evaluate_file` scores the file as one
 stream of tokens (an RNN's state carried along each row of a batch across line ends; the transformer's
@@ -309,3 +310,26 @@ def _types(trained) -> list[str]:
 def _tagger_value(result: dict, name: str) -> float:
     figure, _, kind = name.partition("/")
     return result["by_type"][kind][figure] if kind else result[figure]
+
+
+def split_intervals(trained, resamples: int = 1000, seed: int = 0, confidence: float = 0.95,
+                    progress: bool | None = None) -> dict:
+    """{split: evaluation_intervals} for the evaluation files of the run's config, by the names of its
+    metrics.jsonl: "valid" (--dev) and "test" (--test). Each is read as training read it (the run's
+    --format; seq2seq: a file of pairs or --dev-src / --dev-tgt; decoding as `seqlab evaluate`, beam 5).
+    A split with no file (not given, held out with --dev-fraction, or no longer where the run read
+    it) is left out; a language model gives {} (`evaluation_intervals`)."""
+    data, result = trained.config.data, {}
+    for split, name in (("valid", "dev"), ("test", "test")):
+        if hasattr(data, f"{name}_src"):                                   # seq2seq
+            paired, source, target = getattr(data, name), getattr(data, f"{name}_src"), getattr(data, f"{name}_tgt")
+            path, options = (paired, {}) if paired else (source, {"target": target})
+            files = [f for f in (paired, source, target) if f]
+        else:
+            path, options, files = getattr(data, name, ""), {}, [getattr(data, name, "")]
+        if not path or not all(Path(f).is_file() for f in files):
+            continue
+        intervals = evaluation_intervals(trained, path, resamples, seed, confidence, progress, **options)
+        if intervals:
+            result[split] = intervals
+    return result
