@@ -108,6 +108,7 @@ def build_card(run_dir: str | Path, trained=None, intervals: bool = True, resamp
     """The model card of a trained run, as a JSON-serialisable dict. `trained` is the loaded model
     (`seqlab.load(run_dir)`), loaded here if not given; `intervals` adds bootstrap intervals to the
     evaluation (one prediction pass over each evaluation file)."""
+    from seqlab.harms.intervals import split_intervals
     from seqlab.info import read_records, run_info
     from seqlab.registry import run_pipeline
 
@@ -129,7 +130,7 @@ def build_card(run_dir: str | Path, trained=None, intervals: bool = True, resamp
         if trained is None:
             from seqlab.registry import load
             trained = load(run_dir, device)
-        evaluation["intervals"] = evaluation_intervals(task, config, trained, resamples, seed, progress)
+        evaluation["intervals"] = split_intervals(trained, resamples, seed, progress=progress)
     return {
         "card_format": CARD_FORMAT,
         "run_dir": str(run_dir),
@@ -376,29 +377,6 @@ def canaries(run_dir: Path) -> dict | None:
 
 
 # ---------------------------------------------------------------------------- evaluation
-
-def evaluation_intervals(task: str, config, trained, resamples: int, seed: int, progress) -> dict:
-    """{split: {metric: {value, low, high, ...}}}: bootstrap intervals of each evaluation file's figures
-    (`seqlab.harms.intervals`; a language model has none: its evaluation is one stream, not a sum over
-    lines). Sequence-to-sequence figures are those of `seqlab evaluate` (beam 5)."""
-    from seqlab.harms.intervals import evaluation_intervals as intervals
-
-    out = {}
-    for option, name in SPLITS[task][1:]:
-        found = split_file(task, config, option)
-        if found is not None:
-            path, options = found
-            out[name] = intervals(trained, path, resamples=resamples, seed=seed, progress=progress, **options)
-    return {name: figures for name, figures in out.items() if figures}
-
-
-def split_file(task: str, config, option: str) -> tuple[str, dict] | None:
-    """(the path, evaluate's options) that name a split's file(s), or None when the run has none."""
-    data = config.data
-    if task == "seq2seq" and not getattr(data, option) and getattr(data, f"{option}_src"):
-        return getattr(data, f"{option}_src"), {"target": getattr(data, f"{option}_tgt")}
-    return (getattr(data, option), {}) if getattr(data, option) else None
-
 
 # ---------------------------------------------------------------------------- use, audits, caveats
 
