@@ -20,8 +20,15 @@ from seqlab.data.tokenizers import WordTokenizer
 from seqlab.data.vocab import SPECIALS, Vocab
 from seqlab.errors import SeqlabError
 from seqlab.harms.canaries import draw, insert, parse_template
-from seqlab.harms.exposure import (Candidates, audit_exposure, enumerate_scores, exposure_approximate,
-                                   exposure_exact, rank_of, teacher_forced_scores)
+from seqlab.harms.exposure import (
+    Candidates,
+    audit_exposure,
+    enumerate_scores,
+    exposure_approximate,
+    exposure_exact,
+    rank_of,
+    teacher_forced_scores,
+)
 from seqlab.models.lm import LMConfig, build_lm
 from seqlab.pipelines.lm import LMDataConfig, LMTrainConfig, TrainedLM, train_lm
 
