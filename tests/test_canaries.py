@@ -218,3 +218,8 @@ def test_audit_refuses_runs_without_canaries(tmp_path, capsys):
     assert "no canaries.json" in err and len(err.strip().splitlines()) == 1
     assert main(["audit", "exposure", str(tmp_path / "nowhere")]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    (tmp_path / "tagger").mkdir()
+    (tmp_path / "tagger" / "config.json").write_text('{"task": "tagger", "format_version": 1}')
+    assert main(["audit", "exposure", str(tmp_path / "tagger")]) == 2
+    err = capsys.readouterr().err
+    assert "needs a language model" in err and len(err.strip().splitlines()) == 1
