@@ -26,6 +26,7 @@ from seqlab.harms.exposure import (
     enumerate_scores,
     exposure_approximate,
     exposure_exact,
+    measure_exposure,
     rank_of,
     teacher_forced_scores,
 )
@@ -223,3 +224,31 @@ def test_audit_refuses_runs_without_canaries(tmp_path, capsys):
     assert main(["audit", "exposure", str(tmp_path / "tagger")]) == 2
     err = capsys.readouterr().err
     assert "needs a language model" in err and len(err.strip().splitlines()) == 1
+
+
+def test_bpe_pieces_of_several_tokens(tmp_path):
+    """Byte-level BPE reads a digit training never merged with its space as two tokens (`Ġ` `7`): the
+    recurrent enumeration reads such pieces on from the node's state and still equals brute force; the
+    transformer's exact enumeration refuses them, and the approximation scores them."""
+    from seqlab.registry import load
+
+    train, valid = corpus(tmp_path)
+    run = tmp_path / "bpe"
+    config = tiny_config(run, max_steps=2, eval_every=2)
+    train_lm(dataclasses.replace(config, data=LMDataConfig(
+        train=str(train), valid=str(valid), tokenizer="bpe", bpe_vocab_size=300,
+        canary="my pin is {digits:3}", canary_repeats=[2, 5])))
+    lm = load(run)
+    record = json.loads((run / "canaries.json").read_text())
+    template = parse_template(record["template"])
+    candidates = Candidates(lm, template, record["separator"])
+    assert not candidates.single and {len(p) for p in candidates.symbols[0]} == {1, 2}
+    trie = enumerate_scores(lm, candidates, chunk=37)
+    brute = teacher_forced_scores(lm, candidates, [template.filling(i) for i in range(1000)])
+    np.testing.assert_allclose(trie, brute, atol=1e-4)
+    lm.model = build_lm(LMConfig(arch="transformer", vocab_size=len(lm.vocab), embedding_size=16, num_layers=1,
+                                 num_heads=2, context=16, dropout=0.0)).eval()
+    with pytest.raises(SeqlabError, match="method approximate"):
+        measure_exposure(lm, record, "exact")
+    approx = measure_exposure(lm, record, "approximate", samples=200)
+    assert all(0 <= s["exposure"] for s in approx["secrets"])

@@ -23,7 +23,9 @@ length) whose depth-i nodes are the |A|^i prefixes of a filling (A the slot's al
 model step per node gives the log-probabilities of all |A| next symbols at once, so 6 digits cost
 10^0 + ... + 10^5 = 111,111 steps, not 10^6 teacher-forced sequences. Recurrent and feedforward models
 carry their state from a node to its children; the transformer re-reads each node's short context (in
-chunks). Every filling's score is the sum along its path.
+chunks). Every filling's score is the sum along its path. With byte-level BPE a symbol training never
+merged with its space is two tokens (`Ġ` `7`): recurrent models read such a piece on from the node's
+state; the transformer's enumeration needs one token per symbol and refuses (use the approximation).
 
 **Approximation** (|R| > 10^6, or `method="approximate"`; §4.3): score a uniform sample of candidates
 (default 10,000, seeded), fit a skew-normal distribution to their scores (`scipy.stats.skewnorm`), and
@@ -57,8 +59,10 @@ CHUNK = 4096                              # nodes per model call
 
 class Candidates:
     """The token view of a template: the context ids (`</s>` + the text before the slot) and, for each
-    position of the slot, the token id of each symbol there. Checked against the tokenizer: the tokens of
-    `before + filling` must be the context's followed by one token per symbol."""
+    position of the slot, the token ids of each symbol there (its piece: one token with the word and char
+    tokenizers; one or two with byte-level BPE, `Ġ` + `7` where training never merged ` 7`). Checked
+    against the tokenizer: the tokens of `before + filling` must be the context's followed by the pieces
+    (for the secrets and a sample of other fillings)."""
 
     def __init__(self, lm, template: Template, separator: str):
         self.lm, self.template, self.separator = lm, template, separator
@@ -67,36 +71,37 @@ class Candidates:
         context = tokenize(before) if before else []
         self.context = [EOS] + lm.vocab.encode(context)
         first = template.alphabet[0]
-        self.symbols: list[list[int]] = []          # [position][symbol] -> token id
+        self.symbols: list[list[tuple[int, ...]]] = []          # [position][symbol] -> its token ids
         for position in range(template.length):
             lead = template.before + separator.join(first * position)
-            ids = []
+            base = tokenize(lead) if position else context
+            pieces = []
             for symbol in template.alphabet:
-                text = lead + (separator if position else "") + symbol
-                base = tokenize(lead) if position else context
-                tokens = tokenize(text)
-                if tokens[:len(base)] != base or len(tokens) != len(base) + 1:
+                tokens = tokenize(lead + (separator if position else "") + symbol)
+                if tokens[:len(base)] != base or len(tokens) == len(base):
                     raise SeqlabError(f"the tokenizer does not read {symbol!r} at position {position + 1} of the "
-                                      f"canary's slot as one token of its own ({tokens[len(base):]}); exposure "
-                                      "needs one token per symbol (word and char tokenizers give it; a BPE model "
-                                      "that split digits would not)")
-                ids.append(lm.vocab.encode(tokens[-1:])[0])
-            self.symbols.append(ids)
-        self.symbol_ids = torch.tensor(self.symbols)             # (N, |A|)
+                                      f"canary's slot apart from the text before it ({tokens[len(base):]}); "
+                                      "exposure cannot enumerate its candidates")
+                pieces.append(tuple(lm.vocab.encode(tokens[len(base):])))
+            self.symbols.append(pieces)
+        self.single = all(len(piece) == 1 for pieces in self.symbols for piece in pieces)
+        self.symbol_ids = torch.tensor([[piece[0] for piece in pieces] for pieces in self.symbols])   # (N, |A|)
+        rng = np.random.default_rng(0)
+        for index in rng.integers(0, template.space, size=min(20, template.space)):
+            self.check(template.filling(int(index)))
 
     def ids(self, filling: str) -> list[int]:
         """`</s>` + context + the filling's token ids."""
         alphabet = self.template.alphabet
-        return self.context + [self.symbols[k][alphabet.index(c)] for k, c in enumerate(filling)]
+        return self.context + [t for k, c in enumerate(filling) for t in self.symbols[k][alphabet.index(c)]]
 
     def check(self, filling: str) -> None:
-        """The tokenizer reads the secret's own line as the model was trained on it."""
+        """The tokenizer reads the filling's line as the pieces say (as the model was trained on it)."""
         rendered = self.template.before + self.separator.join(filling)
         tokens = self.lm.tokenizer.tokenize(rendered)
-        expected = self.ids(filling)[1:]
-        if self.lm.vocab.encode(tokens) != expected:
-            raise SeqlabError(f"the tokens of {rendered!r} are not one per symbol after the template's text; "
-                              "exposure cannot enumerate its candidates")
+        if self.lm.vocab.encode(tokens) != self.ids(filling)[1:]:
+            raise SeqlabError(f"the tokens of {rendered!r} are not the template's followed by one piece per "
+                              "symbol; exposure cannot enumerate its candidates")
 
 
 # ---------------------------------------------------------------------------- scores
@@ -109,6 +114,15 @@ def _map_state(state, fn):
     if isinstance(state, (tuple, list)):
         return type(state)(_map_state(s, fn) for s in state)
     raise SeqlabError(f"exposure cannot batch a model state of type {type(state).__name__}")
+
+
+def _stack_states(states: list, dim: int):
+    """States of the same B nodes, one per symbol -> one state of B * A nodes, node-major (as
+    `repeat_interleave` orders them)."""
+    first = states[0]
+    if isinstance(first, torch.Tensor):
+        return torch.stack(states, dim=dim + 1).flatten(dim, dim + 1)
+    return type(first)(_stack_states([s[k] for s in states], dim) for k in range(len(first)))
 
 
 def _recurrent(model) -> bool:
@@ -162,6 +176,9 @@ def enumerate_scores(lm, candidates: Candidates, chunk: int = CHUNK) -> np.ndarr
             else:
                 logprobs = _last_logprobs(model, nodes[part])                       # (b, V)
             ids = symbol_ids[depth]                                                 # (A,)
+            if not candidates.single:                                               # pieces of several tokens
+                out.extend(expand_pieces(next_state, scores[part], logprobs, depth))
+                continue
             child_scores = (scores[part, None] + logprobs[:, ids]).reshape(-1)      # (b * A,)
             if depth + 1 == depth_total:
                 out.append(child_scores.cpu())
@@ -176,6 +193,29 @@ def enumerate_scores(lm, candidates: Candidates, chunk: int = CHUNK) -> np.ndarr
             out.extend(expand(children, child_scores, depth + 1))
         return out
 
+    def expand_pieces(state, scores: torch.Tensor, logprobs: torch.Tensor, depth: int) -> list[torch.Tensor]:
+        """Recurrent models, pieces of any length: each symbol's piece read on from the node's state."""
+        b, dim = scores.size(0), model.state_batch_dim
+        child_scores, child_states, pending = [], [], []
+        for piece in candidates.symbols[depth]:
+            score, child = scores + logprobs[:, piece[0]], state
+            if len(piece) > 1:                              # log P(piece[1:] | ..., piece[:-1])
+                inputs = torch.tensor(piece[:-1], device=device).expand(b, -1)               # (b, k-1)
+                logits, child = model(inputs, state)
+                rest = torch.log_softmax(logits.float(), dim=-1)                          # (b, k-1, V)
+                score = score + rest[:, torch.arange(len(piece) - 1), list(piece[1:])].sum(1)
+            child_scores.append(score)
+            child_states.append(child)
+            pending.append(piece[-1])
+        flat = torch.stack(child_scores, dim=1).reshape(-1)                                 # (b * A,)
+        if depth + 1 == depth_total:
+            return [flat.cpu()]
+        children = (_stack_states(child_states, dim), torch.tensor(pending, device=device).repeat(b))
+        return expand(children, flat, depth + 1)
+
+    if not candidates.single and not recurrent:
+        raise SeqlabError("exact enumeration with a transformer needs one token per symbol; this tokenizer splits "
+                          "some symbols into several: use --method approximate")
     scores = expand(nodes, torch.zeros(1, device=device), 0)
     return torch.cat(scores).double().numpy()
 
@@ -187,19 +227,25 @@ def teacher_forced_scores(lm, candidates: Candidates, fillings: list[str], batch
     model, device = lm.model, lm.device
     model.eval()
     start = len(candidates.context)
-    scores = []
-    for k in range(0, len(fillings), batch_size):
-        ids = torch.tensor([candidates.ids(f) for f in fillings[k:k + batch_size]], device=device)   # (B, C + N)
-        inputs, targets = ids[:, :-1], ids[:, 1:]
-        if _recurrent(model):
-            logits, _ = model(inputs, model.init_state(inputs.size(0), device))
-        else:
-            inputs = inputs[:, -model.context_length:]
-            targets = targets[:, -inputs.size(1):]
-            logits, _ = model(inputs)
-        logprobs = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        scores.append(logprobs[:, -(ids.size(1) - start):].sum(1).double().cpu())
-    return torch.cat(scores).numpy()
+    sequences = [candidates.ids(f) for f in fillings]
+    scores = np.zeros(len(fillings))
+    by_length: dict[int, list[int]] = {}
+    for k, ids in enumerate(sequences):
+        by_length.setdefault(len(ids), []).append(k)                  # BPE pieces: lengths differ
+    for length, members in by_length.items():
+        for k in range(0, len(members), batch_size):
+            chosen = members[k:k + batch_size]
+            ids = torch.tensor([sequences[i] for i in chosen], device=device)       # (B, C + pieces)
+            inputs, targets = ids[:, :-1], ids[:, 1:]
+            if _recurrent(model):
+                logits, _ = model(inputs, model.init_state(inputs.size(0), device))
+            else:
+                inputs = inputs[:, -model.context_length:]
+                targets = targets[:, -inputs.size(1):]
+                logits, _ = model(inputs)
+            logprobs = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+            scores[chosen] = logprobs[:, -(length - start):].sum(1).double().cpu().numpy()
+    return scores
 
 
 # ---------------------------------------------------------------------------- exposure
