@@ -97,11 +97,20 @@ def main() -> int:
 
 NOTES = f"""
 Four secrets `{TEMPLATE}` (one per repeat count 1, 4, 16, 64; drawn and placed with the train seed) inserted into
-PTB's 42,068 training lines, digits written space-separated (one token each); PTB writes numbers as `N`, so these
-digits occur nowhere else. Exposure = log2 |R| - log2 rank with |R| = 10^6 (max 19.93 bits; chance 1/ln 2 = 1.44),
-rank by exact enumeration of every candidate's log P(digits | "my pin is"). Each epoch trains with `--epochs E
---resume` (the cosine schedule stretched to E epochs each time) and audits the best weights (lowest valid loss).
-Columns beyond the common ones (repeats, rank, valid_ppl, train_s) are in the JSON.
+PTB's 42,068 training lines, digits written space-separated (one token each); PTB writes numbers as `N` and has no
+standalone digit tokens, so these digits occur nowhere else. Exposure = log2 |R| - log2 rank with |R| = 10^6 (max
+19.93 bits; a secret at a uniform random rank averages 1/ln 2 = 1.44), rank by exact enumeration of every
+candidate's log P(digits | "my pin is") (the trie: 111,111 model steps; 12-23 s for the LSTM, ~40 s for the
+transformer on one thread). Each epoch trains with `--epochs E --resume` (the cosine schedule stretched to E
+epochs each time, so valid perplexity lags the config's 6-epoch recipe) and audits the best weights. One thread,
+`nice -n 5`, beside other jobs on 2 cores: train_s (in the JSON, with repeats, rank and valid_ppl) is no speed figure.
+
+The paper's shape (Carlini et al. 2019, Fig. 1 and §6): exposure grows with the number of insertions toward log2
+|R|, and memorisation happens early in training, not through overfitting. Ours matches: at 1 and 4 repeats
+both models sit at chance (1.3-2.8 bits), at 16 repeats 5.8-6.6 bits (10.2 for the transformer after epoch 1), at
+64 repeats 12.9-14.9 bits (rank 33-135 of 10^6) already after one epoch, and the LSTM's 64-repeat exposure keeps
+rising (14.0, 14.6, 14.9) while its validation perplexity falls (322, 262, 243): memorised while still
+generalising better. Neither model reaches log2 |R| in 3 epochs.
 """
 
 
