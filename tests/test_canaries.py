@@ -103,6 +103,13 @@ def test_list_options_from_a_config_file(tmp_path):
     with pytest.raises(SeqlabError, match="at least 1"):
         resolve_lm_config(tmp_path / "d.yaml")
     assert LMDataConfig(canary="pin {digits:3}").canary_repeats == [1, 4, 16, 64]      # the default counts
+    from seqlab.info import train_command
+    from seqlab.registry import pipeline
+
+    config = LMTrainConfig(data=LMDataConfig(canary="pin {digits:3}", canary_repeats=[2, 5]))
+    assert "--canary 'pin {digits:3}' --canary-repeats 2 5" in train_command(pipeline("lm"), config)
+    config = LMTrainConfig(data=LMDataConfig(canary="pin {digits:3}"))
+    assert "--canary-repeats" not in train_command(pipeline("lm"), config)          # the default: left out
 
 
 # ---------------------------------------------------------------------------- insertion
