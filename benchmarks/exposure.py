@@ -60,8 +60,12 @@ def main() -> int:
     parser.add_argument("--archs", nargs="+", default=["lstm", "transformer"], choices=("lstm", "transformer"))
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--approximate", action="store_true", help="no training: audit the runs as they are with "
+                        "the skew-normal approximation (10,000 samples), to compare with their exact rows")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.approximate:
+        return approximate(args)
     data = Path(args.data_dir).resolve() / "ptb"
     records, curves, space = [], {}, None
     for epoch in range(1, args.epochs + 1):
@@ -95,6 +99,31 @@ def main() -> int:
     return 0
 
 
+def approximate(args) -> int:
+    """Rows of the approximation (Carlini et al. 2019 §4.3) for the runs' current best weights."""
+    records = []
+    for arch in args.archs:
+        run = Path(args.runs_dir) / f"ptb-{arch}-canary"
+        entries = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+        epoch = max(e.get("epoch", 0) for e in entries)
+        start = time.perf_counter()
+        result, _ = audit_exposure(run, output=run / "audits" / f"epoch{epoch}-approximate", method="approximate",
+                                   samples=10000, seed=0)
+        audit_s = time.perf_counter() - start
+        for secret in result["secrets"]:
+            records.append(record(
+                task="lm-memorization", dataset="ptb", split="train+canaries", arch=f"{arch} (word)",
+                config=f"ptb-compare-{arch} / epoch {epoch} / repeats {secret['repeats']} / approximate",
+                metric="exposure", value=round(secret["exposure"], 3), epochs=epoch, wall_s=round(audit_s, 1),
+                device=device_name("cpu"), repeats=secret["repeats"], estimated_rank=round(secret["estimated_rank"]),
+                space=result["space"], method="approximate", samples=10000, skewnorm=result["skewnorm"],
+                template=TEMPLATE))
+        print(f"{arch} epoch {epoch} approximate: "
+              f"{[(s['repeats'], round(s['exposure'], 2)) for s in result['secrets']]} ({audit_s:.0f}s)", flush=True)
+    write_records(NAME, records, "Exposure of planted canaries in PTB language models (Carlini et al. 2019)", NOTES)
+    return 0
+
+
 NOTES = f"""
 Four secrets `{TEMPLATE}` (one per repeat count 1, 4, 16, 64; drawn and placed with the train seed) inserted into
 PTB's 42,068 training lines, digits written space-separated (one token each); PTB writes numbers as `N` and has no
@@ -111,6 +140,12 @@ both models sit at chance (1.3-2.8 bits), at 16 repeats 5.8-6.6 bits (10.2 for t
 64 repeats 12.9-14.9 bits (rank 33-135 of 10^6) already after one epoch, and the LSTM's 64-repeat exposure keeps
 rising (14.0, 14.6, 14.9) while its validation perplexity falls (322, 262, 243): memorised while still
 generalising better. Neither model reaches log2 |R| in 3 epochs.
+
+Rows ending "/ approximate" (`--approximate`: the skew-normal fit of §4.3 to 10,000 sampled candidates, on the
+epoch-3 weights) agree with the exact ranks within 0.3 bits up to ~6.5 bits of exposure, but put the 64-repeat
+secrets at 11.3 (LSTM) and 10.3 (transformer) bits against the exact 14.9 and 13.5: a secret ranked among the
+top 100 of 10^6 lies far beyond the tail that 10^4 samples show, and the fitted tail is heavier than the true
+one there, so the approximation understates the highest exposures.
 """
 
 
