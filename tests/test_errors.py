@@ -124,7 +124,7 @@ def bad_values(number: Number) -> list[str]:
 POSITIONALS = {"evaluate": ["DIR", "FILE"], "generate": ["DIR"], "tag": ["DIR"], "classify": ["DIR"],
                "translate": ["DIR"], "summarize": ["DIR"], "serve": ["DIR"], "card": ["DIR"],
                "audit toxicity": ["DIR", "--scorer", "DIR", "--prompts", "FILE"],
-               "audit bias": ["DIR", "--pairs", "FILE"]}
+               "audit bias": ["DIR", "--pairs", "FILE"], "audit exposure": ["DIR"]}
 
 
 def numeric_cases():
@@ -153,7 +153,8 @@ def test_errors_every_command_has_numeric_options_under_test():
     commands = {case.values[0][0] if case.values[0][0] not in ("train", "audit") else " ".join(case.values[0][:2])
                 for case in NUMERIC}
     assert commands == {"train lm", "train tagger", "train classifier", "train seq2seq", "evaluate", "generate",
-                        "tag", "classify", "translate", "summarize", "serve", "card", "audit toxicity", "audit bias"}
+                        "tag", "classify", "translate", "summarize", "serve", "card", "audit toxicity", "audit bias",
+                        "audit exposure"}
     assert len(NUMERIC) > 200
 
 

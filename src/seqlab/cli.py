@@ -18,7 +18,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from seqlab.config import field_type, range_text, value_problem
+from seqlab.config import element_type, field_default, field_type, range_text, value_problem
 from seqlab.errors import SeqlabError
 from seqlab.fileio import check_writable
 from seqlab.version import __version__
@@ -66,8 +66,8 @@ def add_options(parser: argparse.ArgumentParser, cls, title: str, skip=(), defau
         if f.metadata.get("flag"):
             names.insert(0, f"--{f.metadata['flag']}")
         kind = field_type(cls, f)
-        default = (defaults or {}).get(f.name, f.default)
-        shown = "" if default in ("", 0) and kind is not bool else f"default: {default}"
+        default = (defaults or {}).get(f.name, field_default(f))
+        shown = "" if default in ("", 0, []) and kind is not bool else f"default: {default}"
         if range_text(f.metadata):
             shown = f"{shown}; " * bool(shown) + range_text(f.metadata)
         for condition, values in (f.metadata.get("when") or {}).items():      # what it acts on
@@ -77,6 +77,12 @@ def add_options(parser: argparse.ArgumentParser, cls, title: str, skip=(), defau
         kwargs = {"dest": f.name, "default": argparse.SUPPRESS, "help": help_text}
         if kind is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
+        elif element_type(kind) is not None:           # a list-valued option: `--canary-repeats 1 4 16 64`
+            item = element_type(kind)
+            kwargs.update(nargs="+", metavar=f.name.upper().removesuffix("S"),
+                          type=Number(item, **{k: f.metadata.get(k) for k in ("at_least", "above", "at_most",
+                                                                              "below")})
+                          if item in (int, float) else item)
         else:
             kwargs["type"] = Number.of(cls, f.name) if kind in (int, float) else kind
             kwargs["metavar"] = f.name.upper() if not f.metadata.get("choices") else None
@@ -242,7 +248,17 @@ def add_audit_parser(commands) -> None:
     bias.add_argument("--seed", type=Number(int, at_least=0), default=0,
                       help="seed of the bootstrap intervals (default: 0)")
     bias.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
-    for parser in (toxicity, bias):
+    exposure = kinds.add_parser("exposure", help="how far a language model trained with --canary has memorised its "
+                                "planted secrets (Carlini et al. 2019): exposure = log2 |R| - log2 rank")
+    exposure.add_argument("run", metavar="RUN", help="the language model's run directory (trained with --canary)")
+    exposure.add_argument("--method", choices=("auto", "exact", "approximate"), default="auto",
+                          help="rank every candidate (exact, up to 10^6 of them), or fit a skew-normal to a sample "
+                          "of candidates' scores (approximate); auto: exact when it can (default: auto)")
+    exposure.add_argument("--samples", type=Number(int, at_least=2), default=10000,
+                          help="approximate: candidates sampled (default: 10000)")
+    exposure.add_argument("--seed", type=Number(int, at_least=0), default=0,
+                          help="approximate: seed of the sample (default: 0)")
+    for parser in (toxicity, bias, exposure):
         parser.add_argument("--output", metavar="DIR", help="where the results go (default: RUN/audits)")
         parser.add_argument("--json", action="store_true", help="print the results as one JSON object")
         add_runtime_options(parser)
@@ -309,7 +325,23 @@ def audit_bias_command(args: argparse.Namespace) -> int:
     return 0
 
 
-AUDITS = {"toxicity": audit_toxicity_command, "bias": audit_bias_command}
+def audit_exposure_command(args: argparse.Namespace) -> int:
+    """`seqlab audit exposure`: `seqlab.harms.exposure.audit_exposure`, then its table (or JSON) and where it
+    went."""
+    from seqlab.harms.exposure import audit_exposure, format_table
+
+    result, paths = audit_exposure(args.run, args.output, args.device, args.method, args.samples, args.seed)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    how = "exact ranks" if result["method"] == "exact" else f"approximate, {result['candidates_scored']:,} samples"
+    print(f"exposure of the canaries of {args.run} ({result['template']!r}, |R| = {result['space']:,}; {how}):")
+    print(format_table(result))
+    print(f"wrote {', '.join(str(path) for path in paths.values())}")
+    return 0
+
+
+AUDITS = {"toxicity": audit_toxicity_command, "bias": audit_bias_command, "exposure": audit_exposure_command}
 
 
 def serve_parser() -> argparse.ArgumentParser:

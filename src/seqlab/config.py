@@ -31,9 +31,12 @@ def option(default, help: str, choices: tuple | None = None, flag: str | None = 
     `when={"arch": ("transformer",)}`: the option acts only when the named fields of its group hold one
     of those values; given otherwise (on the command line or in a config file), it is refused
     (`inapplicable`) instead of silently doing nothing."""
-    return field(default=default, metadata={"help": help, "choices": choices, "flag": flag, "at_least": at_least,
+    metadata = {"help": help, "choices": choices, "flag": flag, "at_least": at_least,
                                             "above": above, "at_most": at_most, "below": below, "file": file,
-                                            "when": when})
+                "when": when}
+    if isinstance(default, list):             # a list-valued option (`--canary-repeats 1 4 16 64`)
+        return field(default_factory=lambda: list(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
 
 
 def file_fields(obj) -> list[str]:
@@ -48,6 +51,16 @@ def field_type(cls, f: dataclasses.Field):
         args = [a for a in typing.get_args(hint) if a is not type(None)]
         hint = args[0]
     return hint
+
+
+def element_type(kind):
+    """The element type of a list-valued option (int for `list[int]`), or None for a scalar one."""
+    return typing.get_args(kind)[0] if typing.get_origin(kind) is list else None
+
+
+def field_default(f: dataclasses.Field):
+    """A field's default value (a fresh list for a list-valued option)."""
+    return f.default_factory() if f.default is dataclasses.MISSING else f.default
 
 
 def flag_name(f: dataclasses.Field) -> str:
@@ -81,6 +94,15 @@ def _number(value) -> str:
 def value_problem(kind: type, metadata, value) -> str | None:
     """What is wrong with `value` for a field of type `kind` with these metadata, or None."""
     if value is None:
+        return None
+    item = element_type(kind)
+    if item is not None:                      # a list: each element as an option of the element type
+        if not isinstance(value, (list, tuple)):
+            return f"expects a list of {item.__name__} values, got {value!r}"
+        for element in value:
+            problem = value_problem(item, metadata, element)
+            if problem:
+                return problem
         return None
     if kind is bool:
         return None if isinstance(value, bool) else f"expects true or false, got {value!r}"
@@ -134,8 +156,20 @@ def coerce(cls, name: str, value, what: str = "config"):
     """A config-file value converted to the field's type (YAML reads `1e-3` as text), or an error."""
     f = {f.name: f for f in dataclasses.fields(cls)}[name]
     kind = field_type(cls, f)
+    item = element_type(kind)
+    if item is not None:                      # a list-valued option: a YAML/TOML list, or one value
+        values = value if isinstance(value, (list, tuple)) else [value]
+        converted = [_coerce_value(item, f.metadata, v, name, what) for v in values]
+        problem = value_problem(kind, f.metadata, converted)
+        if problem:
+            raise SeqlabError(f"{what}: option {name!r} {problem}")
+        return converted
+    return _coerce_value(kind, f.metadata, value, name, what)
+
+
+def _coerce_value(kind: type, metadata, value, name: str, what: str):
     if value is None or isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
-        problem = value_problem(kind, f.metadata, value)
+        problem = value_problem(kind, metadata, value)
         if problem and not problem.startswith("expects"):
             raise SeqlabError(f"{what}: option {name!r} {problem}")
         return value
@@ -150,7 +184,7 @@ def coerce(cls, name: str, value, what: str = "config"):
         elif kind is str and isinstance(value, (int, float)) and not isinstance(value, bool):
             converted = str(value)
         if converted is not None:
-            return coerce(cls, name, converted, what)
+            return _coerce_value(kind, metadata, converted, name, what)
     except (ValueError, OverflowError):
         pass
     raise SeqlabError(f"{what}: option {name!r} expects {kind.__name__}, got {value!r}")

@@ -17,7 +17,7 @@ import shlex
 import textwrap
 from pathlib import Path
 
-from seqlab.config import file_fields, inapplicable
+from seqlab.config import field_default, file_fields, inapplicable
 from seqlab.errors import DAMAGED, SeqlabError
 from seqlab.pipelines.runs import Pipeline, read_run_config_as, read_run_json
 from seqlab.registry import run_pipeline
@@ -121,7 +121,7 @@ def applicable(obj) -> list[str]:
 
 def defaults_of(cls, overrides: dict) -> dict:
     """{field: default} of a config dataclass, `overrides` (a task's train_defaults) over its own."""
-    return {f.name: overrides.get(f.name, f.default) for f in dataclasses.fields(cls)}
+    return {f.name: overrides.get(f.name, field_default(f)) for f in dataclasses.fields(cls)}
 
 
 def shown(obj, names: list[str], always: tuple[str, ...], overrides: dict) -> dict:
@@ -166,6 +166,8 @@ def option_tokens(f: dataclasses.Field, value) -> list[str]:
     flag = f.metadata.get("flag") or f.name.replace("_", "-")
     if isinstance(value, bool):
         return [f"--{flag}" if value else f"--no-{flag}"]
+    if isinstance(value, list):                       # a list-valued option: `--canary-repeats 1 4 16 64`
+        return [f"--{flag}", *map(str, value)]
     return [f"--{flag}", str(value)]
 
 

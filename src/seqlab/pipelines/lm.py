@@ -64,9 +64,21 @@ class LMDataConfig:
                                "refused with BPE: use --bpe-vocab-size)", at_least=0)
     bpe_vocab_size: int = option(8000, "BPE: learn merges until the model has this many pieces (the 256 bytes "
                                        "included); the vocabulary is these pieces and the 5 specials", at_least=1)
+    canary: str = option("", "plant random secrets in the training text (Carlini et al. 2019): a template with "
+                            "one slot, {digits:N} or {letters:N}, e.g. 'my pin is {digits:6}'; its symbols are "
+                            "written space-separated with word/BPE tokenizers; see `seqlab audit exposure`")
+    canary_repeats: list[int] = option([], "with --canary: one secret per count, inserted that many times "
+                                           "(default 1 4 16 64)", at_least=1)
 
     def __post_init__(self):
         check_fields(self)
+        if self.canary_repeats and not self.canary:
+            raise SeqlabError("--canary-repeats needs --canary (the template of the secrets to insert)")
+        if self.canary:
+            from seqlab.harms.canaries import DEFAULT_REPEATS, parse_template
+
+            parse_template(self.canary)                    # a bad template is refused before any work
+            self.canary_repeats = list(self.canary_repeats or DEFAULT_REPEATS)
         if self.train and not self.valid:
             raise SeqlabError("--train needs --valid (a held-out file for perplexity and early stopping)")
         if self.valid and not self.train:
@@ -121,6 +133,17 @@ def _train_lm(config, run_dir, device, resume, overwrite, callback) -> dict:
         train_lines, valid_lines = default_corpus()
         log(f"no --train given: using the bundled Tiny Shakespeare ({len(train_lines):,} training lines, "
             f"{len(valid_lines):,} validation lines)")
+    if not resume and distributed.world()[0] == 0:
+        (run_dir / "canaries.json").unlink(missing_ok=True)      # an overwritten run's secrets are not this one's
+    if data.canary:
+        from seqlab.harms.canaries import plant
+
+        distributed.barrier()
+        train_lines, planted = plant(run_dir, train_lines, data.canary, data.canary_repeats, config.train.seed,
+                                     data.tokenizer, resume, write=distributed.world()[0] == 0)
+        log(f"canaries: {len(planted['secrets'])} secrets of {data.canary!r} inserted "
+            f"{'/'.join(str(s['repeats']) for s in planted['secrets'])} times into the training lines "
+            f"({'read from' if resume else 'written to'} {run_dir / 'canaries.json'})")
     if resume:
         tokenizer, vocab = read_tokenizer_and_vocab(run_dir)
         train_tokens = tokenizer.tokenize_lines(train_lines)
@@ -132,6 +155,10 @@ def _train_lm(config, run_dir, device, resume, overwrite, callback) -> dict:
         tokenizer.fit(train_lines)
         train_tokens = tokenizer.tokenize_lines(train_lines)
         vocab = tokenizer.vocabulary(train_tokens, data.min_freq, data.max_vocab or None)
+        if data.canary:
+            from seqlab.harms.canaries import with_alphabet
+
+            vocab = with_alphabet(vocab, planted, data.tokenizer)
     train_ids = encode_lines(train_tokens, vocab)
     valid_ids, valid_characters = read_stream(data.valid or valid_lines, tokenizer, vocab, "validation file")
     test_ids, test_characters = read_stream(data.test, tokenizer, vocab, "test file") if data.test else (None, 0)
