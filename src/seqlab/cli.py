@@ -248,6 +248,35 @@ def add_audit_parser(commands) -> None:
     bias.add_argument("--seed", type=Number(int, at_least=0), default=0,
                       help="seed of the bootstrap intervals (default: 0)")
     bias.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    memorization = kinds.add_parser(
+        "memorization", help="training-data leakage of a language model: training text in its samples (Carlini et al. "
+        "2021, extraction_top100) and in its greedy continuations of training prefixes (Carlini et al. 2023, "
+        "memorized_pct)")
+    memorization.add_argument("run", metavar="RUN", help="the language model's run directory")
+    memorization.add_argument("--train", required=True, metavar="FILE", help="the training file the model read")
+    memorization.add_argument("--reference", metavar="RUN", help="a second language model: also rank the samples by "
+                              "log-perplexity(RUN) / log-perplexity(reference)")
+    memorization.add_argument("--samples", type=Number(int, at_least=0), default=1000,
+                              help="samples drawn for extraction (default: 1000; 0: no extraction)")
+    memorization.add_argument("--top-k", type=Number(int, at_least=1), default=40,
+                              help="sample among the k most likely tokens (default: 40)")
+    memorization.add_argument("--length", type=Number(int, at_least=1), help="units per sample (default: 256 "
+                              "characters for a character model, 64 tokens otherwise)")
+    memorization.add_argument("--sequences", type=Number(int, at_least=0), default=1000, help="training strings "
+                              "tested for extractable memorisation (default: 1000; 0: none)")
+    memorization.add_argument("--prefix-lengths", type=Number(int, at_least=1), nargs="+", metavar="K",
+                              help="prefix lengths k (default: 16 32 64 characters, or 8 16 32 tokens)")
+    memorization.add_argument("--suffix-length", type=Number(int, at_least=1), help="units to reproduce after the "
+                              "prefix (default: 50 characters, or 8 tokens)")
+    memorization.add_argument("--match-length", type=Number(int, at_least=1), help="L: the shortest verbatim "
+                              "training substring that counts (default: 50 characters, or 8 tokens)")
+    memorization.add_argument("--batch-size", type=Number(int, at_least=1), default=100,
+                              help="sequences decoded at once (default: 100)")
+    memorization.add_argument("--seed", type=Number(int, at_least=0), default=0, help="random seed (default: 0)")
+    memorization.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
+    memorization.add_argument("--output", metavar="DIR", help="where the results go (default: RUN/audits)")
+    memorization.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    add_runtime_options(memorization)
     exposure = kinds.add_parser("exposure", help="how far a language model trained with --canary has memorised its "
                                 "planted secrets (Carlini et al. 2019): exposure = log2 |R| - log2 rank")
     exposure.add_argument("run", metavar="RUN", help="the language model's run directory (trained with --canary)")
@@ -325,6 +354,24 @@ def audit_bias_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def audit_memorization_command(args: argparse.Namespace) -> int:
+    """`seqlab audit memorization`: `seqlab.harms.memorization.audit_memorization`, then its figures (or JSON)."""
+    from seqlab.harms.memorization import audit_memorization, format_table
+
+    result, paths = audit_memorization(
+        args.run, args.train, args.output, args.reference, args.samples, args.top_k, args.length, args.sequences,
+        args.prefix_lengths, args.suffix_length, args.match_length, args.batch_size, args.seed, args.device,
+        None if args.progress else False)
+    if args.json:
+        summary = {**result, "extraction": {k: v for k, v in result.get("extraction", {}).items() if k != "per_sample"}}
+        print(json.dumps(summary if "extraction" in result else result))
+        return 0
+    print(f"memorisation of {args.run} against {args.train}")
+    print(format_table(result))
+    print(f"wrote {', '.join(str(path) for path in paths.values())}")
+    return 0
+
+
 def audit_exposure_command(args: argparse.Namespace) -> int:
     """`seqlab audit exposure`: `seqlab.harms.exposure.audit_exposure`, then its table (or JSON) and where it
     went."""
@@ -341,7 +388,8 @@ def audit_exposure_command(args: argparse.Namespace) -> int:
     return 0
 
 
-AUDITS = {"toxicity": audit_toxicity_command, "bias": audit_bias_command, "exposure": audit_exposure_command}
+AUDITS = {"toxicity": audit_toxicity_command, "bias": audit_bias_command, "memorization": audit_memorization_command,
+          "exposure": audit_exposure_command}
 
 
 def serve_parser() -> argparse.ArgumentParser:
