@@ -43,7 +43,6 @@ from __future__ import annotations
 import math
 import zlib
 from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -242,20 +241,31 @@ def _bar(progress: bool | None, total: int, desc: str, unit: str):
 @torch.no_grad()
 def decode_batch(model, prompts: torch.Tensor, steps: int, top_k: int = 0,
                  generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Continue B prompts (B, T) by `steps` tokens at once: top-k sampling (top_k > 0) or greedy (0).
-    Returns the tokens (B, steps) and their log-probabilities under the model (B, steps), through the
-    incremental-decoding contract (`model.start`, `model.step`) that `seqlab.search` uses."""
-    from seqlab.processors import BlockTokens, TopK
-    from seqlab.search import greedy_steps
+    """Continue B prompts (B, T) by `steps` tokens at once, through the incremental-decoding contract
+    (`model.start`, then `model.step`) that `seqlab.search` uses: greedy (top_k 0: the argmax, as
+    `seqlab.search.greedy_steps`) or top-k sampling (a draw from the softmax of the k largest logits, which
+    is `TopK` then sampling, without a softmax over the whole vocabulary). The tokens that are never
+    generated (<pad>, <s>, <sep>) are blocked. Returns the tokens (B, steps) and their log-probabilities
+    under the model, log softmax(z)_w = z_w - logsumexp(z) (B, steps)."""
+    from seqlab.processors import BlockTokens
 
     model.eval()
-    processors = [BlockTokens(), TopK(top_k)] if top_k else [BlockTokens()]
+    block = BlockTokens()
     state = model.start(prompts)
+    last = prompts[:, -1]
     tokens, log_probs = [], []
-    for chosen, log_p, _ in islice(greedy_steps(model, state, prompts[:, -1], processors, top_k > 0, generator),
-                                   steps):
-        tokens.append(chosen)
-        log_probs.append(log_p)
+    for _ in range(steps):
+        logits, state, _ = model.step(last, state)                                    # (B, V)
+        scores = block(logits)                                                         # float, blocked
+        if top_k:
+            values, ids = scores.topk(min(top_k, scores.size(-1)), dim=-1)             # (B, k)
+            pick = torch.multinomial(values.softmax(dim=-1), 1, generator=generator)  # (B, 1)
+            last = ids.gather(1, pick)[:, 0]
+        else:
+            last = scores.argmax(dim=-1)
+        logits = logits.float()
+        log_probs.append(logits.gather(1, last[:, None])[:, 0] - torch.logsumexp(logits, dim=-1))
+        tokens.append(last)
     return torch.stack(tokens, dim=1), torch.stack(log_probs, dim=1)
 
 
@@ -275,8 +285,10 @@ def log_perplexities(lm, texts: list[str], batch_size: int = 100) -> list[float]
     model.eval()
     results: list[float] = [math.nan] * len(rows)
     short = [i for i, row in enumerate(rows) if len(row) > 1 and (context is None or len(row) - 1 <= context)]
-    for start in range(0, len(short), batch_size):
-        chunk = short[start:start + batch_size]
+    longest = max((len(rows[i]) for i in short), default=1)
+    per_chunk = max(1, min(batch_size, 2**24 // (longest * len(lm.vocab))))     # logits of at most 64 MB
+    for start in range(0, len(short), per_chunk):
+        chunk = short[start:start + per_chunk]
         T = max(len(rows[i]) for i in chunk)
         ids = torch.full((len(chunk), T), PAD, dtype=torch.long)
         for b, i in enumerate(chunk):
@@ -310,12 +322,14 @@ def extraction(lm, index: TrainingIndex, samples: int = 1000, top_k: int = 40, l
         for start in range(0, samples, batch_size):
             B = min(batch_size, samples - start)
             prompts = torch.full((B, 1), EOS, dtype=torch.long, device=lm.device)
-            tokens, _ = decode_batch(lm.model, prompts, length, top_k, generator)
-            texts.extend(lm.detokenize(ids) for ids in tokens.tolist())
+            tokens, log_probs = decode_batch(lm.model, prompts, length, top_k, generator)
+            for ids, lp in zip(tokens.tolist(), log_probs.double().cpu().numpy(), strict=True):
+                text = lm.detokenize(ids)
+                texts.append(text)
+                log_p = float(-lp.mean())                 # of the sampled tokens, under the whole softmax
+                scores.append({"log_perplexity": log_p, "perplexity": math.exp(log_p),
+                               "zlib_bits": zlib_entropy(text)})
             bar.update(B)
-    # the samples' text scored as the paper scores it (and as the reference scores it): read after </s>
-    for text, log_p in zip(texts, log_perplexities(lm, texts, batch_size), strict=True):
-        scores.append({"log_perplexity": log_p, "perplexity": math.exp(log_p), "zlib_bits": zlib_entropy(text)})
     if reference is not None:
         for score, value in zip(scores, log_perplexities(reference, texts, batch_size), strict=True):
             score["reference_log_perplexity"] = value
