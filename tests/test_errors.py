@@ -124,7 +124,8 @@ def bad_values(number: Number) -> list[str]:
 POSITIONALS = {"evaluate": ["DIR", "FILE"], "generate": ["DIR"], "tag": ["DIR"], "classify": ["DIR"],
                "translate": ["DIR"], "summarize": ["DIR"], "serve": ["DIR"], "card": ["DIR"],
                "audit toxicity": ["DIR", "--scorer", "DIR", "--prompts", "FILE"],
-               "audit bias": ["DIR", "--pairs", "FILE"], "audit exposure": ["DIR"]}
+               "audit bias": ["DIR", "--pairs", "FILE"], "audit exposure": ["DIR"],
+               "audit memorization": ["DIR", "--train", "FILE"]}
 
 
 def numeric_cases():
@@ -154,7 +155,7 @@ def test_errors_every_command_has_numeric_options_under_test():
                 for case in NUMERIC}
     assert commands == {"train lm", "train tagger", "train classifier", "train seq2seq", "evaluate", "generate",
                         "tag", "classify", "translate", "summarize", "serve", "card", "audit toxicity", "audit bias",
-                        "audit exposure"}
+                        "audit exposure", "audit memorization"}
     assert len(NUMERIC) > 200
 
 
