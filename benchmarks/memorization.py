@@ -7,7 +7,8 @@ prefixes (Carlini et al. 2023), each run against the training file it was traine
 Each run's training file is found under --data-dir by the dataset its config names (wikitext-2 or ptb), or at
 the path in its config. With --reference auto, a run is also ranked against another given run trained on the
 same file (the next one in the order given). Records go to benchmarks/results/memorization.json and .md:
-metric `extraction_top100` (split: the ranking), `samples_with_match` (split: all samples) and
+metric `extraction_top100` (split: the ranking), `samples_with_match` (split: all samples), `windows_with_match`
+(the chance level: as many windows of the validation text, same length, with a training match) and
 `memorized_pct` / `token_match_pct` (split: the prefix length k); config: the run's name.
 """
 
@@ -19,22 +20,45 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
+import seqlab  # noqa: E402
 from common import device_name, record, write_records  # noqa: E402
-from seqlab.harms.memorization import audit_memorization, format_table  # noqa: E402
+from seqlab.data.readers import read_lines  # noqa: E402
+from seqlab.harms.memorization import (  # noqa: E402
+    TrainingIndex,
+    audit_memorization,
+    default_match_length,
+    format_table,
+)
 
-TRAIN_FILES = {"wikitext-2": "wikitext-2/train.txt", "ptb": "ptb/ptb.train.txt"}
+FILES = {"wikitext-2": {"train": "wikitext-2/train.txt", "valid": "wikitext-2/valid.txt"},
+         "ptb": {"train": "ptb/ptb.train.txt", "valid": "ptb/ptb.valid.txt"}}
 
 
-def training_file(run: Path, data_dir: Path) -> tuple[str, Path]:
-    """(dataset name, training file) of a run: its config's file, found again under `data_dir`."""
-    configured = Path(json.loads((run / "config.json").read_text())["data"]["train"])
-    for name, relative in TRAIN_FILES.items():
+def data_file(run: Path, data_dir: Path, split: str = "train") -> tuple[str, Path]:
+    """(dataset name, file) of a run's split: its config's file, found again under `data_dir`."""
+    configured = Path(json.loads((run / "config.json").read_text())["data"][split])
+    for name, files in FILES.items():
         if name in str(configured):
-            return name, data_dir / relative
+            return name, data_dir / files[split]
     return configured.parent.name, configured
+
+
+def chance_matches(run: Path, train: Path, valid: Path, windows: int, length: int, seed: int) -> dict:
+    """The calibration the extraction figures need: of `windows` random windows of `length` units of the
+    validation text (human text the model never trained on), how many contain a training substring of at least
+    L units. Common phrases match by chance; a model's samples matching no more often than this show no
+    memorisation by this test."""
+    lm = seqlab.load(run)
+    index = TrainingIndex.from_lines(read_lines(train, "training file"), lm.tokenizer,
+                                     default_match_length(lm.unit))
+    stream = index.units("\n".join(read_lines(valid, "validation file")), lm.tokenizer)[0]
+    starts = np.random.default_rng(seed).choice(len(stream) - length, size=windows, replace=False)
+    found = sum(index.find_codes(stream[s:s + length]) is not None for s in starts)
+    return {"windows": windows, "length": length, "with_match": int(found), "match_length": index.length}
 
 
 def main() -> int:
@@ -53,7 +77,7 @@ def main() -> int:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     runs = [Path(r) for r in args.run]
-    found = {run: training_file(run, Path(args.data_dir)) for run in runs}
+    found = {run: data_file(run, Path(args.data_dir)) for run in runs}
     records, sections = [], []
     for run in runs:
         dataset, train = found[run]
@@ -81,12 +105,19 @@ def main() -> int:
         records.append(record(**common, split="all samples", metric="samples_with_match", value=ex["with_match"],
                               samples=ex["samples"], match_length=ex["match_length"], sample_length=ex["length"],
                               top_k=ex["top_k"]))
+        chance = chance_matches(run, train, data_file(run, Path(args.data_dir), "valid")[1], ex["samples"],
+                                ex["length"], args.seed)
+        records.append(record(**common, split="valid windows (chance)", metric="windows_with_match",
+                              value=chance["with_match"], windows=chance["windows"], window_length=chance["length"],
+                              match_length=chance["match_length"]))
         for k, row in mem["by_prefix"].items():
             for metric in ("memorized_pct", "token_match_pct"):
                 records.append(record(**common, split=f"prefix {k}", metric=metric, value=round(row[metric], 2),
                                       sequences=mem["sequences"], suffix_length=mem["suffix_length"]))
         text = (f"{run.name} ({arch}) against {train}" + (f", reference {reference.name}" if reference else "")
-                + f"; {wall:.0f} s:\n\n```\n{format_table(result)}\n```")
+                + f"; {wall:.0f} s:\n\n```\n{format_table(result)}\n```\n\nChance level: {chance['with_match']:,} "
+                f"of {chance['windows']:,} random {chance['length']}-{ex['unit']} windows of the validation text "
+                f"contain a training substring of >= {chance['match_length']} {ex['unit']}s.")
         examples = [h for r in ex["rankings"].values() for h in r["hits"][:3]]
         if examples:
             text += "\n\nFirst extracted samples (matched training substring, its length in units):\n\n" + "\n".join(
@@ -97,9 +128,11 @@ def main() -> int:
     notes = ("extraction_top100: of the 100 lowest-ranked of the samples (drawn from a line start, top-k sampling), "
              "how many contain a verbatim training substring of at least match_length units (8 words for word "
              "models); rankings: perplexity, log-perplexity / zlib bits, log-perplexity / reference "
-             "log-perplexity. samples_with_match: the same count over all samples. memorized_pct: of `sequences` "
-             "training positions, the share whose next suffix_length units greedy decoding reproduces exactly from "
-             "the k units before (token_match_pct: the share of those units right).\n\n" + "\n\n".join(sections))
+             "log-perplexity. samples_with_match: the same count over all samples; windows_with_match: the same "
+             "count over as many random windows of the same length of the validation text (human text never "
+             "trained on: the chance level of a match). memorized_pct: of `sequences` training positions, the "
+             "share whose next suffix_length units greedy decoding reproduces exactly from the k units before "
+             "(token_match_pct: the share of those units right).\n\n" + "\n\n".join(sections))
     path = write_records("memorization", records, "Memorisation of seqlab language models", notes)
     print(f"wrote {path} and {path.with_suffix('.md')}")
     return 0
