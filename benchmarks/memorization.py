@@ -61,6 +61,16 @@ def chance_matches(run: Path, train: Path, valid: Path, windows: int, length: in
     return {"windows": windows, "length": length, "with_match": int(found), "match_length": index.length}
 
 
+def content_hits(hits: list[dict]) -> int:
+    """The hits whose matched training substring lies within one line and holds no `<unk>`: text rather than
+    wikitext's heading markup (`= = Reception = =` between blank lines) or runs of `<unk>`."""
+    return sum("\n" not in h["match"]["text"] and "<unk>" not in h["match"]["text"] for h in hits)
+
+
+def shown(text: str) -> str:
+    return text.replace("\n", " ⏎ ")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", action="append", required=True, help="a language model's run directory (repeat)")
@@ -99,7 +109,8 @@ def main() -> int:
         for name, ranking in ex["rankings"].items():
             records.append(record(**common, split=f"ranking: {name}", metric="extraction_top100",
                                   value=ranking["extraction_top100"], top=ranking["top"], samples=ex["samples"],
-                                  distinct=ranking["distinct_matches"], match_length=ex["match_length"],
+                                  distinct=ranking["distinct_matches"], content=content_hits(ranking["hits"]),
+                                  match_length=ex["match_length"],
                                   sample_length=ex["length"], top_k=ex["top_k"],
                                   reference=str(reference) if name == "reference" else None))
         records.append(record(**common, split="all samples", metric="samples_with_match", value=ex["with_match"],
@@ -120,9 +131,15 @@ def main() -> int:
                 f"contain a training substring of >= {chance['match_length']} {ex['unit']}s.")
         examples = [h for r in ex["rankings"].values() for h in r["hits"][:3]]
         if examples:
-            text += "\n\nFirst extracted samples (matched training substring, its length in units):\n\n" + "\n".join(
-                f"- `{h['match']['text'][:200]}` ({h['match']['length']}, training line {h['match']['train_line']})"
-                for h in examples)
+            text += ("\n\nFirst extracted samples of each ranking (the matched training substring, ⏎ a line break; "
+                     "its length in units):\n\n" + "\n".join(
+                         f"- `{shown(h['match']['text'][:200])}` ({h['match']['length']}, training line "
+                         f"{h['match']['train_line']})" for h in examples))
+            text += "\n\nContent matches (within one line, no `<unk>`) among the hits: " + ", ".join(
+                f"{name} {content_hits(r['hits'])}" for name, r in ex["rankings"].items()) + "."
+            content = [h for r in ex["rankings"].values() for h in r["hits"] if content_hits([h])]
+            if content:
+                text += " They are:\n\n" + "\n".join(sorted({f"- `{h['match']['text']}`" for h in content}))
         sections.append(text)
         print(text, flush=True)
     notes = ("extraction_top100: of the 100 lowest-ranked of the samples (drawn from a line start, top-k sampling), "
