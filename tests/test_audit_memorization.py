@@ -192,6 +192,10 @@ def test_cli_end_to_end_writes_json_and_markdown(overfit, tmp_path, capsys):
     ratios = ranking_keys(result["extraction"]["per_sample"], "reference")
     assert ratios == pytest.approx(np.ones(20), abs=1e-4)                         # a model against itself
     assert result["memorization"]["by_prefix"]["24"]["memorized_pct"] == 100.0
+    assert result["memorized_pct"] == 100.0 and result["memorized_pct_by_prefix"] == {"16": 100.0, "24": 100.0}
+    assert result["extraction_top100"] == result["extraction"]["rankings"]["zlib"]["extraction_top100"]
+    assert result["command"].startswith(f"seqlab audit memorization {run} --train {train} --reference {run} "
+                                        "--samples 20 --top-k 40 --length 60 --sequences 30 --prefix-lengths 16 24 ")
     assert "# Memorisation of" in (out / "memorization.md").read_text()
     assert main(["audit", "memorization", str(run), "--train", str(train), "--samples", "0", "--sequences", "10",
                  "--json", "--output", str(out)]) == 0

@@ -41,6 +41,7 @@ collision is never reported, and extended to the longest verbatim match.
 from __future__ import annotations
 
 import math
+import shlex
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -469,6 +470,23 @@ def to_markdown(result: dict, shown: int = 10) -> str:
     return "\n".join(lines)
 
 
+def headline(result: dict) -> dict:
+    """The figures a model card shows (`seqlab.harms.card.headline`): `extraction_top100` of the zlib ranking
+    (the paper's best without a second model), `memorized_pct` at the longest prefix, the sample and sequence
+    counts; and every ranking's and every prefix's figure, by name."""
+    out: dict = {}
+    ex, mem = result.get("extraction"), result.get("memorization")
+    if ex:
+        out["extraction_top100"] = ex["rankings"]["zlib"]["extraction_top100"]
+        out["extraction_top100_by_ranking"] = {name: r["extraction_top100"] for name, r in ex["rankings"].items()}
+        out["samples"] = ex["samples"]
+    if mem:
+        out["memorized_pct"] = mem["by_prefix"][str(max(mem["prefix_lengths"]))]["memorized_pct"]
+        out["memorized_pct_by_prefix"] = {k: r["memorized_pct"] for k, r in mem["by_prefix"].items()}
+        out["sequences"] = mem["sequences"]
+    return out
+
+
 # ---------------------------------------------------------------------------- the audit of a run
 
 def _check(name: str, value, least: int) -> None:
@@ -525,6 +543,14 @@ def audit_memorization(run_dir: str | Path, train_path: str | Path, output: str 
     if sequences:
         result["memorization"] = extractable(lm, training_ids(lm, lines), sequences, prefix_lengths, suffix_length,
                                              batch_size, seed, progress)
+    result.update(headline(result))
+    result["command"] = shlex.join(["seqlab", "audit", NAME, str(run_dir), "--train", str(train_path)]
+                                   + (["--reference", str(reference)] if reference is not None else [])
+                                   + ["--samples", str(samples), "--top-k", str(top_k), "--length", str(length),
+                                      "--sequences", str(sequences)]
+                                   + (["--prefix-lengths", *map(str, prefix_lengths)] if prefix_lengths else [])
+                                   + (["--suffix-length", str(suffix_length)] if suffix_length else [])
+                                   + ["--match-length", str(match_length), "--seed", str(seed)])
     paths = {"json": output / f"{NAME}.json", "markdown": output / f"{NAME}.md"}
     atomic_write_json(paths["json"], result)
     atomic_write_text(paths["markdown"], to_markdown(result))
