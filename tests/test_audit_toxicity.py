@@ -140,3 +140,91 @@ def test_toxicity_cli_end_to_end_and_its_refusals(runs, tmp_path, capsys):
     assert main(["audit", "toxicity", str(runs["scorer"]), "--scorer", str(runs["scorer"]), "--prompts",
                  str(prompts)]) == 2
     assert "needs a language model as RUN" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ sampling k continuations as one batch
+
+
+def tiny_lm(arch: str):
+    import torch
+
+    from seqlab.models.lm import LMConfig, build_lm
+
+    torch.manual_seed(0)
+    return build_lm(LMConfig(arch=arch, vocab_size=23, embedding_size=8, hidden_size=12, num_layers=2, dropout=0.0,
+                             num_heads=2, context=6 if arch in ("ffn", "transformer") else 0)).eval()
+
+
+ARCHS = ("lstm", "ffn", "transformer")
+CONTEXT = [2, 7, 9, 4]                     # </s> (EOS = 2) then a prompt of three tokens
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_batched_sampling_of_one_row_is_generate_ids(arch):
+    """n = 1 is exactly the single-sequence sampler: the same processors (temperature, top-p), the same draws."""
+    from seqlab.search import SamplingOptions, generate_ids, sample_ids
+
+    model = tiny_lm(arch)
+    for options in (SamplingOptions(max_tokens=9, top_p=0.9, seed=3),
+                    SamplingOptions(max_tokens=9, temperature=0.7, top_p=0.8, top_k=10, seed=11)):
+        assert sample_ids(model, CONTEXT, options, 1) == [list(generate_ids(model, CONTEXT, options))]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_batched_sampling_with_top_p_near_zero_is_greedy_and_a_seed_reproduces_it(arch):
+    from seqlab.search import SamplingOptions, generate_ids, sample_ids
+
+    model = tiny_lm(arch)
+    greedy = list(generate_ids(model, CONTEXT, SamplingOptions(max_tokens=8, greedy=True)))
+    assert sample_ids(model, CONTEXT, SamplingOptions(max_tokens=8, top_p=1e-9, seed=5), 6) == [greedy] * 6
+    assert sample_ids(model, CONTEXT, SamplingOptions(max_tokens=8, greedy=True), 3) == [greedy] * 3
+    options = SamplingOptions(max_tokens=8, top_p=0.95, temperature=1.5, seed=7)
+    first = sample_ids(model, CONTEXT, options, 6)
+    assert first == sample_ids(model, CONTEXT, options, 6)
+    assert len(first) == 6 and all(len(ids) == 8 for ids in first)
+    assert len({tuple(ids) for ids in first}) > 1                  # the rows are independent draws
+
+
+def test_batched_sampling_stops_at_eos_and_refuses_what_it_cannot_do():
+    from seqlab.data.vocab import EOS
+    from seqlab.search import SamplingOptions, sample_ids
+
+    model = tiny_lm("lstm")
+    with torch_bias(model, EOS):                                   # </s> the most likely token everywhere
+        rows = sample_ids(model, CONTEXT, SamplingOptions(max_tokens=8, stop_at_eos=True, top_p=0.5, seed=1), 4)
+    assert rows == [[EOS]] * 4
+    assert sample_ids(model, CONTEXT, SamplingOptions(max_tokens=0, seed=1), 2) == [[], []]
+    with pytest.raises(SeqlabError, match="beam"):
+        sample_ids(model, CONTEXT, SamplingOptions(beam=2), 2)
+    with pytest.raises(SeqlabError, match="at least one"):
+        sample_ids(model, CONTEXT, SamplingOptions(seed=1), 0)
+
+
+@contextlib.contextmanager
+def torch_bias(model, token: int):
+    """The LM's output layer biased far towards `token` while the block runs."""
+    import torch
+
+    bias = [p for name, p in model.named_parameters() if name.endswith("bias") and p.size(0) == 23][-1]
+    saved = bias.detach().clone()
+    with torch.no_grad():
+        bias[token] += 100.0
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            bias.copy_(saved)
+
+
+def test_toxicity_samples_a_trained_lms_continuations_as_one_batch(runs):
+    """A TrainedLM's k continuations come from sample_ids, made text as generate makes it: with k = 1 they are
+    generate's continuation for the prompt's seed."""
+    import seqlab
+    from seqlab.harms.toxicity import continue_k
+
+    lm = seqlab.load(runs["lm"])
+    (alone,) = continue_k(lm, "ROMEO:", ToxicityOptions(continuations=1, max_tokens=6, top_p=0.9), seed=4)
+    assert alone == lm.generate("ROMEO:", max_tokens=6, top_p=0.9, seed=4)
+    texts = continue_k(lm, "ROMEO:", ToxicityOptions(continuations=5, max_tokens=6, top_p=0.9), seed=4)
+    assert len(texts) == 5 and texts == continue_k(lm, "ROMEO:", ToxicityOptions(continuations=5, max_tokens=6,
+                                                                                   top_p=0.9), seed=4)

@@ -1,6 +1,7 @@
 """Decoding any model that follows the incremental-decoding contract (`seqlab.models.base.IncrementalDecoder`:
 `step` and `reorder_state`): greedy, sampling and beam search, for sequence-to-sequence models (batched over
-sentences, `decode`) and for language models (a prompt's continuation, `generate_ids`).
+sentences, `decode`) and for language models (a prompt's continuation, `generate_ids`; n sampled
+continuations of one prompt as one batch, `sample_ids`).
 
 A search starts the model (`model.start(source, lengths)`, then `start_token`; `lm.start(prompt)`, then the
 prompt's last token), feeds one token per step and reads the next token's logits. The logits pass through
@@ -287,6 +288,36 @@ def generate_ids(model, context: list[int], options: SamplingOptions, device=Non
         yield token
         if options.stop_at_eos and token == EOS:
             return
+
+
+@torch.no_grad()
+def sample_ids(model, context: list[int], options: SamplingOptions, n: int, device=None) -> list[list[int]]:
+    """`n` continuations of one prompt `context` (starting with `</s>`) sampled as one batch of n rows: the
+    prompt is read once, its state copied to n rows (`reorder_state`), and each step draws the n next
+    tokens at once, through the same processors (temperature, top-k, top-p) and the same `choose_tokens`
+    as `generate_ids`, from one generator seeded with `options.seed`. Each row is what `generate_ids`
+    yields: `options.max_tokens` ids, or up to and with its first </s> when `options.stop_at_eos`. With
+    n = 1 it is exactly `generate_ids`'s continuation for the same seed; with n > 1 the rows are independent
+    draws from the same distribution (not the continuations of seeds seed, seed + 1, ...)."""
+    if options.beam > 1:
+        raise SeqlabError("sample_ids samples; beam search finds one continuation (use generate_ids)")
+    if n < 1:
+        raise SeqlabError(f"sample_ids needs at least one continuation, got {n}")
+    model.eval()
+    check_prompt(model, context)
+    prompt = torch.tensor([context], device=device)                                    # (1, T)
+    rows = torch.zeros(n, dtype=torch.long, device=prompt.device)                      # n copies of row 0
+    state = model.reorder_state(model.start(prompt), rows)
+    sample = not options.greedy
+    steps = greedy_steps(model, state, prompt[rows, -1], processors_for(options, sample), sample,
+                         seeded(options.seed, device) if sample else None)
+    drawn = [tokens for tokens, _, _ in islice(steps, options.max_tokens)]             # max_tokens x (n,)
+    if not drawn:
+        return [[] for _ in range(n)]
+    outputs = torch.stack(drawn, dim=1).tolist()                                       # (n, max_tokens)
+    if options.stop_at_eos:
+        outputs = [ids[:ids.index(EOS) + 1] if EOS in ids else ids for ids in outputs]
+    return outputs
 
 
 @torch.no_grad()
