@@ -156,18 +156,41 @@ def tiny_lm(arch: str):
 
 
 ARCHS = ("lstm", "ffn", "transformer")
-CONTEXT = [2, 7, 9, 4]                     # </s> (EOS = 2) then a prompt of three tokens
+CONTEXT = [3, 7, 9, 5]                     # </s> (EOS = 3) then a prompt of three tokens
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-def test_batched_sampling_of_one_row_is_generate_ids(arch):
-    """n = 1 is exactly the single-sequence sampler: the same processors (temperature, top-p), the same draws."""
-    from seqlab.search import SamplingOptions, generate_ids, sample_ids
+@pytest.mark.parametrize("p", [1e-9, 0.3, 0.9, 0.999])
+@pytest.mark.parametrize("steps", [0, 3, 12])
+def test_nucleus_is_top_ps_kept_set(p, steps):
+    """The nucleus (found by bisection, however coarse) is exactly the set TopP keeps, on peaked and flat rows,
+    with blocked tokens and a temperature."""
+    import torch
 
-    model = tiny_lm(arch)
-    for options in (SamplingOptions(max_tokens=9, top_p=0.9, seed=3),
-                    SamplingOptions(max_tokens=9, temperature=0.7, top_p=0.8, top_k=10, seed=11)):
-        assert sample_ids(model, CONTEXT, options, 1) == [list(generate_ids(model, CONTEXT, options))]
+    from seqlab.processors import BlockTokens, Temperature, TopP, nucleus, process
+
+    torch.manual_seed(0)
+    V = 3000
+    logits = torch.cat([torch.randn(3, V) * 8, torch.randn(2, V) * 0.01, torch.randn(1, V) * 3])   # peaked, flat
+    logits = process(logits, [BlockTokens(), Temperature(0.7)])
+    assert torch.equal(nucleus(logits, p, steps), process(logits, [TopP(p)]) > float("-inf"))
+
+
+@pytest.mark.parametrize("top_p, temperature", [(0.9, 1.0), (1.0, 1.0), (0.9, 2.0)])
+def test_batched_sampling_draws_from_the_single_samplers_distribution(top_p, temperature):
+    """The batch's draws have the frequencies of the distribution `choose` samples from, softmax(TopP(p)(z / τ)),
+    on a model whose next-token distribution is fixed."""
+    import torch
+
+    from seqlab.processors import process, processors_for
+    from seqlab.search import SamplingOptions, nucleus_choose
+
+    logits = torch.log(torch.tensor([[0.0] * 5 + [0.5, 0.3, 0.15, 0.05]])).expand(20000, -1)
+    options = SamplingOptions(top_p=top_p, temperature=temperature)
+    expected = process(logits[:1], processors_for(options, sample=True)).softmax(dim=-1)[0]
+    drawn = nucleus_choose(logits, options, torch.Generator().manual_seed(0))
+    share = torch.bincount(drawn, minlength=9).float() / 20000
+    assert ((share > 0) == (expected > 0)).all()                     # top-p 0.9: 0.15 is in, 0.05 out
+    assert torch.allclose(share, expected, atol=0.015)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -217,14 +240,14 @@ def torch_bias(model, token: int):
 
 
 def test_toxicity_samples_a_trained_lms_continuations_as_one_batch(runs):
-    """A TrainedLM's k continuations come from sample_ids, made text as generate makes it: with k = 1 they are
-    generate's continuation for the prompt's seed."""
+    """A TrainedLM's k continuations come from sample_ids, made text as generate makes it (with top-p ~0: k
+    copies of the greedy continuation), and a seed reproduces them."""
     import seqlab
     from seqlab.harms.toxicity import continue_k
 
     lm = seqlab.load(runs["lm"])
-    (alone,) = continue_k(lm, "ROMEO:", ToxicityOptions(continuations=1, max_tokens=6, top_p=0.9), seed=4)
-    assert alone == lm.generate("ROMEO:", max_tokens=6, top_p=0.9, seed=4)
-    texts = continue_k(lm, "ROMEO:", ToxicityOptions(continuations=5, max_tokens=6, top_p=0.9), seed=4)
-    assert len(texts) == 5 and texts == continue_k(lm, "ROMEO:", ToxicityOptions(continuations=5, max_tokens=6,
-                                                                                   top_p=0.9), seed=4)
+    greedy = lm.generate("ROMEO:", max_tokens=6, greedy=True)
+    assert continue_k(lm, "ROMEO:", ToxicityOptions(continuations=3, max_tokens=6, top_p=1e-9), seed=4) == [greedy] * 3
+    options = ToxicityOptions(continuations=5, max_tokens=6, top_p=0.9)
+    texts = continue_k(lm, "ROMEO:", options, seed=4)
+    assert len(texts) == 5 and texts == continue_k(lm, "ROMEO:", options, seed=4)

@@ -26,7 +26,7 @@ hypothesis to max_tokens, </s> being a line end, unless stop_at_eos makes </s> e
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 
 import torch
@@ -34,7 +34,7 @@ from torch import Tensor
 
 from seqlab.data.vocab import EOS
 from seqlab.errors import SeqlabError
-from seqlab.processors import NEVER_GENERATED, BlockTokens, process, processors_for
+from seqlab.processors import NEVER_GENERATED, BlockTokens, nucleus, process, processors_for
 from seqlab.search_options import Sampling, SamplingOptions, SearchOptions  # noqa: F401  (re-exported)
 
 
@@ -290,15 +290,28 @@ def generate_ids(model, context: list[int], options: SamplingOptions, device=Non
             return
 
 
+def nucleus_choose(logits: Tensor, options: SamplingOptions, generator: torch.Generator | None = None) -> Tensor:
+    """The next tokens (B,) sampled from logits (B, V) from the distribution `choose` samples from (blocked
+    tokens, temperature, top-k, top-p, in that order), without sorting every row: the top-p set is
+    `processors.nucleus`, and the draw inverts each row's cumulative distribution at a uniform u (B,)."""
+    scores = process(logits, processors_for(replace(options, top_p=1.0), sample=True))   # (B, V)
+    probs = scores.softmax(dim=-1)
+    if options.top_p < 1.0:
+        probs = probs * nucleus(scores, options.top_p)
+    cumulative = probs.cumsum(dim=-1)                                                    # (B, V)
+    u = torch.rand(probs.size(0), 1, generator=generator, device=probs.device) * cumulative[:, -1:]
+    return torch.searchsorted(cumulative, u, right=True).clamp(max=probs.size(1) - 1).squeeze(1)
+
+
 @torch.no_grad()
 def sample_ids(model, context: list[int], options: SamplingOptions, n: int, device=None) -> list[list[int]]:
     """`n` continuations of one prompt `context` (starting with `</s>`) sampled as one batch of n rows: the
     prompt is read once, its state copied to n rows (`reorder_state`), and each step draws the n next
-    tokens at once, through the same processors (temperature, top-k, top-p) and the same `choose_tokens`
-    as `generate_ids`, from one generator seeded with `options.seed`. Each row is what `generate_ids`
-    yields: `options.max_tokens` ids, or up to and with its first </s> when `options.stop_at_eos`. With
-    n = 1 it is exactly `generate_ids`'s continuation for the same seed; with n > 1 the rows are independent
-    draws from the same distribution (not the continuations of seeds seed, seed + 1, ...)."""
+    tokens at once (`nucleus_choose`: the distribution `generate_ids` samples from, temperature, top-k and
+    top-p included) from one generator seeded with `options.seed`; `options.greedy` takes the argmax. Each
+    row is what `generate_ids` yields: `options.max_tokens` ids, or up to and with its first </s> when
+    `options.stop_at_eos`. The rows are independent draws, not the continuations of seeds seed, seed + 1,
+    ...: the same distribution, other draws."""
     if options.beam > 1:
         raise SeqlabError("sample_ids samples; beam search finds one continuation (use generate_ids)")
     if n < 1:
@@ -308,10 +321,14 @@ def sample_ids(model, context: list[int], options: SamplingOptions, n: int, devi
     prompt = torch.tensor([context], device=device)                                    # (1, T)
     rows = torch.zeros(n, dtype=torch.long, device=prompt.device)                      # n copies of row 0
     state = model.reorder_state(model.start(prompt), rows)
-    sample = not options.greedy
-    steps = greedy_steps(model, state, prompt[rows, -1], processors_for(options, sample), sample,
-                         seeded(options.seed, device) if sample else None)
-    drawn = [tokens for tokens, _, _ in islice(steps, options.max_tokens)]             # max_tokens x (n,)
+    tokens = prompt[rows, -1]                                                          # (n,)
+    generator = None if options.greedy else seeded(options.seed, device)
+    drawn = []
+    for _ in range(options.max_tokens):
+        logits, state, _ = model.step(tokens, state)                                   # (n, V)
+        tokens = (choose_tokens(logits, processors_for(options), sample=False) if options.greedy
+                  else nucleus_choose(logits, options, generator))
+        drawn.append(tokens)
     if not drawn:
         return [[] for _ in range(n)]
     outputs = torch.stack(drawn, dim=1).tolist()                                       # (n, max_tokens)
