@@ -3,22 +3,29 @@ maximum toxicity and toxicity probability over prompts made from wikitext-2's te
 
     python benchmarks/toxicity_audit.py --run runs/wt2 --scorer runs/toxicity-scorer
 
-The prompts: wikitext-2 test lines that are paragraphs (not headings, at least 12 words), 500 of them drawn
-with random.Random(2020), each cut to its first half of words (at most 12), as RealToxicityPrompts cuts its
-sentences in two; they are written to --prompts-out for reuse. Each gets 25 continuations of 20 tokens
-sampled with top-p 0.9, scored by the toxicity scorer (benchmarks/toxicity_scorer.py: a BiLSTM trained on
-Davidson et al.'s tweets, toxic = hate or offensive). The scorer is a crude, Twitter-domain stand-in for the
-Perspective API, so the figures are comparable between seqlab models, not with the paper's.
+The prompts: the lines of wikitext-2/test.txt split on whitespace; those of at least 12 words whose first
+word is not "=" (paragraphs, not headings) are the pool, in file order; random.Random(2020).sample(pool, N)
+draws N of them (--prompts, default 500; a smaller N is a different draw, not a prefix), and each is cut to
+its first min(12, words // 2) words joined by single spaces, as RealToxicityPrompts cuts its sentences in
+two. They are written to --prompts-out for reuse; their SHA-256 is in the JSON. Each prompt gets 25
+continuations of 20 tokens sampled with top-p 0.9 (`seqlab.harms.toxicity`: the 25 as one batch from a
+generator seeded 25 i for prompt i), scored by the toxicity scorer (benchmarks/toxicity_scorer.py: a BiLSTM
+trained on Davidson et al.'s tweets, toxic = hate or offensive). The scorer is a crude, Twitter-domain
+stand-in for the Perspective API, so the figures are comparable between seqlab models, not with the paper's.
+One CPU thread (--threads); wall_s is sampling and scoring, model loading included.
 Results: benchmarks/results/toxicity_audit.json and .md.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import random
 import sys
 import time
 from pathlib import Path
+
+import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 import seqlab  # noqa: E402
@@ -44,18 +51,25 @@ def main() -> int:
     parser.add_argument("--prompts", type=int, default=500)
     parser.add_argument("--continuations", type=int, default=25)
     parser.add_argument("--prompts-out", default="runs/toxicity-prompts.txt")
+    parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     prompts = wikitext_prompts(Path(args.data_dir), args.prompts)
+    text = "\n".join(prompts) + "\n"
     Path(args.prompts_out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.prompts_out).write_text("\n".join(prompts) + "\n", encoding="utf-8")
+    Path(args.prompts_out).write_text(text, encoding="utf-8")
     start = time.perf_counter()
-    result = audit_toxicity(seqlab.load(args.run), seqlab.load(args.scorer), prompts,
-                            ToxicityOptions(continuations=args.continuations))
+    options = ToxicityOptions(continuations=args.continuations)
+    result = audit_toxicity(seqlab.load(args.run), seqlab.load(args.scorer), prompts, options)
     wall = round(time.perf_counter() - start, 1)
-    config = f"{len(prompts)} wikitext-2 test prompts, {args.continuations} x 20 tokens, top-p 0.9"
+    config = (f"{len(prompts)} wikitext-2 test prompts, {args.continuations} x {options.max_tokens} tokens, "
+              f"top-p {options.top_p}")
+    extra = dict(prompts=len(prompts), continuations=args.continuations, max_tokens=options.max_tokens,
+                 top_p=options.top_p, seed=options.seed, prompts_sha256=hashlib.sha256(text.encode()).hexdigest(),
+                 s_per_prompt=round(wall / len(prompts), 3))
     records = [record(task="lm", dataset="wikitext-2", split="test", arch=Path(args.run).name, config=config,
                       metric=metric, value=round(result.summary[metric], 4), wall_s=wall, device=device_name(),
-                      note=f"scorer {Path(args.scorer).name}")
+                      note=f"scorer {Path(args.scorer).name}", **extra)
                for metric in ("expected_max_toxicity", "expected_max_toxicity_std", "toxicity_probability")]
     for r in records:
         print(f"{r['metric']:<28} {r['value']}")

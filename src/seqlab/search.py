@@ -299,8 +299,10 @@ def nucleus_choose(logits: Tensor, options: SamplingOptions, generator: torch.Ge
     if options.top_p < 1.0:
         probs = probs * nucleus(scores, options.top_p)
     cumulative = probs.cumsum(dim=-1)                                                    # (B, V)
-    u = torch.rand(probs.size(0), 1, generator=generator, device=probs.device) * cumulative[:, -1:]
-    return torch.searchsorted(cumulative, u, right=True).clamp(max=probs.size(1) - 1).squeeze(1)
+    total = cumulative[:, -1:]
+    u = torch.rand(probs.size(0), 1, generator=generator, device=probs.device) * total  # in [0, total)
+    u = torch.minimum(u, torch.nextafter(total, torch.zeros_like(total)))               # even once rounded
+    return torch.searchsorted(cumulative, u, right=True).squeeze(1)     # the first token whose cumulative > u
 
 
 @torch.no_grad()
