@@ -28,8 +28,9 @@ speaker names, CoNLL-2003's sports tables such as `W L PCT GB`, EWT's email sign
 `long_pct` is the better guide. Among long units the shared 13-grams are mostly boilerplate, not leaked
 examples: AESLC's emails share mass mailings and signatures (the same Lexis-Nexis notice or IT instructions
 in several inboxes), PTB's share financial formulae (`$ N million or $ N a share on sales of $ N`), IMDB's
-reviewers' sign-offs and rating keys.
-Verbatim long units are the real leaks: 123 IMDB test reviews (0.49%) are whole train reviews.
+reviewers' sign-offs and rating keys, the Davidson tweets' retweets and quote-tweets of one tweet and
+repeated spam ads. Verbatim long units are the real leaks: 123 IMDB test reviews (0.49%) are whole train
+reviews.
 Results: benchmarks/results/contamination.json and .md.
 """
 
