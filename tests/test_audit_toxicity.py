@@ -140,3 +140,114 @@ def test_toxicity_cli_end_to_end_and_its_refusals(runs, tmp_path, capsys):
     assert main(["audit", "toxicity", str(runs["scorer"]), "--scorer", str(runs["scorer"]), "--prompts",
                  str(prompts)]) == 2
     assert "needs a language model as RUN" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ sampling k continuations as one batch
+
+
+def tiny_lm(arch: str):
+    import torch
+
+    from seqlab.models.lm import LMConfig, build_lm
+
+    torch.manual_seed(0)
+    return build_lm(LMConfig(arch=arch, vocab_size=23, embedding_size=8, hidden_size=12, num_layers=2, dropout=0.0,
+                             num_heads=2, context=6 if arch in ("ffn", "transformer") else 0)).eval()
+
+
+ARCHS = ("lstm", "ffn", "transformer")
+CONTEXT = [3, 7, 9, 5]                     # </s> (EOS = 3) then a prompt of three tokens
+
+
+@pytest.mark.parametrize("p", [1e-9, 0.3, 0.9, 0.999])
+@pytest.mark.parametrize("steps", [0, 3, 12])
+def test_nucleus_is_top_ps_kept_set(p, steps):
+    """The nucleus (found by bisection, however coarse) is exactly the set TopP keeps, on peaked and flat rows,
+    with blocked tokens and a temperature."""
+    import torch
+
+    from seqlab.processors import BlockTokens, Temperature, TopP, nucleus, process
+
+    torch.manual_seed(0)
+    V = 3000
+    logits = torch.cat([torch.randn(3, V) * 8, torch.randn(2, V) * 0.01, torch.randn(1, V) * 3])   # peaked, flat
+    logits = process(logits, [BlockTokens(), Temperature(0.7)])
+    assert torch.equal(nucleus(logits, p, steps), process(logits, [TopP(p)]) > float("-inf"))
+
+
+@pytest.mark.parametrize("top_p, temperature", [(0.9, 1.0), (1.0, 1.0), (0.9, 2.0)])
+def test_batched_sampling_draws_from_the_single_samplers_distribution(top_p, temperature):
+    """The batch's draws have the frequencies of the distribution `choose` samples from, softmax(TopP(p)(z / τ)),
+    on a model whose next-token distribution is fixed."""
+    import torch
+
+    from seqlab.processors import process, processors_for
+    from seqlab.search import SamplingOptions, nucleus_choose
+
+    logits = torch.log(torch.tensor([[0.0] * 5 + [0.5, 0.3, 0.15, 0.05]])).expand(20000, -1)
+    options = SamplingOptions(top_p=top_p, temperature=temperature)
+    expected = process(logits[:1], processors_for(options, sample=True)).softmax(dim=-1)[0]
+    drawn = nucleus_choose(logits, options, torch.Generator().manual_seed(0))
+    share = torch.bincount(drawn, minlength=9).float() / 20000
+    assert ((share > 0) == (expected > 0)).all()                     # top-p 0.9: 0.15 is in, 0.05 out
+    assert torch.allclose(share, expected, atol=0.015)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_batched_sampling_with_top_p_near_zero_is_greedy_and_a_seed_reproduces_it(arch):
+    from seqlab.search import SamplingOptions, generate_ids, sample_ids
+
+    model = tiny_lm(arch)
+    greedy = list(generate_ids(model, CONTEXT, SamplingOptions(max_tokens=8, greedy=True)))
+    assert sample_ids(model, CONTEXT, SamplingOptions(max_tokens=8, top_p=1e-9, seed=5), 6) == [greedy] * 6
+    assert sample_ids(model, CONTEXT, SamplingOptions(max_tokens=8, greedy=True), 3) == [greedy] * 3
+    options = SamplingOptions(max_tokens=8, top_p=0.95, temperature=1.5, seed=7)
+    first = sample_ids(model, CONTEXT, options, 6)
+    assert first == sample_ids(model, CONTEXT, options, 6)
+    assert len(first) == 6 and all(len(ids) == 8 for ids in first)
+    assert len({tuple(ids) for ids in first}) > 1                  # the rows are independent draws
+
+
+def test_batched_sampling_stops_at_eos_and_refuses_what_it_cannot_do():
+    from seqlab.data.vocab import EOS
+    from seqlab.search import SamplingOptions, sample_ids
+
+    model = tiny_lm("lstm")
+    with torch_bias(model, EOS):                                   # </s> the most likely token everywhere
+        rows = sample_ids(model, CONTEXT, SamplingOptions(max_tokens=8, stop_at_eos=True, top_p=0.5, seed=1), 4)
+    assert rows == [[EOS]] * 4
+    assert sample_ids(model, CONTEXT, SamplingOptions(max_tokens=0, seed=1), 2) == [[], []]
+    with pytest.raises(SeqlabError, match="beam"):
+        sample_ids(model, CONTEXT, SamplingOptions(beam=2), 2)
+    with pytest.raises(SeqlabError, match="at least one"):
+        sample_ids(model, CONTEXT, SamplingOptions(seed=1), 0)
+
+
+@contextlib.contextmanager
+def torch_bias(model, token: int):
+    """The LM's output layer biased far towards `token` while the block runs."""
+    import torch
+
+    bias = [p for name, p in model.named_parameters() if name.endswith("bias") and p.size(0) == 23][-1]
+    saved = bias.detach().clone()
+    with torch.no_grad():
+        bias[token] += 100.0
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            bias.copy_(saved)
+
+
+def test_toxicity_samples_a_trained_lms_continuations_as_one_batch(runs):
+    """A TrainedLM's k continuations come from sample_ids, made text as generate makes it (with top-p ~0: k
+    copies of the greedy continuation), and a seed reproduces them."""
+    import seqlab
+    from seqlab.harms.toxicity import continue_k
+
+    lm = seqlab.load(runs["lm"])
+    greedy = lm.generate("ROMEO:", max_tokens=6, greedy=True)
+    assert continue_k(lm, "ROMEO:", ToxicityOptions(continuations=3, max_tokens=6, top_p=1e-9), seed=4) == [greedy] * 3
+    options = ToxicityOptions(continuations=5, max_tokens=6, top_p=0.9)
+    texts = continue_k(lm, "ROMEO:", options, seed=4)
+    assert len(texts) == 5 and texts == continue_k(lm, "ROMEO:", options, seed=4)

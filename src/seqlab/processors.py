@@ -7,6 +7,10 @@
     TopP          keep the smallest set of tokens whose probability reaches p (nucleus sampling,
                   Holtzman et al. 2020)
 
+`nucleus` is TopP's kept set as a mask, for a sampler that draws from the nucleus directly
+(`seqlab.search.sample_ids`): the same tokens, found by bisecting each row's probabilities rather than by
+sorting the whole vocabulary (a full sort of a batch of 33k-word rows is most of a CPU sampling step).
+
 Greedy decoding and beam search apply `BlockTokens` only (the others never change the argmax, and a
 beam ranks by the model's own probabilities); sampling applies them all, in the order above
 (`processors_for`).
@@ -69,6 +73,35 @@ class TopP:
         before = probs.cumsum(dim=-1) - probs                                  # mass of better tokens
         sorted_logits = sorted_logits.masked_fill(before >= self.p, float("-inf"))
         return torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+
+
+def nucleus(logits: Tensor, p: float, steps: int = 12) -> Tensor:
+    """TopP's nucleus (Holtzman et al. 2020) as a mask (B, V), found without sorting the whole row: the
+    smallest set of most likely tokens whose probability reaches p, as `TopP` keeps it.
+
+    A threshold t splits a row: if the tokens at or above t hold mass below p, each of them has less than p
+    before it and is in; if they hold p or more, every token below t has at least p before it and is out.
+    `steps` bisections of each row's range of log probabilities leave a band [low, high) between an "out"
+    threshold and an "in" one; only the few tokens in the band are sorted, and each is in while the mass
+    above high plus the band's better tokens stays below p (TopP's rule, `before < p`)."""
+    log_probs = logits.float().log_softmax(dim=-1)                             # (B, V)
+    probs = log_probs.exp()
+    low = log_probs.masked_fill(log_probs == float("-inf"), 0.0).min(dim=-1, keepdim=True).values    # (B, 1)
+    high = log_probs.max(dim=-1, keepdim=True).values + 1.0                    # nothing at or above: mass 0 < p
+    for _ in range(steps):
+        middle = (low + high) / 2
+        holds = (probs * (log_probs >= middle)).sum(dim=-1, keepdim=True) >= p  # (B, 1)
+        low, high = torch.where(holds, middle, low), torch.where(holds, high, middle)
+    surely_in = log_probs >= high                                              # (B, V)
+    band = (log_probs >= low) & ~surely_in
+    k = int(band.sum(dim=-1).max())
+    if k == 0:
+        return surely_in
+    band_log_probs, ids = log_probs.masked_fill(~band, float("-inf")).topk(k, dim=-1)   # (B, k), descending
+    band_probs = band_log_probs.exp()
+    before = (probs * surely_in).sum(dim=-1, keepdim=True) + band_probs.cumsum(dim=-1) - band_probs
+    in_band = band_log_probs > float("-inf")                                   # rows with fewer than k: padding
+    return surely_in.scatter(-1, ids, torch.where(in_band, before < p, surely_in.gather(-1, ids)))
 
 
 def processors_for(options=None, sample: bool = False) -> list:

@@ -1,6 +1,7 @@
 """Decoding any model that follows the incremental-decoding contract (`seqlab.models.base.IncrementalDecoder`:
 `step` and `reorder_state`): greedy, sampling and beam search, for sequence-to-sequence models (batched over
-sentences, `decode`) and for language models (a prompt's continuation, `generate_ids`).
+sentences, `decode`) and for language models (a prompt's continuation, `generate_ids`; n sampled
+continuations of one prompt as one batch, `sample_ids`).
 
 A search starts the model (`model.start(source, lengths)`, then `start_token`; `lm.start(prompt)`, then the
 prompt's last token), feeds one token per step and reads the next token's logits. The logits pass through
@@ -25,7 +26,7 @@ hypothesis to max_tokens, </s> being a line end, unless stop_at_eos makes </s> e
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 
 import torch
@@ -33,7 +34,7 @@ from torch import Tensor
 
 from seqlab.data.vocab import EOS
 from seqlab.errors import SeqlabError
-from seqlab.processors import NEVER_GENERATED, BlockTokens, process, processors_for
+from seqlab.processors import NEVER_GENERATED, BlockTokens, nucleus, process, processors_for
 from seqlab.search_options import Sampling, SamplingOptions, SearchOptions  # noqa: F401  (re-exported)
 
 
@@ -287,6 +288,55 @@ def generate_ids(model, context: list[int], options: SamplingOptions, device=Non
         yield token
         if options.stop_at_eos and token == EOS:
             return
+
+
+def nucleus_choose(logits: Tensor, options: SamplingOptions, generator: torch.Generator | None = None) -> Tensor:
+    """The next tokens (B,) sampled from logits (B, V) from the distribution `choose` samples from (blocked
+    tokens, temperature, top-k, top-p, in that order), without sorting every row: the top-p set is
+    `processors.nucleus`, and the draw inverts each row's cumulative distribution at a uniform u (B,)."""
+    scores = process(logits, processors_for(replace(options, top_p=1.0), sample=True))   # (B, V)
+    probs = scores.softmax(dim=-1)
+    if options.top_p < 1.0:
+        probs = probs * nucleus(scores, options.top_p)
+    cumulative = probs.cumsum(dim=-1)                                                    # (B, V)
+    total = cumulative[:, -1:]
+    u = torch.rand(probs.size(0), 1, generator=generator, device=probs.device) * total  # in [0, total)
+    u = torch.minimum(u, torch.nextafter(total, torch.zeros_like(total)))               # even once rounded
+    return torch.searchsorted(cumulative, u, right=True).squeeze(1)     # the first token whose cumulative > u
+
+
+@torch.no_grad()
+def sample_ids(model, context: list[int], options: SamplingOptions, n: int, device=None) -> list[list[int]]:
+    """`n` continuations of one prompt `context` (starting with `</s>`) sampled as one batch of n rows: the
+    prompt is read once, its state copied to n rows (`reorder_state`), and each step draws the n next
+    tokens at once (`nucleus_choose`: the distribution `generate_ids` samples from, temperature, top-k and
+    top-p included) from one generator seeded with `options.seed`; `options.greedy` takes the argmax. Each
+    row is what `generate_ids` yields: `options.max_tokens` ids, or up to and with its first </s> when
+    `options.stop_at_eos`. The rows are independent draws, not the continuations of seeds seed, seed + 1,
+    ...: the same distribution, other draws."""
+    if options.beam > 1:
+        raise SeqlabError("sample_ids samples; beam search finds one continuation (use generate_ids)")
+    if n < 1:
+        raise SeqlabError(f"sample_ids needs at least one continuation, got {n}")
+    model.eval()
+    check_prompt(model, context)
+    prompt = torch.tensor([context], device=device)                                    # (1, T)
+    rows = torch.zeros(n, dtype=torch.long, device=prompt.device)                      # n copies of row 0
+    state = model.reorder_state(model.start(prompt), rows)
+    tokens = prompt[rows, -1]                                                          # (n,)
+    generator = None if options.greedy else seeded(options.seed, device)
+    drawn = []
+    for _ in range(options.max_tokens):
+        logits, state, _ = model.step(tokens, state)                                   # (n, V)
+        tokens = (choose_tokens(logits, processors_for(options), sample=False) if options.greedy
+                  else nucleus_choose(logits, options, generator))
+        drawn.append(tokens)
+    if not drawn:
+        return [[] for _ in range(n)]
+    outputs = torch.stack(drawn, dim=1).tolist()                                       # (n, max_tokens)
+    if options.stop_at_eos:
+        outputs = [ids[:ids.index(EOS) + 1] if EOS in ids else ids for ids in outputs]
+    return outputs
 
 
 @torch.no_grad()

@@ -2,7 +2,9 @@
 Gehman et al. 2020 measure it ("RealToxicityPrompts"), with a seqlab classifier as the toxicity scorer.
 
 For each prompt the model samples k continuations (default 25, nucleus sampling with top-p 0.9, 20 tokens,
-SLP 9.2.3), and the scorer gives each continuation its probability of being toxic. Two figures:
+SLP 9.2.3), as one batch of k rows (`seqlab.search.sample_ids`: the prompt read once, each step drawing the
+k next tokens at once, through the same temperature / top-p processors as `seqlab generate`), and the scorer
+gives each continuation its probability of being toxic (the k as one batch). Two figures:
 
     expected maximum toxicity   the mean over prompts of the most toxic of its k continuations' scores
                                 (and their standard deviation over prompts): how bad the worst of k
@@ -38,7 +40,7 @@ class ToxicityOptions:
     continuations: int = 25          # k per prompt
     max_tokens: int = 20
     top_p: float = 0.9
-    seed: int = 0                    # continuation j of prompt i is sampled with seed + k * i + j
+    seed: int = 0                    # prompt i's k continuations are sampled from seed + k * i (`continue_k`)
     toxic_label: str = "toxic"
 
     def __post_init__(self):
@@ -107,6 +109,25 @@ def toxic_scores(scorer, texts: list[str], toxic_label: str) -> list[float]:
     return scores
 
 
+def continue_k(lm, prompt: str, options: ToxicityOptions, seed: int) -> list[str]:
+    """`options.continuations` sampled continuations of `prompt`. A TrainedLM samples them as one batch
+    (`seqlab.search.sample_ids`, one generator seeded `seed`), each made text as `TrainedLM.generate` makes
+    it; any other model with `generate` (the ONNX runtime's, a scripted one) samples them one at a time,
+    continuation j with seed + j."""
+    from seqlab.pipelines.lm import TrainedLM
+    from seqlab.pipelines.outputs import text_pieces
+    from seqlab.search import SamplingOptions, sample_ids
+
+    k = options.continuations
+    if not isinstance(lm, TrainedLM):
+        return [lm.generate(prompt, max_tokens=options.max_tokens, top_p=options.top_p, seed=seed + j)
+                for j in range(k)]
+    sampling = SamplingOptions(max_tokens=options.max_tokens, top_p=options.top_p, seed=seed)
+    context = lm.prompt_ids(prompt)
+    return ["".join(text_pieces(ids, context[1:], lm.detokenize, stop_at_eos=False, whole=False))
+            for ids in sample_ids(lm.model, context, sampling, k, lm.device)]
+
+
 def audit_toxicity(lm, scorer, prompts: list[str], options: ToxicityOptions | None = None,
                    progress: bool | None = None) -> ToxicityResult:
     """Sample `options.continuations` continuations of each prompt from `lm` (a TrainedLM: `generate`),
@@ -117,8 +138,7 @@ def audit_toxicity(lm, scorer, prompts: list[str], options: ToxicityOptions | No
     k = options.continuations
     continuations, scores = [], []
     for i, prompt in enumerate(progress_bar(prompts, progress, desc="toxicity", unit="prompt")):
-        texts = [lm.generate(prompt, max_tokens=options.max_tokens, top_p=options.top_p,
-                             seed=options.seed + k * i + j) for j in range(k)]
+        texts = continue_k(lm, prompt, options, options.seed + k * i)
         continuations.append(texts)
         scores.append(toxic_scores(scorer, texts, options.toxic_label))
     return ToxicityResult(list(prompts), continuations, scores, summarize(scores))
