@@ -224,3 +224,24 @@ def test_bad_inputs_are_one_line_and_exit_2(runs, tmp_path, capsys):
     shutil.copy(runs["lm"] / "config.json", untrained)
     assert main(["card", str(untrained)]) == 2
     assert "no model.safetensors" in capsys.readouterr().err
+
+
+def test_a_canary_run_and_its_audits_reach_the_card_without_the_secrets(runs, tmp_path, capsys):
+    data = json.loads((runs["lm"] / "config.json").read_text())["data"]
+    run = tmp_path / "canary"
+    assert main(["train", "lm", "--train", data["train"], "--valid", data["valid"], "--tokenizer", "word",
+                 "--canary", "my pin is {digits:2}", "--canary-repeats", "2", "8", "--hidden-size", "8",
+                 "--embedding-size", "8", "--max-steps", "2", "--batch-size", "2", "--seq-len", "4", *FAST,
+                 "--output", str(run)]) == 0
+    secrets = json.loads((run / "canaries.json").read_text())["secrets"]
+    assert main(["audit", "exposure", str(run), "--json"]) == 0
+    assert main(["card", str(run), "--resamples", "0"]) == 0
+    capsys.readouterr()
+    card, markdown = card_of(run), (run / CARD_MD).read_text()
+    assert card["training_data"]["canaries"] == {"inserted": True, "template": "my pin is {digits:2}", "secrets": 2,
+                                                 "repeats": [2, 8], "candidates": 100}
+    audit = card["ethical_considerations"]["audits"]["exposure"]
+    assert audit["command"].startswith(f"seqlab audit exposure {run}")
+    assert set(audit["figures"]) == {"exposure at 2 repeats", "exposure at 8 repeats", "log2 |R|"}
+    for secret in secrets:
+        assert secret["text"] not in markdown and secret["text"] not in json.dumps(card)

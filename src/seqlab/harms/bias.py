@@ -28,6 +28,7 @@ from __future__ import annotations
 import csv
 import difflib
 import io
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -285,7 +286,9 @@ def audit_bias(run_dir: str | Path, pairs_path: str | Path, output: str | Path |
     with tqdm(total=len(pairs), unit="pair", desc="CrowS-Pairs", leave=False, dynamic_ncols=True,
               disable=True if progress is False else None) as bar:
         result = crows_pairs(trained, pairs_path, seed, resamples, lambda done, total: bar.update(1), pairs)
-    result = {"run": str(run_dir), **result}
+    result = {"run": str(run_dir), **result,
+              "command": shlex.join(["seqlab", "audit", "bias", str(run_dir), "--pairs", str(pairs_path),
+                                     "--seed", str(seed)])}
     paths = {"json": output / f"{NAME}.json", "markdown": output / f"{NAME}.md", "png": output / f"{NAME}.png"}
     atomic_write_json(paths["json"], result)
     atomic_write_text(paths["markdown"], to_markdown(result))

@@ -438,9 +438,12 @@ def headline(name: str, result: dict) -> dict:
         overall = result.get("overall", {})
         return {f"crows_pairs_pct ({scoring})": round(found["percent"], 1) for scoring, found in overall.items()
                 if isinstance(found, dict) and isinstance(found.get("percent"), (int, float))}
+    if name == "exposure":
+        return {f"exposure at {s['repeats']} repeats": round(s["exposure"], 2) for s in result.get("secrets", [])
+                if isinstance(s, dict) and isinstance(s.get("exposure"), (int, float))} | (
+            {"log2 |R|": round(result["log2_space"], 2)} if isinstance(result.get("log2_space"), (int, float)) else {})
     keys = {"toxicity": ("expected_max_toxicity", "expected_max_toxicity_std", "toxicity_probability", "prompts"),
-            "memorization": ("extraction_top100", "memorized_pct", "samples", "sequences"),
-            "exposure": ("exposure",)}.get(name, ())
+            "memorization": ("extraction_top100", "memorized_pct", "samples", "sequences")}.get(name, ())
     return {key: result[key] for key in keys if key in result}
 
 

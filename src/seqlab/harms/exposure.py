@@ -39,6 +39,7 @@ here is a lower log-perplexity).
 from __future__ import annotations
 
 import math
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -394,6 +395,9 @@ def audit_exposure(run_dir: str | Path, output: str | Path | None = None, device
     output = Path(output) if output is not None else Path(run_dir) / "audits"
     check_writable(output, "output folder", folder=True)
     result = {"run": str(run_dir), **measure_exposure(load(run_dir, device), record, method, samples, seed)}
+    result["command"] = shlex.join(["seqlab", "audit", "exposure", str(run_dir), "--method", method]
+                                   + (["--samples", str(samples), "--seed", str(seed)] if result["method"] != "exact"
+                                      else []))
     paths = {"json": output / f"{NAME}.json", "markdown": output / f"{NAME}.md", "png": output / f"{NAME}.png"}
     atomic_write_json(paths["json"], result)
     atomic_write_text(paths["markdown"], to_markdown(result))
