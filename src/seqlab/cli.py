@@ -559,6 +559,8 @@ def search_options(args: argparse.Namespace):
 
 
 def train_command(args: argparse.Namespace) -> int:
+    """`seqlab train TASK`: `seqlab.api.train` (the pipeline trains, then the run's model card is written)."""
+    from seqlab.api import train
     from seqlab.pipelines.runs import RESUME_OR_OVERWRITE
     from seqlab.registry import pipeline
 
@@ -567,12 +569,11 @@ def train_command(args: argparse.Namespace) -> int:
     if args.resume and args.overwrite:
         raise SeqlabError(RESUME_OR_OVERWRITE)
     config = task.resolve(args.config, overrides, resume=args.resume)
-    from seqlab.api import train
-
     train(task.name, config, resume=args.resume, overwrite=args.overwrite)
     output = config.train.output
     if int(os.environ.get("RANK", 0)) == 0:
-        print(f"saved to {output}/ (model.safetensors, metrics.jsonl, curves.png); try:\n" +
+        card = ", MODEL_CARD.md" if (Path(output) / "MODEL_CARD.md").exists() else ""
+        print(f"saved to {output}/ (model.safetensors, metrics.jsonl, curves.png{card}); try:\n" +
               "\n".join("  " + step.format(output=output) for step in task.next_steps), file=sys.stderr)
     return 0
 
