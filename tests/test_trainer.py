@@ -175,6 +175,29 @@ def test_optim_schedules():
     assert cosine.lr(55, 0) == pytest.approx(5.5e-4)          # half-way down the cosine
     assert cosine.lr(100, 0) == pytest.approx(1e-4)
     assert Schedule("constant", 0.5, 10).lr(7, 3) == 0.5
+    assert cosine.lr(20, 0, spent=0.5) == pytest.approx(5.5e-4)   # a budget half spent: half-way down already
+    assert cosine.lr(20, 0, spent=1.0) == pytest.approx(1e-4)
+
+
+def test_trainer_token_budget_stops_at_the_step_that_spends_it_and_decays_over_it(tmp_path):
+    """--max-tokens: 4 x 8 = 32 tokens a step, so 100 tokens take 4 steps (the 4th passes the budget); the
+    cosine reaches --min-lr there, not at --max-steps."""
+    config = tiny_config(tmp_path / "run", max_steps=1000, max_tokens=100, eval_every=0, warmup_steps=0, min_lr=1e-4)
+    train_lm(config)
+    rows = [json.loads(line) for line in (tmp_path / "run" / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]
+    assert rows[0]["lr"] == pytest.approx(3e-3) and rows[-1]["lr"] < rows[0]["lr"]
+    final = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()][-1]
+    assert final["final"] and final["step"] == 4
+
+
+def test_trainer_time_budget_stops_training_soon_after_it_is_spent(tmp_path, monkeypatch):
+    clock = iter(range(10 ** 6))
+    monkeypatch.setattr(trainer_module.time, "time", lambda: float(next(clock)))     # one second a call
+    config = tiny_config(tmp_path / "run", max_steps=1000, max_time=30.0, eval_every=0)
+    train_lm(config)
+    steps = [json.loads(line)["step"] for line in (tmp_path / "run" / "train_log.jsonl").read_text().splitlines()]
+    assert 1 < len(steps) < 30 and steps[-1] < 1000
 
 
 def test_trainer_batch_must_split_over_processes(tmp_path, monkeypatch):

@@ -215,6 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_parser(commands)
     add_info_command(commands)
     add_card_command(commands)
+    add_compare_parser(commands, TASKS)
     add_export_parser(commands)
     add_audit_parser(commands)
     return parser
@@ -439,6 +440,65 @@ def info_command(args: argparse.Namespace) -> int:
 
     info = run_info(args.run_dir)
     print(json.dumps(info) if args.json else format_info(info))
+    return 0
+
+
+def add_compare_parser(commands, tasks: dict) -> None:
+    """`seqlab compare TASK ... --output DIR` and `seqlab compare --report DIR`."""
+    from seqlab.compare.run import RECIPES, SIZES
+
+    compare = commands.add_parser("compare", help="train every architecture of the chapters on your data under one "
+                                  "budget (wall time or tokens), each into a run directory, then write one report "
+                                  "(report.html, report.md): table, curves, speed against quality, samples, "
+                                  "confusions, what the gates and attention do")
+    compare.add_argument("--report", metavar="DIR", help="rebuild the report of the comparison in DIR from its "
+                         "finished runs (no training)")
+    kinds = compare.add_subparsers(dest="task", metavar="TASK")
+    for name, pipeline in tasks.items():
+        task = kinds.add_parser(name, help=f"compare architectures of {pipeline.title}: "
+                                f"{', '.join(RECIPES[name])}")
+        task.add_argument("--output", required=True, metavar="DIR", help="the comparison's folder: compare.json, "
+                          "runs/ARCH (one run directory per architecture), report.html, report.md")
+        task.add_argument("--archs", nargs="+", metavar="ARCH", choices=tuple(RECIPES[name]),
+                          help=f"the architectures (default: all: {' '.join(RECIPES[name])})")
+        budget = task.add_mutually_exclusive_group()
+        budget.add_argument("--budget", metavar="TIME", help="wall time per architecture, evaluation included: "
+                            "90s, 5m, 1.5h (default: 3m)")
+        budget.add_argument("--budget-tokens", type=Number(int, at_least=1), metavar="N",
+                            help="training tokens per architecture (what the loss is summed over: documents "
+                                 "for a classifier)")
+        task.add_argument("--size", choices=SIZES, default="small",
+                          help="model widths: tiny (16 units, for a try), small (the tables' recipes, ~2-3M "
+                               "parameters for a 10k-word LM) or medium (twice as wide) (default: small)")
+        if name == "lm":
+            task.add_argument("--prompt", help="the prompt every language model continues in the report "
+                              "(default: the start of the validation file)")
+        add_options(task, pipeline.groups["data"], "data (every architecture)")
+        add_options(task, pipeline.groups["model"], "model (every architecture it acts on)",
+                    skip=(*pipeline.derived, "arch", "encoder"))
+        add_options(task, pipeline.groups["train"], "training (every architecture)",
+                    skip=("output", "max_time", "max_tokens", "resume"), defaults=pipeline.train_defaults)
+
+
+def compare_command(args: argparse.Namespace) -> int:
+    """`seqlab compare`: `seqlab.compare.run.compare` (or, with --report, `seqlab.compare.report.build_report`)."""
+    from seqlab.compare.report import build_report
+    from seqlab.compare.run import compare, parse_budget
+    from seqlab.registry import pipeline
+
+    if args.report:
+        if args.task:
+            raise SeqlabError("--report DIR rebuilds a comparison's report; give it alone, without a task")
+        paths = build_report(args.report)
+        print(f"wrote {paths['html']} and {paths['markdown']}")
+        return 0
+    if not args.task:
+        raise SeqlabError("seqlab compare needs a task (lm, tagger, classifier, seq2seq) or --report DIR")
+    given = {k: v for k, v in vars(args).items() if k in pipeline(args.task).option_groups and k != "output"}
+    plan = compare(args.task, args.output, given, args.archs or (),
+                   parse_budget(args.budget) if args.budget else None, args.budget_tokens, args.size,
+                   getattr(args, "prompt", None), "seqlab " + " ".join(sys.argv[1:]))
+    print(f"compared {', '.join(plan['archs'])}: {Path(args.output) / 'report.html'} and report.md")
     return 0
 
 
@@ -909,6 +969,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = {"train": train_command, "evaluate": evaluate_command, "generate": generate_command,
                 "tag": tag_command, "classify": classify_command, "translate": decode_command,
                 "summarize": decode_command, "serve": serve_command, "info": info_command, "card": card_command,
+                "compare": compare_command,
                 "export": export_command, "audit": audit_command}
     try:
         if getattr(args, "threads", 0) and getattr(args, "runtime", "torch") == "torch":

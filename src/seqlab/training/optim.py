@@ -2,7 +2,8 @@
 
 Schedules (all with an optional linear warm-up over the first `warmup_steps` steps):
   constant  the base rate throughout
-  cosine    cosine decay from the base rate to `min_lr` over the run's steps (the usual Adam schedule)
+  cosine    cosine decay from the base rate to `min_lr` over the run's steps, or over its time or token
+            budget when that runs out first (the usual Adam schedule)
   step      the classic SGD schedule of Zaremba et al. 2014: from epoch `decay_start` on, the rate is
             multiplied by `lr_decay` at every epoch
   plateau   the pytorch/examples rule: multiply the rate by `lr_decay` whenever an evaluation does
@@ -48,10 +49,13 @@ class Schedule:
         self.warmup_steps, self.lr_decay, self.decay_start, self.min_lr = warmup_steps, lr_decay, decay_start, min_lr
         self.factor = 1.0           # the plateau schedule's accumulated decay
 
-    def lr(self, step: int, epoch: int) -> float:
+    def lr(self, step: int, epoch: int, spent: float = 0.0) -> float:
+        """The rate at `step`; `spent` is the share of a time or token budget used so far: the cosine
+        decays over whichever of the steps and the budget runs out first."""
         warmup = min(1.0, (step + 1) / self.warmup_steps) if self.warmup_steps else 1.0
         if self.kind == "cosine":
-            progress = min(1.0, max(0, step - self.warmup_steps) / max(1, self.total_steps - self.warmup_steps))
+            steps = max(0, step - self.warmup_steps) / max(1, self.total_steps - self.warmup_steps)
+            progress = min(1.0, max(spent, steps))
             rate = self.min_lr + 0.5 * (self.base_lr - self.min_lr) * (1 + math.cos(math.pi * progress))
         elif self.kind == "step":
             rate = self.base_lr * self.lr_decay ** max(0, epoch + 1 - self.decay_start)

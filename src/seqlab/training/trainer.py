@@ -55,6 +55,11 @@ class TrainConfig:
     output: str = option("runs/run", "run directory for the config, vocabulary, checkpoints and metrics")
     epochs: int = option(10, "passes over the training data", at_least=1)
     max_steps: int = option(0, "stop after this many optimizer steps (0: no limit)", at_least=0)
+    max_time: float = option(0.0, "a time budget: stop after this many seconds of training, evaluation included "
+                                  "(0: no limit); the cosine schedule decays over it", at_least=0)
+    max_tokens: int = option(0, "a data budget: stop after this many training tokens, what the loss is summed over "
+                                "(documents for a classifier; 0: no limit); the cosine schedule decays over it",
+                             at_least=0)
     batch_size: int = option(20, "sequences per optimizer step, over all processes", at_least=1)
     eval_batch_size: int = option(10, "parallel streams (or windows) in evaluation", at_least=1)
     optimizer: str = option("adamw", "optimizer", choices=OPTIMIZERS)
@@ -202,6 +207,7 @@ class Trainer:
         bar = tqdm(total=self.total_steps, initial=pos.step, unit="step", dynamic_ncols=True,
                    disable=not (cfg.progress and self.is_main), mininterval=0.5)
         self._start = self._mark_time = time.time()
+        self._spent = self._budget_spent()                          # of a budget, by an earlier session
         self._mark_tokens = pos.tokens
         self._window = [torch.zeros((), device=self.device), 0]      # loss sum, tokens since the last log
         self._since_eval = [0.0, 0]                                  # the same since the last evaluation
@@ -213,6 +219,7 @@ class Trainer:
         if cfg.keep_memory and self.device.type == "cpu":
             keep_freed_memory()
         try:
+            stop = stop or self._budget_spent() >= 1
             while not stop and pos.epoch < cfg.epochs:
                 stop = self._run_epoch(train_model, bar)
         finally:
@@ -230,17 +237,30 @@ class Trainer:
             group = [batches[pos.batch + j] for j in range(cfg.accumulate)]
             lr = self._optimizer_step(train_model, group)
             bar.update(1)
-            if pos.step % cfg.log_every == 0 or pos.step == self.total_steps:
+            self._spent = self._budget_spent()
+            stop = pos.step >= self.total_steps or self._spent >= 1
+            if pos.step % cfg.log_every == 0 or stop:
                 bar.set_postfix(self._log(lr))
             at_epoch_end = pos.batch // cfg.accumulate >= steps_in_epoch
             if at_epoch_end:
                 pos.epoch, pos.batch = pos.epoch + 1, 0
-            stop = pos.step >= self.total_steps
             periodic = cfg.eval_every and pos.step % cfg.eval_every == 0
             if stop or periodic or (at_epoch_end and not cfg.eval_every):
                 stop = self._evaluate_and_save() or stop
             if stop or at_epoch_end:
                 return stop
+
+    def _budget_spent(self) -> float:
+        """The share of the --max-time / --max-tokens budget spent (the larger of the two; 0 with neither), the
+        same on every process (their mean under DDP), so that all stop at the same step."""
+        cfg, pos = self.config, self.position
+        shares = ([(pos.elapsed + time.time() - self._start) / cfg.max_time] if cfg.max_time else []) + \
+                 ([pos.tokens / cfg.max_tokens] if cfg.max_tokens else [])
+        if not shares:
+            return 0.0
+        if self.world > 1:
+            return distributed.all_reduce_sum([max(shares)], self.device)[0] / self.world
+        return max(shares)
 
     def _wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         """The module the loop calls: DDP around the model under torchrun, compiled on request."""
@@ -281,7 +301,7 @@ class Trainer:
             self._finite &= torch.isfinite(norm)
         if self.device.type == "cpu":      # checking costs a device sync elsewhere: there, at each log and evaluation
             self._check_finite()
-        lr = self.schedule.lr(pos.step, pos.epoch)
+        lr = self.schedule.lr(pos.step, pos.epoch, self._spent)
         set_lr(self.optimizer, lr)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)

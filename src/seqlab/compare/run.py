@@ -1,0 +1,254 @@
+"""`seqlab compare TASK`: every architecture of the chapters trained on the user's own data under the same
+budget, each into an ordinary run directory, then one report (`seqlab.compare.report`).
+
+    seqlab compare lm --train data/train.txt --valid data/valid.txt --budget 5m --output cmp/
+    seqlab compare --report cmp/                       # rebuild the report from the finished runs
+
+The budget is the same for every architecture: wall time (`--budget 5m`, evaluation included) or training
+tokens (`--budget-tokens N`: what the loss is summed over, documents for a classifier); each run's cosine
+schedule decays over it (`--max-time` / `--max-tokens` of `seqlab train`), so no model is cut off at a high
+learning rate. Each architecture has a recipe that works without tuning (the ones the benchmark tables found:
+`configs/ptb-compare-*.yaml` for language models, the tagging and classification tables' settings), at sizes
+chosen so that the models have similar parameter counts (`--size tiny|small|medium`). Options the user
+gives (the task's data options, and any model or training option) apply to every architecture they act on.
+
+DIR/compare.json records the plan; DIR/runs/ARCH is each run. A killed compare resumes where it stopped: a
+finished run is kept, an interrupted one continues from its checkpoint (`--resume`), the rest start.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from pathlib import Path
+
+from seqlab.config import inapplicable
+from seqlab.errors import SeqlabError
+from seqlab.fileio import atomic_write_json, read_json
+from seqlab.pipelines.runs import RunLock, log
+from seqlab.registry import pipeline as task_pipeline
+from seqlab.version import __version__
+
+PLAN = "compare.json"
+SIZES = ("tiny", "small", "medium")
+WIDTH = {"tiny": 16, "small": 1, "medium": 2}     # tiny: fixed 16 units (tests, demos); else a multiplier
+
+# Each architecture's recipe at size "small": its model options and the training options it needs beyond the
+# shared ones (TRAIN). Widths are multiplied by the size's factor; the shared optimiser is AdamW with a cosine
+# decay over the budget, as the benchmark tables train.
+RECIPES: dict[str, dict[str, dict]] = {
+    "lm": {   # configs/ptb-compare-*.yaml: ~2.2-3M parameters on PTB, most of them the tied 10k x 200 embedding
+        "ffn": {"arch": "ffn", "embedding_size": 200, "hidden_size": 200, "context": 5, "dropout": 0.3,
+                "tie_weights": True},
+        "rnn": {"arch": "rnn", "embedding_size": 200, "hidden_size": 200, "num_layers": 2, "dropout": 0.3,
+                "tie_weights": True},
+        "lstm": {"arch": "lstm", "embedding_size": 200, "hidden_size": 200, "num_layers": 2, "dropout": 0.3,
+                 "tie_weights": True},
+        "gru": {"arch": "gru", "embedding_size": 200, "hidden_size": 200, "num_layers": 2, "dropout": 0.3,
+                "tie_weights": True},
+        "transformer": {"arch": "transformer", "embedding_size": 200, "num_layers": 2, "num_heads": 4,
+                        "context": 128, "norm_position": "pre", "dropout": 0.3, "tie_weights": True},
+    },
+    "tagger": {   # benchmarks/tagging_table.py: one factor at a time around the BiLSTM
+        "window": {"encoder": "window", "window": 2, "hidden_size": 128},
+        "rnn": {"encoder": "rnn", "bidirectional": False, "hidden_size": 128},
+        "lstm": {"encoder": "lstm", "bidirectional": False, "hidden_size": 128},
+        "bilstm": {"encoder": "lstm", "bidirectional": True, "hidden_size": 128},
+        "gru": {"encoder": "gru", "bidirectional": False, "hidden_size": 128},
+        "transformer": {"encoder": "transformer", "num_layers": 2, "num_heads": 4, "hidden_size": 128},
+    },
+    "classifier": {   # benchmarks/classification_table.py
+        "pooled": {"arch": "pooled", "embedding_size": 128, "hidden_size": 128},
+        "rnn": {"arch": "rnn", "embedding_size": 128, "hidden_size": 128},
+        "lstm": {"arch": "lstm", "embedding_size": 128, "hidden_size": 128},
+        "bilstm": {"arch": "lstm", "bidirectional": True, "pooling": "max", "embedding_size": 128,
+                   "hidden_size": 128},
+        "gru": {"arch": "gru", "embedding_size": 128, "hidden_size": 128},
+        "transformer": {"arch": "transformer", "num_layers": 2, "num_heads": 4, "embedding_size": 128,
+                        "hidden_size": 128},
+    },
+    "seq2seq": {   # configs/multi30k-*.yaml
+        "rnn": {"arch": "rnn", "embedding_size": 256, "hidden_size": 256},
+        "lstm": {"arch": "lstm", "embedding_size": 256, "hidden_size": 256},
+        "gru": {"arch": "gru", "embedding_size": 256, "hidden_size": 256},
+        "gru-attention": {"arch": "gru", "attention": "dot", "bidirectional": True, "embedding_size": 256,
+                          "hidden_size": 256},
+        "transformer": {"arch": "transformer", "embedding_size": 256, "num_layers": 3, "num_heads": 4,
+                        "ff_size": 1024},
+    },
+}
+TRAIN = {"lm": {"optimizer": "adamw", "lr": 0.002, "batch_size": 20, "seq_len": 35, "warmup_steps": 100,
+                "grad_clip": 1.0},
+         "tagger": {"optimizer": "adamw", "lr": 0.001, "batch_size": 32, "warmup_steps": 100},
+         "classifier": {"optimizer": "adamw", "lr": 0.001, "batch_size": 32, "warmup_steps": 100},
+         "seq2seq": {"optimizer": "adamw", "lr": 0.001, "batch_size": 64, "warmup_steps": 100}}
+TRAIN_ARCH = {("lm", "transformer"): {"lr": 0.001}}
+SIZED = ("embedding_size", "hidden_size", "ff_size")
+EPOCHS_UNDER_BUDGET = 1000       # with a budget, epochs only bound it from above
+DEFAULT_BUDGET_S = 180.0         # three minutes per model: the whole comparison in a quarter of an hour
+
+
+def archs(task: str) -> tuple[str, ...]:
+    return tuple(RECIPES[task])
+
+
+def parse_budget(text: str) -> float:
+    """'90s', '5m', '1.5h' or plain seconds -> seconds."""
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text or "")
+    if not found or float(found.group(1)) <= 0:
+        raise SeqlabError(f"--budget {text!r}: give a time such as 90s, 5m or 1.5h (a positive number; plain "
+                          "numbers are seconds)")
+    return float(found.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[found.group(2)]
+
+
+def recipe(task: str, arch: str, size: str) -> dict:
+    """The model and training options of one architecture at one size."""
+    if arch not in RECIPES[task]:
+        raise SeqlabError(f"--archs: {arch!r} is not an architecture seqlab compares for {task}; choose from "
+                          f"{', '.join(RECIPES[task])}")
+    if size not in SIZES:
+        raise SeqlabError(f"--size {size!r}: choose from {', '.join(SIZES)}")
+    options = {**RECIPES[task][arch], **TRAIN[task], **TRAIN_ARCH.get((task, arch), {})}
+    for name in SIZED:
+        if name in options:
+            options[name] = WIDTH["tiny"] if size == "tiny" else options[name] * WIDTH[size]
+    if size == "tiny":
+        options["warmup_steps"] = 0
+        if "ff_size" in options:
+            options["ff_size"] = 4 * WIDTH["tiny"]
+        if task == "lm" and options.get("arch") != "ffn":
+            options["num_layers"] = 1
+    if task == "lm" and options["arch"] == "transformer" and size != "tiny":
+        options["embedding_size"] = 200 * WIDTH[size]
+    return options
+
+
+def run_config(task: str, arch: str, size: str, given: dict, budget: dict, output: Path):
+    """The config of one architecture's run: its recipe, then every option the user gave that acts on it,
+    then the budget and its run directory."""
+    pipeline = task_pipeline(task)
+    options = recipe(task, arch, size)
+    groups = pipeline.option_groups
+    for name, value in given.items():
+        options[name] = value
+    base = {k: v for k, v in options.items() if k in groups}
+    config = pipeline.resolve(None, {**base, "output": str(output), "epochs": given.get("epochs", EPOCHS_UNDER_BUDGET),
+                                     **budget}, resume=False)
+    return config
+
+
+def applicable_options(task: str, arch: str, size: str, given: dict) -> dict:
+    """Of the options the user gave, those that act on this architecture (`--heads` does nothing for an LSTM:
+    left out for it, not refused)."""
+    pipeline = task_pipeline(task)
+    options = {**recipe(task, arch, size), **given}
+    kept = {}
+    for name, value in given.items():
+        group = pipeline.option_groups[name]
+        cls = pipeline.groups[group]
+        values = {k: v for k, v in options.items() if pipeline.option_groups.get(k) == group}
+        try:
+            obj = cls(**values)
+        except SeqlabError:
+            continue
+        if not inapplicable(obj, [name]):
+            kept[name] = value
+    return kept
+
+
+def compare(task: str, output: str | Path, given: dict | None = None, arch_names: list[str] | tuple = (),
+            budget_s: float | None = None, budget_tokens: int | None = None, size: str = "small",
+            prompt: str | None = None, command: str | None = None, report: bool = True) -> dict:
+    """Train every architecture of `arch_names` (default: all of the task's) under one budget into
+    OUTPUT/runs/ARCH, resuming what an earlier compare left, then write the report; returns the plan."""
+    from seqlab.api import train
+
+    pipeline = task_pipeline(task)
+    given = dict(given or {})
+    for name in ("output", "max_time", "max_tokens"):
+        if name in given:
+            raise SeqlabError(f"--{name.replace('_', '-')} is set by seqlab compare (use --output DIR for the "
+                              "comparison, --budget / --budget-tokens for the budget)")
+    unknown = [name for name in given if name not in pipeline.option_groups]
+    if unknown:
+        raise SeqlabError(f"unknown option {unknown[0]!r} for seqlab compare {task}")
+    if budget_s is not None and budget_tokens is not None:
+        raise SeqlabError("give --budget (time) or --budget-tokens, not both: the models share one budget")
+    if budget_tokens is not None and budget_tokens < 1:
+        raise SeqlabError(f"--budget-tokens {budget_tokens}: at least 1")
+    from seqlab.config import file_fields
+    from seqlab.fileio import check_input_file
+    for name in file_fields(pipeline.groups["data"]):           # absolute, so a resumed compare finds them anywhere
+        if given.get(name):
+            check_input_file(Path(given[name]), f"--{name.replace('_', '-')}")     # before any model trains
+            given[name] = str(Path(given[name]).resolve())
+    budget = {"max_tokens": budget_tokens} if budget_tokens is not None else \
+        {"max_time": budget_s if budget_s is not None else DEFAULT_BUDGET_S}
+    names = list(arch_names) or list(archs(task))
+    for name in names:
+        recipe(task, name, size)                               # an unknown arch or size: refused before any work
+    if len(set(names)) != len(names):
+        raise SeqlabError("--archs names an architecture twice")
+    output = Path(output)
+    with RunLock(output):                                      # one compare writes DIR at a time
+        plan = start_plan(output, task, names, budget, size, given, prompt, command)
+    configs = {}
+    for name in plan["archs"]:                                 # every config first: a bad option fails before training
+        kept = applicable_options(task, name, size, given)
+        configs[name] = run_config(task, name, size, kept, budget, output / "runs" / name)
+    for i, name in enumerate(plan["archs"]):
+        run_dir = output / "runs" / name
+        state = run_state(run_dir)
+        if state == "finished":
+            log(f"[{i + 1}/{len(plan['archs'])}] {name}: finished already ({run_dir})")
+            continue
+        resume = state == "resumable"
+        log(f"[{i + 1}/{len(plan['archs'])}] {name}: {'resuming' if resume else 'training'} into {run_dir}")
+        config = configs[name]
+        if resume:
+            config = pipeline.resolve(None, {"output": str(run_dir)}, resume=True)
+        train(task, config, resume=resume, overwrite=state == "stale")
+    if report:
+        from seqlab.compare.report import build_report
+        build_report(output)
+    return plan
+
+
+def start_plan(output: Path, task: str, names: list[str], budget: dict, size: str, given: dict,
+               prompt: str | None, command: str | None) -> dict:
+    """DIR/compare.json: a new plan, or the one an earlier compare of the same task wrote (resumed as planned;
+    a different task, budget or size in DIR is refused rather than mixed)."""
+    path = output / PLAN
+    wanted = {"task": task, "archs": names, "budget": {"time_s": budget["max_time"]} if "max_time" in budget
+              else {"tokens": budget["max_tokens"]}, "size": size, "options": given}
+    if path.exists():
+        plan = read_json(path, "compare plan")
+        if not isinstance(plan, dict) or any(plan.get(k) != v for k, v in wanted.items()):
+            differs = next((k for k, v in wanted.items() if not isinstance(plan, dict) or plan.get(k) != v), "task")
+            raise SeqlabError(f"{output} holds a comparison planned differently ({differs}: "
+                              f"{plan.get(differs) if isinstance(plan, dict) else '?'!r}); choose another --output, "
+                              "or give the same options to resume it")
+        return plan
+    plan = {**wanted, "runs": {name: f"runs/{name}" for name in names}, "metric": METRICS[task][0],
+            "lower_is_better": METRICS[task][1], "prompt": prompt, "command": command,
+            "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "seqlab_version": __version__, "title": task_pipeline(task).title}
+    atomic_write_json(path, plan)
+    return plan
+
+
+METRICS = {"lm": ("perplexity", True), "tagger": ("accuracy", False), "classifier": ("accuracy", False),
+           "seq2seq": ("perplexity", True)}
+
+
+def run_state(run_dir: Path) -> str:
+    """new (nothing there), finished (a final record), resumable (a checkpoint), or stale (a run killed
+    before its first checkpoint: started again)."""
+    from seqlab.info import read_records
+
+    if not (run_dir / "config.json").exists():
+        return "new"
+    if any(r.get("final") for r in read_records(run_dir / "metrics.jsonl")):
+        return "finished"
+    return "resumable" if (run_dir / "checkpoint.safetensors").exists() else "stale"
+
