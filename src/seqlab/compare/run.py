@@ -77,12 +77,12 @@ RECIPES: dict[str, dict[str, dict]] = {
                         "ff_size": 1024},
     },
 }
-TRAIN = {"lm": {"optimizer": "adamw", "lr": 0.002, "batch_size": 20, "seq_len": 35, "warmup_steps": 100,
+TRAIN = {"lm": {"optimizer": "adamw", "lr": 0.002, "batch_size": 20, "seq_len": 35, "warmup_steps": 200,
                 "grad_clip": 1.0},
          "tagger": {"optimizer": "adamw", "lr": 0.001, "batch_size": 32, "warmup_steps": 100},
          "classifier": {"optimizer": "adamw", "lr": 0.001, "batch_size": 32, "warmup_steps": 100},
          "seq2seq": {"optimizer": "adamw", "lr": 0.001, "batch_size": 64, "warmup_steps": 100}}
-TRAIN_ARCH = {("lm", "transformer"): {"lr": 0.001}}
+TRAIN_ARCH: dict[tuple[str, str], dict] = {}     # (task, arch) -> training options of that recipe alone
 SIZED = ("embedding_size", "hidden_size", "ff_size")
 EPOCHS_UNDER_BUDGET = 1000       # with a budget, epochs only bound it from above
 DEFAULT_BUDGET_S = 180.0         # three minutes per model: the whole comparison in a quarter of an hour
