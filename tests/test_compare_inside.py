@@ -225,3 +225,21 @@ def test_compare_inside_cells_record_changes_nothing():
     h = gru_cell(torch.zeros(2, 12), h_prev, gru, record=step)
     torch.testing.assert_close(step[0]["z"], torch.full((2, 4), 0.5))                          # 1 - sigmoid(0)
     torch.testing.assert_close(h, 0.5 * h_prev)                                             # SLP 9.13, h~ = 0
+
+
+def test_compare_inside_draws_a_model_elsewhere_on_a_float32_cpu_copy(lms, tmp_path):
+    """A model on a GPU or in another precision is drawn from a float32 copy on the CPU (here: float64)."""
+    lm = lms["lstm"]
+    ids = sample_ids(lm, TEXT)
+    expected = recurrent_gates(lm, ids)
+    lm.model.double()
+    try:
+        found = recurrent_gates(lm, ids)
+        assert next(lm.model.parameters()).dtype == torch.float64                # the user's model untouched
+        assert is_png(pictures(lm, TEXT, tmp_path)[0][1])
+    finally:
+        lm.model.float()
+    for before, after in zip(expected, found, strict=True):
+        for name in before:
+            assert after[name].dtype == torch.float32
+            torch.testing.assert_close(after[name], before[name], atol=1e-6, rtol=0)
