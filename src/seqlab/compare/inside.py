@@ -22,6 +22,7 @@ attention weights from the textbook attention (`seqlab.nn.attention.scaled_dot_p
 from __future__ import annotations
 
 import copy
+import textwrap
 from pathlib import Path
 
 import torch
@@ -37,10 +38,12 @@ MAX_UNITS = 64           # hidden units shown (the first ones); the rest are sai
 TOLERANCE = 1e-4         # recorded vs the model's own outputs, float32 on the CPU (relative for logits)
 
 # What each picture shows, with the book's names and equations.
-GATE_NAMES = {
-    "lstm": [("i", "add (input) gate i", "13.23"), ("f", "forget gate f", "13.20"),
-             ("o", "output gate o", "13.26")],
-    "gru": [("z", "update gate z", "9.11"), ("r", "reset gate r", "9.10")],
+GATE_NAMES = {           # key, the book's name, its equation, what 1 means
+    "lstm": [("i", "add (input) gate i", "13.23", "1 = add the candidate g"),
+             ("f", "forget gate f", "13.20", "1 = keep the context"),
+             ("o", "output gate o", "13.26", "1 = show the context in h")],
+    "gru": [("z", "update gate z", "9.11", "1 = take the new candidate h~"),
+            ("r", "reset gate r", "9.10", "0 = the candidate ignores h_{t-1}")],
 }
 
 
@@ -201,15 +204,14 @@ def _recurrent_panels(arch: str, layer: int, found: dict[str, Tensor], activatio
         top = 1.0 if activation == "tanh" else max(float(found["h"].max()), 1e-6)
         low = -1.0 if activation == "tanh" else 0.0
         return (f"Elman RNN layer {layer}: hidden state h per token (SLP eq. 13.1, g = {activation})",
-                [(found["h"], "hidden state h", "RdBu_r", low, top)])
+                [(found["h"], "hidden state h", "RdBu_r" if activation == "tanh" else "viridis", low, top)])
     gates = GATE_NAMES[arch]
-    names = ", ".join(name for _, name, _ in gates[:-1]) + " and " + gates[-1][1]
+    names = ", ".join(gate[1] for gate in gates[:-1]) + " and " + gates[-1][1]
+    panels = [(found[key], f"{name} (eq. {eq}): {meaning}", "viridis", 0.0, 1.0) for key, name, eq, meaning in gates]
     if arch == "lstm":
-        panels = [(found[key], f"{name} (eq. {eq})", "viridis", 0.0, 1.0) for key, name, eq in gates]
         bound = max(float(found["c"].abs().max()), 1e-6)
         panels.append((found["c"], "context c (eq. 13.25)", "RdBu_r", -bound, bound))
         return f"LSTM layer {layer}: {names}, and the context c, per token (SLP eqs. 13.20-13.27)", panels
-    panels = [(found[key], f"{name} (eq. {eq})", "viridis", 0.0, 1.0) for key, name, eq in gates]
     return f"GRU layer {layer}: {names} per token (SLP eqs. 9.10-9.13)", panels
 
 
@@ -223,8 +225,9 @@ def _heat_maps(panels, labels: list[str], path: Path, title: str, max_units: int
 
     T, H = panels[0][0].shape
     shown = min(H, max_units)
-    fig, axes = plt.subplots(len(panels), 1, figsize=(min(3 + 0.28 * T, 24), 0.6 + 2.4 * len(panels)),
-                             dpi=110, sharex=True, squeeze=False)
+    width = min(max(3 + 0.28 * T, 8), 24)                                     # inches
+    fig, axes = plt.subplots(len(panels), 1, figsize=(width, 0.8 + 2.4 * len(panels)), dpi=110, sharex=True,
+                             squeeze=False)
     for ax, (values, label, cmap, vmin, vmax) in zip(axes[:, 0], panels, strict=True):
         image = ax.imshow(values[:, :shown].T.numpy(), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto",
                           interpolation="nearest")                            # (units, T)
@@ -234,7 +237,7 @@ def _heat_maps(panels, labels: list[str], path: Path, title: str, max_units: int
         fig.colorbar(image, ax=ax, fraction=0.03, pad=0.01)
     axes[-1, 0].set_xticks(range(T), labels, rotation=60, ha="right", fontsize=7)
     axes[-1, 0].set_xlabel("token read")
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(textwrap.fill(title, int(width * 11)), fontsize=10)          # ~11 characters an inch
     fig.tight_layout()
     return save_png(fig, path)
 
@@ -269,13 +272,14 @@ def _attention_map(weights: Tensor, labels: list[str], path: Path, title: str) -
     import matplotlib.pyplot as plt
 
     T = weights.size(0)
-    fig, ax = plt.subplots(figsize=(min(3 + 0.3 * T, 24), min(2 + 0.3 * T, 24)), dpi=110)
+    width = min(max(3 + 0.3 * T, 7), 24)                                      # inches
+    fig, ax = plt.subplots(figsize=(width, min(max(2 + 0.3 * T, 6), 24)), dpi=110)
     image = ax.imshow(weights.numpy(), cmap="Greys", vmin=0, vmax=1, interpolation="nearest")   # (T, T)
     ax.set_xticks(range(T), labels, rotation=60, ha="right", fontsize=7)
     ax.set_yticks(range(T), labels, fontsize=7)
     ax.set_xlabel("key j: the token attended to")
     ax.set_ylabel("query i: the token read")
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="attention weight")
-    ax.set_title(title, fontsize=9, wrap=True)
+    ax.set_title(textwrap.fill(title, int(width * 10)), fontsize=9)
     fig.tight_layout()
     return save_png(fig, path)
