@@ -34,8 +34,12 @@ def elman_cell(wx: Tensor, h_prev: Tensor, w: Weights, nonlinearity: str = "tanh
     return g(wx + h_prev @ w.U.T + w.b_U)                       # (B, H)
 
 
-def lstm_cell(wx: Tensor, state: tuple[Tensor, Tensor], w: Weights) -> tuple[Tensor, Tensor]:
-    """SLP eqs. 13.20-13.27: forget, add and output gates around the context c."""
+def lstm_cell(wx: Tensor, state: tuple[Tensor, Tensor], w: Weights,
+              record: list | None = None) -> tuple[Tensor, Tensor]:
+    """SLP eqs. 13.20-13.27: forget, add and output gates around the context c.
+
+    With a `record` list, each call appends its gates and context {"i", "f", "o", "c"} (B, H) each, for
+    the pictures of `seqlab.compare.inside`; without one nothing is kept."""
     h_prev, c_prev = state
     U_i, U_f, U_g, U_o = w.U.chunk(4)                           # (H, H) each
     b_i, b_f, b_g, b_o = w.b_U.chunk(4)
@@ -48,10 +52,12 @@ def lstm_cell(wx: Tensor, state: tuple[Tensor, Tensor], w: Weights) -> tuple[Ten
     c = j + k                                                   # 13.25 new context
     o = torch.sigmoid(h_prev @ U_o.T + b_o + wx_o)              # 13.26 output gate
     h = o * torch.tanh(c)                                       # 13.27 new hidden state
+    if record is not None:
+        record.append({"i": i, "f": f, "o": o, "c": c})
     return h, c                                                 # (B, H), (B, H)
 
 
-def gru_cell(wx: Tensor, h_prev: Tensor, w: Weights, reset: str = "after") -> Tensor:
+def gru_cell(wx: Tensor, h_prev: Tensor, w: Weights, reset: str = "after", record: list | None = None) -> Tensor:
     """SLP eqs. 9.10-9.13: reset gate r, update gate z, candidate h~.
 
     reset="before" is the book's candidate (9.12): h~ = tanh(U (r * h_{t-1}) + W x_t).
@@ -62,6 +68,8 @@ def gru_cell(wx: Tensor, h_prev: Tensor, w: Weights, reset: str = "after") -> Te
     The book's z (9.11, 9.13) is the share of the new candidate: h_t = (1 - z) h_{t-1} + z h~.
     PyTorch's z is the share kept from h_{t-1}; its weights are the ones stored, so here
     z_book = 1 - sigmoid(U_z h + W_z x): the same function with PyTorch's parameters.
+
+    With a `record` list, each call appends its gates {"r", "z"} (B, H) each (z in the book's sense).
     """
     U_r, U_z, U_h = w.U.chunk(3)                                # (H, H) each
     b_r, b_z, b_h = w.b_U.chunk(3)
@@ -72,6 +80,8 @@ def gru_cell(wx: Tensor, h_prev: Tensor, w: Weights, reset: str = "after") -> Te
         h_tilde = torch.tanh((r * h_prev) @ U_h.T + b_h + wx_h)  # 9.12 as printed
     else:
         h_tilde = torch.tanh(r * (h_prev @ U_h.T + b_h) + wx_h)  # 9.12, cuDNN's variant
+    if record is not None:
+        record.append({"r": r, "z": z})
     return (1 - z) * h_prev + z * h_tilde                       # 9.13, (B, H)
 
 
@@ -81,13 +91,14 @@ def run_cell(cell: str, x: Tensor, state, w: Weights, reverse: bool = False, mas
 
     With a mask (B, T), True on each sequence's real (left-aligned) tokens, padding neither changes
     the state nor gets an output (zeros there): run in reverse, each sequence starts at its own last
-    token, as a packed sequence does in the fused kernels."""
+    token, as a packed sequence does in the fused kernels. `options` go to the cell (nonlinearity, reset,
+    record)."""
     wx = x @ w.W.T + w.b_W                                      # (B, T, gates*H): W x_t for every t
     steps = range(x.size(1) - 1, -1, -1) if reverse else range(x.size(1))
     outputs = [None] * x.size(1)
     for t in steps:
         if cell == "lstm":
-            new = lstm_cell(wx[:, t], state, w)
+            new = lstm_cell(wx[:, t], state, w, **options)
         elif cell == "gru":
             new = gru_cell(wx[:, t], state, w, **options)
         else:
