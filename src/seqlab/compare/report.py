@@ -229,10 +229,10 @@ def plot_validation(rows: list[dict], metric: str, path: Path) -> Figure | None:
         return None
     plt = pyplot()
     fig, (by_step, by_time) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=110)
-    for row in shown:
+    for i, row in enumerate(shown):                  # one colour per architecture in both panels
         steps = [r["step"] for r in row["evaluations"]]
         values = [r[metric] for r in row["evaluations"]]
-        style = {"lw": 3 if row["winner"] else 1.5, "marker": "o", "ms": 3, "label": row["arch"]
+        style = {"color": f"C{i % 10}", "lw": 3 if row["winner"] else 1.5, "marker": "o", "ms": 3, "label": row["arch"]
                  + (" (winner)" if row["winner"] else "")}
         by_step.plot(steps, values, **style)
         timed = [(r["elapsed_s"], r[metric]) for r in row["evaluations"] if is_number(r.get("elapsed_s"))]
@@ -497,7 +497,10 @@ def subtitle(spec: dict) -> str:
 
 
 def md_cell(text: str) -> str:
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """Text in a Markdown table cell or line: pipes and backslashes escaped, angle brackets as entities
+    (Markdown passes HTML through), one line."""
+    return (str(text).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("\n", " "))
 
 
 def md_table(headers: list[str], cells: list[list[str]]) -> list[str]:
