@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import html
 import itertools
+import json
 import os
 import re
 import warnings
@@ -35,7 +36,7 @@ from pathlib import Path
 
 from seqlab.errors import DAMAGED, SeqlabError
 from seqlab.fileio import atomic_write_text, check_writable, read_json, safetensors_metadata
-from seqlab.info import duration, number, read_records, run_info
+from seqlab.info import count_parameters, duration, number, read_records, run_info
 from seqlab.progress import progress_bar
 from seqlab.training.plots import plot_confusion, save_png
 
@@ -47,9 +48,11 @@ DAMAGED_RUN = (SeqlabError, OSError, RuntimeError, *DAMAGED)
 PROMPT_WORDS = 4              # the default LM prompt: the first words of the validation file's first line
 SAMPLE_TOKENS = {"character": 240}                    # tokens an LM generates, by its tokenizer's unit ...
 SAMPLE_TOKENS_DEFAULT = 60                            # ... words or BPE pieces
-INSIDE_CHARS = 80             # the sentence the inside pictures are drawn on: at most this much of a line
+INSIDE_WORDS = 5              # the sentence the inside pictures are drawn on: a line of at least these words ...
+INSIDE_CHARS = 80             # ... at most this many characters of it
 SOURCES_SHOWN = 3             # development sources each seq2seq model translates
 TOP_CONFUSIONS = 5            # tag pairs shown per tagger
+NOTE_CHARS = 160              # a row's note in the table: at most this long (the result's row keeps it whole)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 NUMERIC = ' class="n"'          # a table cell of figures, right-aligned
 
@@ -129,10 +132,13 @@ def read_spec(directory: Path) -> dict:
 
 
 def run_row(directory: Path, arch: str, path: str, metric: str) -> dict:
-    """One architecture's line of the table. "status": finished, not finished (no final valid record),
-    not started (no run yet) or damaged (with "note": why). Parameters, tokens/s and wall time come
-    from model_card.json's model_details when the card is of the weights in model.safetensors (its
-    weights_sha256), else from the weights' shapes, train_log.jsonl's tokens_per_s and the last
+    """One architecture's line of the table. "status": finished (a final valid record), not finished, not
+    started (no run yet) or damaged (its files, or its config.json as its task's config, cannot be read;
+    "note" says why, and the figures that could be read are shown). The figures come from the run's
+    files: metrics.jsonl (the final records, the evaluations, the best step), and for parameters,
+    tokens/s and wall time model_card.json's model_details when the card is of the weights in
+    model.safetensors (its weights_sha256), else the weights' shapes and the trainer's position in
+    checkpoint.safetensors (tokens seen / elapsed), else train_log.jsonl's tokens_per_s and the last
     evaluation's elapsed_s."""
     run_dir = directory / path
     row = {"arch": arch, "run_dir": str(run_dir), "status": "not started", "note": "", "parameters": None,
@@ -142,22 +148,28 @@ def run_row(directory: Path, arch: str, path: str, metric: str) -> dict:
         row["note"] = f"no run in {path}" if not run_dir.exists() else f"{path} has no config.json yet"
         return row
     try:
-        info = run_info(run_dir)
+        records = read_records(run_dir / "metrics.jsonl")
+        logged = read_records(run_dir / "train_log.jsonl")
         card = read_card(run_dir)
-        logged = [r["tokens_per_s"] for r in read_records(run_dir / "train_log.jsonl")
-                  if is_number(r.get("tokens_per_s"))]
-        evaluations = [r for r in read_records(run_dir / "metrics.jsonl")
-                       if r.get("split") == "valid" and not r.get("final") and is_number(r.get(metric))
-                       and is_number(r.get("step"))]
+        weights = run_dir / "model.safetensors"
+        parameters = card.get("parameters") if is_number(card.get("parameters")) else (
+            count_parameters(weights)[0] if weights.exists() else None)
     except DAMAGED_RUN as error:
         return {**row, "status": "damaged", "note": one_line(error)}
-    progress, final = info["progress"], info["progress"]["final"]
-    row.update(parameters=card.get("parameters") if is_number(card.get("parameters")) else info["parameters"],
-               tokens_per_s=card.get("tokens_per_s") if is_number(card.get("tokens_per_s"))
-               else (sum(logged) / len(logged) if logged else None),
-               wall_time_s=card.get("wall_time_s") if is_number(card.get("wall_time_s")) else progress["wall_time_s"],
-               best_step=(progress["best"] or {}).get("step"), steps=progress["steps"], evaluations=evaluations,
-               last_valid=evaluations[-1][metric] if evaluations else None)
+    trainer = trainer_position(run_dir)
+    valid = [r for r in records if r.get("split") == "valid" and not r.get("final") and is_number(r.get("step"))]
+    evaluations = [r for r in valid if is_number(r.get(metric))]
+    final = {r["split"]: r for r in records if r.get("final") and isinstance(r.get("split"), str)}
+    elapsed = [r["elapsed_s"] for r in records if is_number(r.get("elapsed_s"))]
+    speeds = [r["tokens_per_s"] for r in logged if is_number(r.get("tokens_per_s"))]
+    row.update(parameters=parameters,
+               tokens_per_s=first_number(card.get("tokens_per_s"), trainer.get("tokens_per_s"),
+                                         sum(speeds) / len(speeds) if speeds else None),
+               wall_time_s=first_number(card.get("wall_time_s"), trainer.get("elapsed"),
+                                        elapsed[-1] if elapsed else None),
+               best_step=next((r["step"] for r in reversed(valid) if r.get("best")), None),
+               steps=max((r["step"] for r in records + logged if is_number(r.get("step"))), default=0),
+               evaluations=evaluations, last_valid=evaluations[-1][metric] if evaluations else None)
     for split in ("valid", "test"):
         value = final.get(split, {}).get(metric)
         row[split] = value if is_number(value) else None
@@ -167,9 +179,33 @@ def run_row(directory: Path, arch: str, path: str, metric: str) -> dict:
             row["note"] = f"its final valid record has no {metric}"
     else:
         row["status"] = "not finished"
-        row["note"] = f"stopped at step {progress['steps']:,}" + (
+        row["note"] = f"stopped at step {row['steps']:,}" + (
             f"; last valid {metric} {number(row['last_valid'])}" if row["last_valid"] is not None else "")
+    try:
+        run_info(run_dir)                 # config.json read as its task's config: what loading the model needs
+    except DAMAGED_RUN as error:
+        row.update(status="damaged", note=one_line(error))
     return row
+
+
+def trainer_position(run_dir: Path) -> dict:
+    """The trainer's position saved in checkpoint.safetensors' header (tokens seen, elapsed seconds) with
+    tokens_per_s = tokens / elapsed; {} when there is none."""
+    try:
+        trainer = json.loads(safetensors_metadata(run_dir / "checkpoint.safetensors").get("trainer", "{}"))
+    except (ValueError, TypeError):
+        return {}
+    if not isinstance(trainer, dict):
+        return {}
+    tokens, elapsed = trainer.get("tokens"), trainer.get("elapsed")
+    if is_number(tokens) and is_number(elapsed) and elapsed > 0:
+        trainer["tokens_per_s"] = tokens / elapsed
+    return trainer
+
+
+def first_number(*values):
+    """The first of `values` that is a number (None if none is)."""
+    return next((v for v in values if is_number(v)), None)
 
 
 def read_card(run_dir: Path) -> dict:
@@ -282,10 +318,13 @@ def lm_sections(spec: dict, rows: list[dict], models: dict, winner, figures: Pat
     samples = Section("Samples")
     samples.text(f"Each model continues the prompt {prompt!r} (sampling, seed 0)." if prompt else
                  "Each model continues from a line start (sampling, seed 0).")
+    if not models:
+        samples.text("No model has weights yet.")
+        return [samples]
     for arch, trained in models.items():
         try:
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore")              # unknown prompt tokens read as <unk>: said below
+                warnings.simplefilter("ignore")              # a prompt word the vocabulary lacks is read as <unk>
                 text = trained.generate(prompt, max_tokens=SAMPLE_TOKENS.get(trained.unit, SAMPLE_TOKENS_DEFAULT),
                                         seed=0)
             samples.blocks.append(("pre", arch, prompt + text))
@@ -297,7 +336,7 @@ def lm_sections(spec: dict, rows: list[dict], models: dict, winner, figures: Pat
     except ImportError:                                      # the module arrives with its own helper
         inside.text("Pictures of the gates and attention need seqlab.compare.inside, not installed here.")
         return [samples, inside]
-    sentence = (first or prompt)[:INSIDE_CHARS]
+    sentence = sample_sentence(valid) or prompt
     inside.text(f"Drawn on {sentence!r}.")
     for arch, trained in models.items():
         try:
@@ -444,6 +483,23 @@ def first_pairs(data, count: int) -> list:
     return []
 
 
+def sample_sentence(path: str) -> str:
+    """What the inside pictures are drawn on: the validation file's first line of at least INSIDE_WORDS
+    words (else its first line), cut at a word boundary to INSIDE_CHARS characters."""
+    lines = []
+    if path:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                lines = [line.strip() for line in itertools.islice(handle, 1000) if line.strip()]
+        except OSError:
+            return ""
+    line = next((line for line in lines if len(line.split()) >= INSIDE_WORDS), lines[0] if lines else "")
+    if len(line) <= INSIDE_CHARS:
+        return line
+    cut = line[:INSIDE_CHARS + 1].rsplit(" ", 1)[0]
+    return cut if cut.strip() else line[:INSIDE_CHARS]
+
+
 def first_line(path: str) -> str:
     """The first non-blank line of a text file ("" when there is none, or no file)."""
     if not path:
@@ -463,7 +519,8 @@ def table_cells(rows: list[dict], metric: str) -> tuple[list[str], list[list[str
                f"test {metric}", "status"]
     cells = []
     for row in rows:
-        status = row["status"] + (f" ({row['note']})" if row["note"] else "")
+        note = row["note"] if len(row["note"]) <= NOTE_CHARS else row["note"][:NOTE_CHARS - 1] + "…"
+        status = row["status"] + (f" ({note})" if note else "")
         cells.append(["★ winner" if row["winner"] else "", row["arch"], figure(row["parameters"]),
                       figure(row["tokens_per_s"], speed=True),
                       duration(row["wall_time_s"]) if is_number(row["wall_time_s"]) else "—",
@@ -478,6 +535,13 @@ def figure(value, speed: bool = False) -> str:
     if speed and value >= 100:
         return f"{value:,.0f}"
     return number(value)
+
+
+def legend(spec: dict) -> str:
+    """What the table's columns are."""
+    return (f"valid / test {spec['metric']}: the final records of each run's metrics.jsonl (its best weights, "
+            "picked on the validation set); best step: the step of those weights; tokens/s: training tokens per "
+            "second; wall time: training time. The winner has the best valid figure among the finished runs.")
 
 
 def headline(spec: dict, winner: dict | None) -> str:
@@ -511,7 +575,7 @@ def md_table(headers: list[str], cells: list[list[str]]) -> list[str]:
 def render_markdown(spec: dict, rows: list[dict], winner, sections: list[Section], directory: Path) -> str:
     """report.md: the table, then each section, figures as relative links."""
     lines = [f"# seqlab compare: {spec['task']}", "", md_cell(subtitle(spec)), "", f"**{headline(spec, winner)}**", ""]
-    lines += md_table(*table_cells(rows, spec["metric"])) + [""]
+    lines += md_table(*table_cells(rows, spec["metric"])) + ["", f"*{md_cell(legend(spec))}*", ""]
     if isinstance(spec.get("command"), str):
         lines += ["```sh", spec["command"], "```", ""]
     for section in sections:
@@ -558,7 +622,7 @@ def render_html(spec: dict, rows: list[dict], winner, sections: list[Section]) -
         kind = "winner" if row["winner"] else ("" if row["status"] == "finished" else "off")
         body.append(f"<tr class=\"{kind}\">" + "".join(
             f"<td{NUMERIC if i in numeric else ''}>{e(t)}</td>" for i, t in enumerate(texts)) + "</tr>")
-    body.append("</table>")
+    body.append(f"</table><p class=\"sub\">{e(legend(spec))}</p>")
     if isinstance(spec.get("command"), str):
         body.append(f"<p><code>{e(spec['command'])}</code></p>")
     for section in sections:
