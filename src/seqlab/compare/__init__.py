@@ -1,1 +1,1 @@
-"""seqlab compare: every architecture on the user's task under one budget, and one report."""
+"""`seqlab compare`: every architecture trained on the user's task under one budget, and one report."""

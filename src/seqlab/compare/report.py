@@ -1,0 +1,490 @@
+"""The report of a compare directory (issue 18): `build_report(DIR)` writes DIR/report.md, DIR/report.html
+and DIR/figures/*.png from the runs under DIR/runs (the layout `seqlab.compare.run` writes: compare.json
+names the task, the runs and the figure they are ranked by).
+
+What it shows, for a person to look at rather than read:
+
+- a table, one row per architecture: parameters, training tokens/s, wall time, the step of the best
+  weights, the valid and test figure (the runs' final records in metrics.jsonl), the winner (the best
+  valid figure among the finished runs) marked, unfinished or damaged runs said to be so;
+- the validation curves against steps and against wall time (one line per architecture), and speed
+  against quality (tokens/s against the valid figure);
+- per task: a sample of each language model for the same prompt; the tag pairs each tagger confuses
+  most and the winner's confusion heat map; each classifier's confusion matrix; the same development
+  sources translated by each sequence-to-sequence model and the winner's attention heat map (Bahdanau
+  et al. 2015, Fig. 3);
+- for language models, what happens inside (`seqlab.compare.inside`): the gates of recurrent cells and
+  a transformer head's attention, as the chapters draw them (SLP 13.5, 9.4).
+
+report.html is self-contained (`seqlab.compare.pages` writes both pages): every image a base64
+`data:image/png` URI, inline CSS, no script and no link, so it opens the same offline, attached to a mail
+or years later. Every text from the user (file names, architectures, samples, tags) is escaped.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import warnings
+from collections import Counter
+from pathlib import Path
+
+from seqlab.compare.pages import Figure, Section, is_number, render_html, render_markdown
+from seqlab.errors import DAMAGED, SeqlabError
+from seqlab.fileio import atomic_write_text, check_writable, read_json, safetensors_metadata
+from seqlab.info import count_parameters, number, read_records, run_info
+from seqlab.progress import progress_bar
+from seqlab.training.plots import plot_confusion, save_png
+
+# the figure a task's runs are ranked by when compare.json names none (its lower_is_better by the name)
+DEFAULT_METRIC = {"lm": "perplexity", "tagger": "accuracy", "classifier": "accuracy", "seq2seq": "perplexity"}
+LOWER_IS_BETTER = ("perplexity", "loss", "bits_per_char", "bits_per_token")
+# what a run that cannot be read raises, and a model that cannot be loaded or run
+DAMAGED_RUN = (SeqlabError, OSError, RuntimeError, *DAMAGED)
+PROMPT_WORDS = 4              # the default LM prompt: the first words of the validation file's first line
+SAMPLE_TOKENS = {"character": 240}                    # tokens an LM generates, by its tokenizer's unit ...
+SAMPLE_TOKENS_DEFAULT = 60                            # ... words or BPE pieces
+INSIDE_WORDS = 5              # the sentence the inside pictures are drawn on: a line of at least these words ...
+INSIDE_CHARS = 80             # ... at most this many characters of it
+SOURCES_SHOWN = 3             # development sources each seq2seq model translates
+TOP_CONFUSIONS = 5            # tag pairs shown per tagger
+
+
+def build_report(directory: str | Path, progress: bool | None = None) -> dict:
+    """Write DIR/report.md, DIR/report.html and DIR/figures/*.png for the compare directory DIR; return
+    {"markdown": path, "html": path, "table": rows} (a row per architecture: `run_row`). `progress`: a
+    bar over the models (None: when stderr is a terminal; False: none). A missing DIR or compare.json
+    is a SeqlabError; a missing, unfinished or damaged run is a row that says so."""
+    directory = Path(directory)
+    spec = read_spec(directory)
+    figures = directory / "figures"
+    check_writable(figures, "the report's figures folder", folder=True)
+    metric = spec["metric"]
+    rows = [run_row(directory, arch, path, metric) for arch, path in spec["runs"].items()]
+    winner = pick_winner(rows, spec["lower_is_better"])
+    sections = [Section("Curves", [("figure", f) for f in (plot_validation(rows, metric, figures / "curves.png"),
+                                                          plot_speed(rows, metric, figures / "speed_quality.png"))
+                                   if f is not None])]
+    if len(sections[0].blocks) < 2:
+        sections[0].text("Curves and the speed plot need evaluations and finished runs; some are missing.")
+    models = load_models(rows, progress)
+    sections += TASK_SECTIONS[spec["task"]](spec, rows, models, winner, figures)
+    markdown_path, html_path = directory / "report.md", directory / "report.html"
+    atomic_write_text(markdown_path, render_markdown(spec, rows, winner, sections, directory))
+    atomic_write_text(html_path, render_html(spec, rows, winner, sections))
+    return {"markdown": markdown_path, "html": html_path, "table": rows}
+
+
+def read_spec(directory: Path) -> dict:
+    """compare.json, checked, with its defaults: "runs" ({arch: path}; default runs/<arch> for each of
+    "archs"), "metric" (the task's usual figure) and "lower_is_better" (by the metric's name)."""
+    if not directory.exists():
+        raise SeqlabError(f"compare directory {directory} does not exist")
+    if not directory.is_dir():
+        raise SeqlabError(f"{directory} is a file, expected a compare directory (the --output of seqlab compare)")
+    path = directory / "compare.json"
+    if not path.exists():
+        raise SeqlabError(f"{directory} is not a compare directory: it has no compare.json (seqlab compare writes it)")
+    spec = read_json(path, "compare file")
+    if not isinstance(spec, dict) or spec.get("task") not in DEFAULT_METRIC:
+        task = spec.get("task") if isinstance(spec, dict) else None
+        raise SeqlabError(f"{path}: the task {task!r} is not one of {', '.join(DEFAULT_METRIC)}")
+    archs = spec.get("archs") if isinstance(spec.get("archs"), list) else []
+    runs = spec.get("runs") if isinstance(spec.get("runs"), dict) else {}
+    runs = {str(arch): str(runs.get(arch, f"runs/{arch}")) for arch in [*archs, *runs]}
+    if not runs:
+        raise SeqlabError(f"{path} names no architectures (its \"archs\" and \"runs\" are empty)")
+    metric = spec.get("metric") if isinstance(spec.get("metric"), str) else DEFAULT_METRIC[spec["task"]]
+    lower = spec.get("lower_is_better")
+    return {**spec, "runs": runs, "metric": metric,
+            "lower_is_better": lower if isinstance(lower, bool) else metric in LOWER_IS_BETTER}
+
+
+def run_row(directory: Path, arch: str, path: str, metric: str) -> dict:
+    """One architecture's line of the table. "status": finished (a final valid record), not finished, not
+    started (no run yet) or damaged (its files, or its config.json as its task's config, cannot be read;
+    "note" says why, and the figures that could be read are shown). The figures come from the run's
+    files: metrics.jsonl (the final records, the evaluations, the best step), and for parameters,
+    tokens/s and wall time model_card.json's model_details when the card is of the weights in
+    model.safetensors (its weights_sha256), else the weights' shapes and the trainer's position in
+    checkpoint.safetensors (tokens seen / elapsed), else train_log.jsonl's tokens_per_s and the last
+    evaluation's elapsed_s."""
+    run_dir = directory / path
+    row = {"arch": arch, "run_dir": str(run_dir), "status": "not started", "note": "", "parameters": None,
+           "tokens_per_s": None, "wall_time_s": None, "best_step": None, "steps": 0, "valid": None,
+           "test": None, "last_valid": None, "winner": False, "evaluations": []}
+    if not (run_dir / "config.json").exists():
+        row["note"] = f"no run in {path}" if not run_dir.exists() else f"{path} has no config.json yet"
+        return row
+    try:
+        records = read_records(run_dir / "metrics.jsonl")
+        logged = read_records(run_dir / "train_log.jsonl")
+        card = read_card(run_dir)
+        weights = run_dir / "model.safetensors"
+        parameters = card.get("parameters") if is_number(card.get("parameters")) else (
+            count_parameters(weights)[0] if weights.exists() else None)
+    except DAMAGED_RUN as error:
+        return {**row, "status": "damaged", "note": one_line(error)}
+    trainer = trainer_position(run_dir)
+    valid = [r for r in records if r.get("split") == "valid" and not r.get("final") and is_number(r.get("step"))]
+    evaluations = [r for r in valid if is_number(r.get(metric))]
+    final = {r["split"]: r for r in records if r.get("final") and isinstance(r.get("split"), str)}
+    elapsed = [r["elapsed_s"] for r in records if is_number(r.get("elapsed_s"))]
+    speeds = [r["tokens_per_s"] for r in logged if is_number(r.get("tokens_per_s"))]
+    row.update(parameters=parameters,
+               tokens_per_s=first_number(card.get("tokens_per_s"), trainer.get("tokens_per_s"),
+                                         sum(speeds) / len(speeds) if speeds else None),
+               wall_time_s=first_number(card.get("wall_time_s"), trainer.get("elapsed"),
+                                        elapsed[-1] if elapsed else None),
+               best_step=next((r["step"] for r in reversed(valid) if r.get("best")), None),
+               steps=max((r["step"] for r in records + logged if is_number(r.get("step"))), default=0),
+               evaluations=evaluations, last_valid=evaluations[-1][metric] if evaluations else None)
+    for split in ("valid", "test"):
+        value = final.get(split, {}).get(metric)
+        row[split] = value if is_number(value) else None
+    if "valid" in final:
+        row["status"] = "finished"
+        if row["valid"] is None:
+            row["note"] = f"its final valid record has no {metric}"
+    else:
+        row["status"] = "not finished"
+        row["note"] = f"stopped at step {row['steps']:,}" + (
+            f"; last valid {metric} {number(row['last_valid'])}" if row["last_valid"] is not None else "")
+    try:
+        run_info(run_dir)                 # config.json read as its task's config: what loading the model needs
+    except DAMAGED_RUN as error:
+        row.update(status="damaged", note=one_line(error))
+    return row
+
+
+def trainer_position(run_dir: Path) -> dict:
+    """The trainer's position saved in checkpoint.safetensors' header (tokens seen, elapsed seconds) with
+    tokens_per_s = tokens / elapsed; {} when there is none."""
+    try:
+        trainer = json.loads(safetensors_metadata(run_dir / "checkpoint.safetensors").get("trainer", "{}"))
+    except (ValueError, TypeError):
+        return {}
+    if not isinstance(trainer, dict):
+        return {}
+    tokens, elapsed = trainer.get("tokens"), trainer.get("elapsed")
+    if is_number(tokens) and is_number(elapsed) and elapsed > 0:
+        trainer["tokens_per_s"] = tokens / elapsed
+    return trainer
+
+
+def first_number(*values):
+    """The first of `values` that is a number (None if none is)."""
+    return next((v for v in values if is_number(v)), None)
+
+
+def read_card(run_dir: Path) -> dict:
+    """model_card.json's model_details, if the card is of the weights now in model.safetensors; else {}."""
+    path = run_dir / "model_card.json"
+    if not path.exists():
+        return {}
+    try:
+        card = read_json(path, "model card")
+    except SeqlabError:
+        return {}
+    weights = safetensors_metadata(run_dir / "model.safetensors").get("sha256")
+    if not isinstance(card, dict) or card.get("weights_sha256") != weights or not isinstance(
+            card.get("model_details"), dict):
+        return {}
+    return card["model_details"]
+
+
+def pick_winner(rows: list[dict], lower_is_better: bool) -> dict | None:
+    """The finished row with the best valid figure (the first of a tie), marked "winner"; None if none."""
+    ranked = [r for r in rows if r["status"] == "finished" and r["valid"] is not None]
+    if not ranked:
+        return None
+    winner = (min if lower_is_better else max)(ranked, key=lambda r: r["valid"])
+    winner["winner"] = True
+    return winner
+
+
+def load_models(rows: list[dict], progress: bool | None) -> dict:
+    """{arch: the trained model} for each run with weights; a run that fails to load gets a note."""
+    from seqlab.registry import load
+
+    models = {}
+    for row in progress_bar(rows, progress, desc="report", unit="model", leave=False):
+        if row["status"] in ("finished", "not finished") and row["parameters"] is not None:
+            try:
+                models[row["arch"]] = load(row["run_dir"])
+            except DAMAGED_RUN as error:
+                row["note"] = (row["note"] + "; " if row["note"] else "") + f"cannot be loaded: {one_line(error)}"
+    return models
+
+
+# ---------------------------------------------------------------------------------------------- figures
+
+def pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def plot_validation(rows: list[dict], metric: str, path: Path) -> Figure | None:
+    """The valid figure of each run's evaluations against optimizer steps and against wall time."""
+    shown = [r for r in rows if r["evaluations"]]
+    if not shown:
+        return None
+    plt = pyplot()
+    fig, (by_step, by_time) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=110)
+    for i, row in enumerate(shown):                  # one colour per architecture in both panels
+        steps = [r["step"] for r in row["evaluations"]]
+        values = [r[metric] for r in row["evaluations"]]
+        style = {"color": f"C{i % 10}", "lw": 3 if row["winner"] else 1.5, "marker": "o", "ms": 3, "label": row["arch"]
+                 + (" (winner)" if row["winner"] else "")}
+        by_step.plot(steps, values, **style)
+        timed = [(r["elapsed_s"], r[metric]) for r in row["evaluations"] if is_number(r.get("elapsed_s"))]
+        if timed:
+            by_time.plot(*zip(*timed, strict=True), **style)
+    for ax, label in ((by_step, "optimizer step"), (by_time, "wall time (s)")):
+        ax.set_xlabel(label)
+        ax.set_ylabel(f"valid {metric}")
+        ax.grid(alpha=0.3)
+    by_step.legend(fontsize=8)
+    by_step.set_title(f"valid {metric} against steps", fontsize=10)
+    by_time.set_title(f"valid {metric} against wall time", fontsize=10)
+    fig.tight_layout()
+    return Figure(f"valid {metric} against steps and wall time", save_png(fig, path))
+
+
+def plot_speed(rows: list[dict], metric: str, path: Path) -> Figure | None:
+    """Speed against quality: each finished run's training tokens/s and its valid figure."""
+    shown = [r for r in rows if r["status"] == "finished" and r["valid"] is not None and r["tokens_per_s"]]
+    if not shown:
+        return None
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.5, 4.2), dpi=110)
+    for row in shown:
+        ax.scatter(row["tokens_per_s"], row["valid"], s=140 if row["winner"] else 50,
+                   marker="*" if row["winner"] else "o", color="#d62728" if row["winner"] else "#1f77b4", zorder=3)
+        ax.annotate(row["arch"], (row["tokens_per_s"], row["valid"]), textcoords="offset points", xytext=(6, 5),
+                    fontsize=9)
+    speeds = [r["tokens_per_s"] for r in shown]
+    if min(speeds) > 0 and max(speeds) / min(speeds) > 20:
+        ax.set_xscale("log")
+    ax.set_xlabel("training tokens / s (faster to the right)")
+    ax.set_ylabel(f"valid {metric}")
+    ax.grid(alpha=0.3)
+    ax.set_title("speed against quality", fontsize=10)
+    fig.tight_layout()
+    return Figure("speed against quality", save_png(fig, path))
+
+
+# ---------------------------------------------------------------------------------------------- tasks
+
+def lm_sections(spec: dict, rows: list[dict], models: dict, winner, figures: Path) -> list[Section]:
+    """A sample of each language model for the same prompt (seed 0), and the pictures of inside them."""
+    valid = next((m.config.data.valid for m in models.values() if m.config.data.valid), "")
+    first = first_line(valid)
+    prompt = spec["prompt"] if isinstance(spec.get("prompt"), str) else " ".join(first.split()[:PROMPT_WORDS])
+    samples = Section("Samples")
+    samples.text(f"Each model continues the prompt {prompt!r} (sampling, seed 0)." if prompt else
+                 "Each model continues from a line start (sampling, seed 0).")
+    if not models:
+        samples.text("No model has weights yet.")
+        return [samples]
+    for arch, trained in models.items():
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")              # a prompt word the vocabulary lacks is read as <unk>
+                text = trained.generate(prompt, max_tokens=SAMPLE_TOKENS.get(trained.unit, SAMPLE_TOKENS_DEFAULT),
+                                        seed=0)
+            samples.blocks.append(("pre", arch, prompt + text))
+        except DAMAGED_RUN as error:
+            samples.text(f"{arch}: no sample ({one_line(error)})")
+    inside = Section("Inside the models")
+    try:
+        from seqlab.compare.inside import pictures
+    except ImportError:                                      # the module arrives with its own helper
+        inside.text("Pictures of the gates and attention need seqlab.compare.inside, not installed here.")
+        return [samples, inside]
+    sentence = sample_sentence(valid) or prompt
+    inside.text(f"Drawn on {sentence!r}.")
+    for arch, trained in models.items():
+        try:
+            drawn = pictures(trained, sentence, figures / f"inside-{safe_name(arch)}")
+        except DAMAGED_RUN as error:
+            inside.text(f"{arch}: no pictures ({one_line(error)})")
+            continue
+        for title, png in drawn:
+            inside.figure(Figure(f"{arch}: {title}", Path(png)))
+    if len(inside.blocks) == 1:
+        inside.text("None of these architectures has gates or attention to draw.")
+    return [samples, inside]
+
+
+def tagger_sections(spec: dict, rows: list[dict], models: dict, winner, figures: Path) -> list[Section]:
+    """The tag pairs each tagger confuses most on the development file, and the winner's confusion heat map."""
+    section = Section("Confusions")
+    dev = next((m.config.data.dev for m in models.values() if m.config.data.dev), "")
+    if not dev:
+        section.text("No development file to tag.")
+        return [section]
+    section.text(f"The tag pairs each model confuses most on {Path(dev).name} (gold → predicted, count).")
+    table, counts = [], {}
+    for arch, trained in models.items():
+        pairs: Counter = Counter()
+
+        def collect(gold, predicted, pairs=pairs):
+            pairs.update((g, p) for gs, ps in zip(gold, predicted, strict=True) for g, p in zip(gs, ps, strict=True))
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                result = trained.evaluate_file(dev, top_confusions=TOP_CONFUSIONS, on_predictions=collect)
+        except DAMAGED_RUN as error:
+            table.append([arch, f"not tagged: {one_line(error)}"])
+            continue
+        counts[arch] = pairs
+        table.append([arch, ", ".join(f"{c['gold']} → {c['predicted']} ({c['count']:,})"
+                                      for c in result["confusions"]) or "no mistakes"])
+    section.blocks.append(("table", ["model", "most confused tag pairs"], table))
+    if winner is not None and winner["arch"] in counts:
+        pairs = counts[winner["arch"]]
+        gold = Counter()
+        for (g, _), n in pairs.items():
+            gold[g] += n
+        labels = sorted({t for pair in pairs for t in pair}, key=lambda t: (-gold[t], t))
+        matrix = [[pairs[(g, p)] for p in labels] for g in labels]
+        section.figure(Figure(f"{winner['arch']} (the winner): confusion on {Path(dev).name}",
+                              plot_confusion(matrix, labels, figures / f"confusion-{safe_name(winner['arch'])}.png",
+                                             f"{winner['arch']}: {Path(dev).name}")))
+    return [section]
+
+
+def classifier_sections(spec: dict, rows: list[dict], models: dict, winner, figures: Path) -> list[Section]:
+    """Each classifier's confusion matrix on the development set: its final valid record's (the table's
+    figures), else the development file evaluated again."""
+    section = Section("Confusion matrices", grid=True)
+    for row in rows:
+        arch, matrix = row["arch"], None
+        final = [r for r in read_records(Path(row["run_dir"]) / "metrics.jsonl")
+                 if r.get("final") and r.get("split") == "valid"] if row["status"] == "finished" else []
+        if final and isinstance(final[-1].get("confusion"), list) and isinstance(final[-1].get("labels"), list):
+            matrix, labels = final[-1]["confusion"], final[-1]["labels"]
+        elif arch in models and models[arch].config.data.dev:
+            try:
+                result = models[arch].evaluate_file(models[arch].config.data.dev)
+                matrix, labels = result["confusion"], result["labels"]
+            except DAMAGED_RUN as error:
+                section.text(f"{arch}: no confusion matrix ({one_line(error)})")
+        if matrix is None:
+            continue
+        try:
+            png = plot_confusion(matrix, [str(label) for label in labels], figures / f"confusion-{safe_name(arch)}.png",
+                                 f"{arch}{' (winner)' if row['winner'] else ''}: development set")
+        except DAMAGED_RUN as error:
+            section.text(f"{arch}: no confusion matrix ({one_line(error)})")
+            continue
+        section.figure(Figure(f"{arch}{' (the winner)' if row['winner'] else ''}", png))
+    if not section.blocks:
+        section.text("No run has a confusion matrix yet.")
+    return [section]
+
+
+def seq2seq_sections(spec: dict, rows: list[dict], models: dict, winner, figures: Path) -> list[Section]:
+    """The first development sources translated by each model (beam 5), and the winner's attention over
+    the first one, when its model attends."""
+    section = Section("Translations")
+    pairs = []
+    for trained in models.values():
+        try:
+            pairs = first_pairs(trained.config.data, SOURCES_SHOWN)
+        except DAMAGED_RUN as error:
+            section.text(f"The development pairs cannot be read: {one_line(error)}")
+            return [section]
+        if pairs:
+            break
+    if not pairs:
+        section.text("No development file to translate.")
+        return [section]
+    outputs = {}
+    for arch, trained in models.items():
+        attend = winner is not None and arch == winner["arch"] and trained.model.attends
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                outputs[arch] = trained.generate([p.source for p in pairs], beam=5, attention=attend)
+        except DAMAGED_RUN as error:
+            section.text(f"{arch}: no translations ({one_line(error)})")
+    for k, pair in enumerate(pairs):
+        table = [[arch + (" (winner)" if winner is not None and arch == winner["arch"] else ""), out[k].text]
+                 for arch, out in outputs.items()]
+        if pair.target is not None:
+            table.append(["reference", pair.target])
+        section.blocks.append(("table", ["source " + str(k + 1), pair.source], table))
+    if winner is not None and winner["arch"] in outputs:
+        first = outputs[winner["arch"]][0]
+        if first.attention is not None:
+            png = models[winner["arch"]].plot_attention(first, figures / f"attention-{safe_name(winner['arch'])}.png",
+                                                        f"{winner['arch']}: source 1")
+            section.figure(Figure(f"{winner['arch']} (the winner): attention over source 1", png))
+        else:
+            section.text(f"The winner, {winner['arch']}, has no attention to draw.")
+    return [section]
+
+
+TASK_SECTIONS = {"lm": lm_sections, "tagger": tagger_sections, "classifier": classifier_sections,
+                 "seq2seq": seq2seq_sections}
+
+
+def first_pairs(data, count: int) -> list:
+    """The first `count` development pairs of a seq2seq run's data (aligned files or a file of pairs)."""
+    from seqlab.data.parallel import aligned_pairs, paired_reader
+    from seqlab.data.stream import LineReader
+
+    if data.dev_src:
+        with LineReader(data.dev_src, "development source", stdin=False) as sources:
+            if data.dev_tgt:
+                with LineReader(data.dev_tgt, "development target", stdin=False) as targets:
+                    return list(itertools.islice(aligned_pairs(sources, targets, data.dev_src, data.dev_tgt), count))
+            return list(itertools.islice(aligned_pairs(sources, None, data.dev_src, None), count))
+    if data.dev:
+        with LineReader(data.dev, "development file", stdin=False) as lines:
+            read = paired_reader(data.format, data.source_field, data.target_field, data.dev, "development file")
+            return list(itertools.islice(read(lines), count))
+    return []
+
+
+def sample_sentence(path: str) -> str:
+    """What the inside pictures are drawn on: the validation file's first line of at least INSIDE_WORDS
+    words (else its first line), cut at a word boundary to INSIDE_CHARS characters."""
+    lines = []
+    if path:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                lines = [line.strip() for line in itertools.islice(handle, 1000) if line.strip()]
+        except OSError:
+            return ""
+    line = next((line for line in lines if len(line.split()) >= INSIDE_WORDS), lines[0] if lines else "")
+    if len(line) <= INSIDE_CHARS:
+        return line
+    cut = line[:INSIDE_CHARS + 1].rsplit(" ", 1)[0]
+    return cut if cut.strip() else line[:INSIDE_CHARS]
+
+
+def first_line(path: str) -> str:
+    """The first non-blank line of a text file ("" when there is none, or no file)."""
+    if not path:
+        return ""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return next((line.strip() for line in handle if line.strip()), "")
+    except OSError:
+        return ""
+
+
+def safe_name(arch: str) -> str:
+    """An architecture's name as a file name."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", arch) or "_"
+
+
+def one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
