@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import copy
 import textwrap
+import warnings
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
-from seqlab.errors import SeqlabError
+from seqlab.errors import SeqlabError, SeqlabWarning
 from seqlab.fileio import check_writable
 from seqlab.nn.cells import Weights, run_cell
 from seqlab.training.plots import save_png
@@ -64,7 +65,9 @@ def sample_ids(trained_lm, text: str, max_tokens: int = MAX_TOKENS) -> list[int]
         raise SeqlabError(f"max_tokens must be at least 2, not {max_tokens}")
     if not text.strip():
         raise SeqlabError("the sample text for the pictures is empty: give a sentence")
-    ids = trained_lm.prompt_ids(text)                                    # [</s>, tokens...]
+    with warnings.catch_warnings():           # words the model never saw are drawn as <unk>, which the labels show
+        warnings.simplefilter("ignore", SeqlabWarning)
+        ids = trained_lm.prompt_ids(text)                                # [</s>, tokens...]
     context = trained_lm.model.context_length
     limit = max_tokens if context is None else min(max_tokens, context)
     return ids[:limit]
