@@ -31,7 +31,7 @@ CHROMIUM ?= /usr/bin/chromium
 test-browser: install
 	@test -x $(CHROMIUM) || { echo "make test-browser needs Chromium at $(CHROMIUM): apt-get install chromium"; exit 2; }
 	$(BIN)/pip install -q -e '.[browser]'
-	SEQLAB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q tests/test_serve_page.py
+	SEQLAB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q tests/test_serve_page.py tests/test_compare_page.py
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks
