@@ -141,3 +141,94 @@ def test_compare_bad_inputs_are_one_line_and_exit_2(tmp_path, capsys):
         assert cli(argv) == 2, argv
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, (argv, err)
+
+
+VARIANTS = """\
+# the tagging table's kind of row: one factor changed at a time
+bilstm-crf: {recipe: bilstm, crf: true, hidden-size: 12}
+plain-gru: {encoder: gru}
+"""
+
+
+def test_compare_variants_beside_recipes_under_an_epoch_budget(tmp_path):
+    conllu = str(FIXTURES / "tagging.conllu")
+    variants = tmp_path / "variants.yaml"
+    variants.write_text(VARIANTS)
+    out = tmp_path / "tag"
+    argv = ["compare", "tagger", "--train", conllu, "--dev", conllu, "--archs", "window", "--variants",
+            str(variants), "--budget-epochs", "2", *TINY, "--dropout", "0.1", "--output", str(out)]
+    assert main(argv) == 0
+    plan = json.loads((out / "compare.json").read_text())
+    assert plan["archs"] == ["window", "bilstm-crf", "plain-gru"] and plan["budget"] == {"epochs": 2}
+    assert plan["variants"]["bilstm-crf"] == {"recipe": "bilstm", "crf": True, "hidden_size": 12}
+    configs = {name: json.loads((out / "runs" / name / "config.json").read_text()) for name in plan["archs"]}
+    crf = configs["bilstm-crf"]
+    assert crf["model"]["encoder"] == "lstm" and crf["model"]["bidirectional"] and crf["model"]["crf"]
+    assert crf["model"]["hidden_size"] == 12                 # its own option wins over the tiny size's 16 ...
+    assert crf["model"]["dropout"] == 0.1                    # ... and the shared option reaches it
+    assert crf["train"]["lr"] == recipe("tagger", "bilstm", "tiny")["lr"]
+    gru = configs["plain-gru"]                               # no recipe: seqlab train tagger's defaults
+    from seqlab.registry import pipeline
+    default = pipeline("tagger").resolve(None, {"train": conllu, "output": str(tmp_path / "x")}, resume=False)
+    assert gru["model"]["encoder"] == "gru" and gru["train"]["lr"] == default.train.lr
+    assert gru["model"]["hidden_size"] == default.model.hidden_size and gru["model"]["dropout"] == 0.1
+    for name in plan["archs"]:
+        config = configs[name]
+        assert config["train"]["epochs"] == 2 and not config["train"].get("max_tokens")
+        assert not config["train"].get("max_time")
+        periodic = [r for r in records(out / "runs" / name) if not r.get("final")]
+        assert periodic[-1]["epoch"] == 2                    # two whole passes, each run on its own schedule
+    report = (out / "report.md").read_text()
+    assert "## Variants" in report and "| bilstm-crf | bilstm | crf=true, hidden_size=12 |" in report
+    assert "budget 2 epochs" in report
+    variants.write_text(VARIANTS.replace("crf: true", "crf: false"))
+    assert cli(argv) == 2                                    # the same DIR with other variants: refused, not mixed
+
+
+def test_compare_bad_variants_are_one_line_and_exit_2(tmp_path, capsys):
+    conllu = str(FIXTURES / "tagging.conllu")
+    out = str(tmp_path / "bad")
+
+    def variants(text: str) -> str:
+        path = tmp_path / f"v{len(list(tmp_path.iterdir()))}.yaml"
+        path.write_text(text)
+        return str(path)
+
+    for given, message in [
+        ([str(tmp_path / "none.yaml")], "does not exist"),
+        ([variants("")], "is empty"),
+        ([variants("a: {recipe: bilstm\nb: [")], "line"),
+        ([variants("- bilstm\n")], "mapping"),
+        ([variants("a: {recipe: cnn}\n")], "recipe 'cnn'"),
+        ([variants("a: {layers: 2}\n")], "unknown option 'layers'"),
+        ([variants("a: {epochs: 3}\n")], "set by seqlab compare"),
+        ([variants("a/b: {crf: true}\n")], "variant name"),
+        ([variants("a: 3\n")], "as a mapping"),
+        ([variants("window: {crf: true}\n"), "--archs", "window"], "twice"),
+    ]:
+        argv = ["compare", "tagger", "--train", conllu, "--variants", *given, *TINY, "--output", out]
+        assert cli(argv) == 2, given
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, (given, err)
+    for argv, message in [(["--budget-epochs", "0"], "--budget-epochs"),
+                          (["--budget-epochs", "2", "--budget-tokens", "9"], "not allowed"),
+                          (["--budget-epochs", "2", "--epochs", "3"], "leave --epochs out")]:
+        assert cli(["compare", "tagger", "--train", conllu, *argv, *TINY, "--output", out]) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, (argv, err)
+
+
+def test_compare_more_architectures_join_a_finished_comparison(lm_compare, tmp_path):
+    import shutil
+
+    out = tmp_path / "lm"
+    shutil.copytree(lm_compare, out)
+    before = (out / "runs" / "lstm" / "model.safetensors").stat().st_mtime_ns
+    assert main(["compare", "lm", *LM_DATA, "--archs", "gru", "lstm", "--budget-tokens", "600", *TINY, "--seq-len",
+                 "10", "--heads", "2", "--output", str(out)]) == 0
+    plan = json.loads((out / "compare.json").read_text())
+    assert plan["archs"] == ["ffn", "lstm", "transformer", "gru"] and plan["runs"]["gru"] == "runs/gru"
+    assert run_state(out / "runs" / "gru") == "finished"
+    assert (out / "runs" / "lstm" / "model.safetensors").stat().st_mtime_ns == before     # kept, not retrained
+    report = (out / "report.md").read_text()
+    assert all(f"| {arch} |" in report for arch in plan["archs"])

@@ -1,6 +1,7 @@
 """The shared encoders (seqlab.nn.encoders): models written before them (under the old parameter names)
-load and score bit for bit as they did, a fresh build under a seed draws the same weights, the
-bidirectional combinations, the final vector of Fig. 9.12, the transformer's masks and its position limit."""
+load and score as they did (to 1e-5: the scores were recorded on another CPU), a fresh build under a seed
+draws the same weights, the bidirectional combinations, the final vector of Fig. 9.12, the transformer's
+masks and its position limit."""
 
 import json
 from pathlib import Path
@@ -40,7 +41,9 @@ def test_encoders_old_parameter_names_load_and_score_identically(path):
     order = ("source", "lengths", "target_in") if "source" in checks else ("words", "lengths", "chars")
     inputs = [checks[name] for name in order if name in checks]
     with torch.no_grad():
-        assert torch.equal(model(*inputs), checks["output"])
+        # the scores were recorded on another CPU: its kernels may round differently (measured: at most 1e-6 on
+        # outputs of size ~1; a weight loaded under the wrong name changes them by ~1e-1)
+        torch.testing.assert_close(model(*inputs), checks["output"], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.stem)

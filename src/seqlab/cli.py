@@ -467,6 +467,12 @@ def add_compare_parser(commands, tasks: dict) -> None:
         budget.add_argument("--budget-tokens", type=Number(int, at_least=1), metavar="N",
                             help="training tokens per architecture (what the loss is summed over: documents "
                                  "for a classifier)")
+        budget.add_argument("--budget-epochs", type=Number(int, at_least=1), metavar="N",
+                            help="passes over the training data per architecture, each with its own schedule")
+        task.add_argument("--variants", metavar="FILE", help="variants of your own, compared beside --archs (or "
+                          "alone): a YAML mapping from a name to options, e.g. 'bilstm-crf: {recipe: bilstm, "
+                          "crf: true}' (option names as in a config file; without a recipe, seqlab train's "
+                          "defaults)")
         task.add_argument("--size", choices=SIZES, default="small",
                           help="model widths: tiny (16 units, for a try), small (the tables' recipes, ~2-3M "
                                "parameters for a 10k-word LM) or medium (twice as wide) (default: small)")
@@ -483,7 +489,7 @@ def add_compare_parser(commands, tasks: dict) -> None:
 def compare_command(args: argparse.Namespace) -> int:
     """`seqlab compare`: `seqlab.compare.run.compare` (or, with --report, `seqlab.compare.report.build_report`)."""
     from seqlab.compare.report import build_report
-    from seqlab.compare.run import compare, parse_budget
+    from seqlab.compare.run import compare, parse_budget, read_variants
     from seqlab.registry import pipeline
 
     if args.report:
@@ -495,9 +501,11 @@ def compare_command(args: argparse.Namespace) -> int:
     if not args.task:
         raise SeqlabError("seqlab compare needs a task (lm, tagger, classifier, seq2seq) or --report DIR")
     given = {k: v for k, v in vars(args).items() if k in pipeline(args.task).option_groups and k != "output"}
+    variants = read_variants(args.variants) if args.variants else None
     plan = compare(args.task, args.output, given, args.archs or (),
                    parse_budget(args.budget) if args.budget else None, args.budget_tokens, args.size,
-                   getattr(args, "prompt", None), "seqlab " + " ".join(sys.argv[1:]))
+                   getattr(args, "prompt", None), "seqlab " + " ".join(sys.argv[1:]), variants=variants,
+                   budget_epochs=args.budget_epochs)
     print(f"compared {', '.join(plan['archs'])}: {Path(args.output) / 'report.html'} and report.md")
     return 0
 

@@ -68,12 +68,28 @@ def build_report(directory: str | Path, progress: bool | None = None) -> dict:
                                    if f is not None])]
     if len(sections[0].blocks) < 2:
         sections[0].text("Curves and the speed plot need evaluations and finished runs; some are missing.")
+    if isinstance(spec.get("variants"), dict) and spec["variants"]:
+        sections.insert(0, variants_section(spec))
     models = load_models(rows, progress)
     sections += TASK_SECTIONS[spec["task"]](spec, rows, models, winner, figures)
     markdown_path, html_path = directory / "report.md", directory / "report.html"
     atomic_write_text(markdown_path, render_markdown(spec, rows, winner, sections, directory))
     atomic_write_text(html_path, render_html(spec, rows, winner, sections))
     return {"markdown": markdown_path, "html": html_path, "table": rows}
+
+
+def variants_section(spec: dict) -> Section:
+    """What each of the user's variants is: the recipe it starts from and its own options."""
+    section = Section("Variants")
+    section.text("Each variant starts from a recipe (or from seqlab train's defaults), takes the options shared by "
+                 "every model, then its own options, listed here.")
+    cells = []
+    for name, entry in spec["variants"].items():
+        entry = entry if isinstance(entry, dict) else {}
+        own = ", ".join(f"{k}={json.dumps(v)}" for k, v in entry.items() if k != "recipe")
+        cells.append([str(name), str(entry.get("recipe") or f"seqlab train {spec['task']} defaults"), own or "—"])
+    section.blocks.append(("table", ["variant", "starts from", "its own options"], cells))
+    return section
 
 
 def read_spec(directory: Path) -> dict:

@@ -12,7 +12,12 @@ learning rate. Each architecture has a recipe that works without tuning (the one
 chosen so that the models have similar parameter counts (`--size tiny|small|medium`). Options the user
 gives (the task's data options, and any model or training option) apply to every architecture they act on.
 
-DIR/compare.json records the plan; DIR/runs/ARCH is each run. A killed compare resumes where it stopped: a
+Variants of the user's own (`--variants FILE`, YAML: `bilstm-crf: {recipe: bilstm, crf: true}`) are compared
+beside or instead of the architectures: each starts from a recipe (or, without one, from `seqlab train`'s
+defaults), takes the shared options, then its own. A budget of epochs (`--budget-epochs N`) trains every
+model for the same number of passes over the data with its own schedule, as the benchmark tables do.
+
+DIR/compare.json records the plan; DIR/runs/NAME is each run. A killed compare resumes where it stopped: a
 finished run is kept, an interrupted one continues from its checkpoint (`--resume`), the rest start.
 """
 
@@ -123,25 +128,98 @@ def recipe(task: str, arch: str, size: str) -> dict:
     return options
 
 
-def run_config(task: str, arch: str, size: str, given: dict, budget: dict, output: Path):
-    """The config of one architecture's run: its recipe, then every option the user gave that acts on it,
-    then the budget and its run directory."""
+VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+SET_BY_COMPARE = ("output", "max_time", "max_tokens", "resume")
+
+
+def check_variants(task: str, variants: dict | None, source: str = "variants") -> dict:
+    """Variants of the user's own: {name: {"recipe": one of the task's architectures (optional), option:
+    value, ...}}, option names as in a config file (`num_layers`, `crf`). Returns them with dashes in option
+    names made underscores; anything else is a SeqlabError naming the variant and what to change."""
+    if variants is None:
+        return {}
+    if not isinstance(variants, dict) or not variants:
+        raise SeqlabError(f"{source}: give a mapping from a variant's name to its options, e.g. "
+                          "'bilstm-crf: {recipe: bilstm, crf: true}'")
+    options = task_pipeline(task).option_groups
+    checked = {}
+    for name, entry in variants.items():
+        if not isinstance(name, str) or not VARIANT_NAME.fullmatch(name):
+            raise SeqlabError(f"{source}: variant name {name!r}: use letters, digits, '.', '_' and '-' (it names "
+                              "the variant's run directory), at most 64 characters")
+        if not isinstance(entry, dict):
+            raise SeqlabError(f"{source}: variant {name!r}: give its options as a mapping (option: value)")
+        entry = {str(k).replace("-", "_"): v for k, v in entry.items()}
+        base = entry.get("recipe")
+        if base is not None and base not in RECIPES[task]:
+            raise SeqlabError(f"{source}: variant {name!r}: recipe {base!r} is not an architecture seqlab compares "
+                              f"for {task}; choose from {', '.join(RECIPES[task])}, or leave it out to start from "
+                              f"seqlab train {task}'s defaults")
+        for key in entry:
+            if key == "recipe":
+                continue
+            if key not in options:
+                raise SeqlabError(f"{source}: variant {name!r}: unknown option {key!r} for {task} (option names "
+                                  "are a config file's: num_layers, not --layers)")
+            if key in SET_BY_COMPARE or key == "epochs":
+                raise SeqlabError(f"{source}: variant {name!r}: {key!r} is set by seqlab compare for every "
+                                  "variant alike (the budget: --budget, --budget-tokens or --budget-epochs)")
+        checked[name] = entry
+    return checked
+
+
+def read_variants(path: str | Path) -> dict:
+    """A --variants file: YAML (or JSON), a mapping from each variant's name to its options."""
+    import yaml
+
+    from seqlab.fileio import check_input_file
+
+    path = Path(path)
+    check_input_file(path, "--variants")
+    try:
+        variants = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as error:
+        raise SeqlabError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise SeqlabError(f"{path}{where}: not valid YAML ({problem})") from None
+    if variants is None:
+        raise SeqlabError(f"--variants {path} is empty: give a mapping from a variant's name to its options")
+    return variants
+
+
+def entry_options(task: str, name: str, size: str, variants: dict) -> tuple[dict, dict]:
+    """(the options a compared entry starts from, the options of its own that win over the user's shared
+    ones): an architecture's recipe and nothing; or a variant's recipe (none: seqlab train's defaults) and
+    the variant's options."""
+    if name not in variants:
+        return recipe(task, name, size), {}
+    own = {k: v for k, v in variants[name].items() if k != "recipe"}
+    base = variants[name].get("recipe")
+    return (recipe(task, base, size) if base else {}), own
+
+
+def run_config(task: str, arch: str, size: str, given: dict, budget: dict, output: Path, variants: dict | None = None):
+    """The config of one architecture's (or variant's) run: its recipe, then every option the user gave that
+    acts on it, then a variant's own options, then the budget and its run directory."""
     pipeline = task_pipeline(task)
-    options = recipe(task, arch, size)
+    options, own = entry_options(task, arch, size, variants or {})
     groups = pipeline.option_groups
-    for name, value in given.items():
-        options[name] = value
+    options = {**options, **given, **own}
     base = {k: v for k, v in options.items() if k in groups}
     config = pipeline.resolve(None, {**base, "output": str(output), "epochs": given.get("epochs", EPOCHS_UNDER_BUDGET),
                                      **budget}, resume=False)
     return config
 
 
-def applicable_options(task: str, arch: str, size: str, given: dict) -> dict:
+def applicable_options(task: str, arch: str, size: str, given: dict, variants: dict | None = None) -> dict:
     """Of the options the user gave, those that act on this architecture (`--heads` does nothing for an LSTM:
     left out for it, not refused)."""
     pipeline = task_pipeline(task)
-    options = {**recipe(task, arch, size), **given}
+    options, own = entry_options(task, arch, size, variants or {})
+    options = {**options, **given, **own}
     kept = {}
     for name, value in given.items():
         group = pipeline.option_groups[name]
@@ -158,9 +236,12 @@ def applicable_options(task: str, arch: str, size: str, given: dict) -> dict:
 
 def compare(task: str, output: str | Path, given: dict | None = None, arch_names: list[str] | tuple = (),
             budget_s: float | None = None, budget_tokens: int | None = None, size: str = "small",
-            prompt: str | None = None, command: str | None = None, report: bool = True) -> dict:
-    """Train every architecture of `arch_names` (default: all of the task's) under one budget into
-    OUTPUT/runs/ARCH, resuming what an earlier compare left, then write the report; returns the plan."""
+            prompt: str | None = None, command: str | None = None, report: bool = True,
+            variants: dict | None = None, budget_epochs: int | None = None) -> dict:
+    """Train every architecture of `arch_names` (default: all of the task's, or none when `variants` are
+    given) and every variant of `variants` ({name: {"recipe": ARCH, option: value}}) under one budget
+    (wall time, training tokens or epochs) into OUTPUT/runs/NAME, resuming what an earlier compare left, then
+    write the report; returns the plan."""
     from seqlab.api import train
 
     pipeline = task_pipeline(task)
@@ -168,42 +249,55 @@ def compare(task: str, output: str | Path, given: dict | None = None, arch_names
     for name in ("output", "max_time", "max_tokens"):
         if name in given:
             raise SeqlabError(f"--{name.replace('_', '-')} is set by seqlab compare (use --output DIR for the "
-                              "comparison, --budget / --budget-tokens for the budget)")
+                              "comparison, --budget / --budget-tokens / --budget-epochs for the budget)")
     unknown = [name for name in given if name not in pipeline.option_groups]
     if unknown:
         raise SeqlabError(f"unknown option {unknown[0]!r} for seqlab compare {task}")
-    if budget_s is not None and budget_tokens is not None:
-        raise SeqlabError("give --budget (time) or --budget-tokens, not both: the models share one budget")
+    if sum(b is not None for b in (budget_s, budget_tokens, budget_epochs)) > 1:
+        raise SeqlabError("give one of --budget (time), --budget-tokens and --budget-epochs: the models share "
+                          "one budget")
     if budget_tokens is not None and budget_tokens < 1:
         raise SeqlabError(f"--budget-tokens {budget_tokens}: at least 1")
+    if budget_epochs is not None and budget_epochs < 1:
+        raise SeqlabError(f"--budget-epochs {budget_epochs}: at least 1")
+    if budget_epochs is not None and "epochs" in given:
+        raise SeqlabError("--budget-epochs sets every model's epochs: leave --epochs out")
+    variants = check_variants(task, variants)
     from seqlab.config import file_fields
     from seqlab.fileio import check_input_file
     for name in file_fields(pipeline.groups["data"]):           # absolute, so a resumed compare finds them anywhere
         if given.get(name):
             check_input_file(Path(given[name]), f"--{name.replace('_', '-')}")     # before any model trains
             given[name] = str(Path(given[name]).resolve())
-    budget = {"max_tokens": budget_tokens} if budget_tokens is not None else \
-        {"max_time": budget_s if budget_s is not None else DEFAULT_BUDGET_S}
-    names = list(arch_names) or list(archs(task))
+    if budget_tokens is not None:
+        budget = {"max_tokens": budget_tokens}
+    elif budget_epochs is not None:
+        budget = {"epochs": budget_epochs}
+    else:
+        budget = {"max_time": budget_s if budget_s is not None else DEFAULT_BUDGET_S}
+    names = list(arch_names) or ([] if variants else list(archs(task)))
     for name in names:
         recipe(task, name, size)                               # an unknown arch or size: refused before any work
+    if size not in SIZES:
+        raise SeqlabError(f"--size {size!r}: choose from {', '.join(SIZES)}")
+    names += list(variants)
     if len(set(names)) != len(names):
-        raise SeqlabError("--archs names an architecture twice")
+        raise SeqlabError("--archs and --variants name an architecture twice")
     output = Path(output)
     with RunLock(output):                                      # one compare writes DIR at a time
-        plan = start_plan(output, task, names, budget, size, given, prompt, command)
+        plan = start_plan(output, task, names, budget, size, given, prompt, command, variants)
     configs = {}
-    for name in plan["archs"]:                                 # every config first: a bad option fails before training
-        kept = applicable_options(task, name, size, given)
-        configs[name] = run_config(task, name, size, kept, budget, output / "runs" / name)
-    for i, name in enumerate(plan["archs"]):
+    for name in names:                                         # every config first: a bad option fails before training
+        kept = applicable_options(task, name, size, given, variants)
+        configs[name] = run_config(task, name, size, kept, budget, output / "runs" / name, variants)
+    for i, name in enumerate(names):
         run_dir = output / "runs" / name
         state = run_state(run_dir)
         if state == "finished":
-            log(f"[{i + 1}/{len(plan['archs'])}] {name}: finished already ({run_dir})")
+            log(f"[{i + 1}/{len(names)}] {name}: finished already ({run_dir})")
             continue
         resume = state == "resumable"
-        log(f"[{i + 1}/{len(plan['archs'])}] {name}: {'resuming' if resume else 'training'} into {run_dir}")
+        log(f"[{i + 1}/{len(names)}] {name}: {'resuming' if resume else 'training'} into {run_dir}")
         config = configs[name]
         if resume:
             config = pipeline.resolve(None, {"output": str(run_dir)}, resume=True)
@@ -214,13 +308,17 @@ def compare(task: str, output: str | Path, given: dict | None = None, arch_names
     return plan
 
 
+BUDGET_NAMES = {"max_time": "time_s", "max_tokens": "tokens", "epochs": "epochs"}     # config -> compare.json
+
+
 def start_plan(output: Path, task: str, names: list[str], budget: dict, size: str, given: dict,
-               prompt: str | None, command: str | None) -> dict:
+               prompt: str | None, command: str | None, variants: dict | None = None) -> dict:
     """DIR/compare.json: a new plan, or the one an earlier compare of the same task wrote (resumed as planned;
-    a different task, budget or size in DIR is refused rather than mixed)."""
+    a different task, budget, size, options or variants in DIR is refused rather than mixed)."""
     path = output / PLAN
-    wanted = {"task": task, "archs": names, "budget": {"time_s": budget["max_time"]} if "max_time" in budget
-              else {"tokens": budget["max_tokens"]}, "size": size, "options": given}
+    variants = variants or {}
+    wanted = {"task": task, "budget": {BUDGET_NAMES[k]: v for k, v in budget.items()}, "size": size,
+              "options": given}
     if path.exists():
         plan = read_json(path, "compare plan")
         if not isinstance(plan, dict) or any(plan.get(k) != v for k, v in wanted.items()):
@@ -228,8 +326,22 @@ def start_plan(output: Path, task: str, names: list[str], budget: dict, size: st
             raise SeqlabError(f"{output} holds a comparison planned differently ({differs}: "
                               f"{plan.get(differs) if isinstance(plan, dict) else '?'!r}); choose another --output, "
                               "or give the same options to resume it")
+        planned = plan.get("variants") or {}
+        archs = plan.get("archs") if isinstance(plan.get("archs"), list) else []
+        for name in names:
+            if name in archs and planned.get(name) != variants.get(name):
+                raise SeqlabError(f"{output} holds a comparison planned differently ({name!r} was planned as "
+                                  f"{planned.get(name) or 'the recipe'}); choose another --output, or give the "
+                                  "same variants to resume it")
+        added = [name for name in names if name not in archs]
+        if added:          # more architectures or variants for the same comparison: planned beside the others
+            plan["archs"] = archs + added
+            plan["runs"] = {**(plan.get("runs") or {}), **{name: f"runs/{name}" for name in added}}
+            plan["variants"] = {**planned, **{n: variants[n] for n in added if n in variants}} or None
+            atomic_write_json(path, plan)
         return plan
-    plan = {**wanted, "runs": {name: f"runs/{name}" for name in names}, "metric": METRICS[task][0],
+    plan = {**wanted, "archs": names, "variants": variants or None, "runs": {name: f"runs/{name}" for name in names},
+            "metric": METRICS[task][0],
             "lower_is_better": METRICS[task][1], "prompt": prompt, "command": command,
             "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "seqlab_version": __version__, "title": task_pipeline(task).title}
