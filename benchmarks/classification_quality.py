@@ -80,7 +80,15 @@ def run(dataset: str, name: str, options: list[str], data_dir: str, output: Path
     code = seqlab_main(command)
     if code:
         raise SystemExit(code)
-    wall = time.time() - start
+    return result_of(dataset, output, data_dir, time.time() - start)
+
+
+def result_of(dataset: str, output: Path, data_dir: str, wall: float | None = None) -> dict:
+    """The figures of a trained classifier's run directory (`wall`: seconds, default the card's training wall
+    time): dev and test accuracy / macro-F1, params, speed, wall."""
+    folder = Path(data_dir)
+    if wall is None:
+        wall = json.loads((output / "model_card.json").read_text())["model_details"]["wall_time_s"]
     metrics = [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
     log = [json.loads(line) for line in (output / "train_log.jsonl").read_text().splitlines()]
     classifier = seqlab.load(output)

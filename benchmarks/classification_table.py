@@ -5,8 +5,12 @@ parameters, training time and dev / test accuracy, as a Markdown table and a bar
     python benchmarks/classification_table.py --dataset sst --only bi-lstm-max,transformer-cls
     python benchmarks/classification_table.py --summarize                   # the table and chart only
 
-Every row shares the options in COMMON (no pretrained embeddings, 10 epochs, Adam 2e-3, the best dev
-epoch kept) and changes only what names it; records go to results/classification_table_<dataset>.json.
+One `seqlab compare classifier` (the Python API of the command) in runs/bench/table-<dataset>: every row a
+variant (VARIANTS, from seqlab train's defaults, no recipe) under a budget of 10 epochs, sharing the options
+in COMMON (no pretrained embeddings, Adam 2e-3, the best dev epoch kept) and changing only what names it;
+the comparison's own report (report.html) sits beside the runs. An interrupted table resumes where it
+stopped; --only trains those rows (they join the same comparison). Records go to
+results/classification_table_<dataset>.json.
 """
 
 from __future__ import annotations
@@ -17,36 +21,48 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from classification_quality import records_of, run  # noqa: E402
+from classification_quality import DATASETS, records_of, result_of  # noqa: E402
 
-from common import RESULTS, write_records  # noqa: E402
+from common import RESULTS, command_line, write_records  # noqa: E402
+from seqlab.compare.run import compare  # noqa: E402
 
-COMMON = ["--epochs", "10", "--embedding-size", "128", "--hidden-size", "128", "--dropout", "0.5", "--lr", "2e-3",
-          "--no-progress", "--threads", "2"]
+EPOCHS = 10
+COMMON = {"embedding_size": 128, "hidden_size": 128, "dropout": 0.5, "lr": 2e-3, "progress": False, "threads": 2}
 VARIANTS = {
-    "features": ["--arch", "features", "--hidden-size", "32", "--lr", "1e-2"],
+    # no embeddings: the shared embedding_size does not act on it, and compare leaves it out
+    "features": {"arch": "features", "hidden_size": 32, "lr": 1e-2},
     # PyTorch's N(0, 1) embeddings, the pooled default when the table was measured (it is now 0.01, which gains
     # 3 points: results/classification_init.md)
-    "pooled-mean": ["--arch", "pooled", "--pooling", "mean", "--lr", "1e-2", "--embedding-std", "1.0"],
+    "pooled-mean": {"arch": "pooled", "pooling": "mean", "lr": 1e-2, "embedding_std": 1.0},
     # with PyTorch's N(0, 1) embeddings (at lr 1e-2 or 2e-3) it never left one class: small vectors let it learn
-    "pooled-max": ["--arch", "pooled", "--pooling", "max", "--embedding-std", "0.01"],
-    **{f"{direction}-{cell}-{pooling}": ["--arch", cell, "--pooling", pooling,
-                                         "--bidirectional" if direction == "bi" else "--no-bidirectional"]
+    "pooled-max": {"arch": "pooled", "pooling": "max", "embedding_std": 0.01},
+    **{f"{direction}-{cell}-{pooling}": {"arch": cell, "pooling": pooling, "bidirectional": direction == "bi"}
        for cell in ("rnn", "lstm", "gru") for direction in ("uni", "bi") for pooling in ("last", "mean", "max")},
-    "transformer-mean": ["--arch", "transformer", "--layers", "2", "--pooling", "mean", "--lr", "5e-4",
-                         "--warmup-steps", "200", "--dropout", "0.3"],
-    "transformer-cls": ["--arch", "transformer", "--layers", "2", "--pooling", "cls", "--lr", "5e-4",
-                        "--warmup-steps", "200", "--dropout", "0.3"],
+    "transformer-mean": {"arch": "transformer", "num_layers": 2, "pooling": "mean", "lr": 5e-4, "warmup_steps": 200,
+                         "dropout": 0.3},
+    "transformer-cls": {"arch": "transformer", "num_layers": 2, "pooling": "cls", "lr": 5e-4, "warmup_steps": 200,
+                        "dropout": 0.3},
 }
+DATA_OPTIONS = {"--format": "format", "--tokenizer": "tokenizer", "--sst-classes": "sst_classes",
+                "--dev-fraction": "dev_fraction"}
 
 
-
-def common(name: str) -> list[str]:
-    """COMMON, less --embedding-size for the features network (it has no embeddings: seqlab refuses it)."""
-    if name != "features":
-        return COMMON
-    at = COMMON.index("--embedding-size")
-    return COMMON[:at] + COMMON[at + 2:]
+def data_options(dataset: str, data_dir: str) -> dict:
+    """classification_quality's files and flags for the dataset, as compare's options."""
+    train, dev, test, flags = DATASETS[dataset]
+    folder = Path(data_dir)
+    given = {"train": str(folder / train), "test": str(folder / test), **({"dev": str(folder / dev)} if dev else {})}
+    i = 0
+    while i < len(flags):
+        if flags[i] == "--phrases":
+            given["phrases"] = True
+            i += 1
+            continue
+        value = flags[i + 1]
+        given[DATA_OPTIONS[flags[i]]] = float(value) if flags[i] == "--dev-fraction" else \
+            int(value) if flags[i] == "--sst-classes" else value
+        i += 2
+    return given
 
 
 def summarize(dataset: str) -> None:
@@ -61,7 +77,7 @@ def summarize(dataset: str) -> None:
     lines = [f"# Classifier architectures on {dataset} (test accuracy)", "",
              f"Generated by `python benchmarks/classification_table.py --summarize --dataset {dataset}` from "
              f"`classification_table_{dataset}.json`, where each row's command is. Shared options: "
-             f"`{' '.join(COMMON)}`; no pretrained embeddings; one seed per row.", "",
+             f"`{json.dumps(COMMON)}`, {EPOCHS} epochs; no pretrained embeddings; one seed per row.", "",
              "| config | architecture | params | train min | dev acc | test acc | test macro-F1 |",
              "|---|---|---:|---:|---:|---:|---:|"]
     for name in order:
@@ -99,6 +115,7 @@ def main() -> int:
     parser.add_argument("--dataset", default="sst", choices=("sst", "sst2"))
     parser.add_argument("--data-dir", default="../shared/data")
     parser.add_argument("--only", default="", help="comma-separated variant names (default: all)")
+    parser.add_argument("--output", help="the comparison's folder (default: runs/bench/table-<dataset>)")
     parser.add_argument("--summarize", action="store_true", help="only regenerate the summary table and chart")
     args = parser.parse_args()
     if not args.summarize:
@@ -106,12 +123,14 @@ def main() -> int:
         for name in names:
             if name not in VARIANTS:
                 parser.error(f"unknown variant {name!r}; choose from {', '.join(VARIANTS)}")
-            result = run(args.dataset, name, common(name) + VARIANTS[name], args.data_dir,
-                         Path(f"runs/bench/table-{args.dataset}-{name}"))
+        output = Path(args.output or f"runs/bench/table-{args.dataset}")
+        compare("classifier", output, {**data_options(args.dataset, args.data_dir), **COMMON},
+                variants={name: VARIANTS[name] for name in names}, budget_epochs=EPOCHS, command=command_line())
+        for name in names:
+            result = result_of(args.dataset, output / "runs" / name, args.data_dir)
             write_records(f"classification_table_{args.dataset}", records_of(args.dataset, name, result),
                           f"Classifier architectures on {args.dataset}",
                           notes="`accuracy`, `macro_f1` in percent; `valid` is the development set.")
-            summarize(args.dataset)
     summarize(args.dataset)
     return 0
 

@@ -71,29 +71,40 @@ def main() -> int:
     code = seqlab_main(command)
     if code:
         return code
-    wall = time.time() - start
+    records = records_of(args.dataset, name, output, time.time() - start, args.target, args.note)
+    write_records(args.results, records, args.title, notes=NOTES)
+    for r in records:
+        print(json.dumps(r))
+    return 0
+
+
+NOTES = ("`accuracy`: UPOS token accuracy in percent; `f1`: conlleval entity F1 in percent. `valid` is the "
+         "development file. `target` is the figure the issue asks for.")
+
+
+def records_of(dataset: str, name: str, output: Path, wall: float | None = None, target: float | None = None,
+               note: str = "") -> list[dict]:
+    """The records of a trained tagger's run directory: dev and test figures with params, speed and `wall`
+    (seconds; default the card's training wall time)."""
+    metric = DATASETS[dataset][3]
+    if wall is None:
+        wall = json.loads((output / "model_card.json").read_text())["model_details"]["wall_time_s"]
     metrics = [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
     log = [json.loads(line) for line in (output / "train_log.jsonl").read_text().splitlines()]
     tagger = seqlab.load(output)
     periodic = [m for m in metrics if not m.get("final")]
-    common = {"task": "tagging", "dataset": args.dataset, "arch": describe(tagger.config), "config": name,
+    common = {"task": "tagging", "dataset": dataset, "arch": describe(tagger.config), "config": name,
               "params": tagger.model.num_parameters(),
               "tokens_per_s": statistics.median(r["tokens_per_s"] for r in log), "wall_s": round(wall, 1),
               "device": device_name("cpu" if tagger.config.train.device in ("auto", "cpu") else
                                     tagger.config.train.device),
               "epochs": periodic[-1]["epoch"]}
-    if args.note:
-        common["note"] = args.note
-    records = [record(**common, split="valid" if m["split"] == "valid" else m["split"], metric=metric,
-                      value=m[metric], target=args.target if m["split"] == "test" else None,
-                      **({"by_type": {k: v["f1"] for k, v in m["by_type"].items()}} if "by_type" in m else {}))
-               for m in metrics if m.get("final")]
-    write_records(args.results, records, args.title,
-                  notes="`accuracy`: UPOS token accuracy in percent; `f1`: conlleval entity F1 in percent. "
-                        "`valid` is the development file. `target` is the figure the issue asks for.")
-    for r in records:
-        print(json.dumps(r))
-    return 0
+    if note:
+        common["note"] = note
+    return [record(**common, split="valid" if m["split"] == "valid" else m["split"], metric=metric,
+                   value=m[metric], target=target if m["split"] == "test" else None,
+                   **({"by_type": {k: v["f1"] for k, v in m["by_type"].items()}} if "by_type" in m else {}))
+            for m in metrics if m.get("final")]
 
 
 if __name__ == "__main__":

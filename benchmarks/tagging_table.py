@@ -4,47 +4,69 @@ character features, on UD English-EWT UPOS and CoNLL-2003 NER.
     python benchmarks/tagging_table.py --dataset ud_english_ewt
     python benchmarks/tagging_table.py --dataset conll2003
 
-Each row is one `benchmarks/tagging_quality.py` run (20 epochs, Adam with cosine decay, the best dev
-epoch kept), varying the dataset's shipped config one factor at a time:
+One `seqlab compare tagger` (its Python API) per dataset in runs/bench/table-<dataset>: every row a variant
+of the dataset's shipped config (its options shared by every row, then the row's own), each trained for the
+config's 20 epochs (Adam with cosine decay, the best dev epoch kept), one factor at a time:
 - the BiLSTM with character features, softmax and CRF (the reference pair);
 - the same without character features, and unidirectional;
 - rnn, gru, transformer (2 layers) and window encoders, with character features and the dataset's usual
   output layer (softmax for POS, CRF for NER).
-Rows already in benchmarks/results/tagging_table_<dataset>.json are skipped unless --rerun, so an
-interrupted table resumes. A full factorial (5 encoders x 2 x 2 x 2) would be 32 runs of ~5 minutes per
-dataset on 2 CPU cores; one factor at a time is 10.
+Rows already in benchmarks/results/tagging_table_<dataset>.json are skipped unless --rerun; an interrupted
+table resumes in its comparison folder (the compare's own report.html beside the runs). A full factorial
+(5 encoders x 2 x 2 x 2) would be 32 runs of ~5 minutes per dataset on 2 CPU cores; one factor at a time
+is 10.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import command_line, write_records  # noqa: E402
+from seqlab.compare.run import compare  # noqa: E402
+from tagging_quality import DATASETS, NOTES, records_of  # noqa: E402
+
 RESULTS = Path(__file__).parent / "results"
-CONFIGS = {"ud_english_ewt": ("configs/ud-pos-bilstm-char.yaml", "--no-crf"),
-           "conll2003": ("configs/conll2003-ner-bilstm-crf-char.yaml", "--crf")}
-CHAR = ["--char-features", "lstm"]
-TRANSFORMER = ["--encoder", "transformer", "--layers", "2", "--heads", "4", "--dropout", "0.3", "--lr", "0.001",
-               "--warmup-steps", "500"]
+CONFIGS = {"ud_english_ewt": ("configs/ud-pos-bilstm-char.yaml", False),        # the config, its usual crf
+           "conll2003": ("configs/conll2003-ner-bilstm-crf-char.yaml", True)}
+CHAR = {"char_features": "lstm"}
+TRANSFORMER = {"encoder": "transformer", "num_layers": 2, "num_heads": 4, "dropout": 0.3, "lr": 0.001,
+               "warmup_steps": 500}
 
 
-def variants(usual_output: str) -> dict[str, list[str]]:
+def variants(usual_crf: bool) -> dict[str, dict]:
+    """Each row's own options (a config file's names), over the dataset's config."""
+    bilstm = {"encoder": "lstm", "bidirectional": True}
+    unilstm = {"encoder": "lstm", "bidirectional": False}
     return {
-        "bilstm-char-softmax": ["--encoder", "lstm", "--bidirectional", *CHAR, "--no-crf"],
-        "bilstm-char-crf": ["--encoder", "lstm", "--bidirectional", *CHAR, "--crf"],
-        "bilstm-softmax": ["--encoder", "lstm", "--bidirectional", "--char-features", "none", "--no-crf"],
-        "bilstm-crf": ["--encoder", "lstm", "--bidirectional", "--char-features", "none", "--crf"],
-        "unilstm-char-softmax": ["--encoder", "lstm", "--no-bidirectional", *CHAR, "--no-crf"],
-        "unilstm-char-crf": ["--encoder", "lstm", "--no-bidirectional", *CHAR, "--crf"],
-        "birnn-char": ["--encoder", "rnn", "--bidirectional", *CHAR, usual_output],
-        "bigru-char": ["--encoder", "gru", "--bidirectional", *CHAR, usual_output],
-        "transformer-char": [*TRANSFORMER, *CHAR, usual_output],
-        "window-char": ["--encoder", "window", *CHAR, usual_output],
+        "bilstm-char-softmax": {**bilstm, **CHAR, "crf": False},
+        "bilstm-char-crf": {**bilstm, **CHAR, "crf": True},
+        "bilstm-softmax": {**bilstm, "char_features": "none", "crf": False},
+        "bilstm-crf": {**bilstm, "char_features": "none", "crf": True},
+        "unilstm-char-softmax": {**unilstm, **CHAR, "crf": False},
+        "unilstm-char-crf": {**unilstm, **CHAR, "crf": True},
+        "birnn-char": {"encoder": "rnn", "bidirectional": True, **CHAR, "crf": usual_crf},
+        "bigru-char": {"encoder": "gru", "bidirectional": True, **CHAR, "crf": usual_crf},
+        "transformer-char": {**TRANSFORMER, **CHAR, "crf": usual_crf},
+        "window-char": {"encoder": "window", **CHAR, "crf": usual_crf},
     }
+
+
+def shared_options(dataset: str, data_dir: str, threads: int) -> tuple[dict, int]:
+    """The dataset's files and its config's options (every section's, less the epochs), and the epochs."""
+    config, _ = CONFIGS[dataset]
+    sections = yaml.safe_load(Path(config).read_text())
+    options = {k: v for section in sections.values() for k, v in section.items()}
+    epochs = options.pop("epochs")
+    train, dev, test, _ = DATASETS[dataset]
+    folder = Path(data_dir) / dataset
+    return {**options, "train": str(folder / train), "dev": str(folder / dev), "test": str(folder / test),
+            "progress": False, "threads": threads}, epochs
 
 
 def summarize() -> None:
@@ -63,7 +85,7 @@ def summarize() -> None:
         rows = {}
         for r in records:
             rows.setdefault(r["config"], {})[r["split"]] = r
-        order = [name for name in variants("") if name in rows]
+        order = [name for name in variants(False) if name in rows]
         lines += [f"## {dataset}", "", "| variant | model | params | dev | test | train tokens/s | wall (min) |",
                   "|---|---|---|---|---|---|---|"]
         for name in order:
@@ -102,33 +124,35 @@ def main() -> int:
     parser.add_argument("--dataset", required=True, choices=list(CONFIGS))
     parser.add_argument("--data-dir", default="../shared/data")
     parser.add_argument("--only", nargs="*", help="run only these variants")
-    parser.add_argument("--rerun", action="store_true", help="run variants that already have results")
+    parser.add_argument("--rerun", action="store_true", help="record variants that already have results again "
+                        "(from the comparison's runs: delete a run's folder to train it again)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--output", help="the comparison's folder (default: runs/bench/table-<dataset>)")
     parser.add_argument("--summarize", action="store_true", help="only rewrite tagging_tables.md and .png")
     args = parser.parse_args()
     if args.summarize:
         summarize()
         return 0
-    config, usual = CONFIGS[args.dataset]
+    _, usual = CONFIGS[args.dataset]
     results = f"tagging_table_{args.dataset}"
     path = RESULTS / f"{results}.json"
-    for name, options in variants(usual).items():
+    names = []
+    for name in variants(usual):
         if args.only and name not in args.only:
             continue
         done = path.exists() and any(r["config"] == name for r in json.loads(path.read_text()))
         if done and not args.rerun:
             print(f"{name}: already measured, skipped")
             continue
-        script = os.path.relpath(Path(__file__).parent / "tagging_quality.py")     # as the results will show it
-        command = [sys.executable, script, "--dataset", args.dataset,
-                   "--config", config, "--name", name, "--data-dir", args.data_dir, "--results", results,
-                   "--output", f"runs/bench/table-{args.dataset}-{name}",
-                   "--title", f"Tagger architectures on {args.dataset} (one factor at a time)",
-                   "--", *options, "--threads", str(args.threads), "--no-progress"]
-        print(f"{name}: {' '.join(command[1:])}", flush=True)
-        code = subprocess.call(command)
-        if code:
-            print(f"{name}: failed with exit code {code}", flush=True)
+        names.append(name)
+    if names:
+        output = Path(args.output or f"runs/bench/table-{args.dataset}")
+        given, epochs = shared_options(args.dataset, args.data_dir, args.threads)
+        compare("tagger", output, given, variants={name: variants(usual)[name] for name in names},
+                budget_epochs=epochs, command=command_line())
+        for name in names:
+            write_records(results, records_of(args.dataset, name, output / "runs" / name),
+                          f"Tagger architectures on {args.dataset} (one factor at a time)", notes=NOTES)
     summarize()
     return 0
 
