@@ -2,10 +2,13 @@
 Treebank under one token budget, with the recipes of configs/ptb-compare-*.yaml, recorded beside the table's
 own runs (benchmarks/results/lm_architectures.json, made one `lm_quality.py` run at a time).
 
-    python benchmarks/compare_ptb.py --data-dir ../shared/data --output runs/compare-ptb --budget-tokens 929589
-    python benchmarks/compare_ptb.py ... --baseline runs/ptb-{arch}-1epoch     # runs trained alone, for the check
+    python benchmarks/compare_ptb.py --data-dir ../shared/data --output runs/compare-ptb --budget-tokens 5577534 \
+        --threads 1                                  # six epochs, as the table's runs trained
+    python benchmarks/compare_ptb.py ... --budget-tokens 929589 --baseline runs/ptb-{arch}-1epoch   # one epoch
 
 The default budget is one epoch of PTB's training tokens; the compare resumes in --output if it was stopped.
+Each figure is recorded beside the same architecture's in the table made one run at a time
+(results/lm_architectures.json, six epochs) or, with --baseline, beside runs of your own trained alone.
 Records go to benchmarks/results/lm_compare_ptb.json and .md (metric perplexity, split valid / test).
 """
 
@@ -19,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import command_line, device_name, record, write_records  # noqa: E402
+from common import RESULTS, command_line, device_name, record, write_records  # noqa: E402
 
 ARCHS = ("ffn", "rnn", "lstm", "gru", "transformer")
 
@@ -51,11 +54,15 @@ def main() -> int:
     subprocess.run(argv, check=True)
     print(f"compare: {time.time() - start:.0f} s (finished runs in {args.output} are kept, not retrained)")
     records, rows = [], []
+    table = {}             # the table made one lm_quality.py run at a time: {arch: {split: {"perplexity": ...}}}
+    for r in json.loads((RESULTS / "lm_architectures.json").read_text()):
+        if r["metric"] == "perplexity":
+            table.setdefault(r["arch"], {})[r["split"]] = {"perplexity": r["value"]}
     for arch in ARCHS:
         run = Path(args.output) / "runs" / arch
         card = json.loads((run / "model_card.json").read_text())["model_details"]
         figures = final(run)
-        baseline = final(Path(args.baseline.format(arch=arch))) if args.baseline else {}
+        baseline = final(Path(args.baseline.format(arch=arch))) if args.baseline else table.get(arch, {})
         for split in ("valid", "test"):
             value = figures[split]["perplexity"]
             records.append(record(task="lm", dataset="ptb", split=split, arch=arch, config="seqlab compare, "
@@ -68,9 +75,11 @@ def main() -> int:
                     f"{figures['valid']['perplexity']:.1f} | {figures['test']['perplexity']:.1f} | "
                     + (f"{baseline['valid']['perplexity']:.1f} | {baseline['test']['perplexity']:.1f} |"
                        if baseline else "- | - |"))
+    alone = (f"runs trained alone ({args.baseline})" if args.baseline else "the table of lm_architectures.json "
+             "(each configs/ptb-compare-*.yaml trained alone by lm_quality.py for 6 epochs, on another day and CPU)")
     notes = ("Every architecture under one budget of training tokens, each with its configs/ptb-compare-*.yaml "
-             "recipe; `alone`: the same recipe trained by `seqlab train lm --epochs 1` (the cosine over one epoch "
-             "instead of over the token budget, which is one epoch plus the last step's remainder).\n\n"
+             f"recipe; `alone`: {alone}. A token budget decays the cosine over the budget, which is the epochs' "
+             "tokens plus the last step's remainder.\n\n"
              "| arch | parameters | tokens/s | wall s | valid ppl | test ppl | valid alone | test alone |\n"
              "|---|---:|---:|---:|---:|---:|---:|---:|\n" + "\n".join(rows))
     print(notes)
