@@ -16,7 +16,7 @@ softmax cross-entropy with respect to the logits is known in closed form once th
 
     dL/dz = p - (1 - eps) onehot(y) - eps / V          (eps = label smoothing; without it: p - onehot(y))
 
-so while a chunk's probabilities G are in cache: grad_hidden[chunk] = G W, grad_weight += G^T H[chunk],
+so while a chunk's gradient G (C, V) is in cache: grad_hidden[chunk] = G W, grad_weight += G^T H[chunk],
 grad_bias += sum_rows G. The backward pass only scales them by the incoming gradient. That is the plain
 path's three matmuls (logits, grad_hidden, grad_weight: 6 N D V FLOPs) and no recomputation; one chunk's
 (C, V) buffers are alive at a time, and what is saved for backward, (N, D) + (V, D) + (V,), is the size of
