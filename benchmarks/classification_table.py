@@ -27,7 +27,7 @@ from common import RESULTS, command_line, write_records  # noqa: E402
 from seqlab.compare.run import compare  # noqa: E402
 
 EPOCHS = 10
-COMMON = {"embedding_size": 128, "hidden_size": 128, "dropout": 0.5, "lr": 2e-3, "progress": False, "threads": 2}
+COMMON = {"embedding_size": 128, "hidden_size": 128, "dropout": 0.5, "lr": 2e-3, "progress": False}
 VARIANTS = {
     # no embeddings: the shared embedding_size does not act on it, and compare leaves it out
     "features": {"arch": "features", "hidden_size": 32, "lr": 1e-2},
@@ -116,6 +116,7 @@ def main() -> int:
     parser.add_argument("--data-dir", default="../shared/data")
     parser.add_argument("--only", default="", help="comma-separated variant names (default: all)")
     parser.add_argument("--output", help="the comparison's folder (default: runs/bench/table-<dataset>)")
+    parser.add_argument("--threads", type=int, default=2, help="CPU threads per run (default 2; 1 beside other work)")
     parser.add_argument("--summarize", action="store_true", help="only regenerate the summary table and chart")
     args = parser.parse_args()
     if not args.summarize:
@@ -124,7 +125,7 @@ def main() -> int:
             if name not in VARIANTS:
                 parser.error(f"unknown variant {name!r}; choose from {', '.join(VARIANTS)}")
         output = Path(args.output or f"runs/bench/table-{args.dataset}")
-        compare("classifier", output, {**data_options(args.dataset, args.data_dir), **COMMON},
+        compare("classifier", output, {**data_options(args.dataset, args.data_dir), **COMMON, "threads": args.threads},
                 variants={name: VARIANTS[name] for name in names}, budget_epochs=EPOCHS, command=command_line())
         for name in names:
             result = result_of(args.dataset, output / "runs" / name, args.data_dir)
