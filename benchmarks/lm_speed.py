@@ -1,7 +1,9 @@
 """Speed, measured side by side in one run (ratios, because these machines are noisy).
 
 1. training: tokens/s of seqlab's trainer on an LSTM LM (2 x 200, tied, PTB, batch 20 x 35) against a
-   plain PyTorch loop over nn.LSTM doing the same work (same data, model, loss, clipping, SGD);
+   plain PyTorch loop over nn.LSTM doing the same work (same data, model, loss, clipping, SGD), and the
+   trainer's output layer fused (`--fused-output auto`, which picks it at this shape) against plain
+   (`--fused-output off`, logits + cross-entropy), all three in the same alternating rounds;
 2. generation: 512 new tokens with the KV cache (transformer) / carried state (LSTM) against
    recomputing the whole prefix at every step;
 3. textbook cells against the fused kernels: the recurrent layers alone (2 x 200, forward +
@@ -12,6 +14,7 @@ with the allocator setting the trainer makes on CPU (seqlab.training.memory.keep
 applies to the whole process), so the training ratio measures the trainer's own overhead.
 
     python benchmarks/lm_speed.py --data-dir ../shared/data
+    python benchmarks/lm_speed.py --dataset wikitext-2 --sections training --steps 60   # V = 33,278
 """
 
 from __future__ import annotations
@@ -36,12 +39,25 @@ from seqlab.nn.recurrent import RecurrentStack  # noqa: E402
 from seqlab.pipelines.lm import LMTrainOptions  # noqa: E402
 from seqlab.search import SamplingOptions, generate_ids  # noqa: E402
 from seqlab.tasks.lm import LanguageModelingTask  # noqa: E402
+from seqlab.tasks.output_loss import choose_fused_output  # noqa: E402
 from seqlab.training.memory import keep_freed_memory  # noqa: E402
 from seqlab.training.trainer import Trainer  # noqa: E402
 
+TRAIN_FILES = {"ptb": "ptb/ptb.train.txt", "wikitext-2": "wikitext-2/train.txt"}
+SECTIONS = ("training", "generation", "cells")
+NOTES = ("`speedup` rows are ratios of medians over alternating rounds in the same process; the training rows' JSON "
+         "holds every round's figure (`rounds`), and `stdev` is that of the round-by-round ratios. The training "
+         "section's three contenders (the trainer with its output layer as `--fused-output auto` picks it, fused "
+         "at these shapes; the trainer with `--fused-output off`, logits + cross-entropy; the plain PyTorch loop, "
+         "whose output layer is plain too) run in the same alternating rounds, one thread each. The machine was "
+         "busy with other jobs on both cores when the training rows of 2026-11-25 were measured (two other "
+         "training runs on its two cores), so their absolute tokens/s are low and noisy: the ratios are the "
+         "figures to read. Rows of different dates come from different machines (the device column).")
 
-def ptb_ids(data_dir: Path, limit_lines: int) -> tuple[torch.Tensor, int]:
-    lines = read_lines(data_dir / "ptb" / "ptb.train.txt")[:limit_lines]
+
+def corpus_ids(data_dir: Path, dataset: str, limit_lines: int | None) -> tuple[torch.Tensor, int]:
+    """The training file's ids (its first `limit_lines` lines) and the size of their vocabulary."""
+    lines = read_lines(data_dir / TRAIN_FILES[dataset])[:limit_lines]
     tokenizer = WordTokenizer()
     tokens = tokenizer.tokenize_lines(lines)
     vocab = Vocab.build(count_tokens(tokens))
@@ -50,15 +66,15 @@ def ptb_ids(data_dir: Path, limit_lines: int) -> tuple[torch.Tensor, int]:
 
 # ------------------------------------------------------------------ 1. trainer vs a plain loop
 
-def time_seqlab_trainer(ids, vocab_size, steps, tmp: Path) -> float:
+def time_seqlab_trainer(ids, vocab_size, steps, tmp: Path, fused_output: str = "auto") -> float:
     torch.manual_seed(0)
     model = build_lm(LMConfig(arch="lstm", vocab_size=vocab_size, embedding_size=200, hidden_size=200,
                               num_layers=2, dropout=0.2, tie_weights=True))
     task = LanguageModelingTask(model, ids, ids[:2000], None, batch_size=20, seq_len=35, eval_batch_size=10,
-                                eval_stride=0, seed=0)
+                                eval_stride=0, seed=0, fused_output=fused_output)
     config = LMTrainOptions(output=str(tmp), epochs=100, max_steps=steps + 10, batch_size=20, seq_len=35,
                          optimizer="sgd", lr=20.0, grad_clip=0.25, schedule="constant", log_every=10,
-                         eval_every=10 ** 9, progress=False)
+                         eval_every=10 ** 9, progress=False, fused_output=fused_output)
     marks = []
     def mark(event):
         if event["event"] == "log":
@@ -153,6 +169,10 @@ def median_of_rounds(functions: dict, rounds: int) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", default="../shared/data")
+    parser.add_argument("--dataset", choices=tuple(TRAIN_FILES), default="ptb",
+                        help="the training section's corpus: ptb (its first 20,000 lines) or wikitext-2 (all of it)")
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS),
+                        help="what to measure (default: all)")
     parser.add_argument("--steps", type=int, default=150, help="training steps timed per round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--new-tokens", type=int, default=512)
@@ -168,26 +188,54 @@ def main() -> int:
     records = []
     common = {"task": "lm", "device": device}
 
-    ids, vocab_size = ptb_ids(Path(args.data_dir), 6000 if args.quick else 20000)
+    if "training" in args.sections:
+        records += measure_training(args, common)
+    if "generation" in args.sections:
+        records += measure_generation(args, common)
+    if "cells" in args.sections:
+        records += measure_cells(args, common)
+    if not args.quick:
+        write_records("lm_speed", records, "Language-model speed (side by side, one run)", notes=NOTES)
+    return 0
+
+
+def measure_training(args, common: dict) -> list[dict]:
+    """The trainer (output layer fused by --fused-output auto, and plain) against the plain loop."""
+    limit = (6000 if args.quick else 20000) if args.dataset == "ptb" else None
+    ids, vocab_size = corpus_ids(Path(args.data_dir), args.dataset, limit)
+    fused_by_auto, _ = choose_fused_output("auto", 20 * 35, vocab_size)
     tmp = Path("runs/bench/speed-trainer")
     rounds = run_rounds({"seqlab": lambda: time_seqlab_trainer(ids, vocab_size, args.steps, tmp),
+                         "seqlab-off": lambda: time_seqlab_trainer(ids, vocab_size, args.steps, tmp, "off"),
                          "plain": lambda: time_plain_loop(ids, vocab_size, args.steps)}, args.rounds)
     speeds = {name: statistics.median(values) for name, values in rounds.items()}
-    ratios = [ours / plain for ours, plain in zip(rounds["seqlab"], rounds["plain"], strict=True)]
     config = "lstm 2x200 tied, dropout 0.2, batch 20x35, SGD, clip 0.25"
+    if args.dataset != "ptb":
+        config += f", V={vocab_size:,}"
+    names = {"seqlab": "seqlab trainer", "seqlab-off": "seqlab trainer, --fused-output off",
+             "plain": "plain PyTorch loop"}
+    auto = f"--fused-output auto: {'fused' if fused_by_auto else 'plain'} output layer"
+    records = []
     for name, value in speeds.items():
-        records.append(record(**common, dataset="ptb", split="train", arch="lstm",
-                              config=f"training, {'seqlab trainer' if name == 'seqlab' else 'plain PyTorch loop'}: "
-                                     f"{config}", metric="tokens_per_s", value=value, tokens_per_s=value,
-                              rounds=rounds[name]))
-    records.append(record(**common, dataset="ptb", split="train", arch="lstm",
-                          config=f"training, seqlab trainer / plain PyTorch loop: {config}", metric="speedup",
-                          value=speeds["seqlab"] / speeds["plain"], target=1.0, rounds=ratios,
-                          stdev=statistics.stdev(ratios) if len(ratios) > 1 else None))
-    print(f"training: seqlab {speeds['seqlab']:,.0f} tok/s, plain {speeds['plain']:,.0f} tok/s, "
-          f"ratio {speeds['seqlab'] / speeds['plain']:.3f} (round by round: "
-          f"{', '.join(f'{r:.3f}' for r in ratios)})", flush=True)
+        records.append(record(**common, dataset=args.dataset, split="train", arch="lstm",
+                              config=f"training, {names[name]}: {config}", metric="tokens_per_s", value=value,
+                              tokens_per_s=value, rounds=rounds[name], note=auto if name == "seqlab" else None))
+    print(f"training ({args.dataset}, V={vocab_size:,}; {auto}): seqlab {speeds['seqlab']:,.0f} tok/s, "
+          f"seqlab --fused-output off {speeds['seqlab-off']:,.0f} tok/s, plain loop {speeds['plain']:,.0f} tok/s",
+          flush=True)
+    for ours, theirs, what in (("seqlab", "plain", "seqlab trainer / plain PyTorch loop"),
+                               ("seqlab", "seqlab-off", "seqlab trainer, --fused-output auto / off")):
+        ratios = [a / b for a, b in zip(rounds[ours], rounds[theirs], strict=True)]
+        ratio = speeds[ours] / speeds[theirs]
+        records.append(record(**common, dataset=args.dataset, split="train", arch="lstm",
+                              config=f"training, {what}: {config}", metric="speedup", value=ratio, target=1.0,
+                              rounds=ratios, note=auto, stdev=statistics.stdev(ratios) if len(ratios) > 1 else None))
+        print(f"  {what}: {ratio:.3f} (round by round: {', '.join(f'{r:.3f}' for r in ratios)})", flush=True)
+    return records
 
+
+def measure_generation(args, common: dict) -> list[dict]:
+    records = []
     generators = {
         "transformer": LMConfig(arch="transformer", vocab_size=65, embedding_size=128, num_layers=4, num_heads=4,
                                 context=1024, dropout=0.0, norm_position="pre", activation="gelu"),
@@ -207,7 +255,11 @@ def main() -> int:
                            note="same tokens" if same else "TOKENS DIFFER")]
         print(f"generation {arch}: cached {cached:,.1f} tok/s, recompute {recompute:,.1f} tok/s, "
               f"ratio {cached / recompute:.1f}, identical tokens: {same}", flush=True)
+    return records
 
+
+def measure_cells(args, common: dict) -> list[dict]:
+    records = []
     repeats = 5 if args.quick else 30
     for cell in ("rnn", "lstm", "gru"):
         layer = median_of_rounds({impl: (lambda impl=impl, cell=cell: time_recurrent(cell, impl, repeats))
@@ -219,12 +271,7 @@ def main() -> int:
                               metric="speedup", value=layer["fused"] / layer["textbook"]))
         print(f"cells {cell}: fused {layer['fused']:,.0f} tok/s, textbook {layer['textbook']:,.0f} tok/s, "
               f"ratio {layer['fused'] / layer['textbook']:.2f}", flush=True)
-    if not args.quick:
-        write_records("lm_speed", records, "Language-model speed (side by side, one run)",
-                      notes="`speedup` rows are ratios of medians over alternating rounds in the same process; "
-                            "the training rows' JSON holds every round's figure (`rounds`), and `stdev` is "
-                            "that of the round-by-round ratios.")
-    return 0
+    return records
 
 
 if __name__ == "__main__":

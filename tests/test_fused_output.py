@@ -233,6 +233,7 @@ def test_fused_output_default_chunk_size_and_should_fuse():
     assert all(default_chunk_size(v) % 8 == 0 for v in (65, 8000, 33278, 50257, 262144))
     assert should_fuse(700, 33278) and should_fuse(700, 2000) and should_fuse(20, 65536)   # chunks of 128+ rows
     assert not should_fuse(100, 131072)                                    # 64-row chunks, 52 MB of logits
+    assert not should_fuse(768, 65) and not should_fuse(700, 1999)         # below the measured vocabularies
     assert should_fuse(700, 131072) and should_fuse(700, 10 ** 6)          # 367 MB and 2.8 GB of logits
 
 

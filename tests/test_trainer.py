@@ -219,15 +219,20 @@ def run_cli(args, env=None, nproc=None):
 
 
 def test_trainer_ddp_two_processes_equal_one(tmp_path):
-    """torchrun with 2 CPU processes (gloo) gives the loss curve of 1 process with the same global batch."""
+    """torchrun with 2 CPU processes (gloo) gives the loss curve of 1 process with the same global batch. The
+    two processes train through the fused output layer, whose weights take their gradients outside the
+    model's forward (seqlab.tasks.output_loss), the one through the logits: DDP's all-reduce reaches the
+    output layer's weights too, and both paths follow the same curve."""
     common = ["train", "lm", "--train", str(TRAIN), "--valid", str(VALID), "--test", str(TEST),
               "--tokenizer", "word", "--arch", "lstm", "--embedding-size", "16", "--hidden-size", "16",
               "--dropout", "0", "--batch-size", "4", "--seq-len", "8", "--max-steps", "6", "--eval-every", "3",
               "--log-every", "1", "--no-progress", "--threads", "1"]
-    single = run_cli([*common, "--output", str(tmp_path / "one")])
+    single = run_cli([*common, "--fused-output", "off", "--output", str(tmp_path / "one")])
     assert single.returncode == 0, single.stderr
-    double = run_cli([*common, "--output", str(tmp_path / "two")], nproc=2)
+    assert "output layer: plain" in single.stderr
+    double = run_cli([*common, "--fused-output", "on", "--output", str(tmp_path / "two")], nproc=2)
     assert double.returncode == 0, double.stderr
+    assert "output layer: fused" in double.stderr
     one, two = losses(tmp_path / "one"), losses(tmp_path / "two")
     assert [s for s, _ in one] == [s for s, _ in two] == list(range(1, 7))
     for (_, a), (_, b) in zip(one, two, strict=True):

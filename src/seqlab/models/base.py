@@ -8,6 +8,14 @@ for a language model, logits (B, T, V) for a sequence-to-sequence model (teacher
 scores (B, T, K) for a tagger, class scores (B, K) for a classifier. The task (`seqlab.tasks`) turns the
 scores into a loss; the model knows nothing of losses or data. A state carried from one batch to the
 next (truncated BPTT) lies along `state_batch_dim`, and `detach_state` cuts its graph between steps.
+
+The language models and the sequence-to-sequence models end in an `OutputLayer` over a vocabulary
+(`model.output`), and their forward takes `output="hidden"` to return, in place of the logits, the
+states that layer's matrix multiplies (B, T, D): the task then computes the output layer and its loss
+together (`seqlab.nn.fused_output.linear_cross_entropy`, never holding the (B, T, V) logits) from them
+and `model.output.weight_and_bias()`. It is a keyword of `forward`, not a method of its own, because
+the trainer calls the model through DistributedDataParallel (and torch.compile), which only see calls
+of forward.
 """
 
 from __future__ import annotations
@@ -18,6 +26,9 @@ from typing import Any, Protocol, runtime_checkable
 from torch import Tensor, nn
 
 from seqlab.data.vocab import BOS
+from seqlab.errors import SeqlabError
+
+OUTPUTS = ("logits", "hidden")     # what a language model's or a decoder's forward returns, by `output=`
 
 
 class OutputLayer(nn.Module):
@@ -26,6 +37,9 @@ class OutputLayer(nn.Module):
     Tied (SLP 13.2.3, Press & Wolf 2017): the output matrix is the transposed embedding matrix E,
     so the same vectors read and write words. When H differs from the embedding width E, h is first
     projected to E by a learned (E, H) matrix.
+
+    `forward(h, output="hidden")` stops before the (V, D) matrix: it returns `project(h)` (..., D), which
+    `weight_and_bias()` turns into the logits, project(h) W^T + b, exactly as `forward(h)` does.
     """
 
     def __init__(self, input_size: int, embedding: nn.Embedding, tie: bool, bias: bool = True):
@@ -37,15 +51,28 @@ class OutputLayer(nn.Module):
         if tie:
             self.decoder.weight = embedding.weight                    # (V, E), shared
 
-    def forward(self, h: Tensor) -> Tensor:
-        if self.projection is not None:
-            h = self.projection(h)                                    # (..., E)
-        return self.decoder(h)                                        # (..., V)
+    def project(self, h: Tensor) -> Tensor:
+        """h (..., H) -> what the (V, D) matrix multiplies (..., D): the tied projection's output, or h."""
+        return h if self.projection is None else self.projection(h)   # (..., E)
+
+    def weight_and_bias(self) -> tuple[Tensor, Tensor | None]:
+        """The output matrix W (V, D) (the embedding matrix when tied) and its bias b (V,) or None."""
+        return self.decoder.weight, self.decoder.bias
+
+    def forward(self, h: Tensor, output: str = "logits") -> Tensor:
+        """h (..., H) -> the logits (..., V), or with output="hidden" the projected states (..., D)."""
+        if output not in OUTPUTS:
+            raise SeqlabError(f"output={output!r}: a model's forward returns logits or hidden (the states "
+                              "entering its output layer)")
+        h = self.project(h)                                           # (..., D)
+        return h if output == "hidden" else self.decoder(h)           # (..., V)
 
 
 class Model(nn.Module):
     """The contract of every network (`seqlab.training.trainer.Trainer` uses nothing else): `forward`,
-    the carried state's batch dimension, `detach_state` and `num_parameters`."""
+    the carried state's batch dimension, `detach_state` and `num_parameters`. A network that ends in an
+    `OutputLayer` over a vocabulary (`LanguageModel`, `Seq2SeqModel`) holds it as `output`, and its
+    forward also takes `output="logits"` (the default) or `output="hidden"` (the states entering it)."""
 
     state_batch_dim = 0        # the batch dimension of a carried state's tensors
     # parameters renamed since a release, {"old.prefix.": "new.prefix."}: loading maps a saved run's names
@@ -94,7 +121,9 @@ class IncrementalDecoder(Protocol):
 
 class LanguageModel(Model):
     """A language model: `forward(tokens (B, T), state) -> (logits (B, T, V), state)` for training, and the
-    `IncrementalDecoder` contract for generation.
+    `IncrementalDecoder` contract for generation. `forward(tokens, state, output="hidden")` returns the
+    states entering its output layer `self.output` (an `OutputLayer`) in place of the logits: (B, T, D),
+    with the same state; the task takes the loss from them (a fused output layer).
 
     `context_length` is None when it reads a stream of any length by carrying a state (RNNs, and the
     window LM, whose state is its last N-1 tokens), or the longest sequence it can attend over (the
@@ -139,8 +168,9 @@ class Seq2SeqModel(Model):
     the target.
 
     Trained with teacher forcing (13.7.1): `forward(source (B, S), lengths (B,), target_in (B, T))` gives
-    the logits (B, T, V) of every target position at once. Decoding (`seqlab.search`) drives the same
-    model one token at a time through the `IncrementalDecoder` contract:
+    the logits (B, T, V) of every target position at once; with `output="hidden"`, the states entering
+    the decoder's output layer `self.output` (an `OutputLayer`) instead, (B, T, D). Decoding
+    (`seqlab.search`) drives the same model one token at a time through the `IncrementalDecoder` contract:
 
         state = model.start(source, lengths)          memory = encode(source, lengths), with the decoder's
                                                       state before the first token, init_state(memory)

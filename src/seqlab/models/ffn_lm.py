@@ -38,7 +38,9 @@ class FeedforwardLM(LanguageModel):
         """Before any text the history is line ends, as at the start of a line."""
         return torch.full((batch_size, self.window - 1), EOS, dtype=torch.long, device=device)
 
-    def forward(self, tokens: Tensor, state: Tensor | None = None):
+    def forward(self, tokens: Tensor, state: Tensor | None = None, output: str = "logits"):
+        """tokens (B, T) -> logits (B, T, V) (output="hidden": the output layer's input (B, T, D)), and the
+        last N-1 tokens."""
         B, T = tokens.shape
         if state is None:
             state = self.init_state(B, tokens.device)
@@ -49,5 +51,5 @@ class FeedforwardLM(LanguageModel):
         e = F.dropout(e, self.dropout, self.training)
         h = ACTIVATIONS[self.activation](self.hidden(e))                # (B, T, H)   h = g(W e + b)
         h = F.dropout(h, self.dropout, self.training)
-        logits = self.output(h)                                         # (B, T, V)   z = U h
+        logits = self.output(h, output)                                 # (B, T, V)   z = U h (or (B, T, D))
         return logits, history[:, history.size(1) - (self.window - 1):]  # (B, N-1)

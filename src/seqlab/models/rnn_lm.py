@@ -33,9 +33,10 @@ class RecurrentLM(LanguageModel):
     def init_state(self, batch_size: int, device=None):
         return self.rnn.init_state(batch_size, device, self.embedding.weight.dtype)
 
-    def forward(self, tokens: Tensor, state=None):
+    def forward(self, tokens: Tensor, state=None, output: str = "logits"):
+        """tokens (B, T) -> logits (B, T, V) (output="hidden": the output layer's input (B, T, D)), state."""
         x = self.embedding(tokens)                                      # (B, T, E)
         x = dropout(x, self.dropout, self.training, self.variational)
         h, state = self.rnn(x, state)                                   # (B, T, H)
         h = dropout(h, self.dropout, self.training, self.variational)
-        return self.output(h), state                                    # (B, T, V)
+        return self.output(h, output), state                            # (B, T, V) or (B, T, D)

@@ -93,8 +93,10 @@ class RNNEncoderDecoder(Seq2SeqModel):
     def _top(self, state) -> Tensor:
         return (state[0] if self.lstm else state)[-1]                           # h_{i-1}^d of the top layer
 
-    def _logits(self, h: Tensor, c: Tensor, e: Tensor) -> Tensor:
-        return self.output(self.drop(torch.cat([h, c, e], dim=-1) if self.full_readout else h))
+    def _logits(self, h: Tensor, c: Tensor, e: Tensor, output: str = "logits") -> Tensor:
+        """The output layer over h_i^d (readout "hidden") or [h_i^d; c_i; ŷ_{i-1}] (full): logits (..., V),
+        or with output="hidden" its input (..., D)."""
+        return self.output(self.drop(torch.cat([h, c, e], dim=-1) if self.full_readout else h), output)
 
     def step(self, tokens: Tensor, state: EncoderDecoderState, need_weights: bool = False):
         memory, h = state.memory, state.decoder
@@ -107,21 +109,22 @@ class RNNEncoderDecoder(Seq2SeqModel):
         out, h = self.decoder(torch.cat([e, c], dim=-1)[:, None], h)            # h_i^d = g(ŷ_{i-1}, h_{i-1}^d, c_i)
         return self._logits(out[:, 0], c, e), EncoderDecoderState(memory, h), weights   # (B, V)
 
-    def forward(self, source: Tensor, lengths: Tensor, target_in: Tensor) -> Tensor:
-        """Teacher forcing: target_in (B, T) = <s> y_1 .. y_{T-1} -> logits (B, T, V)."""
+    def forward(self, source: Tensor, lengths: Tensor, target_in: Tensor, output: str = "logits") -> Tensor:
+        """Teacher forcing: target_in (B, T) = <s> y_1 .. y_{T-1} -> logits (B, T, V), or with output="hidden"
+        the output layer's input (B, T, D)."""
         memory = self.encode(source, lengths)
         state = self.init_state(memory)
         e = self.drop(self.target_embedding(target_in))                         # (B, T, E)
         if self.attention is None:                                              # c is fixed: one fused pass
             c = memory["context"][:, None].expand(-1, e.size(1), -1)            # (B, T, C)
             out, _ = self.decoder(torch.cat([e, c], dim=-1), state)             # (B, T, D)
-            return self._logits(out, c, e)
+            return self._logits(out, c, e, output)
         hs, cs = [], []
         for t in range(e.size(1)):
             c, _ = self.attention(self._top(state), memory["outputs"], memory["mask"], memory["prepared"])
             out, state = self.decoder(torch.cat([e[:, t], c], dim=-1)[:, None], state)
             hs.append(out[:, 0])
             cs.append(c)
-        return self._logits(torch.stack(hs, 1), torch.stack(cs, 1), e)         # (B, T, V)
+        return self._logits(torch.stack(hs, 1), torch.stack(cs, 1), e, output)  # (B, T, V) or (B, T, D)
 
 

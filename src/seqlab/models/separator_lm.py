@@ -68,13 +68,15 @@ class SeparatorLM(Seq2SeqModel):
         """The output layer (the language model's)."""
         return self.lm.output
 
-    def forward(self, source: Tensor | None, lengths: Tensor | None, target_in: Tensor) -> Tensor:
-        """target_in (B, T): the whole sequence source <sep> target, right-padded -> logits (B, T, V)."""
+    def forward(self, source: Tensor | None, lengths: Tensor | None, target_in: Tensor,
+                output: str = "logits") -> Tensor:
+        """target_in (B, T): the whole sequence source <sep> target, right-padded -> logits (B, T, V), or with
+        output="hidden" the output layer's input (B, T, D)."""
         if target_in.size(1) > self.config.max_positions:
             raise SeqlabError(f"the language model attends over at most {self.config.max_positions} tokens; "
                               f"{target_in.size(1)} were given")
         positions = torch.arange(target_in.size(1), device=target_in.device)
-        return self.lm.output(self.lm.hidden(target_in, positions))
+        return self.lm.output(self.lm.hidden(target_in, positions), output)     # (B, T, V) or (B, T, D)
 
     def encode(self, source: Tensor, lengths: Tensor) -> dict:
         """The right-padded sources (B, S), left-aligned: padding first, each source ending at column S."""

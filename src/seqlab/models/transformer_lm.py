@@ -69,7 +69,9 @@ class TransformerLM(LanguageModel):
             x = block(x, cache, layer, key_padding_mask=key_padding_mask)       # (B, T, D)
         return self.final_norm(x)                                                # (B, T, D)
 
-    def forward(self, tokens: Tensor, state: KVCache | None = None):
+    def forward(self, tokens: Tensor, state: KVCache | None = None, output: str = "logits"):
+        """tokens (B, T) after what the cache `state` holds -> logits (B, T, V) (output="hidden": the output
+        layer's input (B, T, D)), and the cache, advanced."""
         B, T = tokens.shape
         start = state.length if state is not None else 0
         if start + T > self.context_length:
@@ -79,7 +81,7 @@ class TransformerLM(LanguageModel):
         h = self.hidden(tokens, positions, state)                                # (B, T, D)
         if state is not None:
             state.advance(T)
-        return self.output(h), state                                             # (B, T, V)
+        return self.output(h, output), state                                     # (B, T, V) or (B, T, D)
 
     def start(self, prompt: Tensor) -> SlidingState:
         cache = self.init_state(prompt.size(0), prompt.device)

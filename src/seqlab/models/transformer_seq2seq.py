@@ -112,12 +112,12 @@ class TransformerEncoderDecoder(Seq2SeqModel):
         cache.reorder(index)
         return cache
 
-    def _decode(self, x: Tensor, memory: dict, cache: KVCache | None, need_weights: bool):
+    def _decode(self, x: Tensor, memory: dict, cache: KVCache | None, need_weights: bool, output: str = "logits"):
         weights = None
         for layer, block in enumerate(self.decoder):
             x, weights = block(x, memory[f"k{layer}"], memory[f"v{layer}"], memory["mask"], cache, layer,
                                need_weights and layer == len(self.decoder) - 1)
-        return self.output(self.decoder_norm(x)), weights                     # (B, T, V); the last layer's weights
+        return self.output(self.decoder_norm(x), output), weights             # (B, T, V); the last layer's weights
 
     def step(self, tokens: Tensor, state: EncoderDecoderState, need_weights: bool = False):
         cache = state.decoder
@@ -128,12 +128,14 @@ class TransformerEncoderDecoder(Seq2SeqModel):
         cache.advance(1)
         return logits[:, 0], state, None if weights is None else weights[:, 0]
 
-    def forward(self, source: Tensor, lengths: Tensor, target_in: Tensor) -> Tensor:
+    def forward(self, source: Tensor, lengths: Tensor, target_in: Tensor, output: str = "logits") -> Tensor:
+        """Teacher forcing: target_in (B, T) -> logits (B, T, V), or with output="hidden" the output layer's
+        input (B, T, D)."""
         if target_in.size(1) > self.config.max_positions:
             raise SeqlabError(f"the transformer decoder holds at most {self.config.max_positions} target "
                               f"tokens; {target_in.size(1)} were given")
         memory = self.encode(source, lengths)
         x = self._embed(self.target_embedding, self.target_positions, target_in)
-        return self._decode(x, memory, None, False)[0]
+        return self._decode(x, memory, None, False, output)[0]                # (B, T, V) or (B, T, D)
 
 

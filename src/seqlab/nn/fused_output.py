@@ -43,6 +43,7 @@ MAX_CHUNK_ROWS = 256             # default chunk: 256 rows (benchmarks/output_la
 CHUNK_BYTES = 32 * 2 ** 20       # ... or fewer, so that one chunk's fp32 logits stay within 32 MB
 FAST_CHUNK_ROWS = 128            # should_fuse: chunks of 128+ rows were as fast as the plain path or faster ...
 FUSE_MIN_LOGITS_BYTES = 2 ** 28  # ... and past 256 MB of plain fp32 logits, memory decides even with smaller chunks
+MIN_MEASURED_VOCAB = 2000        # should_fuse: the smallest vocabulary measured; smaller ones stay on the plain path
 
 
 def default_chunk_size(vocab_size: int) -> int:
@@ -65,12 +66,16 @@ def should_fuse(num_rows: int, vocab_size: int) -> bool:
     """Whether to train through `linear_cross_entropy` rather than logits + F.cross_entropy, for N rows and a
     V-word vocabulary.
 
-    Yes when the default chunk has at least FAST_CHUNK_ROWS rows (V <= 65,536): in benchmarks/output_layer.py
+    No below MIN_MEASURED_VOCAB words (a character model's few dozen symbols): the fused path was measured from
+    V = 2,000 up, and a small vocabulary's logits are small. Yes when the default chunk has at least
+    FAST_CHUNK_ROWS rows (V <= 65,536): in benchmarks/output_layer.py
     (one CPU thread, N = 700, V = 2,000-33,278) chunks of 128-256 rows were 1.05-1.15x the plain path's
     speed, with a fraction of its memory. Yes too, with smaller chunks (larger V), once the plain path's
     fp32 logits would take FUSE_MIN_LOGITS_BYTES (256 MB): chunks of 32 rows measured 0.74-0.89x, a price
     worth paying there for memory. Otherwise no: the logits are small and the plain path is faster.
     """
+    if vocab_size < MIN_MEASURED_VOCAB:
+        return False
     return (default_chunk_size(vocab_size) >= FAST_CHUNK_ROWS
             or 4 * num_rows * vocab_size >= FUSE_MIN_LOGITS_BYTES)
 

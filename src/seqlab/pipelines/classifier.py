@@ -54,6 +54,7 @@ from seqlab.pipelines.runs import (
     load_best,
     log,
     read_run_config_as,
+    refuse_fused_output,
     resolve_run_config,
     start_run,
     train_in_run,
@@ -179,6 +180,7 @@ def _train(config: ClassifierTrainConfig, run_dir: Path, device, resume: bool, o
     if not data.train or not (data.dev or data.dev_fraction):
         raise SeqlabError("a classifier needs --train and --dev files (or --dev-fraction to hold out part of "
                           "the training file)")
+    refuse_fused_output(config.train, "a classifier")
     if model_config.arch != "features" and data.features != "builtin":
         raise SeqlabError(f"--features {data.features} is for --arch features")
     if data.ngrams > 1 and model_config.arch != "pooled":

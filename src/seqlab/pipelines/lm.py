@@ -168,14 +168,15 @@ def _train_lm(config, run_dir, device, resume, overwrite, callback) -> dict:
     model = build_lm(model_config).to(device)
     rank = distributed.world()[0]
     torch.manual_seed(config.train.seed + rank)
+    task = LanguageModelingTask(model, train_ids, valid_ids, test_ids, config.train.batch_size,
+                                config.train.seq_len, config.train.eval_batch_size,
+                                config.train.eval_stride, config.train.seed, valid_characters, test_characters,
+                                config.train.fused_output)
     log(f"vocabulary: {len(vocab):,} {tokenizer.unit} types from {len(train_ids):,} training tokens; "
-        f"{model_config.arch} with {model.num_parameters():,} parameters on {device}")
+        f"{model_config.arch} with {model.num_parameters():,} parameters on {device}; {task.output_note}")
     if rank == 0 and not resume:
         write_run_files(run_dir, config, tokenizer, vocab, overwrite)
     distributed.barrier()
-    task = LanguageModelingTask(model, train_ids, valid_ids, test_ids, config.train.batch_size,
-                                config.train.seq_len, config.train.eval_batch_size,
-                                config.train.eval_stride, config.train.seed, valid_characters, test_characters)
     trainer = Trainer(task, model, config.train, run_dir, device, callback)
     return trainer.fit(resume=resume)
 

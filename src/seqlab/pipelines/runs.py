@@ -57,6 +57,14 @@ class Pipeline:
         return {f.name: group for group, cls in self.groups.items() for f in dataclasses.fields(cls)}
 
 
+def refuse_fused_output(train, what: str) -> None:
+    """--fused-output on / off is for models with an output layer over a vocabulary (language models,
+    sequence to sequence); for `what` (a tagger, a classifier) it would do nothing, so it is refused."""
+    if train.fused_output != "auto":
+        raise SeqlabError(f"--fused-output {train.fused_output} is for language models and sequence-to-sequence "
+                          f"models (an output layer over a vocabulary); {what} scores a few labels: leave it out")
+
+
 def log(message: str) -> None:
     """A progress message on stderr, from rank 0 only."""
     if distributed.world()[0] == 0:

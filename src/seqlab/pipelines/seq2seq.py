@@ -194,14 +194,14 @@ def _train(config: Seq2SeqTrainConfig, run_dir: Path, device, resume: bool, over
     sides = (f"{len(vocabulary.source_vocab):,} tokens (shared)" if data.shared_vocab else
              f"{len(vocabulary.source_vocab):,} source / {len(vocabulary.target_vocab):,} target tokens")
     attention = f" with {model_config.attention} attention" if model_config.attention != "none" else ""
+    task = Seq2SeqTask(vocabulary, encoded[0], encoded[1], encoded[2] or None, config.train.batch_size,
+                       config.train.eval_batch_size, config.train.seed, model_config.label_smoothing,
+                       model_config.arch == "lm" and model_config.lm_loss == "all", config.train.fused_output)
     log(f"{len(encoded[0]):,} training pairs; vocabulary {sides}; {model_config.arch}{attention} with "
-        f"{model.num_parameters():,} parameters on {device}")
+        f"{model.num_parameters():,} parameters on {device}; {task.output_note}")
     if rank == 0 and not resume:
         write_run_files(run_dir, config, vocabulary, overwrite)
     distributed.barrier()
-    task = Seq2SeqTask(vocabulary, encoded[0], encoded[1], encoded[2] or None, config.train.batch_size,
-                       config.train.eval_batch_size, config.train.seed, model_config.label_smoothing,
-                       model_config.arch == "lm" and model_config.lm_loss == "all")
     return Trainer(task, model, config.train, run_dir, device, callback).fit(resume=resume)
 
 

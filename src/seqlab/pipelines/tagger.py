@@ -49,6 +49,7 @@ from seqlab.pipelines.runs import (
     load_best,
     log,
     read_run_config_as,
+    refuse_fused_output,
     resolve_run_config,
     start_run,
     train_in_run,
@@ -152,6 +153,7 @@ def _train_tagger(config, run_dir, device, resume, overwrite, callback) -> dict:
     data = config.data
     if not data.train or not data.dev:
         raise SeqlabError("a tagger needs --train and --dev files")
+    refuse_fused_output(config.train, "a tagger")
     train = read_sentences(data.train, data, "training file")
     dev = read_sentences(data.dev, data, "development file")
     test = read_sentences(data.test, data, "test file") if data.test else None

@@ -12,6 +12,9 @@ one per line break (`seqlab.data.readers.count_characters`: the `</s>` of each l
 break). The total is the same whatever the tokenizer, so BPC compares models with different
 tokenizers where perplexities per token do not; for a character-level model C = N and BPC equals
 bits per token.
+
+Training takes the loss through the model's output layer, plain or fused (`seqlab.tasks.output_loss`:
+the same sum, without the (B, T, V) logits); evaluation through the logits.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from tqdm.auto import tqdm
 
 from seqlab.data.batching import Batch, StreamBatches, WindowBatches, sliding_windows
 from seqlab.data.vocab import PAD
+from seqlab.tasks.output_loss import choose_fused_output, fused_token_loss, output_layer
 
 
 def token_loss(logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
@@ -57,7 +61,7 @@ class LanguageModelingTask:
 
     def __init__(self, model, train_ids: Tensor, valid_ids: Tensor, test_ids: Tensor | None,
                  batch_size: int, seq_len: int, eval_batch_size: int, eval_stride: int, seed: int,
-                 valid_characters: int = 0, test_characters: int = 0):
+                 valid_characters: int = 0, test_characters: int = 0, fused_output: str = "auto"):
         self.context = model.context_length          # None: a stream model that carries its state
         self.train_ids, self.valid_data, self.test_data = train_ids, valid_ids, test_ids
         self.valid_characters, self.test_characters = valid_characters, test_characters
@@ -66,6 +70,10 @@ class LanguageModelingTask:
         self.eval_stride = eval_stride or max(1, (self.context or 2) // 2)
         self.seed = seed
         self._stream = StreamBatches(train_ids, batch_size, self.seq_len) if self.context is None else None
+        vocab_size = output_layer(model).weight_and_bias()[0].size(0)
+        # the loss's path, once for the run: a training batch is batch_size x seq_len rows of logits
+        self.fused_output, self.output_note = choose_fused_output(fused_output, batch_size * self.seq_len,
+                                                                  vocab_size)
 
     @property
     def carries_state(self) -> bool:
@@ -86,8 +94,12 @@ class LanguageModelingTask:
         return batch.num_tokens
 
     def loss(self, model, batch: Batch, state):
-        logits, state = model(batch.inputs, state)                     # (B, T, V)
-        loss_sum, count = token_loss(logits, batch.targets)
+        if self.fused_output:
+            hidden, state = model(batch.inputs, state, output="hidden")  # (B, T, D)
+            loss_sum, count = fused_token_loss(output_layer(model), hidden, batch.targets)
+        else:
+            logits, state = model(batch.inputs, state)                 # (B, T, V)
+            loss_sum, count = token_loss(logits, batch.targets)
         return loss_sum, count, state
 
     def eval_batches(self, ids: Tensor) -> list[Batch]:

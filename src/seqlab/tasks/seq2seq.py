@@ -5,7 +5,9 @@ reads <s> y_1 .. y_m and is scored on y_1 .. y_m </s>. The language model (SLP 9
 sequence x = source <sep> target and is scored on the target and </s> after the separator (or, with
 lm_loss "all", on every next token). The loss is the cross-entropy summed over scored tokens; the
 trainer divides once by their count. Perplexity is exp of the mean loss per target token (</s>
-included), the same tokens for every architecture.
+included), the same tokens for every architecture. Training takes the loss through the decoder's output
+layer, plain or fused (`seqlab.tasks.output_loss`: the same sum, without the (B, T, V) logits);
+evaluation through the logits.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from tqdm.auto import tqdm
 from seqlab.data.batching import length_batches
 from seqlab.data.pair_vocab import EncodedPair, LengthReport, PairBatch, PairVocabulary  # noqa: F401  (re-exported)
 from seqlab.data.vocab import PAD
+from seqlab.tasks.output_loss import choose_fused_output, fused_token_loss, output_layer
 
 
 def pair_lengths(items: list[EncodedPair]) -> list[int]:
@@ -40,6 +43,13 @@ def scored_targets(batch: PairBatch, all_tokens: bool = False) -> Tensor:
     if all_tokens and batch.source_out is not None:
         return torch.where(batch.target_out != PAD, batch.target_out, batch.source_out)
     return batch.target_out
+
+
+def decoder_positions(item: EncodedPair, joint: bool) -> int:
+    """The positions the decoder reads for a pair: <s> and the target, or for the lm (joint) the source,
+    <sep> and the target."""
+    target = len(item.target or ())
+    return len(item.source) + 1 + target if joint else 1 + target
 
 
 def token_losses(logits: Tensor, batch: PairBatch, label_smoothing: float = 0.0, all_tokens: bool = False):
@@ -64,10 +74,14 @@ class Seq2SeqTask:
 
     def __init__(self, vocabulary: PairVocabulary, train: list[EncodedPair], valid: list[EncodedPair],
                  test: list[EncodedPair] | None, batch_size: int, eval_batch_size: int, seed: int,
-                 label_smoothing: float = 0.0, lm_all_tokens: bool = False):
+                 label_smoothing: float = 0.0, lm_all_tokens: bool = False, fused_output: str = "auto"):
         self.vocabulary, self.batch_size, self.seed = vocabulary, batch_size, seed
         self.label_smoothing, self.lm_all_tokens = label_smoothing, lm_all_tokens
         self.encoded_train = train
+        # the loss's path, once for the run: a training batch is about batch_size x the mean decoder length rows
+        mean_length = sum(decoder_positions(item, vocabulary.joint) for item in train) / max(len(train), 1)
+        self.fused_output, self.output_note = choose_fused_output(
+            fused_output, round(batch_size * mean_length), len(vocabulary.target_vocab))
         self.valid_data = pair_batches(valid, vocabulary, eval_batch_size, None)
         self.test_data = pair_batches(test, vocabulary, eval_batch_size, None) if test else None
         self._epoch_batches: tuple[int, list[PairBatch]] | None = None
@@ -87,6 +101,11 @@ class Seq2SeqTask:
         return int((scored_targets(batch, self.lm_all_tokens) != PAD).sum())
 
     def loss(self, model, batch: PairBatch, state):
+        if self.fused_output:
+            hidden = model(batch.source, batch.source_lengths, batch.target_in, output="hidden")   # (B, T, D)
+            targets = scored_targets(batch, self.lm_all_tokens)                                   # (B, T)
+            loss, count = fused_token_loss(output_layer(model), hidden, targets, self.label_smoothing)
+            return loss, int(count), None
         logits = model(batch.source, batch.source_lengths, batch.target_in)          # (B, T, V)
         loss, count = token_losses(logits, batch, self.label_smoothing, self.lm_all_tokens)
         return loss, count, None

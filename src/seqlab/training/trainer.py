@@ -31,6 +31,7 @@ from seqlab.errors import SeqlabError
 from seqlab.fileio import append_line, atomic_write_text
 from seqlab.models.base import Model
 from seqlab.tasks.base import Task
+from seqlab.tasks.output_loss import FUSED_OUTPUT
 from seqlab.training import distributed
 from seqlab.training.checkpoint import (
     load_model,
@@ -85,6 +86,11 @@ class TrainConfig:
     precision: str = option("auto", "auto (bf16 autocast on CUDA, fp32 elsewhere), fp32 or bf16",
                             choices=("auto", "fp32", "bf16"))
     compile: bool = option(False, "torch.compile the model")
+    fused_output: str = option("auto", "language models and sequence-to-sequence: compute the output layer and its "
+                                       "loss together, chunk by chunk, never holding the logits (on), through the "
+                                       "logits (off), or as seqlab.nn.fused_output.should_fuse expects to be faster "
+                                       "for a batch's rows and the vocabulary (auto); the same loss either way",
+                               choices=FUSED_OUTPUT)
     threads: int = option(0, "CPU threads for PyTorch (0: PyTorch's default, split between local processes)",
                           at_least=0)
     progress: bool = option(True, "show a progress bar")
