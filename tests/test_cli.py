@@ -232,6 +232,7 @@ def test_cli_resume_refuses_to_change_the_model(tmp_path, capsys):
     assert "cannot change" in error_of(capsys)
 
 
+@pytest.mark.slow
 def test_cli_python_dash_m_and_help():
     result = subprocess.run([sys.executable, "-m", "seqlab", "train", "lm", "--help"], capture_output=True,
                             text=True, timeout=60)
@@ -240,6 +241,7 @@ def test_cli_python_dash_m_and_help():
     assert bad.returncode == 2
 
 
+@pytest.mark.slow
 def test_cli_kill_during_training_leaves_a_good_checkpoint(tmp_path):
     """SIGKILL a run that checkpoints every step, at several moments: the checkpoint always loads and resumes."""
     run = tmp_path / "run"

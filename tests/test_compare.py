@@ -71,6 +71,7 @@ def test_compare_a_finished_compare_is_kept_and_a_different_plan_is_refused(lm_c
     assert "planned differently" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_compare_a_killed_compare_resumes_where_it_stopped(tmp_path):
     out = tmp_path / "cmp"
     argv = [sys.executable, "-m", "seqlab", "compare", "lm", *LM_DATA, "--archs", "ffn", "lstm",

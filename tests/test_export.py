@@ -28,6 +28,10 @@ from seqlab.export.runtime import load_export  # noqa: E402
 from seqlab.models.base import EncoderDecoderState  # noqa: E402
 from seqlab.pipelines.lm import train_lm  # noqa: E402
 
+# every exported graph against PyTorch: its module fixture trains every family (~25 s on a 2-core CPU), so the
+# module runs with the slow tests (`make test-slow`, which CI runs too)
+pytestmark = pytest.mark.slow
+
 PAIRS = FIXTURES / "seq2seq"
 QUIET = ["--no-progress", "--dropout", "0", "--max-steps", "20"]
 SENTIMENT = str(FIXTURES / "classify" / "sentiment.tsv")

@@ -34,6 +34,7 @@ def page_faults(mode: str) -> int:
     return int(done.stdout.strip())
 
 
+@pytest.mark.slow
 @glibc
 def test_keep_freed_memory_stops_the_page_faults_of_repeated_large_allocations():
     pages = 10 * 64 * 2 ** 20 // 4096                    # what ten fresh 64 MB buffers fault in

@@ -83,6 +83,7 @@ def unmount(folder: Path) -> None:
     subprocess.run(["umount", "-l", str(folder)], capture_output=True)
 
 
+@pytest.mark.slow
 def test_os_errors_a_real_small_disk_that_fills_during_training(tmp_path):
     """On a 160 KiB tmpfs (where the machine lets a test mount one): the first evaluation's files fit,
     a later one does not; the command ends with one line and the files written before are whole."""
@@ -101,6 +102,7 @@ def test_os_errors_a_real_small_disk_that_fills_during_training(tmp_path):
         unmount(disk)
 
 
+@pytest.mark.slow
 def test_os_errors_the_file_size_limit_is_one_line(tmp_path):
     """ulimit -f below the checkpoint's size: EFBIG (Python ignores SIGXFSZ), one line that says so."""
     limit = 40_000

@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import TRAIN, VALID
 from seqlab.cli import main
 
@@ -64,6 +66,7 @@ def wait_for(condition, timeout: float = 60.0) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_runs_a_live_run_refuses_a_second_writer_and_a_killed_one_resumes(tmp_path):
     run = tmp_path / "run"
     live = subprocess.Popen([sys.executable, "-m", "seqlab", *map(str, train_args(run, TRAIN, VALID, "--max-steps",
@@ -85,6 +88,7 @@ def test_runs_a_live_run_refuses_a_second_writer_and_a_killed_one_resumes(tmp_pa
     assert json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])["final"]
 
 
+@pytest.mark.slow
 def test_runs_resume_reads_the_recorded_absolute_paths_and_refuses_changed_data(tmp_path, capsys, monkeypatch):
     data = tmp_path / "data"
     data.mkdir()
@@ -132,6 +136,7 @@ atomic_write(sys.argv[1], write_half_then_die)
 """
 
 
+@pytest.mark.slow
 def test_runs_a_kill_during_an_atomic_write_leaves_a_temporary_that_the_next_run_removes(tmp_path):
     run = tmp_path / "run"
     done = seqlab(*train_args(run, TRAIN, VALID, "--max-steps", "2", "--eval-every", "2"),
@@ -150,6 +155,7 @@ def test_runs_a_kill_during_an_atomic_write_leaves_a_temporary_that_the_next_run
     assert not [p for p in run.iterdir() if p.name.endswith(".tmp")]
 
 
+@pytest.mark.slow
 def test_runs_a_run_killed_before_its_first_checkpoint_says_how_to_restart(tmp_path, capsys):
     run = tmp_path / "run"
     live = subprocess.Popen([sys.executable, "-m", "seqlab", *map(str, train_args(run, TRAIN, VALID, "--max-steps",

@@ -223,6 +223,7 @@ def test_serve_stops_generating_when_the_client_goes_away(tmp_path):
         server.should_exit = True
 
 
+@pytest.mark.slow
 def test_serve_command_serves_on_127_0_0_1_until_interrupted(runs):
     """`seqlab serve RUN --port N` end to end: a real process answers over HTTP, and Ctrl-C stops it."""
     import os

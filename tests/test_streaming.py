@@ -165,6 +165,7 @@ def test_streaming_translate_and_summarize_output_equals_the_whole_input_output(
 
 # ---------------------------------------------------------------- standard input
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command, run, line, lines", [("tag", "pos", "The cat sat .\n", 1),
                                                        ("classify", "clf", "a fine film\n", 2),
                                                        ("translate", "s2s", "der hund sieht .\n", 1)])

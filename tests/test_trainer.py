@@ -218,6 +218,7 @@ def run_cli(args, env=None, nproc=None):
     return subprocess.run(command, capture_output=True, text=True, env=environment, timeout=300)
 
 
+@pytest.mark.slow
 def test_trainer_ddp_two_processes_equal_one(tmp_path):
     """torchrun with 2 CPU processes (gloo) gives the loss curve of 1 process with the same global batch. The
     two processes train through the fused output layer, whose weights take their gradients outside the

@@ -68,6 +68,7 @@ def test_lookup_falls_back_to_the_lowercase_form():
     assert vectors[:, 0].tolist() == [1.0, 2.0, 0.0]
 
 
+@pytest.mark.slow
 def test_tagger_with_frozen_vectors_keeps_them_and_knows_their_words(tmp_path):
     # every training word of the fixture with a vector, plus one word training never saw ("kitten")
     words = ["the", "cat", "sat", "on", "mat", ".", "dogs", "kitten"]
