@@ -85,6 +85,7 @@ def test_bpe_vocab_lm_refuses_max_vocab_and_ignores_min_freq(tmp_path):
     assert len(lm.vocab) == len(SPECIALS) + lm.tokenizer.hf.get_vocab_size()
 
 
+@pytest.mark.slow
 def test_bpe_vocab_seq2seq_reads_unseen_characters_without_unknowns(tmp_path):
     aligned = [f"--{split}-{side}={PAIRS / f'{split}.{ext}'}" for split in ("train", "dev")
                for side, ext in (("src", "src"), ("tgt", "tgt"))]

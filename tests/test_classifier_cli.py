@@ -51,6 +51,7 @@ def test_classifier_cli_every_reader_trains_evaluates_and_classifies(tmp_path, c
     assert all(abs(float(row[1]) + float(row[2]) - 1) < 1e-3 for row in rows[1:])
 
 
+@pytest.mark.slow
 def test_classifier_cli_sst_trees_evaluate_text_report_and_json_classify_from_stdin(tmp_path, capsys, monkeypatch):
     sst = FIXTURES / "sst.txt"
     run = train(tmp_path, "sst", "sst-tree", "sst.txt", "--arch", "gru", "--pooling", "max", "--epochs", "60")

@@ -19,6 +19,10 @@ from seqlab.compare.report import build_report
 from seqlab.errors import SeqlabError
 from seqlab.info import run_info
 
+# its module fixture trains a comparison of every task family (~15 s on a 2-core CPU): the module runs with the
+# slow tests (`make test-slow`, which CI runs too)
+pytestmark = pytest.mark.slow
+
 FIXTURES = Path(__file__).parent / "fixtures"
 FAST = ["--no-progress", "--dropout", "0"]
 LM = ["--train", str(FIXTURES / "shakespeare_train.txt"), "--valid", str(FIXTURES / "shakespeare_valid.txt"),

@@ -118,6 +118,7 @@ def test_os_errors_the_file_size_limit_is_one_line(tmp_path):
     assert not [p for p in run.iterdir() if p.name.endswith(".tmp")]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
 def test_os_errors_a_full_standard_output_is_one_line(tmp_path, capsys):
     run = tmp_path / "run"

@@ -246,6 +246,7 @@ def assert_resume_is_exact(train, config_for, steps: int, kill_at: int, tmp_path
         [{k: v for k, v in r.items() if k not in drop} for r in valid]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["killed", "stopped"])
 def test_roundtrips_tagger_resume_with_char_features_and_word_dropout_equals_uninterrupted(tmp_path, how):
     def config_for(run, resume, max_steps):
@@ -262,6 +263,7 @@ def test_roundtrips_tagger_resume_with_char_features_and_word_dropout_equals_uni
                            stop=how == "stopped")
 
 
+@pytest.mark.slow
 def test_roundtrips_classifier_resume_with_shuffled_batches_equals_uninterrupted(tmp_path):
     def config_for(run, resume, max_steps):
         overrides = {"output": str(run), "max_steps": max_steps, "progress": False}

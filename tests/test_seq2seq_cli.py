@@ -130,6 +130,7 @@ def test_shared_bpe_and_the_python_api(tmp_path):
     assert vocab["shared"] and "target" not in vocab
 
 
+@pytest.mark.slow
 def test_resume_from_the_command_line_continues_into_the_next_epoch(tmp_path):
     """(Save -> load against the model in memory, and resume against an uninterrupted run:
     tests/test_roundtrips.py.)"""
