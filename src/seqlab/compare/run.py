@@ -169,25 +169,19 @@ def check_variants(task: str, variants: dict | None, source: str = "variants") -
 
 
 def read_variants(path: str | Path) -> dict:
-    """A --variants file: YAML (or JSON), a mapping from each variant's name to its options."""
+    """A --variants file: YAML (or JSON), a mapping from each variant's name to its options (`check_variants`
+    checks them). A missing, empty, binary or non-UTF-8 file is refused by `read_text`."""
     import yaml
 
-    from seqlab.fileio import check_input_file
+    from seqlab.fileio import read_text
 
     path = Path(path)
-    check_input_file(path, "--variants")
     try:
-        variants = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as error:
-        raise SeqlabError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+        return yaml.safe_load(read_text(path, "--variants file"))
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-        raise SeqlabError(f"{path}{where}: not valid YAML ({problem})") from None
-    if variants is None:
-        raise SeqlabError(f"--variants {path} is empty: give a mapping from a variant's name to its options")
-    return variants
+        raise SeqlabError(f"{path}{where}: not valid YAML ({getattr(error, 'problem', None) or error})") from None
 
 
 def entry_options(task: str, name: str, size: str, variants: dict) -> tuple[dict, dict]:
@@ -246,7 +240,7 @@ def compare(task: str, output: str | Path, given: dict | None = None, arch_names
 
     pipeline = task_pipeline(task)
     given = dict(given or {})
-    for name in ("output", "max_time", "max_tokens"):
+    for name in SET_BY_COMPARE:
         if name in given:
             raise SeqlabError(f"--{name.replace('_', '-')} is set by seqlab compare (use --output DIR for the "
                               "comparison, --budget / --budget-tokens / --budget-epochs for the budget)")
