@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 # Commands the tests start as subprocesses (the CLI, torchrun workers) use one thread each too: on two
 # busy cores, PyTorch's default of one thread per core makes its threads wait on each other.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# The matrix-product peak that MFU is a share of is measured once for the session (about a second), not
+# read from or written to the user's ~/.cache/seqlab (seqlab.training.flops).
+os.environ.setdefault("SEQLAB_CACHE_DIR", tempfile.mkdtemp(prefix="seqlab-test-cache-"))
 
 import pytest
 import torch

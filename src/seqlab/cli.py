@@ -214,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_runtime_options(command)
     add_serve_parser(commands)
     add_info_command(commands)
+    add_bench_command(commands)
     add_card_command(commands)
     add_compare_parser(commands, TASKS)
     add_export_parser(commands)
@@ -440,6 +441,40 @@ def info_command(args: argparse.Namespace) -> int:
 
     info = run_info(args.run_dir)
     print(json.dumps(info) if args.json else format_info(info))
+    return 0
+
+
+def add_bench_command(commands) -> None:
+    """`seqlab bench peak`: this machine's matrix-product peak, the figure every run's MFU is a share of."""
+    bench = commands.add_parser("bench", help="measure this machine: its matrix-product peak (FLOP/s), which the "
+                                "model-FLOPs utilisation (MFU) of every run's log and progress bar is a share of")
+    kinds = bench.add_subparsers(dest="what", required=True, metavar="WHAT")
+    peak = kinds.add_parser("peak", help="time a square fp32 (or bf16) matrix product with the run's threads, "
+                            "the best of a second of tries, and cache it for training runs (~/.cache/seqlab/"
+                            "peak.json, or $SEQLAB_CACHE_DIR)")
+    peak.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
+                      help="the products' dtype, as train's --precision (auto: bf16 on CUDA, fp32 elsewhere)")
+    peak.add_argument("--refresh", action="store_true", help="measure again even if this machine's figure is cached")
+    peak.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    add_runtime_options(peak, "CPU threads, as the training run will use (default: 0, PyTorch's choice)")
+
+
+def bench_command(args: argparse.Namespace) -> int:
+    """`seqlab bench peak`: `seqlab.training.flops.peak`, measured (or read from the cache) and printed."""
+    from seqlab.training import flops
+    from seqlab.training.trainer import check_precision, resolve_device
+
+    device = resolve_device(args.device)
+    check_precision(device, args.precision)
+    dtype = flops.precision_dtype(device, args.precision)
+    value, measured = flops.peak(device, dtype, refresh=args.refresh)
+    key = flops.peak_key(device, dtype)
+    if args.json:
+        print(json.dumps({"flop_per_s": value, "gflop_per_s": round(value / 1e9, 3), "key": key,
+                          "measured_now": measured, "cache": str(flops.cache_dir() / "peak.json")}))
+    else:
+        print(f"peak: {value / 1e9:,.1f} GFLOP/s ({key}; {'measured now' if measured else 'cached'}, "
+              f"{flops.cache_dir() / 'peak.json'})")
     return 0
 
 
@@ -977,6 +1012,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = {"train": train_command, "evaluate": evaluate_command, "generate": generate_command,
                 "tag": tag_command, "classify": classify_command, "translate": decode_command,
                 "summarize": decode_command, "serve": serve_command, "info": info_command, "card": card_command,
+                "bench": bench_command,
                 "compare": compare_command,
                 "export": export_command, "audit": audit_command}
     try:

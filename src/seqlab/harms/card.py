@@ -224,14 +224,11 @@ def record_session(run_dir: Path, device, resume: bool) -> None:
 
 
 def cpu_name() -> str:
-    name = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return name
+    import torch
+
+    from seqlab.training.flops import device_name
+
+    return device_name(torch.device("cpu"))
 
 
 # ---------------------------------------------------------------------------- training data

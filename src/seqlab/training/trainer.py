@@ -32,7 +32,7 @@ from seqlab.fileio import append_line, atomic_write_text
 from seqlab.models.base import Model
 from seqlab.tasks.base import Task
 from seqlab.tasks.output_loss import FUSED_OUTPUT
-from seqlab.training import distributed
+from seqlab.training import distributed, flops
 from seqlab.training.checkpoint import (
     load_model,
     load_model_tensors,
@@ -212,6 +212,7 @@ class Trainer:
         train_model = self._wrap(self.model)
         bar = tqdm(total=self.total_steps, initial=pos.step, unit="step", dynamic_ncols=True,
                    disable=not (cfg.progress and self.is_main), mininterval=0.5)
+        self._utilisation = self._measure_utilisation() if pos.step < self.total_steps else None
         self._start = self._mark_time = time.time()
         self._spent = self._budget_spent()                          # of a budget, by an earlier session
         self._mark_tokens = pos.tokens
@@ -342,6 +343,13 @@ class Trainer:
         speed = (pos.tokens - self._mark_tokens) / max(now - self._mark_time, 1e-9)
         record = {"step": pos.step, "epoch": pos.epoch + 1, "loss": loss_sum / max(count, 1), "lr": lr,
                   "tokens_per_s": speed}
+        fields = {"tok/s": f"{speed:,.0f}", "lr": f"{lr:.3g}"}
+        if self._utilisation is not None:
+            flops_per_unit, peak = self._utilisation
+            achieved = flops_per_unit * speed                      # model FLOP/s of all processes together
+            record |= {"gflop_per_s": float(f"{achieved / 1e9:.4g}"),
+                       "mfu": float(f"{100 * achieved / (peak * self.world):.4g}")}
+            fields["mfu"] = f"{record['mfu']:.0f}%" if record["mfu"] >= 1 else f"{record['mfu']:.2g}%"
         self._since_eval[0] += loss_sum
         self._since_eval[1] += count
         self._window = [torch.zeros((), device=self.device), 0]
@@ -349,7 +357,43 @@ class Trainer:
         if self.is_main:
             append_line(self.run_dir / "train_log.jsonl", json.dumps(record), sync=False)
         self._emit({"event": "log", **record})
-        return self.task.progress_fields(record["loss"]) | {"tok/s": f"{speed:,.0f}", "lr": f"{lr:.3g}"}
+        return self.task.progress_fields(record["loss"]) | fields
+
+    def _measure_utilisation(self) -> tuple[float, float] | None:
+        """(model FLOPs per training unit, this process's peak FLOP/s) for the MFU of the logs and the bar
+        (`seqlab.training.flops`): one forward and backward of this process's rows of the next batch, counted
+        from the products' shapes, on the bare model (not DDP's or torch.compile's wrapper), leaving no trace:
+        the gradients are dropped and the random state (dropout) restored, so training is unchanged. The
+        peak comes from the cache (`seqlab bench peak`), measured on the first run of a machine."""
+        cfg, pos, task = self.config, self.position, self.task
+        rng = torch.get_rng_state()
+        cuda_rng = torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None
+
+        def step():
+            state = task.initial_state(self.model, self.rows, self.device)
+            with autocast(self.device, cfg.precision):
+                loss_sum, _, _ = task.loss(self.model, batch, state)
+            loss_sum.backward()
+
+        try:
+            batch = task.train_batches(pos.epoch)[pos.batch].rows(self.my_rows.start, self.my_rows.stop)
+            batch = batch.to(self.device)
+            units = task.count(batch)
+            counted = flops.count_flops(step)
+        finally:
+            self.model.zero_grad(set_to_none=True)
+            torch.set_rng_state(rng)
+            if cuda_rng is not None:
+                torch.cuda.set_rng_state(cuda_rng, self.device)
+        if not counted or not units:
+            return None
+        value, measured = flops.peak(self.device, flops.precision_dtype(self.device, cfg.precision))
+        if self.is_main:
+            unit = "document" if task.name == "classifier" else "token"
+            tqdm.write(f"model FLOPs: {counted / units / 1e6:,.2f} M per {unit} (forward and backward, counted "
+                       f"from the products' shapes); peak "
+                       f"{value / 1e9:,.1f} GFLOP/s{' (measured now, cached for the next runs)' if measured else ''}")
+        return counted / units, value
 
     # ------------------------------------------------------------------ evaluation and checkpoints
 
