@@ -11,6 +11,8 @@ Each row is a real `seqlab train lm` run of `--steps` optimizer steps (one threa
   yaml: 4 x 128, context 64, batch 12) and the same at width 256.
 
     python benchmarks/mfu.py --threads 1
+    python benchmarks/mfu.py --threads 1 --compile --steps 80   # eager against --compile (torch.compile) on three
+                                                                # rows: steady tokens/s and the compile's seconds
     python benchmarks/mfu.py --quick            # 8 steps of two rows, to check the script (writes nothing)
 
 Results: benchmarks/results/mfu.json and .md.
@@ -39,7 +41,7 @@ SHAKESPEARE = ["--config", str(ROOT / "configs" / "shakespeare-char-transformer.
 
 def rows(data: Path, small_valid: dict[str, Path]) -> list[tuple[str, str, str, list[str]]]:
     """(dataset, arch, config text, train options) of every row."""
-    ptb = ["--train", str(data / "ptb" / "ptb.train.txt"), "--valid", str(small_valid["ptb"])]
+    ptb = ["--train", str(data / "ptb" / "ptb.train.txt"), "--valid", str(small_valid["ptb"]), "--tokenizer", "word"]
     out = []
     for width in (200, 400):
         for arch in ("ffn", "rnn", "lstm", "gru", "transformer"):
@@ -67,8 +69,14 @@ def prepare(data: Path, folder: Path) -> dict[str, Path]:
     return {"ptb": ptb_valid, "shakespeare": valid, "shakespeare-train": train}
 
 
-def run(options: list[str], steps: int, threads: int, folder: Path) -> tuple[list[dict], str]:
+COMPILED = (("ptb", "lstm", "width 200"), ("ptb", "transformer", "width 200"), ("tinyshakespeare", "transformer",
+                                                                               "nanoGPT"))
+
+
+def run(options: list[str], steps: int, threads: int, folder: Path) -> tuple[list[dict], str, float]:
+    """The run's train_log records, its model-FLOPs line and its wall seconds (start-up and compiling included)."""
     out = folder / "run"
+    start = time.time()
     command = [sys.executable, "-m", "seqlab", "train", "lm", *options, "--output", str(out), "--overwrite",
                "--max-steps", str(steps), "--log-every", str(max(1, steps // 4)), "--eval-every", "0",
                "--threads", str(threads), "--no-progress", "--epochs", "1000"]
@@ -77,7 +85,7 @@ def run(options: list[str], steps: int, threads: int, folder: Path) -> tuple[lis
         raise SystemExit(f"{' '.join(command)}\nfailed:\n{done.stderr[-2000:]}")
     flops_line = next((line for line in done.stdout.splitlines() if line.startswith("model FLOPs")), "")
     records = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
-    return records, flops_line
+    return records, flops_line, time.time() - start
 
 
 def main() -> None:
@@ -86,6 +94,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--quick", action="store_true", help="8 steps of the first and last rows; writes nothing")
+    parser.add_argument("--compile", action="store_true", help="also run the COMPILED rows with --compile")
     args = parser.parse_args()
     import torch
 
@@ -97,18 +106,32 @@ def main() -> None:
         every, args.steps = [every[0], every[-1]], 8
     results = []
     for dataset, arch, config, options in tqdm(every, desc="runs", unit="run"):
-        start = time.time()
-        records, flops_line = run(options, args.steps, args.threads, folder)
-        later = records[1:] or records
-        mfu = statistics.median(r["mfu"] for r in later)
-        gflops = statistics.median(r["gflop_per_s"] for r in later)
-        tokens = statistics.median(r["tokens_per_s"] for r in later)
-        tqdm.write(f"{dataset} {arch} {config}: {tokens:,.0f} tokens/s, {gflops:.1f} GFLOP/s, MFU {mfu:.1f}%  "
-                   f"[{flops_line}]")
-        common = dict(task="lm", dataset=dataset, split="train", arch=arch, tokens_per_s=round(tokens, 1),
-                      wall_s=round(time.time() - start, 1), device=device, steps=args.steps, flops=flops_line)
-        results += [record(config=config, metric="mfu", value=mfu, **common),
-                    record(config=config, metric="gflop_per_s", value=gflops, **common)]
+        modes = [False] + ([True] if args.compile and any(
+            (dataset, arch) == row[:2] and row[2] in config for row in COMPILED) else [])
+        speeds = {}
+        for compiled in modes:
+            records, flops_line, wall = run([*options, *(["--compile"] if compiled else [])], args.steps,
+                                            args.threads, folder)
+            later = records[1:] or records                     # the first record holds the warm-up (and compile)
+            mfu = statistics.median(r["mfu"] for r in later)
+            gflops = statistics.median(r["gflop_per_s"] for r in later)
+            tokens = statistics.median(r["tokens_per_s"] for r in later)
+            speeds[compiled] = (tokens, wall)
+            label = f"{config}{', --compile' if compiled else ''}"
+            tqdm.write(f"{dataset} {arch} {label}: {tokens:,.0f} tokens/s, {gflops:.1f} GFLOP/s, MFU {mfu:.1f}%, "
+                       f"{wall:.0f} s in all  [{flops_line}]")
+            common = dict(task="lm", dataset=dataset, split="train", arch=arch, tokens_per_s=round(tokens, 1),
+                          wall_s=round(wall, 1), device=device, steps=args.steps, flops=flops_line)
+            results += [record(config=label, metric="mfu", value=mfu, **common),
+                        record(config=label, metric="gflop_per_s", value=gflops, **common)]
+        if True in speeds:
+            (eager, eager_wall), (fast, fast_wall) = speeds[False], speeds[True]
+            results += [record(task="lm", dataset=dataset, split="train", arch=arch, device=device,
+                               config=f"{config}: --compile / eager, steady tokens/s", metric="speedup",
+                               value=fast / eager, target=1),
+                        record(task="lm", dataset=dataset, split="train", arch=arch, device=device,
+                               config=f"{config}: --compile's extra wall seconds for {args.steps} steps",
+                               metric="compile_s", value=round(fast_wall - eager_wall, 1))]
     if args.quick:
         print(json.dumps(results, indent=1))
         return
