@@ -2,16 +2,18 @@
 GPUs", ICML; arXiv:1609.04309): an output layer over a large vocabulary that spends its arithmetic where the
 words are.
 
-Words follow Zipf's law: in wikitext-2 the 2,000 most frequent of 33,278 word types cover about 85% of the
-tokens. The vocabulary, sorted by frequency, is cut at `cutoffs` c_1 < c_2 < ... < c_J into a head
-V_h = [0, c_1), the shortlist of the most frequent words, and tail clusters V_j = [c_j, c_{j+1}) (c_{J+1} = V):
+Words follow Zipf's law: in wikitext-2's training text the 2,486 most frequent of 33,278 word types cover 80%
+of the tokens, the 7,458 most frequent 91% (the default cutoffs below). The vocabulary, sorted by frequency,
+is cut at `cutoffs` c_1 < c_2 < ... < c_J into a head V_h = [0, c_1), the shortlist of the most frequent
+words, and tail clusters V_j = [c_j, c_{j+1}) (c_{J+1} = V); the paper's section 4 builds it up from the
+two-cluster case to this general one:
 
     head      h (N, D) -> W_h h          (N, c_1 + J)   the shortlist's words and one entry per tail cluster
     cluster j h (N, D) -> W_j (P_j h)    (N, |V_j|)     P_j (d_j, D) projects to the reduced width
-                                                        d_j = D // div_value^j (section 4.3: "the capacity
-                                                        of the clusters decreases" with their frequency)
+                                                        d_j = D // div_value^j: the rarer the words, the
+                                                        less capacity (the paper divides by 4 per cluster)
 
-and the probability of a word factorises through its cluster (section 4.1, eq. 4-5):
+and the probability of a word factorises through its cluster, p(w | h) = p(V_j | h) p(w | V_j, h):
 
     p(w | h) = softmax(W_h h)_w                                  w in the shortlist V_h
     p(w | h) = softmax(W_h h)_{c_1 + j} * softmax(W_j P_j h)_w   w in tail cluster V_j
@@ -19,8 +21,8 @@ and the probability of a word factorises through its cluster (section 4.1, eq. 4
 Each row's probabilities sum to 1: the head's entries sum to 1, and each cluster entry is shared out by its
 cluster's own softmax. Training (`loss`) computes the head for every row and a cluster only for the rows
 whose target lies in it, so no (N, V) matrix is built: the cost of a step is about N D (c_1 + J) plus
-sum_j N_j d_j (D + |V_j|), against N D V for the full softmax (section 4.2, eq. 6). `log_prob` computes
-the full (..., V) log-probabilities for evaluation, generation and search.
+sum_j N_j d_j (D + |V_j|), against N D V for the full softmax (the cost the paper's clusters minimise).
+`log_prob` computes the full (..., V) log-probabilities for evaluation, generation and search.
 
 The cluster boundaries must follow frequency. A vocabulary is not always sorted that way (BPE's pieces come
 in merge order; a canary alphabet is appended), so the layer holds a permutation: `rank[w]` is word id w's
@@ -94,7 +96,7 @@ class AdaptiveSoftmax(nn.Module):
         self.head = nn.Linear(input_size, self.shortlist_size + self.num_clusters, bias=head_bias)   # W_h
         self.tail = nn.ModuleList()
         for j in range(self.num_clusters):
-            width = max(1, int(input_size // div_value ** (j + 1)))       # d_j = D / div^j (section 4.3)
+            width = max(1, int(input_size // div_value ** (j + 1)))       # d_j = D / div^j, at least 1
             size = self.cutoffs[j + 1] - self.cutoffs[j]                  # |V_j|
             self.tail.append(nn.Sequential(nn.Linear(input_size, width, bias=False),   # P_j (d_j, D)
                                            nn.Linear(width, size, bias=False)))        # W_j (|V_j|, d_j)
@@ -121,7 +123,7 @@ class AdaptiveSoftmax(nn.Module):
         parts = [head[:, : self.shortlist_size]]                                # log p(w), w in V_h
         for j, cluster in enumerate(self.tail):
             entry = head[:, self.shortlist_size + j, None]                      # (N, 1) log p(V_j | h)
-            parts.append(entry + F.log_softmax(cluster(h), dim=-1))             # (N, |V_j|) eq. 5
+            parts.append(entry + F.log_softmax(cluster(h), dim=-1))             # (N, |V_j|) log p(V_j) p(w | V_j)
         by_position = torch.cat(parts, dim=-1)                                  # (N, V) in frequency order
         return by_position.index_select(-1, self.rank).reshape(*shape, self.vocab_size)   # (..., V) by id
 
@@ -138,12 +140,11 @@ class AdaptiveSoftmax(nn.Module):
         head_column = torch.where(cluster == 0, position, self.shortlist_size + cluster - 1)
         log_p = head.gather(1, head_column[:, None]).squeeze(1)                 # (n,) log p(w) or log p(V_j)
         for j, module in enumerate(self.tail):
-            rows = (cluster == j + 1).nonzero().squeeze(1)                      # (n_j,)
-            if rows.numel() == 0:
-                continue
+            # (n_j,); a cluster no target falls in still enters the graph, with zero gradients (as DDP expects)
+            rows = (cluster == j + 1).nonzero().squeeze(1)
             within = F.log_softmax(module(h.index_select(0, rows)), dim=-1)     # (n_j, |V_j|)
             word = (position.index_select(0, rows) - self.cutoffs[j])[:, None]  # (n_j, 1)
-            log_p = log_p.index_add(0, rows, within.gather(1, word).squeeze(1))  # eq. 5: + log p(w | V_j)
+            log_p = log_p.index_add(0, rows, within.gather(1, word).squeeze(1))  # + log p(w | V_j, h)
         if log_p.dtype not in (torch.float32, torch.float64):
             log_p = log_p.float()
         return -log_p.sum(), kept.sum()
