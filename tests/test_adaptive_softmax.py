@@ -274,3 +274,12 @@ def test_adaptive_softmax_serve_answers_as_the_python_api(tmp_path):
     assert got["text"] == trained.generate("First", max_tokens=6, seed=3)
     scored = client.post("/v1/score", json={"model": "run", "text": ["First Citizen"]}).json()["results"][0]
     assert scored["perplexity"] == pytest.approx(trained.perplexity("First Citizen"), rel=1e-5)
+
+
+def test_adaptive_softmax_gpt2_export_refuses_it_by_name():
+    from seqlab.export.hf import check_gpt2_options
+
+    config = LMConfig(arch="transformer", vocab_size=V, norm_position="pre", activation="gelu", bias=False,
+                      output_layer="adaptive")
+    with pytest.raises(SeqlabError, match="this run has --no-tied, --output-layer adaptive"):
+        check_gpt2_options(config)
