@@ -94,7 +94,6 @@ class LMConfig:
             raise SeqlabError("--gru-reset before is the book's GRU, which the fused kernel does not "
                               "compute: add --rnn-impl textbook (or use --gru-reset after)")
 
-
     def _check_adaptive(self):
         """--output-layer adaptive: not with --tied; --cutoffs well formed, and below the vocabulary size once
         it is known (the default cutoffs are filled in then, so the run's config.json records them)."""
