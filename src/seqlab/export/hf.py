@@ -53,7 +53,7 @@ from seqlab.version import __version__
 
 # option -> the value GPT-2 has; the options a run must have been trained with
 GPT2_OPTIONS = {"norm_position": "pre", "activation": "gelu", "positions": "learned", "tie_weights": True,
-                "bias": False}
+                "bias": False, "output_layer": "softmax"}
 BOOLEAN_FLAGS = {"tie_weights": "tied", "bias": "bias"}
 
 

@@ -27,6 +27,7 @@ from torch import Tensor, nn
 
 from seqlab.data.vocab import BOS
 from seqlab.errors import SeqlabError
+from seqlab.nn.adaptive_softmax import AdaptiveOutputLayer
 
 OUTPUTS = ("logits", "hidden")     # what a language model's or a decoder's forward returns, by `output=`
 
@@ -66,6 +67,15 @@ class OutputLayer(nn.Module):
                               "entering its output layer)")
         h = self.project(h)                                           # (..., D)
         return h if output == "hidden" else self.decoder(h)           # (..., V)
+
+
+def build_output_layer(config, input_size: int, embedding: nn.Embedding, bias: bool = True) -> nn.Module:
+    """A language model's output layer over h (..., input_size), from its `seqlab.models.lm.LMConfig`: the full
+    softmax's `OutputLayer` (tied to `embedding` with --tied), or with --output-layer adaptive the
+    `seqlab.nn.adaptive_softmax.AdaptiveOutputLayer`."""
+    if config.output_layer == "adaptive":
+        return AdaptiveOutputLayer(input_size, config.vocab_size, config.cutoff_list, config.div_value, bias)
+    return OutputLayer(input_size, embedding, config.tie_weights, bias)
 
 
 class Model(nn.Module):

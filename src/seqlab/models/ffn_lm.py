@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqlab.data.vocab import EOS
-from seqlab.models.base import LanguageModel, OutputLayer
+from seqlab.models.base import LanguageModel, build_output_layer
 
 ACTIVATIONS = {"tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu}
 
@@ -32,7 +32,7 @@ class FeedforwardLM(LanguageModel):
         self.dropout = config.dropout
         self.embedding = nn.Embedding(config.vocab_size, config.embedding_size)
         self.hidden = nn.Linear(self.window * config.embedding_size, config.hidden_size)   # W, b
-        self.output = OutputLayer(config.hidden_size, self.embedding, config.tie_weights)   # U
+        self.output = build_output_layer(config, config.hidden_size, self.embedding)   # U
 
     def init_state(self, batch_size: int, device=None) -> Tensor:
         """Before any text the history is line ends, as at the start of a line."""

@@ -12,6 +12,7 @@ from seqlab.models.base import LanguageModel
 from seqlab.models.ffn_lm import FeedforwardLM
 from seqlab.models.rnn_lm import RecurrentLM
 from seqlab.models.transformer_lm import TransformerLM
+from seqlab.nn.adaptive_softmax import default_cutoffs, parse_cutoffs
 
 ARCHS = {"ffn": FeedforwardLM, "rnn": RecurrentLM, "lstm": RecurrentLM, "gru": RecurrentLM,
          "transformer": TransformerLM}
@@ -62,6 +63,14 @@ class LMConfig:
                                when={"arch": ("ffn", "rnn", "lstm", "gru")})
     init_all: bool = option(False, "rnn/lstm/gru/ffn: every weight ~ U(-r, r), as Zaremba et al. 2014",
                             when={"arch": ("ffn", "rnn", "lstm", "gru")})
+    output_layer: str = option("softmax", "the full softmax over the vocabulary, or the adaptive softmax (Grave "
+                               "et al. 2017: a head over the most frequent words, smaller tail clusters)",
+                               choices=("softmax", "adaptive"))
+    cutoffs: str = option("", "adaptive softmax: where the clusters of the frequency-sorted vocabulary start, "
+                          "e.g. 2000,10000 (default: 7.5% and 22.4% of the vocabulary, fairseq's wikitext-103 "
+                          "20000,60000 of 267,735 words scaled)", when={"output_layer": ("adaptive",)})
+    div_value: float = option(4.0, "adaptive softmax: cluster j's width is the hidden width / div_value^j",
+                              at_least=1, when={"output_layer": ("adaptive",)})
 
     def __post_init__(self):
         check_fields(self)
@@ -79,9 +88,27 @@ class LMConfig:
                               f"{self.num_heads}")
         if not self.bias and self.arch != "transformer":
             raise SeqlabError(f"--no-bias applies to --arch transformer only, not {self.arch}")
+        if self.output_layer == "adaptive":
+            self._check_adaptive()
         if self.arch == "gru" and self.gru_reset == "before" and self.rnn_impl == "fused":
             raise SeqlabError("--gru-reset before is the book's GRU, which the fused kernel does not "
                               "compute: add --rnn-impl textbook (or use --gru-reset after)")
+
+    def _check_adaptive(self):
+        """--output-layer adaptive: not with --tied; --cutoffs well formed, and below the vocabulary size once
+        it is known (the default cutoffs are filled in then, so the run's config.json records them)."""
+        if self.tie_weights:
+            raise SeqlabError("--tied does not apply to --output-layer adaptive (its head and clusters have "
+                              "their own, narrower matrices): leave out --tied or use --output-layer softmax")
+        if self.cutoffs:
+            parse_cutoffs(self.cutoffs, self.vocab_size)
+        elif self.vocab_size:
+            self.cutoffs = ",".join(map(str, default_cutoffs(self.vocab_size)))
+
+    @property
+    def cutoff_list(self) -> list[int]:
+        """--cutoffs as integers (the defaults once the vocabulary size is known)."""
+        return parse_cutoffs(self.cutoffs, self.vocab_size) if self.cutoffs else default_cutoffs(self.vocab_size)
 
 
 def build_lm(config: LMConfig) -> LanguageModel:
@@ -90,10 +117,12 @@ def build_lm(config: LMConfig) -> LanguageModel:
     model = ARCHS[config.arch](config)
     if config.arch != "transformer" and config.init_range > 0:
         r = config.init_range
-        targets = model.parameters() if config.init_all else (
-            [model.embedding.weight, model.output.decoder.weight])
+        output_weights = [p for p in model.output.parameters() if p.dim() == 2]    # W, or W_h, P_j and W_j
+        targets = model.parameters() if config.init_all else [model.embedding.weight, *output_weights]
         for p in targets:
             nn.init.uniform_(p, -r, r)
         if not config.init_all:
-            nn.init.zeros_(model.output.decoder.bias)
+            for p in model.output.parameters():
+                if p.dim() == 1:
+                    nn.init.zeros_(p)                                               # the bias
     return model

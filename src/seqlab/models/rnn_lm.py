@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from seqlab.models.base import LanguageModel, OutputLayer
+from seqlab.models.base import LanguageModel, build_output_layer
 from seqlab.nn.recurrent import RecurrentStack, dropout
 
 
@@ -28,7 +28,7 @@ class RecurrentLM(LanguageModel):
                                   config.num_layers, config.dropout, config.variational_dropout,
                                   impl=config.rnn_impl, nonlinearity=config.activation,
                                   gru_reset=config.gru_reset)
-        self.output = OutputLayer(config.hidden_size, self.embedding, config.tie_weights)
+        self.output = build_output_layer(config, config.hidden_size, self.embedding)
 
     def init_state(self, batch_size: int, device=None):
         return self.rnn.init_state(batch_size, device, self.embedding.weight.dtype)

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from seqlab.errors import SeqlabError
-from seqlab.models.base import LanguageModel, OutputLayer
+from seqlab.models.base import LanguageModel, build_output_layer
 from seqlab.nn.attention import KVCache
 from seqlab.nn.transformer import PositionalEmbedding, TransformerBlock, gpt2_init
 
@@ -52,7 +52,7 @@ class TransformerLM(LanguageModel):
                              activation=config.activation, bias=config.bias)
             for _ in range(config.num_layers))
         self.final_norm = nn.LayerNorm(d, bias=config.bias) if config.norm_position == "pre" else nn.Identity()
-        self.output = OutputLayer(d, self.embedding, config.tie_weights, config.bias)
+        self.output = build_output_layer(config, d, self.embedding, config.bias)
         gpt2_init(self, config.num_layers)
 
     def init_state(self, batch_size: int, device=None) -> KVCache:

@@ -166,6 +166,11 @@ def _train_lm(config, run_dir, device, resume, overwrite, callback) -> dict:
     config = dataclasses.replace(config, model=model_config)
     torch.manual_seed(config.train.seed)
     model = build_lm(model_config).to(device)
+    if model_config.output_layer == "adaptive":
+        # the clusters follow the training counts, whatever order the vocabulary lists the words in
+        moved = model.output.order_by_frequency(torch.bincount(train_ids, minlength=len(vocab)))
+        log(f"adaptive softmax: the head and clusters hold the words by training frequency ({moved:,} words in "
+            "another cluster than their id alone would place them: the layer holds the permutation)")
     rank = distributed.world()[0]
     torch.manual_seed(config.train.seed + rank)
     task = LanguageModelingTask(model, train_ids, valid_ids, test_ids, config.train.batch_size,

@@ -14,7 +14,9 @@ tokenizers where perplexities per token do not; for a character-level model C = 
 bits per token.
 
 Training takes the loss through the model's output layer, plain or fused (`seqlab.tasks.output_loss`:
-the same sum, without the (B, T, V) logits); evaluation through the logits.
+the same sum, without the (B, T, V) logits), or with the adaptive softmax through its own loss
+(`seqlab.nn.adaptive_softmax`: the head and only the clusters the targets are in); evaluation through the
+logits (for the adaptive softmax, its full log-probabilities: the same figures).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from tqdm.auto import tqdm
 
 from seqlab.data.batching import Batch, StreamBatches, WindowBatches, sliding_windows
 from seqlab.data.vocab import PAD
+from seqlab.errors import SeqlabError
+from seqlab.nn.adaptive_softmax import AdaptiveOutputLayer
 from seqlab.tasks.output_loss import choose_fused_output, fused_token_loss, output_layer
 
 
@@ -70,10 +74,21 @@ class LanguageModelingTask:
         self.eval_stride = eval_stride or max(1, (self.context or 2) // 2)
         self.seed = seed
         self._stream = StreamBatches(train_ids, batch_size, self.seq_len) if self.context is None else None
-        vocab_size = output_layer(model).weight_and_bias()[0].size(0)
-        # the loss's path, once for the run: a training batch is batch_size x seq_len rows of logits
-        self.fused_output, self.output_note = choose_fused_output(fused_output, batch_size * self.seq_len,
-                                                                  vocab_size)
+        layer = output_layer(model)
+        self.adaptive = isinstance(layer, AdaptiveOutputLayer)
+        if self.adaptive:            # its own loss from the hidden states, never a (B, T, V) tensor
+            if fused_output == "on":
+                raise SeqlabError("--fused-output on does not apply to --output-layer adaptive (its loss never "
+                                  "builds the full logits anyway): leave it out or set it to auto")
+            self.fused_output = False
+            self.output_note = (f"output layer: adaptive softmax (head {layer.shortlist_size:,} words + "
+                                f"{layer.num_clusters} clusters, cutoffs {','.join(map(str, layer.cutoffs[:-1]))}, "
+                                f"div_value {layer.div_value:g}; loss from the hidden states)")
+        else:
+            vocab_size = layer.weight_and_bias()[0].size(0)
+            # the loss's path, once for the run: a training batch is batch_size x seq_len rows of logits
+            self.fused_output, self.output_note = choose_fused_output(fused_output, batch_size * self.seq_len,
+                                                                      vocab_size)
 
     @property
     def carries_state(self) -> bool:
@@ -94,7 +109,10 @@ class LanguageModelingTask:
         return batch.num_tokens
 
     def loss(self, model, batch: Batch, state):
-        if self.fused_output:
+        if self.adaptive:
+            hidden, state = model(batch.inputs, state, output="hidden")  # (B, T, D)
+            loss_sum, count = output_layer(model).loss(hidden, batch.targets)
+        elif self.fused_output:
             hidden, state = model(batch.inputs, state, output="hidden")  # (B, T, D)
             loss_sum, count = fused_token_loss(output_layer(model), hidden, batch.targets)
         else:

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from seqlab.data.vocab import PAD
 from seqlab.models.base import OutputLayer
+from seqlab.nn.adaptive_softmax import AdaptiveOutputLayer
 from seqlab.nn.fused_output import linear_cross_entropy, should_fuse
 
 FUSED_OUTPUT = ("auto", "on", "off")
@@ -36,8 +37,9 @@ def choose_fused_output(setting: str, rows: int, vocab_size: int) -> tuple[bool,
     return fused, f"output layer: {path} ({why})"
 
 
-def output_layer(model: nn.Module) -> OutputLayer:
-    """The model's `OutputLayer`, behind the wrappers the trainer may put around it: DistributedDataParallel
+def output_layer(model: nn.Module) -> OutputLayer | AdaptiveOutputLayer:
+    """The model's output layer (an `OutputLayer`, or an `AdaptiveOutputLayer` with --output-layer adaptive),
+    behind the wrappers the trainer may put around it: DistributedDataParallel
     (`.module`) and torch.compile (`._orig_mod`)."""
     while True:
         if isinstance(model, nn.parallel.DistributedDataParallel):
