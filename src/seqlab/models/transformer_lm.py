@@ -64,7 +64,9 @@ class TransformerLM(LanguageModel):
                key_padding_mask: Tensor | None = None) -> Tensor:
         """The last block's states, normalised, of tokens (B, T) at positions (T,) or (B, T), after what
         `cache` holds (it is written, not advanced); `key_padding_mask` (B, cached + T) is True at padding."""
-        x = self.dropout(self.embedding(tokens) + self.positions(positions))     # X = E[w] + P, (B, T, D)
+        x = self.embedding(tokens) + self.positions(positions)                   # X = E[w] + P, (B, T, D)
+        if self.training:
+            x = self.dropout(x)
         for layer, block in enumerate(self.blocks):
             x = block(x, cache, layer, key_padding_mask=key_padding_mask)       # (B, T, D)
         return self.final_norm(x)                                                # (B, T, D)

@@ -44,11 +44,17 @@ class TransformerBlock(nn.Module):
 
     def forward(self, x: Tensor, cache: KVCache | None = None, layer: int = 0,
                 key_padding_mask: Tensor | None = None) -> Tensor:
+        drop = self.dropout if self.training else identity     # no call at all in eval (decoding, per token)
         if self.pre_norm:
-            x = x + self.dropout(self.attention(self.norm1(x), cache, layer, key_padding_mask))
-            return x + self.dropout(self.feedforward(self.norm2(x)))
-        x = self.norm1(x + self.dropout(self.attention(x, cache, layer, key_padding_mask)))
-        return self.norm2(x + self.dropout(self.feedforward(x)))           # (B, T, D)
+            x = x + drop(self.attention(self.norm1(x), cache, layer, key_padding_mask))
+            return x + drop(self.feedforward(self.norm2(x)))
+        x = self.norm1(x + drop(self.attention(x, cache, layer, key_padding_mask)))
+        return self.norm2(x + drop(self.feedforward(x)))                  # (B, T, D)
+
+
+def identity(x: Tensor) -> Tensor:
+    """Dropout in eval: x itself, without a call into torch."""
+    return x
 
 
 def gpt2_init(module: nn.Module, num_layers: int) -> None:
