@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqlab.errors import SeqlabError
@@ -31,10 +32,11 @@ class SlidingState:
 
     cache: KVCache
     tokens: Tensor
+    weights: list | None = None     # each block's `step_weights()`, gathered once per generation
 
     def reorder(self, index: Tensor) -> SlidingState:
         self.cache.reorder(index)
-        return SlidingState(self.cache, self.tokens.index_select(0, index))
+        return SlidingState(self.cache, self.tokens.index_select(0, index), self.weights)
 
 
 class TransformerLM(LanguageModel):
@@ -89,16 +91,25 @@ class TransformerLM(LanguageModel):
         cache = self.init_state(prompt.size(0), prompt.device)
         if prompt.size(1) > 1:
             self(prompt[:, :-1], cache)
-        return SlidingState(cache, prompt[:, :-1])
+        return SlidingState(cache, prompt[:, :-1], [block.step_weights() for block in self.blocks])
 
     def step(self, tokens: Tensor, state: SlidingState, need_weights: bool = False):
         history = torch.cat([state.tokens, tokens[:, None]], dim=1)             # (B, n + 1)
-        if state.cache.length < self.context_length:
-            logits, cache = self(tokens[:, None], state.cache)                  # (B, 1, V)
+        cache = state.cache
+        if cache.length < self.context_length and not self.training:
+            # forward of one token, through the blocks' `step` (the same operations, as function calls)
+            weights = state.weights or [block.step_weights() for block in self.blocks]
+            x = F.embedding(tokens, self.embedding.weight) + self.positions.at(cache.length)   # E[w] + P (B, D)
+            for layer, block in enumerate(self.blocks):
+                x = block.step(x, cache, layer, weights[layer])                  # (B, D)
+            cache.advance(1)
+            return self.output(self.final_norm(x)), SlidingState(cache, history, weights), None   # (B, V)
+        if cache.length < self.context_length:
+            logits, cache = self(tokens[:, None], cache)                         # (B, 1, V)
             return logits[:, 0], SlidingState(cache, history), None
         keep = history[:, -max(1, self.context_length // 2):]                   # the cache is full: the recent half
         logits, cache = self(keep, self.init_state(keep.size(0), keep.device))   # (B, context//2, V)
-        return logits[:, -1], SlidingState(cache, keep), None
+        return logits[:, -1], SlidingState(cache, keep, state.weights), None
 
     def reorder_state(self, state: SlidingState, index: Tensor) -> SlidingState:
         return state.reorder(index)

@@ -137,3 +137,19 @@ class MultiHeadAttention(nn.Module):
             y, self.last_weights = scaled_dot_product_attention(q, k, v, mask, p)
         y = y.transpose(1, 2).reshape(B, T, D)                           # (B, T, D): heads concatenated
         return self.out(y)                                               # (B, T, D)
+
+    def step(self, x: Tensor, cache: KVCache, layer: int, qkv: tuple | None = None,
+             out: tuple | None = None) -> Tensor:
+        """One new position per row after what `cache` holds, x (B, D) -> (B, D): `forward` of a one-token
+        input in eval (no mask: the one query may see every cached key; no dropout), the same operations on
+        the same values, called as functions; `qkv` and `out` are the (weight, bias) of W^Q W^K W^V and W^O,
+        when the caller has them at hand. The cache is written, not advanced."""
+        B, D = x.shape
+        qkv = F.linear(x, *(qkv or (self.qkv.weight, self.qkv.bias)))                     # (B, 3D)
+        q, k, v = qkv.view(B, 3, self.num_heads, 1, self.head_size).unbind(1)            # (B, nh, 1, hs) each
+        k, v = cache.append(layer, k, v)                                                 # (B, nh, S, hs)
+        if self.impl == "sdpa":
+            y = F.scaled_dot_product_attention(q, k, v)                                  # (B, nh, 1, hs)
+        else:
+            y, self.last_weights = scaled_dot_product_attention(q, k, v)
+        return F.linear(y.reshape(B, D), *(out or (self.out.weight, self.out.bias)))     # (B, D): W^O
