@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqlab.errors import SeqlabError
@@ -99,7 +98,7 @@ class TransformerLM(LanguageModel):
         if cache.length < self.context_length and not self.training:
             # forward of one token, through the blocks' `step` (the same operations, as function calls)
             weights = state.weights or [block.step_weights() for block in self.blocks]
-            x = F.embedding(tokens, self.embedding.weight) + self.positions.at(cache.length)   # E[w] + P (B, D)
+            x = self.embedding.weight.index_select(0, tokens) + self.positions.at(cache.length)   # E[w] + P (B, D)
             for layer, block in enumerate(self.blocks):
                 x = block.step(x, cache, layer, weights[layer])                  # (B, D)
             cache.advance(1)

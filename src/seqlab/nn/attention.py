@@ -71,13 +71,13 @@ class KVCache:
 
     def append(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Store k, v (B, nh, T, hs) after the cached ones; return all keys and values so far."""
-        end = self.length + k.size(2)
-        if end > self.capacity:
-            raise SeqlabError(f"the KV cache holds {self.capacity} positions; {end} were asked for")
+        start, T = self.length, k.size(2)
+        if start + T > self.capacity:
+            raise SeqlabError(f"the KV cache holds {self.capacity} positions; {start + T} were asked for")
         keys, values = self.layers[layer]                                     # (B, nh, C, hs)
-        keys.narrow(2, self.length, k.size(2)).copy_(k)     # narrow + copy_: a fraction of the cost of an
-        values.narrow(2, self.length, v.size(2)).copy_(v)   # indexed write, which a small model pays per layer
-        return keys.narrow(2, 0, end), values.narrow(2, 0, end)              # (B, nh, S, hs)
+        keys.narrow(2, start, T).copy_(k)           # narrow + copy_: a fraction of the cost of an indexed
+        values.narrow(2, start, T).copy_(v)         # write, which a small model pays at every token and layer
+        return keys.narrow(2, 0, start + T), values.narrow(2, 0, start + T)  # (B, nh, S, hs)
 
     def advance(self, steps: int) -> None:
         self.length += steps

@@ -36,7 +36,7 @@ class TransformerBlock(nn.Module):
         if activation not in ACTIVATIONS:
             raise SeqlabError(f"unknown activation {activation!r}: choose one of {', '.join(ACTIVATIONS)}")
         self.pre_norm = norm_position == "pre"
-        self.activation = {"relu": F.relu, "gelu": F.gelu}[activation]     # ACTIVATIONS' modules, as functions
+        self.activation = {"relu": torch.relu, "gelu": F.gelu}[activation]  # ACTIVATIONS' modules, as functions
         self.attention = MultiHeadAttention(d_model, num_heads, dropout, causal, attention_impl, bias)
         self.norm1 = nn.LayerNorm(d_model, bias=bias)
         self.feedforward = nn.Sequential(                 # FFN(x) = ReLU(x W1 + b1) W2 + b2
@@ -70,14 +70,14 @@ class TransformerBlock(nn.Module):
         `MultiHeadAttention.step` writes the cache."""
         w = weights or self.step_weights()
         if self.pre_norm:
-            x = x + self.attention.step(F.layer_norm(x, *w.norm1), cache, layer, w.qkv, w.out)
-            return x + F.linear(self.activation(F.linear(F.layer_norm(x, *w.norm2), *w.ff1)), *w.ff2)
-        x = F.layer_norm(x + self.attention.step(x, cache, layer, w.qkv, w.out), *w.norm1)
-        return F.layer_norm(x + F.linear(self.activation(F.linear(x, *w.ff1)), *w.ff2), *w.norm2)   # (B, D)
+            x = x + self.attention.step(torch.layer_norm(x, *w.norm1), cache, layer, w.qkv, w.out)
+            return x + F.linear(self.activation(F.linear(torch.layer_norm(x, *w.norm2), *w.ff1)), *w.ff2)
+        x = torch.layer_norm(x + self.attention.step(x, cache, layer, w.qkv, w.out), *w.norm1)
+        return torch.layer_norm(x + F.linear(self.activation(F.linear(x, *w.ff1)), *w.ff2), *w.norm2)   # (B, D)
 
 
 class StepWeights(NamedTuple):
-    """What one block's `step` reads: each layer norm's (shape, weight, bias, eps), each linear's (weight,
+    """What one block's `step` reads: each layer norm's (shape, weight, bias, eps, cudnn), each linear's (weight,
     bias): W^Q W^K W^V stacked, W^O, the feedforward's W1 and W2."""
 
     norm1: tuple
@@ -89,7 +89,8 @@ class StepWeights(NamedTuple):
 
 
 def norm_arguments(norm: nn.LayerNorm) -> tuple:
-    return norm.normalized_shape, norm.weight, norm.bias, norm.eps
+    """`torch.layer_norm`'s arguments for `norm(x)`, what F.layer_norm passes it (without its per-call checks)."""
+    return norm.normalized_shape, norm.weight, norm.bias, norm.eps, torch.backends.cudnn.enabled
 
 
 def identity(x: Tensor) -> Tensor:
