@@ -6,7 +6,8 @@
 
 Trained in parallel on independent windows of `context` tokens: the causal mask lets position t
 see only positions <= t, so one pass scores every position (SLP 9.4). Decoding keeps the keys and
-values of every layer in a KV cache, so each new token is one step. The model never attends past its
+values of every layer in a KV cache, so each new token is one step (in eval, through the blocks' `step`:
+forward's operations on the one token, called as functions). The model never attends past its
 context: when the cache is full, `step` re-encodes the most recent context//2 tokens into a fresh cache
 and goes on (one pass per context/2 tokens, not one per token), so the decoding state also keeps the
 tokens the cache holds.
@@ -31,11 +32,11 @@ class SlidingState:
 
     cache: KVCache
     tokens: Tensor
-    weights: list | None = None     # each block's `step_weights()`, gathered once per generation
+    step_weights: list | None = None     # each block's `step_weights()`, gathered once per generation
 
     def reorder(self, index: Tensor) -> SlidingState:
         self.cache.reorder(index)
-        return SlidingState(self.cache, self.tokens.index_select(0, index), self.weights)
+        return SlidingState(self.cache, self.tokens.index_select(0, index), self.step_weights)
 
 
 class TransformerLM(LanguageModel):
@@ -97,7 +98,7 @@ class TransformerLM(LanguageModel):
         cache = state.cache
         if cache.length < self.context_length and not self.training:
             # forward of one token, through the blocks' `step` (the same operations, as function calls)
-            weights = state.weights or [block.step_weights() for block in self.blocks]
+            weights = state.step_weights or [block.step_weights() for block in self.blocks]
             x = self.embedding.weight.index_select(0, tokens) + self.positions.at(cache.length)   # E[w] + P (B, D)
             for layer, block in enumerate(self.blocks):
                 x = block.step(x, cache, layer, weights[layer])                  # (B, D)
@@ -108,7 +109,7 @@ class TransformerLM(LanguageModel):
             return logits[:, 0], SlidingState(cache, history), None
         keep = history[:, -max(1, self.context_length // 2):]                   # the cache is full: the recent half
         logits, cache = self(keep, self.init_state(keep.size(0), keep.device))   # (B, context//2, V)
-        return logits[:, -1], SlidingState(cache, keep, state.weights), None
+        return logits[:, -1], SlidingState(cache, keep, state.step_weights), None
 
     def reorder_state(self, state: SlidingState, index: Tensor) -> SlidingState:
         return state.reorder(index)

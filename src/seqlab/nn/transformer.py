@@ -54,7 +54,6 @@ class TransformerBlock(nn.Module):
         x = self.norm1(x + drop(self.attention(x, cache, layer, key_padding_mask)))
         return self.norm2(x + drop(self.feedforward(x)))                  # (B, T, D)
 
-
     def step_weights(self) -> StepWeights:
         """The tensors `step` reads, gathered once per generation rather than looked up through their
         modules at every token and layer."""
@@ -66,7 +65,7 @@ class TransformerBlock(nn.Module):
     def step(self, x: Tensor, cache: KVCache, layer: int, weights: StepWeights | None = None) -> Tensor:
         """One new position per row, x (B, D) -> (B, D): `forward` of a one-token input in eval, the same
         operations on the same values, called as functions with `weights` (`step_weights()`) rather than
-        through the block's eleven sub-modules: at this model size those calls cost more than the arithmetic.
+        through the block's sub-modules (a dozen calls): at this model size they cost more than the arithmetic.
         `MultiHeadAttention.step` writes the cache."""
         w = weights or self.step_weights()
         if self.pre_norm:
