@@ -266,3 +266,34 @@ def test_cells_textbook_equals_fused_on_padded_batches(cell):
     torch.testing.assert_close(textbook, fused, rtol=0, atol=1e-10)
     torch.testing.assert_close(flat_state(textbook_state), flat_state(fused_state), rtol=0, atol=1e-10)
     torch.testing.assert_close(grad_textbook, grad_fused, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize(("cell", "nonlinearity"), CELL_CASES, ids=["rnn-tanh", "rnn-relu", "lstm", "gru"])
+def test_cells_stack_step_equals_forward_of_one_position(cell, nonlinearity):
+    """`RecurrentStack.step` (torch's single-step cells, what generation runs) gives `forward`'s output and
+    state for a one-token sequence, step after step; where it does not use the cells (training, the
+    textbook impl, a bidirectional stack) it is `forward` itself."""
+    torch.manual_seed(0)
+    stack = RecurrentStack(cell, I, H, num_layers=2, nonlinearity=nonlinearity).eval()
+    xs = torch.randn(B, T, I)
+    stepped_state = forward_state = random_state(cell, 2, torch.Generator().manual_seed(1))
+    if cell == "lstm":
+        stepped_state = forward_state = tuple(s.float() for s in stepped_state)
+    else:
+        stepped_state = forward_state = stepped_state.float()
+    with torch.no_grad():
+        for t in range(T):
+            out, stepped_state = stack.step(xs[:, t], stepped_state)                       # (B, H)
+            expected, forward_state = stack(xs[:, t:t + 1], forward_state)                 # (B, 1, H)
+            torch.testing.assert_close(out, expected[:, 0], rtol=1e-5, atol=1e-6)
+            for got, want in zip(stepped_state if cell == "lstm" else (stepped_state,),
+                                 forward_state if cell == "lstm" else (forward_state,), strict=True):
+                torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+        assert stack.step(xs[:, 0])[0].shape == (B, H)                                     # no state: zeros
+        for other in (RecurrentStack(cell, I, H, 2, nonlinearity=nonlinearity, impl="textbook").eval(),
+                      RecurrentStack(cell, I, H, 2, nonlinearity=nonlinearity, bidirectional=True).eval(),
+                      RecurrentStack(cell, I, H, 2, nonlinearity=nonlinearity).train()):
+            torch.manual_seed(2)
+            out, _ = other.step(xs[:, 0])
+            torch.manual_seed(2)
+            assert torch.equal(out, other(xs[:, :1])[0][:, 0])

@@ -504,3 +504,83 @@ def test_decoding_beam_refuses_sampling_options():
         SamplingOptions(beam=1, length_penalty=0.5)
     assert SamplingOptions(beam=2, length_penalty=0.5).length_penalty == 0.5
     assert math.isclose(SamplingOptions(beam=1, temperature=0.7).temperature, 0.7)
+
+
+# ------------------------------------------------------------------------- per-token work (issue 19)
+
+
+@pytest.mark.parametrize("arch", ["rnn", "lstm", "gru"])
+def test_decoding_rnn_lm_step_on_cells_equals_the_sequence_kernel(arch):
+    """The RNN LMs step on torch's single-step cells; the logits and state equal those of `forward` over one
+    position (the sequence kernel, `LanguageModel.step`) at every step, and greedy generation chooses the same
+    tokens as a loop over that reference step."""
+    from seqlab.models.base import LanguageModel
+    model = tiny_lm(arch).eval()
+    prompt = torch.tensor([[EOS, 7, 9, 11]])
+    block = [BlockTokens()]
+    with torch.no_grad():
+        state, reference = model.start(prompt), model.start(prompt)
+        tokens, expected = prompt[:, -1], []
+        for _ in range(40):
+            logits, state, _ = model.step(tokens, state)                                  # (1, V)
+            want, reference, _ = LanguageModel.step(model, tokens, reference)
+            torch.testing.assert_close(logits, want, rtol=1e-5, atol=1e-6)
+            tokens = process(want, block).argmax(-1)
+            expected.append(int(tokens))
+    options = SamplingOptions(max_tokens=40, greedy=True, stop_at_eos=False)
+    assert list(generate_ids(model, [EOS, 7, 9, 11], options)) == expected
+
+
+def test_decoding_block_tokens_leaves_its_input_and_equals_an_indexed_write():
+    logits = torch.randn(3, VOCAB, generator=torch.Generator().manual_seed(5))
+    original = logits.clone()
+    blocked = BlockTokens()(logits)
+    expected = logits.clone()
+    expected[:, NEVER] = INF
+    assert torch.equal(blocked, expected)
+    assert torch.equal(logits, original)
+    assert BlockTokens()(logits.double()).dtype == torch.float32
+
+
+@pytest.mark.parametrize("sample", [False, True])
+def test_decoding_greedy_steps_without_scores_chooses_the_same_tokens(sample):
+    """`scores=False` (generate_ids) skips the log-softmax and yields None for it, nothing else changes."""
+    model = tiny_lm("transformer", context=8).eval()
+    options = SamplingOptions(temperature=1.3, top_k=10, top_p=0.9)
+    processors = processors_for(options, sample)
+
+    def run(scores: bool):
+        generator = torch.Generator().manual_seed(3)
+        prompt = torch.tensor([[EOS, 7, 9]])
+        steps = greedy_steps(model, model.start(prompt), prompt[:, -1], processors, sample, generator, scores=scores)
+        return [(int(t), lp) for t, lp, _ in itertools.islice(steps, 20)]
+
+    with torch.no_grad():
+        with_scores, without = run(True), run(False)
+    assert [t for t, _ in with_scores] == [t for t, _ in without]
+    assert all(lp is None for _, lp in without) and all(lp is not None for _, lp in with_scores)
+
+
+@pytest.mark.parametrize("norm_position", ["post", "pre"])
+@pytest.mark.parametrize("activation, bias, impl", [("relu", True, "sdpa"), ("gelu", False, "sdpa"),
+                                                    ("gelu", True, "textbook")])
+def test_decoding_transformer_step_equals_forward_of_one_token(norm_position, activation, bias, impl):
+    """`TransformerLM.step` runs the blocks' `step` (functions and weights gathered once, not the modules):
+    every step's logits are those of `forward` of the same token after the same cache, to the last bit, and
+    the cache holds the same keys and values; in training mode `step` is `forward` (dropout included)."""
+    model = tiny_lm("transformer", context=8, norm_position=norm_position, activation=activation, bias=bias,
+                    attention_impl=impl).eval()
+    tokens = torch.randint(5, VOCAB, (3, 12), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        state, reference = model.start(tokens[:, :2]), model.start(tokens[:, :2]).cache
+        for t in range(1, 8):                        # until the cache is full (the sliding window: tested above)
+            logits, state, _ = model.step(tokens[:, t], state)                           # (B, V)
+            want, reference = model(tokens[:, t:t + 1], reference)                         # (B, 1, V)
+            assert torch.equal(logits, want[:, 0]), t
+            assert torch.equal(state.cache.keys, reference.keys) and torch.equal(state.cache.values, reference.values)
+        model.train()
+        torch.manual_seed(5)
+        stepped, _, _ = model.step(tokens[:, 2], model.start(tokens[:, :2]))
+        torch.manual_seed(5)
+        forward, _ = model(tokens[:, 2:3], model.start(tokens[:, :2]).cache)
+        assert torch.equal(stepped, forward[:, 0])

@@ -18,6 +18,7 @@ beam ranks by the model's own probabilities); sampling applies them all, in the 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -33,9 +34,16 @@ class BlockTokens:
     ids: tuple[int, ...] = NEVER_GENERATED
 
     def __call__(self, logits: Tensor) -> Tensor:
-        logits = logits.float().clone()                                        # (B, V)
-        logits[:, list(self.ids)] = float("-inf")
-        return logits
+        ids = id_tensor(self.ids, logits.device)                               # one copy-and-fill, not an
+        return logits.float().index_fill(1, ids, float("-inf"))                # indexed write: (B, V)
+
+
+@functools.lru_cache(maxsize=32)
+def id_tensor(ids: tuple[int, ...], device: torch.device) -> Tensor:
+    """`ids` as a tensor on `device`, made once (torch.tensor costs more than the fill it serves); an ordinary
+    tensor even when first asked for in inference mode, so that any mode may use it."""
+    with torch.inference_mode(False):
+        return torch.tensor(ids, device=device)
 
 
 @dataclass(frozen=True)

@@ -84,16 +84,20 @@ def seeded(seed: int | None, device) -> torch.Generator | None:
 
 
 def greedy_steps(model, state, tokens: Tensor, processors: list, sample: bool = False,
-                 generator: torch.Generator | None = None, need_weights: bool = False):
+                 generator: torch.Generator | None = None, need_weights: bool = False, scores: bool = True):
     """Greedy decoding or sampling, one step per `next()`, without end: feed tokens (B,), choose the next
-    ones; yield them (B,), their log probabilities under the model (B,) and the attention weights
-    (B, S) or None."""
+    ones; yield them (B,), their log probabilities under the model (B,) (None without `scores`: a caller
+    that never reads them spares a log-softmax over the vocabulary per token) and the attention weights
+    (B, S) or None. The never-generated tokens are blocked once per step, for the choice and the log
+    probabilities alike."""
     block = BlockTokens()
+    rest = processors[1:] if processors[:1] == [block] else processors      # `block` is applied below
     while True:
         logits, state, weights = model.step(tokens, state, need_weights)                # (B, V)
-        log_probs = torch.log_softmax(block(logits), dim=-1)                           # (B, V)
-        tokens = choose_tokens(logits, processors, sample, generator)                  # (B,)
-        yield tokens, log_probs.gather(1, tokens[:, None])[:, 0], weights
+        blocked = block(logits)                                                        # (B, V)
+        tokens = choose_tokens(blocked, rest, sample, generator)                       # (B,)
+        log_probs = torch.log_softmax(blocked, dim=-1).gather(1, tokens[:, None])[:, 0] if scores else None
+        yield tokens, log_probs, weights
 
 
 def beam_steps(model, state, tokens: Tensor, limit: Tensor, beam: int, length_penalty: float,
@@ -265,11 +269,12 @@ def check_prompt(model, context: list[int]) -> None:
                           f"(--truncate-prompt)")
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def generate_ids(model, context: list[int], options: SamplingOptions, device=None) -> Iterator[int]:
     """Yield new token ids one at a time after `context` (which starts with `</s>`, a line start): sampled,
     or greedy. With `options.beam` > 1, the ids of the best beam hypothesis (`lm_beam_search`), once the
-    search is over."""
+    search is over. Runs in inference mode (no autograd bookkeeping per operation, a few percent of a small
+    model's step)."""
     if options.beam > 1:
         (best,) = lm_beam_search(model, context, options, device)
         yield from best.tokens
@@ -282,9 +287,9 @@ def generate_ids(model, context: list[int], options: SamplingOptions, device=Non
     state = model.start(prompt)
     sample = not options.greedy
     steps = greedy_steps(model, state, prompt[:, -1], processors_for(options, sample), sample,
-                         seeded(options.seed, device) if sample else None)
+                         seeded(options.seed, device) if sample else None, scores=False)
     for tokens, _, _ in islice(steps, options.max_tokens):
-        token = int(tokens[0])
+        token = tokens.item()
         yield token
         if options.stop_at_eos and token == EOS:
             return

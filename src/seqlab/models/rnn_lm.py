@@ -40,3 +40,11 @@ class RecurrentLM(LanguageModel):
         h, state = self.rnn(x, state)                                   # (B, T, H)
         h = dropout(h, self.dropout, self.training, self.variational)
         return self.output(h, output), state                            # (B, T, V) or (B, T, D)
+
+    def step(self, tokens: Tensor, state, need_weights: bool = False):
+        """tokens (B,) -> logits (B, V) of the next token, the new state, None: one step of the stack on
+        the single-step cells (`RecurrentStack.step`), the same as `forward` of one position."""
+        if self.training:
+            return super().step(tokens, state, need_weights)
+        h, state = self.rnn.step(self.embedding(tokens), state)        # (B, E) -> (B, H)
+        return self.output(h), state, None                              # (B, V)

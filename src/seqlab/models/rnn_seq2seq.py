@@ -106,8 +106,8 @@ class RNNEncoderDecoder(Seq2SeqModel):
             c = memory["context"]                                               # (B, C)
         else:                                                                   # eqs. 13.34-13.37
             c, weights = self.attention(self._top(h), memory["outputs"], memory["mask"], memory["prepared"])
-        out, h = self.decoder(torch.cat([e, c], dim=-1)[:, None], h)            # h_i^d = g(ŷ_{i-1}, h_{i-1}^d, c_i)
-        return self._logits(out[:, 0], c, e), EncoderDecoderState(memory, h), weights   # (B, V)
+        out, h = self.decoder.step(torch.cat([e, c], dim=-1), h)               # h_i^d = g(ŷ_{i-1}, h_{i-1}^d, c_i)
+        return self._logits(out, c, e), EncoderDecoderState(memory, h), weights   # (B, V)
 
     def forward(self, source: Tensor, lengths: Tensor, target_in: Tensor, output: str = "logits") -> Tensor:
         """Teacher forcing: target_in (B, T) = <s> y_1 .. y_{T-1} -> logits (B, T, V), or with output="hidden"

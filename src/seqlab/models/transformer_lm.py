@@ -6,7 +6,8 @@
 
 Trained in parallel on independent windows of `context` tokens: the causal mask lets position t
 see only positions <= t, so one pass scores every position (SLP 9.4). Decoding keeps the keys and
-values of every layer in a KV cache, so each new token is one step. The model never attends past its
+values of every layer in a KV cache, so each new token is one step (in eval, through the blocks' `step`:
+forward's operations on the one token, called as functions). The model never attends past its
 context: when the cache is full, `step` re-encodes the most recent context//2 tokens into a fresh cache
 and goes on (one pass per context/2 tokens, not one per token), so the decoding state also keeps the
 tokens the cache holds.
@@ -31,10 +32,11 @@ class SlidingState:
 
     cache: KVCache
     tokens: Tensor
+    step_weights: list | None = None     # each block's `step_weights()`, gathered once per generation
 
     def reorder(self, index: Tensor) -> SlidingState:
         self.cache.reorder(index)
-        return SlidingState(self.cache, self.tokens.index_select(0, index))
+        return SlidingState(self.cache, self.tokens.index_select(0, index), self.step_weights)
 
 
 class TransformerLM(LanguageModel):
@@ -64,7 +66,9 @@ class TransformerLM(LanguageModel):
                key_padding_mask: Tensor | None = None) -> Tensor:
         """The last block's states, normalised, of tokens (B, T) at positions (T,) or (B, T), after what
         `cache` holds (it is written, not advanced); `key_padding_mask` (B, cached + T) is True at padding."""
-        x = self.dropout(self.embedding(tokens) + self.positions(positions))     # X = E[w] + P, (B, T, D)
+        x = self.embedding(tokens) + self.positions(positions)                   # X = E[w] + P, (B, T, D)
+        if self.training:
+            x = self.dropout(x)
         for layer, block in enumerate(self.blocks):
             x = block(x, cache, layer, key_padding_mask=key_padding_mask)       # (B, T, D)
         return self.final_norm(x)                                                # (B, T, D)
@@ -87,16 +91,25 @@ class TransformerLM(LanguageModel):
         cache = self.init_state(prompt.size(0), prompt.device)
         if prompt.size(1) > 1:
             self(prompt[:, :-1], cache)
-        return SlidingState(cache, prompt[:, :-1])
+        return SlidingState(cache, prompt[:, :-1], [block.step_weights() for block in self.blocks])
 
     def step(self, tokens: Tensor, state: SlidingState, need_weights: bool = False):
         history = torch.cat([state.tokens, tokens[:, None]], dim=1)             # (B, n + 1)
-        if state.cache.length < self.context_length:
-            logits, cache = self(tokens[:, None], state.cache)                  # (B, 1, V)
+        cache = state.cache
+        if cache.length < self.context_length and not self.training:
+            # forward of one token, through the blocks' `step` (the same operations, as function calls)
+            weights = state.step_weights or [block.step_weights() for block in self.blocks]
+            x = self.embedding.weight.index_select(0, tokens) + self.positions.at(cache.length)   # E[w] + P (B, D)
+            for layer, block in enumerate(self.blocks):
+                x = block.step(x, cache, layer, weights[layer])                  # (B, D)
+            cache.advance(1)
+            return self.output(self.final_norm(x)), SlidingState(cache, history, weights), None   # (B, V)
+        if cache.length < self.context_length:
+            logits, cache = self(tokens[:, None], cache)                         # (B, 1, V)
             return logits[:, 0], SlidingState(cache, history), None
         keep = history[:, -max(1, self.context_length // 2):]                   # the cache is full: the recent half
         logits, cache = self(keep, self.init_state(keep.size(0), keep.device))   # (B, context//2, V)
-        return logits[:, -1], SlidingState(cache, keep), None
+        return logits[:, -1], SlidingState(cache, keep, state.step_weights), None
 
     def reorder_state(self, state: SlidingState, index: Tensor) -> SlidingState:
         return state.reorder(index)

@@ -17,7 +17,7 @@ from seqlab.nn.attention import KVCache, MultiHeadAttention
 from seqlab.nn.cross_attention import CrossAttention
 from seqlab.nn.encoders import TransformerEncoder
 from seqlab.nn.pooling import padding_mask
-from seqlab.nn.transformer import ACTIVATIONS, PositionalEmbedding
+from seqlab.nn.transformer import ACTIVATIONS, PositionalEmbedding, identity
 
 if TYPE_CHECKING:
     from seqlab.models.seq2seq import Seq2SeqConfig
@@ -38,15 +38,16 @@ class DecoderBlock(nn.Module):
 
     def forward(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor, cache: KVCache | None = None,
                 layer: int = 0, need_weights: bool = False):
+        drop = self.dropout if self.training else identity     # no call at all in eval (decoding, per token)
         if self.pre_norm:
-            x = x + self.dropout(self.self_attention(self.norm1(x), cache, layer))
+            x = x + drop(self.self_attention(self.norm1(x), cache, layer))
             y, weights = self.cross_attention(self.norm2(x), k, v, mask, need_weights)
-            x = x + self.dropout(y)
-            return x + self.dropout(self.feedforward(self.norm3(x))), weights
-        x = self.norm1(x + self.dropout(self.self_attention(x, cache, layer)))
+            x = x + drop(y)
+            return x + drop(self.feedforward(self.norm3(x))), weights
+        x = self.norm1(x + drop(self.self_attention(x, cache, layer)))
         y, weights = self.cross_attention(x, k, v, mask, need_weights)
-        x = self.norm2(x + self.dropout(y))
-        return self.norm3(x + self.dropout(self.feedforward(x))), weights
+        x = self.norm2(x + drop(y))
+        return self.norm3(x + drop(self.feedforward(x))), weights
 
 
 class TransformerEncoderDecoder(Seq2SeqModel):

@@ -63,15 +63,21 @@ class KVCache:
         self.values = torch.zeros(shape, device=device, dtype=dtype)    # (L, B, nh, C, hs)
         self.length = 0
         self.capacity = capacity
+        self._split_layers()
+
+    def _split_layers(self) -> None:
+        """Each layer's keys and values (B, nh, C, hs), as views made once, not per token and layer."""
+        self.layers = [(self.keys[layer], self.values[layer]) for layer in range(self.keys.size(0))]
 
     def append(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Store k, v (B, nh, T, hs) after the cached ones; return all keys and values so far."""
-        end = self.length + k.size(2)
-        if end > self.capacity:
-            raise SeqlabError(f"the KV cache holds {self.capacity} positions; {end} were asked for")
-        self.keys[layer, :, :, self.length:end] = k
-        self.values[layer, :, :, self.length:end] = v
-        return self.keys[layer, :, :, :end], self.values[layer, :, :, :end]   # (B, nh, S, hs)
+        start, T = self.length, k.size(2)
+        if start + T > self.capacity:
+            raise SeqlabError(f"the KV cache holds {self.capacity} positions; {start + T} were asked for")
+        keys, values = self.layers[layer]                                     # (B, nh, C, hs)
+        keys.narrow(2, start, T).copy_(k)           # narrow + copy_: a fraction of the cost of an indexed
+        values.narrow(2, start, T).copy_(v)         # write, which a small model pays at every token and layer
+        return keys.narrow(2, 0, start + T), values.narrow(2, 0, start + T)  # (B, nh, S, hs)
 
     def advance(self, steps: int) -> None:
         self.length += steps
@@ -85,6 +91,7 @@ class KVCache:
             new = old.new_empty(old.size(0), len(index), *old.shape[2:])
             new[:, :, :, :self.length] = old[:, :, :, :self.length].index_select(1, index)
             setattr(self, name, new)
+        self._split_layers()
 
 
 class MultiHeadAttention(nn.Module):
@@ -107,10 +114,8 @@ class MultiHeadAttention(nn.Module):
     def forward(self, x: Tensor, cache: KVCache | None = None, layer: int = 0,
                 key_padding_mask: Tensor | None = None) -> Tensor:
         B, T, D = x.shape
-        q, k, v = self.qkv(x).split(D, dim=-1)                           # (B, T, D) each
-        q = q.view(B, T, self.num_heads, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
-        k = k.view(B, T, self.num_heads, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
-        v = v.view(B, T, self.num_heads, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
+        qkv = self.qkv(x).view(B, T, 3, self.num_heads, self.head_size)  # (B, T, 3, nh, hs)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)                   # (B, nh, T, hs) each
         if cache is not None:
             k, v = cache.append(layer, k, v)                             # (B, nh, S, hs)
         S = k.size(2)
@@ -132,3 +137,19 @@ class MultiHeadAttention(nn.Module):
             y, self.last_weights = scaled_dot_product_attention(q, k, v, mask, p)
         y = y.transpose(1, 2).reshape(B, T, D)                           # (B, T, D): heads concatenated
         return self.out(y)                                               # (B, T, D)
+
+    def step(self, x: Tensor, cache: KVCache, layer: int, qkv: tuple | None = None,
+             out: tuple | None = None) -> Tensor:
+        """One new position per row after what `cache` holds, x (B, D) -> (B, D): `forward` of a one-token
+        input in eval (no mask: the one query may see every cached key; no dropout), the same operations on
+        the same values, called as functions; `qkv` and `out` are the (weight, bias) of W^Q W^K W^V and W^O,
+        when the caller has them at hand. The cache is written, not advanced."""
+        B, D = x.shape
+        qkv = F.linear(x, *(qkv or (self.qkv.weight, self.qkv.bias)))                     # (B, 3D)
+        q, k, v = qkv.view(B, 3, self.num_heads, 1, self.head_size).unbind(1)            # (B, nh, 1, hs) each
+        k, v = cache.append(layer, k, v)                                                 # (B, nh, S, hs)
+        if self.impl == "sdpa":
+            y = F.scaled_dot_product_attention(q, k, v)                                  # (B, nh, 1, hs)
+        else:
+            y, self.last_weights = scaled_dot_product_attention(q, k, v)
+        return F.linear(y.reshape(B, D), *(out or (self.out.weight, self.out.bias)))     # (B, D): W^O

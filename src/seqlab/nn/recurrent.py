@@ -104,6 +104,34 @@ class RecurrentStack(nn.Module):
             return x, (torch.cat([s[0] for s in final]), torch.cat([s[1] for s in final]))
         return x, torch.cat(final)                                        # (L*dirs, B, H)
 
+    def step(self, x: Tensor, state=None):
+        """One time step, x (B, I) -> the top layer's output (B, H) and the new state: `forward` of a
+        one-token sequence (what generation feeds), on PyTorch's single-step cells (`torch.lstm_cell`, ...)
+        with each layer's own weights. The sequence kernels set up a whole sequence per call (oneDNN's,
+        about 0.2 ms per layer on CPU), which is most of a small model's step when the sequence is one
+        token. Training, the textbook cells, bidirectional stacks and export (whose graphs keep the sequence
+        operators) go through `forward`."""
+        exporting = torch.jit.is_tracing() or torch.onnx.is_in_onnx_export() or torch.compiler.is_exporting()
+        if self.training or self.impl != "fused" or self.directions != 1 or exporting:
+            out, state = self(x[:, None], state)
+            return out[:, 0], state
+        if state is None:
+            state = self.init_state(x.size(0), x.device, x.dtype)
+        if self.cell == "lstm":
+            hs, cs = [], []
+            for l, layer in enumerate(self.layers):   # SLP 13.20-13.27, the fused gates of one step
+                x, c = torch.lstm_cell(x, (state[0][l], state[1][l]), *layer._flat_weights)   # (B, H)
+                hs.append(x)
+                cs.append(c)
+            return x, (torch.stack(hs), torch.stack(cs))                  # (B, H), (L, B, H) each
+        cell = {"gru": torch.gru_cell, "rnn": torch.rnn_tanh_cell if self.nonlinearity == "tanh"
+                else torch.rnn_relu_cell}[self.cell]
+        hs = []
+        for l, layer in enumerate(self.layers):
+            x = cell(x, state[l], *layer._flat_weights)                    # (B, H)
+            hs.append(x)
+        return x, torch.stack(hs)                                          # (B, H), (L, B, H)
+
     def _textbook_layer(self, layer: nn.Module, x: Tensor, state, lengths: Tensor | None = None):
         options = {"rnn": {"nonlinearity": self.nonlinearity}, "gru": {"reset": self.gru_reset},
                    "lstm": {}}[self.cell]
