@@ -95,6 +95,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--quick", action="store_true", help="8 steps of the first and last rows; writes nothing")
     parser.add_argument("--compile", action="store_true", help="also run the COMPILED rows with --compile")
+    parser.add_argument("--only", nargs="+", metavar="TEXT",
+                        help="run only the rows whose 'dataset arch config' contains one of these (others kept)")
     args = parser.parse_args()
     import torch
 
@@ -104,6 +106,8 @@ def main() -> None:
     every = rows(Path(args.data_dir), prepare(Path(args.data_dir), folder))
     if args.quick:
         every, args.steps = [every[0], every[-1]], 8
+    if args.only:
+        every = [row for row in every if any(text in " ".join(row[:3]) for text in args.only)]
     results = []
     for dataset, arch, config, options in tqdm(every, desc="runs", unit="run"):
         modes = [False] + ([True] if args.compile and any(
