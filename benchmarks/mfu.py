@@ -140,7 +140,8 @@ def main() -> None:
         print(json.dumps(results, indent=1))
         return
     notes = ("Model-FLOPs utilisation of real `seqlab train lm` runs, as each run's train_log.jsonl and progress "
-             f"bar report it: {args.steps} steps, {args.threads} thread(s), the median of the logged records after "
+             "bar report it: 40 steps (80 for the --compile rows and their eager twins: the command of each row is in "
+             f"the JSON), {args.threads} thread(s), the median of the logged records after "
              "the first. Model FLOPs: the forward and backward matrix products counted from their shapes "
              "(`seqlab.training.flops`: 6N per token plus attention); the peak: a 512^3 fp32 matmul with the "
              "same threads (`seqlab bench peak`, cached per machine). `flops` in the JSON is the run's own line.")
