@@ -15,8 +15,8 @@ its metrics.jsonl; evaluations come every `eval_every` steps, so the time is an 
     python benchmarks/time_to_quality.py --benchmark wikitext2-lstm -- --threads 1
     python benchmarks/time_to_quality.py --benchmark wikitext2-lstm --run runs/ttq-wt2-lstm   # report a run
 
-Results: benchmarks/results/time_to_quality.{json,md} and time_to_quality_<benchmark>.png (the validation
-curve against wall-clock minutes, the target drawn).
+Results: benchmarks/results/time_to_quality.{json,md} and time_to_quality_<benchmark>_<recipe>.png (the
+validation curve against wall-clock minutes, the target drawn).
 """
 
 from __future__ import annotations
@@ -46,6 +46,9 @@ RECIPES = {      # benchmark: {recipe: options added to the config's}
         "nanogpt": ["--eval-every", "100"],                        # nanoGPT's own: 2000 steps, AdamW 1e-3
         "lr2e-3-1500": ["--eval-every", "100", "--lr", "2e-3", "--min-lr", "2e-4", "--max-steps", "1500"],
         "lr3e-3-1200": ["--eval-every", "100", "--lr", "3e-3", "--min-lr", "3e-4", "--max-steps", "1200"],
+        "lr4e-3-1000": ["--eval-every", "100", "--lr", "4e-3", "--min-lr", "4e-4", "--max-steps", "1000"],
+        "lr3e-3-batch24-600": ["--eval-every", "50", "--lr", "3e-3", "--min-lr", "3e-4", "--max-steps", "600",
+                               "--batch-size", "24", "--warmup-steps", "50"],
     },
 }
 
@@ -86,7 +89,7 @@ def plot(run: Path, metric: str, target: float, benchmark: str, label: str) -> P
     ax.set_title(f"time to quality: {benchmark}")
     ax.grid(alpha=0.3)
     ax.legend()
-    path = RESULTS / f"time_to_quality_{benchmark}.png"
+    path = RESULTS / f"time_to_quality_{benchmark}_{label}.png"
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
