@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_classifier_cli import FIXTURES as CLASSIFY
+from test_classifier_cli import SMALL as CLASSIFIER
+from test_seq2seq_cli import SMALL as SEQ2SEQ
+from test_seq2seq_cli import aligned
+from test_tagger_cli import FIXTURES
+from test_tagger_cli import SMALL as TAGGER
 
 from conftest import TRAIN, VALID
 from seqlab.cli import main
-from test_classifier_cli import FIXTURES as CLASSIFY, SMALL as CLASSIFIER
-from test_seq2seq_cli import SMALL as SEQ2SEQ, aligned
-from test_tagger_cli import FIXTURES, SMALL as TAGGER
 
 LM = ["--embedding-size", "16", "--layers", "1", "--dropout", "0", "--batch-size", "4", "--seq-len", "8",
       "--no-progress", "--lr", "3e-3", "--schedule", "constant", "--tokenizer", "word"]

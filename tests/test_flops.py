@@ -122,11 +122,15 @@ def test_mfu_is_logged_for_every_task(tmp_path):
 
 
 def test_the_peak_is_measured_once_then_read_and_a_bad_cache_is_measured_again(tmp_path, monkeypatch):
+    """(The measurement itself is real in test_cli_bench_peak; here a second of it would only be waited for.)"""
+    measurements = []
+    monkeypatch.setattr(flops, "measure_peak", lambda device, dtype: measurements.append(dtype) or 1e11)
     monkeypatch.setenv("SEQLAB_CACHE_DIR", str(tmp_path / "cache"))
     cpu = torch.device("cpu")
-    first, measured = flops.peak(cpu)
-    assert measured and first > 1e8
-    assert flops.peak(cpu) == (first, False)
+    assert flops.peak(cpu) == (1e11, True)
+    assert flops.peak(cpu) == (1e11, False) and len(measurements) == 1
+    assert flops.peak(cpu, torch.bfloat16) == (1e11, True)           # another precision: another entry
+    assert flops.peak(cpu, refresh=True)[1] and len(measurements) == 3
     (tmp_path / "cache" / "peak.json").write_text("{not json")
     assert flops.peak(cpu)[1]
     monkeypatch.setenv("SEQLAB_CACHE_DIR", str(tmp_path / "a-file"))
