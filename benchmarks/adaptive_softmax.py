@@ -34,6 +34,8 @@ import torch
 import seqlab
 
 sys.path.insert(0, str(Path(__file__).parent))
+from output_layer import run_rounds  # noqa: E402
+
 from common import device_name, record, write_records  # noqa: E402
 from seqlab.cli import main as seqlab_main  # noqa: E402
 from seqlab.data.batching import StreamBatches  # noqa: E402
@@ -98,12 +100,7 @@ def speed(train: Path, rounds: int, warmup: int, device: str) -> list[dict]:
         if output_layer == "adaptive":
             model.output.order_by_frequency(torch.bincount(ids, minlength=len(vocab)))
         models[name], functions[name] = model, step_function(model, batch, path)
-    samples = {name: [] for name in functions}
-    for round_ in range(warmup + rounds):
-        for name, fn in list(functions.items())[:: -1 if round_ % 2 else 1]:
-            seconds = fn()
-            if round_ >= warmup:
-                samples[name].append(seconds)
+    samples = run_rounds(functions, rounds, warmup)
     medians = {name: statistics.median(seconds) for name, seconds in samples.items()}
     cutoffs = ",".join(map(str, models["adaptive"].output.cutoffs[:-1]))
     shape = f"N={BATCH * SEQ_LEN} ({BATCH}x{SEQ_LEN}), V={len(vocab):,}, fp32, forward+backward of the whole model"
