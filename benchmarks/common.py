@@ -11,13 +11,14 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import platform
 import shlex
 import socket
 import sys
 from pathlib import Path
 
 import torch
+
+from seqlab.training import flops
 
 RESULTS = Path(__file__).parent / "results"
 KEY = ("task", "dataset", "split", "arch", "config", "metric")
@@ -29,15 +30,8 @@ def device_name(device: str | torch.device = "cpu") -> str:
     device = torch.device(device)
     if device.type == "cuda":
         return f"{torch.cuda.get_device_name(device)} (torch {torch.__version__})"
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {torch.get_num_threads()} threads, {os.cpu_count()} cores (torch {torch.__version__})"
+    return f"{flops.device_name(device)}, {torch.get_num_threads()} threads, {os.cpu_count()} cores " \
+           f"(torch {torch.__version__})"
 
 
 def command_line() -> str:

@@ -79,12 +79,8 @@ def _sdpa_cpu_backward(grad_out, query, key, value, *args, out_shape=None, **kwa
 
 
 def _addmm_(self, a, b, *args, out_shape=None, **kwargs) -> int:
-    """In place, self += a @ b (the fused output layer adds each chunk's weight gradient so): PyTorch's counter
-    knows addmm but not addmm_."""
-    return 2 * math.prod(a) * b[-1]
-
-
-def _baddbmm_(self, a, b, *args, out_shape=None, **kwargs) -> int:
+    """In place, self += a @ b (the fused output layer adds each chunk's weight gradient so), or its batched
+    form baddbmm_: PyTorch's counter knows addmm and baddbmm but not their in-place forms."""
     return 2 * math.prod(a) * b[-1]
 
 
@@ -95,7 +91,7 @@ def _known(name: str) -> list:
 
 FORMULAS: dict[Callable, Callable] = {
     op: formula
-    for name, formula in (("addmm_", _addmm_), ("baddbmm_", _baddbmm_),
+    for name, formula in (("addmm_", _addmm_), ("baddbmm_", _addmm_),
                           ("mkldnn_rnn_layer", _mkldnn_rnn_layer),
                           ("mkldnn_rnn_layer_backward", _mkldnn_rnn_layer_backward),
                           ("_cudnn_rnn", _cudnn_rnn), ("_cudnn_rnn_backward", _cudnn_rnn_backward),
