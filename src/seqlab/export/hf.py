@@ -53,8 +53,8 @@ from seqlab.version import __version__
 
 # option -> the value GPT-2 has; the options a run must have been trained with
 GPT2_OPTIONS = {"norm_position": "pre", "activation": "gelu", "positions": "learned", "tie_weights": True,
-                "bias": False, "output_layer": "softmax"}
-BOOLEAN_FLAGS = {"tie_weights": "tied", "bias": "bias"}
+                "bias": False, "output_layer": "softmax", "norm": "layernorm", "qk_norm": False}
+BOOLEAN_FLAGS = {"tie_weights": "tied", "bias": "bias", "qk_norm": "qk-norm"}
 
 
 def flag(name: str, value) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from torch import nn
@@ -18,7 +19,7 @@ ARCHS = {"ffn": FeedforwardLM, "rnn": RecurrentLM, "lstm": RecurrentLM, "gru": R
          "transformer": TransformerLM}
 DEFAULT_ACTIVATION = {"ffn": "tanh", "rnn": "tanh", "lstm": "tanh", "gru": "tanh", "transformer": "relu"}
 ALLOWED_ACTIVATIONS = {"ffn": ("tanh", "sigmoid", "relu"), "rnn": ("tanh", "relu"),
-                       "lstm": ("tanh",), "gru": ("tanh",), "transformer": ("relu", "gelu")}
+                       "lstm": ("tanh",), "gru": ("tanh",), "transformer": ("relu", "gelu", "swiglu")}
 DEFAULT_CONTEXT = {"ffn": 5, "transformer": 128}
 
 
@@ -43,17 +44,23 @@ class LMConfig:
                            choices=("fused", "textbook"), when={"arch": ("rnn", "lstm", "gru")})
     gru_reset: str = option("after", "GRU reset gate after U (cuDNN, fused) or before U (the book, "
                             "textbook path only)", choices=("after", "before"), when={"arch": ("gru",)})
-    activation: str = option("", "rnn: tanh|relu; ffn: tanh|sigmoid|relu; transformer FFN: relu|gelu "
-                             "(default: tanh, tanh, relu)")
+    activation: str = option("", "rnn: tanh|relu; ffn: tanh|sigmoid|relu; transformer FFN: relu|gelu|swiglu "
+                             "(Shazeer 2020's gated FFN) (default: tanh, tanh, relu)")
     context: int = option(0, "ffn: N tokens in the window; transformer: longest context "
                           "(default 5 and 128)", at_least=0, when={"arch": ("ffn", "transformer")})
     num_heads: int = option(4, "transformer attention heads", flag="heads", at_least=1, when={"arch": ("transformer",)})
-    ff_size: int = option(0, "transformer feedforward width (default 4 * embedding_size)", at_least=0,
+    ff_size: int = option(0, "transformer feedforward width (default 4 * embedding_size; with swiglu 8/3 of it, "
+                          "rounded up to a multiple of 8: the same parameters in its three matrices)", at_least=0,
                           when={"arch": ("transformer",)})
     norm_position: str = option("post", "transformer LayerNorm after each sublayer (the book) or "
                                 "before (pre-LN)", choices=("post", "pre"), when={"arch": ("transformer",)})
-    positions: str = option("learned", "transformer positional embeddings", choices=("learned", "sinusoidal"),
-                            when={"arch": ("transformer",)})
+    positions: str = option("learned", "transformer positional embeddings: learned or sinusoidal vectors added to "
+                            "the input, or rotary (Su et al. 2021: queries and keys rotated by their positions)",
+                            choices=("learned", "sinusoidal", "rotary"), when={"arch": ("transformer",)})
+    norm: str = option("layernorm", "transformer normalisation: LayerNorm (the book) or RMSNorm (Zhang & "
+                       "Sennrich 2019)", choices=("layernorm", "rmsnorm"), when={"arch": ("transformer",)})
+    qk_norm: bool = option(False, "transformer: RMS-normalise each head's queries and keys before their dot "
+                           "product (QK-norm)", when={"arch": ("transformer",)})
     attention_impl: str = option("sdpa", "attention by PyTorch's fused kernel or the textbook code",
                                  choices=("sdpa", "textbook"), when={"arch": ("transformer",)})
     bias: bool = option(True, "transformer: additive biases in its linear layers, LayerNorms and output "
@@ -83,9 +90,14 @@ class LMConfig:
             self.context = DEFAULT_CONTEXT.get(self.arch, 0)
         if self.arch == "transformer" and not self.ff_size:
             self.ff_size = 4 * self.embedding_size
+            if self.activation == "swiglu":        # 3 matrices of d x f hold as many weights as 2 of d x 4d
+                self.ff_size = 8 * math.ceil(8 * self.embedding_size / 3 / 8)
         if self.arch == "transformer" and self.embedding_size % self.num_heads:
             raise SeqlabError(f"--embedding-size {self.embedding_size} must be a multiple of --heads "
                               f"{self.num_heads}")
+        if self.positions == "rotary" and (self.embedding_size // self.num_heads) % 2:
+            raise SeqlabError(f"--positions rotary rotates pairs of dimensions: the head size (--embedding-size "
+                              f"{self.embedding_size} / --heads {self.num_heads}) must be even")
         if not self.bias and self.arch != "transformer":
             raise SeqlabError(f"--no-bias applies to --arch transformer only, not {self.arch}")
         if self.output_layer == "adaptive":

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from seqlab.errors import SeqlabError
 from seqlab.models.base import LanguageModel, build_output_layer
 from seqlab.nn.attention import KVCache
-from seqlab.nn.transformer import PositionalEmbedding, TransformerBlock, gpt2_init
+from seqlab.nn.transformer import PositionalEmbedding, TransformerBlock, gpt2_init, make_norm
 
 
 @dataclass
@@ -45,15 +45,20 @@ class TransformerLM(LanguageModel):
         self.context_length = config.context
         self.num_heads = config.num_heads
         d = config.embedding_size
+        norm = getattr(config, "norm", "layernorm")           # configs from before these options have none
+        self.rotary = getattr(config, "positions", "learned") == "rotary"
         self.embedding = nn.Embedding(config.vocab_size, d)
-        self.positions = PositionalEmbedding(config.context, d, config.positions)
+        # rotary embeddings rotate queries and keys inside attention: no position vectors are added to X
+        self.positions = None if self.rotary else PositionalEmbedding(config.context, d, config.positions)
         self.dropout = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(
             TransformerBlock(d, config.num_heads, config.ff_size, config.dropout, config.norm_position,
                              causal=True, attention_impl=config.attention_impl,
-                             activation=config.activation, bias=config.bias)
+                             activation=config.activation, bias=config.bias, norm=norm,
+                             qk_norm=getattr(config, "qk_norm", False), rotary=self.rotary,
+                             max_positions=config.context)
             for _ in range(config.num_layers))
-        self.final_norm = nn.LayerNorm(d, bias=config.bias) if config.norm_position == "pre" else nn.Identity()
+        self.final_norm = make_norm(norm, d, config.bias) if config.norm_position == "pre" else nn.Identity()
         self.output = build_output_layer(config, d, self.embedding, config.bias)
         gpt2_init(self, config.num_layers)
 
@@ -66,11 +71,14 @@ class TransformerLM(LanguageModel):
                key_padding_mask: Tensor | None = None) -> Tensor:
         """The last block's states, normalised, of tokens (B, T) at positions (T,) or (B, T), after what
         `cache` holds (it is written, not advanced); `key_padding_mask` (B, cached + T) is True at padding."""
-        x = self.embedding(tokens) + self.positions(positions)                   # X = E[w] + P, (B, T, D)
+        x = self.embedding(tokens)                                               # E[w], (B, T, D)
+        if not self.rotary:
+            x = x + self.positions(positions)                                    # X = E[w] + P
         if self.training:
             x = self.dropout(x)
+        rotated = positions if self.rotary else None                             # the positions rotate q and k
         for layer, block in enumerate(self.blocks):
-            x = block(x, cache, layer, key_padding_mask=key_padding_mask)       # (B, T, D)
+            x = block(x, cache, layer, key_padding_mask=key_padding_mask, positions=rotated)   # (B, T, D)
         return self.final_norm(x)                                                # (B, T, D)
 
     def forward(self, tokens: Tensor, state: KVCache | None = None, output: str = "logits"):
@@ -99,9 +107,14 @@ class TransformerLM(LanguageModel):
         if cache.length < self.context_length and not self.training:
             # forward of one token, through the blocks' `step` (the same operations, as function calls)
             weights = state.step_weights or [block.step_weights() for block in self.blocks]
-            x = self.embedding.weight.index_select(0, tokens) + self.positions.at(cache.length)   # E[w] + P (B, D)
+            x = self.embedding.weight.index_select(0, tokens)                    # E[w] (B, D)
+            rotation = None
+            if self.rotary:
+                rotation = self.blocks[0].attention.rotary.at(cache.length)      # (cos, sin) of the position
+            else:
+                x = x + self.positions.at(cache.length)                          # E[w] + P
             for layer, block in enumerate(self.blocks):
-                x = block.step(x, cache, layer, weights[layer])                  # (B, D)
+                x = block.step(x, cache, layer, weights[layer], rotation)        # (B, D)
             cache.advance(1)
             return self.output(self.final_norm(x)), SlidingState(cache, history, weights), None   # (B, V)
         if cache.length < self.context_length:

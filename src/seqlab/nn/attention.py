@@ -5,6 +5,9 @@ query against every key by a dot product scaled by sqrt(d_k), masks the future (
 and takes the softmax-weighted sum of the values (eqs. 9.20-9.21); the heads are concatenated and
 projected by W^O. Two implementations compute the same thing: the textbook one below (readable,
 returns the attention weights) and PyTorch's fused `F.scaled_dot_product_attention` (the default).
+
+Two options act on each head's queries and keys before their dot product: QK-norm (RMS-normalised, with a
+learned gain per dimension; Dehghani et al. 2023) and rotary position embeddings (`Rotary`, Su et al. 2021).
 """
 
 from __future__ import annotations
@@ -18,6 +21,48 @@ from torch import Tensor, nn
 from seqlab.errors import SeqlabError
 
 ATTENTION_IMPLS = ("sdpa", "textbook")
+
+
+class Rotary(nn.Module):
+    """Rotary position embeddings (RoFormer, Su et al. 2021, eq. 34): the pair (x_i, x_{i + d/2}) of a query or
+    key at position m is rotated by the angle m * theta_i, theta_i = 10000^(-2i/d), i = 0 .. d/2 - 1:
+
+        x'_i       = x_i cos(m theta_i) - x_{i+d/2} sin(m theta_i)
+        x'_{i+d/2} = x_i sin(m theta_i) + x_{i+d/2} cos(m theta_i)
+
+    so that q'_m . k'_n depends on the positions only through m - n (eq. 16). The pairs are the two halves of
+    the head (GPT-NeoX's layout; the paper pairs neighbours, the same up to a permutation of W^Q and W^K)."""
+
+    def __init__(self, head_size: int, max_positions: int, base: float = 10000.0):
+        super().__init__()
+        if head_size % 2:
+            raise SeqlabError(f"rotary embeddings need an even head size, not {head_size}")
+        theta = base ** (-torch.arange(0, head_size, 2, dtype=torch.float) / head_size)  # theta_i, (d/2,)
+        angles = torch.arange(max_positions, dtype=torch.float)[:, None] * theta[None, :]   # m theta_i, (C, d/2)
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+        self.max_positions = max_positions
+
+    def forward(self, x: Tensor, positions: Tensor) -> Tensor:
+        """x (B, nh, T, hs) at positions (T,) or (B, T) -> x rotated, (B, nh, T, hs)."""
+        if positions.dim() == 2:
+            return rotate(x, self.cos[positions][:, None], self.sin[positions][:, None])   # (B, 1, T, hs/2)
+        return rotate(x, self.cos[positions], self.sin[positions])                        # (T, hs/2)
+
+    def at(self, position: int) -> tuple[Tensor, Tensor]:
+        """(cos, sin) (hs/2,) of one position, for `rotate` (decoding one token at a time)."""
+        return self.cos[position], self.sin[position]
+
+
+def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """eq. 34 on the halves (x1, x2) of x's last dimension: [x1 cos - x2 sin ; x1 sin + x2 cos]."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+
+
+def qk_normalise(x: Tensor, weight: Tensor, eps: float = 1e-5) -> Tensor:
+    """QK-norm: each head's query or key x (..., hs) divided by its RMS, times a learned gain (hs,)."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
 
 
 def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
@@ -98,7 +143,9 @@ class MultiHeadAttention(nn.Module):
     """Multi-head self-attention: x (B, T, D) -> (B, T, D)."""
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, causal: bool = True,
-                 impl: str = "sdpa", bias: bool = True):
+                 impl: str = "sdpa", bias: bool = True, qk_norm: bool = False, rotary_positions: int = 0):
+        """`qk_norm`: RMS-normalise each head's queries and keys; `rotary_positions` > 0: rotary embeddings over
+        that many positions."""
         super().__init__()
         if d_model % num_heads:
             raise SeqlabError(f"the model width {d_model} must be a multiple of the number of heads "
@@ -109,13 +156,24 @@ class MultiHeadAttention(nn.Module):
         self.causal, self.dropout, self.impl = causal, dropout, impl
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)   # W^Q, W^K, W^V of every head, stacked
         self.out = nn.Linear(d_model, d_model, bias=bias)       # W^O
+        self.q_norm = nn.Parameter(torch.ones(self.head_size)) if qk_norm else None    # QK-norm's gains
+        self.k_norm = nn.Parameter(torch.ones(self.head_size)) if qk_norm else None
+        self.rotary = Rotary(self.head_size, rotary_positions) if rotary_positions else None
         self.last_weights: Tensor | None = None        # (B, nh, T, S) of the last textbook call
 
     def forward(self, x: Tensor, cache: KVCache | None = None, layer: int = 0,
-                key_padding_mask: Tensor | None = None) -> Tensor:
+                key_padding_mask: Tensor | None = None, positions: Tensor | None = None) -> Tensor:
+        """`positions` (T,) or (B, T): the rows' positions for rotary embeddings (default: after the cache)."""
         B, T, D = x.shape
         qkv = self.qkv(x).view(B, T, 3, self.num_heads, self.head_size)  # (B, T, 3, nh, hs)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)                   # (B, nh, T, hs) each
+        if self.q_norm is not None:
+            q, k = qk_normalise(q, self.q_norm), qk_normalise(k, self.k_norm)
+        if self.rotary is not None:
+            if positions is None:
+                start = cache.length if cache is not None else 0
+                positions = torch.arange(start, start + T, device=x.device)
+            q, k = self.rotary(q, positions), self.rotary(k, positions)  # rotated by their positions
         if cache is not None:
             k, v = cache.append(layer, k, v)                             # (B, nh, S, hs)
         S = k.size(2)
@@ -139,14 +197,20 @@ class MultiHeadAttention(nn.Module):
         return self.out(y)                                               # (B, T, D)
 
     def step(self, x: Tensor, cache: KVCache, layer: int, qkv: tuple | None = None,
-             out: tuple | None = None) -> Tensor:
+             out: tuple | None = None, rotation: tuple[Tensor, Tensor] | None = None) -> Tensor:
         """One new position per row after what `cache` holds, x (B, D) -> (B, D): `forward` of a one-token
         input in eval (no mask: the one query may see every cached key; no dropout), the same operations on
         the same values, called as functions; `qkv` and `out` are the (weight, bias) of W^Q W^K W^V and W^O,
-        when the caller has them at hand. The cache is written, not advanced."""
+        when the caller has them at hand; `rotation` the (cos, sin) of the position (`Rotary.at`), with rotary
+        embeddings (default: the cache's length). The cache is written, not advanced."""
         B, D = x.shape
         qkv = F.linear(x, *(qkv or (self.qkv.weight, self.qkv.bias)))                     # (B, 3D)
         q, k, v = qkv.view(B, 3, self.num_heads, 1, self.head_size).unbind(1)            # (B, nh, 1, hs) each
+        if self.q_norm is not None:
+            q, k = qk_normalise(q, self.q_norm), qk_normalise(k, self.k_norm)
+        if self.rotary is not None:
+            cos, sin = rotation or self.rotary.at(cache.length)
+            q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         k, v = cache.append(layer, k, v)                                                 # (B, nh, S, hs)
         if self.impl == "sdpa":
             y = F.scaled_dot_product_attention(q, k, v)                                  # (B, nh, 1, hs)

@@ -63,12 +63,15 @@ class TrainConfig:
                              at_least=0)
     batch_size: int = option(20, "sequences per optimizer step, over all processes", at_least=1)
     eval_batch_size: int = option(10, "parallel streams (or windows) in evaluation", at_least=1)
-    optimizer: str = option("adamw", "optimizer", choices=OPTIMIZERS)
+    optimizer: str = option("adamw", "optimizer (muon: Muon for the hidden matrices, AdamW for embeddings, the "
+                            "output layer, biases and gains, at one rate)", choices=OPTIMIZERS)
     lr: float = option(1e-3, "base learning rate", above=0)
     momentum: float = option(0.0, "SGD momentum", at_least=0, below=1)
     weight_decay: float = option(0.0, "weight decay on matrices and embeddings (decoupled for adamw)", at_least=0)
-    beta1: float = option(0.9, "Adam beta1", at_least=0, below=1, when={"optimizer": ("adam", "adamw")})
-    beta2: float = option(0.999, "Adam beta2", at_least=0, below=1, when={"optimizer": ("adam", "adamw")})
+    beta1: float = option(0.9, "Adam beta1 (muon: of the AdamW part)", at_least=0, below=1,
+                          when={"optimizer": ("adam", "adamw", "muon")})
+    beta2: float = option(0.999, "Adam beta2 (muon: of the AdamW part)", at_least=0, below=1,
+                          when={"optimizer": ("adam", "adamw", "muon")})
     schedule: str = option("cosine", "learning-rate schedule", choices=SCHEDULES)
     warmup_steps: int = option(0, "linear warm-up steps", at_least=0)
     lr_decay: float = option(0.25, "step/plateau schedules: multiply the rate by this", above=0, at_most=1,
