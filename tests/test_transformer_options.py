@@ -154,6 +154,22 @@ def test_decoding_one_token_at_a_time_equals_the_parallel_forward(name):
             torch.testing.assert_close(logits, expected[:, t], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("name", list(OPTIONS))
+def test_no_position_sees_the_future(name):
+    """Changing the tokens after position t leaves the logits up to t as they were (the causal mask holds with
+    rotary embeddings and QK-norm)."""
+    torch.manual_seed(2)
+    model = lm(**OPTIONS[name]).eval()
+    tokens = torch.randint(4, 20, (2, 12))
+    changed = tokens.clone()
+    changed[:, 7:] = torch.randint(4, 20, (2, 5))
+    with torch.no_grad():
+        before, _ = model(tokens)
+        after, _ = model(changed)
+    torch.testing.assert_close(before[:, :7], after[:, :7])
+    assert not torch.allclose(before[:, 7:], after[:, 7:])
+
+
 # ---------------------------------------------------------------- Muon
 
 def test_orthogonalise_brings_every_singular_value_near_one():
@@ -279,3 +295,32 @@ def test_hf_export_refuses_the_options_gpt2_cannot_hold():
                       activation="gelu", tie_weights=True, bias=False, positions="rotary", qk_norm=True)
     with pytest.raises(SeqlabError, match="--positions rotary.*--qk-norm"):
         check_gpt2_options(config)
+
+
+@pytest.mark.slow
+def test_onnx_export_of_every_option_steps_as_pytorch(tmp_path):
+    """The exported step (it re-reads its window) equals `step` over the KV cache, past the context, where both
+    slide."""
+    import numpy as np
+
+    pytest.importorskip("onnxruntime")
+    from seqlab.export.onnx import export_onnx
+    from seqlab.export.runtime import load_export
+
+    config = tiny_config(tmp_path / "run", "transformer", tokenizer="char")
+    for name, value in OPTIONS["all"].items():
+        setattr(config.model, name, value)
+    config.model.norm_position = "pre"
+    train_lm(config)
+    export_onnx(tmp_path / "run", tmp_path / "export")
+    model, onnx = seqlab.load(tmp_path / "run").model, load_export(tmp_path / "export")
+    prompt = torch.randint(5, model.embedding.num_embeddings, (2, 5), generator=torch.Generator().manual_seed(0))
+    state, values = model.start(prompt), onnx.start(2)
+    for token in prompt[:, :-1].T:
+        _, values = onnx.step(token.numpy(), values)
+    tokens = prompt[:, -1]
+    for _ in range(24):                                      # the context is 16
+        expected, state, _ = model.step(tokens, state)
+        got, values = onnx.step(tokens.numpy(), values)
+        np.testing.assert_allclose(got, expected.detach().numpy(), atol=1e-4)
+        tokens = expected.argmax(-1)
