@@ -53,20 +53,25 @@ ROWS = {   # name: options added to the config's
     "modern-lr3e-3": [*MODERN, "--lr", "3e-3", "--min-lr", "3e-4"],
     "modern-muon": [*MODERN, "--optimizer", "muon"],
     "modern-muon-lr2e-3": [*MODERN, "--optimizer", "muon", "--lr", "2e-3", "--min-lr", "2e-4"],
+    "modern-muon-lr3e-3": [*MODERN, "--optimizer", "muon", "--lr", "3e-3", "--min-lr", "3e-4"],
 }
 
 
 def run_row(name: str, options: list[str], seeds: list[int], train: Path, valid: Path, extra: list[str],
-            folder: Path, config: str = CONFIG) -> dict:
+            folder: Path, config: str = CONFIG, reuse: bool = False) -> dict:
     values, walls, speeds = [], [], []
     for seed in seeds:
         output = folder / f"{name}-seed{seed}"
         command = ["train", "lm", "--config", config, "--train", str(train), "--valid", str(valid), "--output",
                    str(output), "--overwrite", "--seed", str(seed), "--eval-every", "500", *options, *extra]
-        start = time.time()
-        if seqlab_main(command):
-            raise SystemExit(f"{name}: training failed")
-        walls.append(time.time() - start)
+        if reuse and finished(output):
+            records = [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
+            walls.append(max(r.get("elapsed_s", 0.0) for r in records))
+        else:
+            start = time.time()
+            if seqlab_main(command):
+                raise SystemExit(f"{name}: training failed")
+            walls.append(time.time() - start)
         metrics = [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
         values.append(next(m["loss"] for m in metrics if m.get("final") and m["split"] == "valid"))
         log = [json.loads(line) for line in (output / "train_log.jsonl").read_text().splitlines()]
@@ -80,6 +85,12 @@ def run_row(name: str, options: list[str], seeds: list[int], train: Path, valid:
                   wall_s=round(statistics.mean(walls), 1), target=TARGET,
                   device=device_name("cpu"),
                   note=" ".join(options) or (f"the shipped {config}" if config != CONFIG else "nanoGPT's recipe"))
+
+
+def finished(output: Path) -> bool:
+    """A run of this row and seed that went to its end (its final valid record written)."""
+    path = output / "metrics.jsonl"
+    return path.exists() and any(json.loads(line).get("final") for line in path.read_text().splitlines())
 
 
 def plot() -> Path:
@@ -117,6 +128,8 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1111])
     parser.add_argument("--data-dir", default="../shared/data")
     parser.add_argument("--plot", action="store_true", help="only redraw the figure from the results file")
+    parser.add_argument("--reuse", action="store_true", help="read a row and seed's finished run under runs/recipe "
+                        "instead of training it again (wall_s is then its training time)")
     parser.add_argument("seqlab_options", nargs=argparse.REMAINDER, help="further `seqlab train lm` options after --")
     args = parser.parse_args()
     if args.plot:
@@ -130,7 +143,8 @@ def main() -> int:
     extra = [a for a in args.seqlab_options if a != "--"]
     for name in args.rows:
         config = BEST if name == "best" else CONFIG
-        row = run_row(name, ROWS.get(name, []), args.seeds, train, valid, extra, Path("runs/recipe"), config)
+        row = run_row(name, ROWS.get(name, []), args.seeds, train, valid, extra, Path("runs/recipe"), config,
+                      args.reuse)
         write_records("transformer_recipe", [row], "Transformer recipes at nanoGPT's tokens (Tiny Shakespeare)",
                       notes="Valid loss in nats per character over the whole validation split (nanoGPT's 90/10 "
                             "split), after 2000 steps of 12 x 64 characters; `value` is the mean over the row's "
