@@ -59,7 +59,9 @@ def describe(config) -> str:
     if model.arch in ("rnn", "lstm", "gru"):
         arch = ("bi-" if model.bidirectional else "") + model.arch + f" {model.hidden_size}"
         arch += f" x{model.num_layers}" if model.num_layers > 1 else ""
-        return arch + (f", {model.attention} attention" if model.attention != "none" else ", no attention")
+        arch += f", {model.attention} attention" if model.attention != "none" else ", no attention"
+        extras = [name for name in ("copy", "coverage") if getattr(model, name, False)]
+        return arch + "".join(f" + {name}" for name in extras)
     kind = "transformer enc-dec" if model.arch == "transformer" else "decoder-only lm with <sep>"
     return f"{kind} d{model.embedding_size} x{model.num_layers}"
 

@@ -189,30 +189,38 @@ def best_first(hypotheses: list[Hypothesis], nbest: int) -> list[Hypothesis]:
 # ------------------------------------------------------------------------ sequence to sequence
 
 
+def start_model(model, source: Tensor, lengths: Tensor, source_copy: Tensor | None = None):
+    """`model.start(source, lengths)`; a copy model's (See et al. 2017) with the sources' extended ids too."""
+    return model.start(source, lengths) if source_copy is None else model.start(source, lengths, source_copy)
+
+
 @torch.no_grad()
 def decode(model, source: Tensor, lengths: Tensor, options: SearchOptions | None = None,
-           need_weights: bool = False) -> list[list[Hypothesis]]:
+           need_weights: bool = False, source_copy: Tensor | None = None) -> list[list[Hypothesis]]:
     """Decode a batch of right-padded sources (B, S) with lengths (B,): `options.nbest` hypotheses per
     sentence, best first. With `need_weights`, each hypothesis carries its attention over the source
-    (models that attend: the RNNs with attention and the transformer's last cross-attention layer)."""
+    (models that attend: the RNNs with attention and the transformer's last cross-attention layer).
+    A copy model takes `source_copy` (B, S), the sources' extended ids; its hypotheses' ids from V on are
+    copied source words (`PairBatch.oovs`)."""
     options = options or SearchOptions()
     need_weights = need_weights and model.attends        # models without attention have no weights to give
     was_training = model.training
     model.eval()
     try:
         if options.beam == 1:
-            return [[h] for h in greedy(model, source, lengths, options, need_weights)]
-        return beam_search(model, source, lengths, options, need_weights)
+            return [[h] for h in greedy(model, source, lengths, options, need_weights, source_copy)]
+        return beam_search(model, source, lengths, options, need_weights, source_copy)
     finally:
         model.train(was_training)
 
 
 @torch.no_grad()
-def greedy(model, source: Tensor, lengths: Tensor, options: SearchOptions, need_weights: bool = False):
+def greedy(model, source: Tensor, lengths: Tensor, options: SearchOptions, need_weights: bool = False,
+           source_copy: Tensor | None = None):
     """The most likely token at each step (or a sampled one, with options.sample)."""
     B = source.size(0)
     limit = max_lengths(lengths, options, model)
-    state = model.start(source, lengths)
+    state = start_model(model, source, lengths, source_copy)
     tokens = torch.full((B,), model.start_token, dtype=torch.long, device=source.device)
     generator = seeded(options.seed, source.device) if options.sample else None
     steps = greedy_steps(model, state, tokens, processors_for(options, options.sample), options.sample,
@@ -248,10 +256,10 @@ def greedy(model, source: Tensor, lengths: Tensor, options: SearchOptions, need_
 
 @torch.no_grad()
 def beam_search(model, source: Tensor, lengths: Tensor, options: SearchOptions,
-                need_weights: bool = False) -> list[list[Hypothesis]]:
+                need_weights: bool = False, source_copy: Tensor | None = None) -> list[list[Hypothesis]]:
     """Beam search over a batch of sources: `options.nbest` hypotheses per sentence, best first."""
     limit = max_lengths(lengths, options, model)
-    state = model.start(source, lengths)
+    state = start_model(model, source, lengths, source_copy)
     tokens = torch.full((source.size(0),), model.start_token, dtype=torch.long, device=source.device)
     finished = beam_steps(model, state, tokens, limit, options.beam, options.length_penalty, True, need_weights,
                           lengths)

@@ -175,6 +175,7 @@ def _train(config: Seq2SeqTrainConfig, run_dir: Path, device, resume: bool, over
     dev, dev_path = read_pairs(data, "dev", required=True)
     test, test_path = read_pairs(data, "test")
     vocabulary = read_vocabulary(run_dir, config) if resume else build_vocabulary(train, config)
+    vocabulary.copy = model_config.copy          # each pair also as ids of the extended vocabulary (See et al.)
     model_config = dataclasses.replace(model_config, source_vocab_size=len(vocabulary.source_vocab),
                                        target_vocab_size=len(vocabulary.target_vocab))
     config = dataclasses.replace(config, model=model_config)
@@ -194,9 +195,11 @@ def _train(config: Seq2SeqTrainConfig, run_dir: Path, device, resume: bool, over
     sides = (f"{len(vocabulary.source_vocab):,} tokens (shared)" if data.shared_vocab else
              f"{len(vocabulary.source_vocab):,} source / {len(vocabulary.target_vocab):,} target tokens")
     attention = f" with {model_config.attention} attention" if model_config.attention != "none" else ""
+    attention += " + copy" * model_config.copy + " + coverage" * model_config.coverage
     task = Seq2SeqTask(vocabulary, encoded[0], encoded[1], encoded[2] or None, config.train.batch_size,
                        config.train.eval_batch_size, config.train.seed, model_config.label_smoothing,
-                       model_config.arch == "lm" and model_config.lm_loss == "all", config.train.fused_output)
+                       model_config.arch == "lm" and model_config.lm_loss == "all", config.train.fused_output,
+                       model_config.coverage_weight if model_config.coverage else 0.0)
     log(f"{len(encoded[0]):,} training pairs; vocabulary {sides}; {model_config.arch}{attention} with "
         f"{model.num_parameters():,} parameters on {device}; {task.output_note}")
     if rank == 0 and not resume:
@@ -250,7 +253,10 @@ def read_run_config(run_dir: str | Path) -> Seq2SeqTrainConfig:
 
 def read_vocabulary(run_dir: Path, config: Seq2SeqTrainConfig) -> PairVocabulary:
     data = config.data
-    return read_pair_vocabulary(run_dir, config.model.arch == "lm", data.max_source_length, data.max_target_length)
+    vocabulary = read_pair_vocabulary(run_dir, config.model.arch == "lm", data.max_source_length,
+                                      data.max_target_length)
+    vocabulary.copy = config.model.copy
+    return vocabulary
 
 
 # ---------------------------------------------------------------------------- a trained model
@@ -322,13 +328,19 @@ class TrainedSeq2Seq(FromRun):
         groups = length_batches([len(e.source) for e in encoded], batch_size, None)
         for group in progress_bar(groups, progress, desc="decoding", unit="batch", leave=False):
             batch = self.vocabulary.collate([encoded[i] for i in group]).to(self.device)
-            hypotheses = decode(self.model, batch.source, batch.source_lengths, options, need_weights=attention)
+            hypotheses = decode(self.model, batch.source, batch.source_lengths, options, need_weights=attention,
+                                source_copy=batch.source_copy)
             for i, best in zip(group, hypotheses, strict=True):
-                results[i] = self._output(best[0], source_tokens[i][:len(encoded[i].source)])
+                results[i] = self._output(best[0], source_tokens[i][:len(encoded[i].source)], encoded[i].oovs)
         return results
 
-    def _output(self, hypothesis: Hypothesis, source_tokens: list[str]) -> Output:
-        tokens = self.vocabulary.target_vocab.decode(hypothesis.tokens)
+    def _output(self, hypothesis: Hypothesis, source_tokens: list[str], oovs: list[str] | None = None) -> Output:
+        vocab = self.vocabulary.target_vocab
+        V = len(vocab)
+        # a copy model's id V + k is the k-th out-of-vocabulary word of its source (See et al. 2017)
+        oovs = oovs or []
+        tokens = [vocab.tokens[i] if i < V else oovs[i - V] if i - V < len(oovs) else vocab.tokens[UNK]
+                  for i in hypothesis.tokens]
         weights = None if hypothesis.attention is None else hypothesis.attention.tolist()
         return Output(self.vocabulary.target_tokenizer.detokenize(tokens), tokens, hypothesis.score,
                       hypothesis.normalized, hypothesis.finished, source_tokens, weights)
