@@ -109,6 +109,9 @@ class Seq2SeqTask:
         mean_length = sum(decoder_positions(item, vocabulary.joint) for item in train) / max(len(train), 1)
         self.fused_output, self.output_note = choose_fused_output(
             fused_output, round(batch_size * mean_length), len(vocabulary.target_vocab))
+        if vocabulary.copy or coverage_weight:        # eq. 9's mixture / eq. 12's attention need the full pass
+            self.fused_output = False
+            self.output_note = "output layer: plain (copy attention and coverage read the whole decoder pass)"
         self.valid_data = pair_batches(valid, vocabulary, eval_batch_size, None)
         self.test_data = pair_batches(test, vocabulary, eval_batch_size, None) if test else None
         self._epoch_batches: tuple[int, list[PairBatch]] | None = None
