@@ -269,3 +269,18 @@ def test_onnx_export_of_a_copy_model_is_refused_in_one_line(copy_run, tmp_path, 
     err = capsys.readouterr().err.strip()
     assert code == 2 and "--copy models cannot be exported to ONNX yet" in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "onnx").exists()
+
+
+def test_the_aeslc_copy_configs_are_the_measured_recipe():
+    """configs/aeslc-gru-copy.yaml holds the options of the AESLC copy row; the coverage one adds coverage."""
+    from seqlab.pipelines.seq2seq import resolve_seq2seq_config
+
+    folder = Path(__file__).parent.parent / "configs"
+    measured = {"arch": "gru", "attention": "additive", "copy": True, "bidirectional": True, "tie_embeddings": True,
+                "share_embeddings": True, "init_range": 0.1, "embedding_size": 256, "hidden_size": 256,
+                "dropout": 0.3, "tokenizer": "word", "shared_vocab": True, "max_vocab": 30000,
+                "max_source_length": 100, "max_target_length": 32, "long_pairs": "truncate", "epochs": 4,
+                "batch_size": 32, "eval_batch_size": 64}
+    assert resolve_seq2seq_config(folder / "aeslc-gru-copy.yaml") == resolve_seq2seq_config(None, measured)
+    coverage = resolve_seq2seq_config(None, {**measured, "coverage": True, "coverage_weight": 1.0})
+    assert resolve_seq2seq_config(folder / "aeslc-gru-copy-coverage.yaml") == coverage
