@@ -284,3 +284,16 @@ def test_the_aeslc_copy_configs_are_the_measured_recipe():
     assert resolve_seq2seq_config(folder / "aeslc-gru-copy.yaml") == resolve_seq2seq_config(None, measured)
     coverage = resolve_seq2seq_config(None, {**measured, "coverage": True, "coverage_weight": 1.0})
     assert resolve_seq2seq_config(folder / "aeslc-gru-copy-coverage.yaml") == coverage
+
+
+def test_serve_answers_with_a_copy_model_as_the_python_api_does(copy_run):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from seqlab.serve import create_app
+
+    client = TestClient(create_app([copy_run]))
+    sources = ["der hund zebra sieht .", "der mann mag der katze ."]
+    model = client.get("/v1/models").json()["models"][0]["name"]
+    decoded = client.post("/v1/translate", json={"model": model, "text": sources, "beam": 2}).json()["results"]
+    assert [d["text"] for d in decoded] == seqlab.load(copy_run).translate(sources, beam=2)
