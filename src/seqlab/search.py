@@ -64,6 +64,13 @@ def max_lengths(lengths: Tensor, options: SearchOptions, model) -> Tensor:
 # ------------------------------------------------------------------------------ choosing a token
 
 
+def blocked_tokens(model) -> BlockTokens:
+    """The tokens a search never chooses: <pad>, <s>, <sep>, and those the model adds (`never_generated`:
+    a copy model's <unk>, since it writes a source word instead)."""
+    extra = tuple(getattr(model, "never_generated", ()))
+    return BlockTokens(NEVER_GENERATED + extra) if extra else BlockTokens()
+
+
 def choose_tokens(logits: Tensor, processors: list, sample: bool,
                   generator: torch.Generator | None = None) -> Tensor:
     """The next tokens (B,) from logits (B, V): the argmax of the processed logits, or a draw from their
@@ -90,8 +97,8 @@ def greedy_steps(model, state, tokens: Tensor, processors: list, sample: bool = 
     that never reads them spares a log-softmax over the vocabulary per token) and the attention weights
     (B, S) or None. The never-generated tokens are blocked once per step, for the choice and the log
     probabilities alike."""
-    block = BlockTokens()
-    rest = processors[1:] if processors[:1] == [block] else processors      # `block` is applied below
+    block = blocked_tokens(model)
+    rest = processors[1:] if processors[:1] == [BlockTokens()] else processors   # `block` is applied below
     while True:
         logits, state, weights = model.step(tokens, state, need_weights)                # (B, V)
         blocked = block(logits)                                                        # (B, V)
@@ -117,7 +124,7 @@ def beam_steps(model, state, tokens: Tensor, limit: Tensor, beam: int, length_pe
     attention = None                              # (B*K, t, S), from the first step's weights
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     alive = list(range(B))                        # the original sentence of each live batch row group
-    block = BlockTokens()
+    block = blocked_tokens(model)
 
     def finish(b: int, row: int, score: float, ended: bool, weights: Tensor | None) -> None:
         ids = history[row].tolist()
@@ -131,8 +138,8 @@ def beam_steps(model, state, tokens: Tensor, limit: Tensor, beam: int, length_pe
     for t in range(int(limit.max())):
         logits, state, weights = model.step(tokens, state, need_weights)
         V = logits.size(-1)
-        if t == 0 and ends_at_eos and K > V - len(NEVER_GENERATED):
-            raise SeqlabError(f"--beam {K} is larger than the {V - len(NEVER_GENERATED)} tokens the model can "
+        if t == 0 and ends_at_eos and K > V - len(block.ids):
+            raise SeqlabError(f"--beam {K} is larger than the {V - len(block.ids)} tokens the model can "
                               "produce; use a smaller beam")
         if need_weights:
             weights = weights.float().cpu()

@@ -63,6 +63,9 @@ class RNNEncoderDecoder(Seq2SeqModel):
                                                                            coverage=config.coverage)
         self.attends = self.attention is not None
         self.copy, self.coverage = config.copy, config.coverage
+        # decoding never writes <unk> with copy: a word out of the vocabulary is copied from the source, and a
+        # target word that is in neither comes out as the next most likely word (ROUGE / BLEU score <unk> as 0)
+        self.never_generated = (UNK,) if self.copy else ()
         if (self.copy or self.coverage) and self.attention is None:
             raise SeqlabError("--copy and --coverage need attention over the source: add --attention dot, "
                               "bilinear or additive")
