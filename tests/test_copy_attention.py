@@ -297,3 +297,24 @@ def test_serve_answers_with_a_copy_model_as_the_python_api_does(copy_run):
     model = client.get("/v1/models").json()["models"][0]["name"]
     decoded = client.post("/v1/translate", json={"model": model, "text": sources, "beam": 2}).json()["results"]
     assert [d["text"] for d in decoded] == seqlab.load(copy_run).translate(sources, beam=2)
+
+
+def test_init_from_a_trained_copy_run_adds_coverage_at_zero(tmp_path):
+    """--init-from (See et al. add coverage to a trained pointer-generator): the run's weights, w_c as
+    initialised (zero: the coverage model starts as the copy model); weights that do not fit are refused."""
+    from seqlab.errors import SeqlabError
+    from seqlab.pipelines.seq2seq import initialise_from
+    from seqlab.training.checkpoint import save_model
+
+    torch.manual_seed(0)
+    copy_model = build_model(tiny(attention="additive"))
+    (tmp_path / "run").mkdir()
+    save_model(tmp_path / "run" / "model.safetensors", copy_model)
+    torch.manual_seed(1)
+    coverage_model = build_model(tiny(attention="additive", coverage=True))
+    initialise_from(coverage_model, tmp_path / "run")
+    for name, value in copy_model.state_dict().items():
+        assert torch.equal(coverage_model.state_dict()[name], value), name
+    assert torch.equal(coverage_model.attention.w_c, torch.zeros(8))
+    with pytest.raises(SeqlabError, match="do not fit"):
+        initialise_from(build_model(tiny(attention="additive", hidden_size=16)), tmp_path / "run")

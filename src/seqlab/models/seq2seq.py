@@ -82,6 +82,9 @@ class Seq2SeqConfig:
     coverage_weight: float = option(1.0, "with --coverage: λ, the weight of the coverage loss "
                                          "Σ_i min(a_i^t, c_i^t) (See et al. eq. 13)", at_least=0,
                                     when={"arch": RECURRENT})
+    init_from: str = option("", "start from the best weights (and the vocabulary) of this trained run, the "
+                                "options it lacks (--coverage's w_c) at their initial values: See et al. "
+                                "add coverage to a trained pointer-generator so", when={"arch": RECURRENT})
     label_smoothing: float = option(0.0, "training loss: label smoothing (0: plain cross-entropy)", at_least=0, below=1)
     lm_loss: str = option("target", "lm: the loss on the target tokens only, or on every token (source too)",
                           choices=("target", "all"), when={"arch": ("lm",)})

@@ -174,7 +174,11 @@ def _train(config: Seq2SeqTrainConfig, run_dir: Path, device, resume: bool, over
     train, train_path = read_pairs(data, "train", required=True)
     dev, dev_path = read_pairs(data, "dev", required=True)
     test, test_path = read_pairs(data, "test")
-    vocabulary = read_vocabulary(run_dir, config) if resume else build_vocabulary(train, config)
+    init = Path(model_config.init_from) if model_config.init_from and not resume else None
+    if init is not None:                          # the ids the weights were trained with
+        vocabulary = read_vocabulary(init, read_run_config(init))
+    else:
+        vocabulary = read_vocabulary(run_dir, config) if resume else build_vocabulary(train, config)
     vocabulary.copy = model_config.copy          # each pair also as ids of the extended vocabulary (See et al.)
     model_config = dataclasses.replace(model_config, source_vocab_size=len(vocabulary.source_vocab),
                                        target_vocab_size=len(vocabulary.target_vocab))
@@ -189,7 +193,10 @@ def _train(config: Seq2SeqTrainConfig, run_dir: Path, device, resume: bool, over
     if not encoded[0]:
         raise SeqlabError(f"{train_path}: no training pair is within the length limits")
     torch.manual_seed(config.train.seed)
-    model = build_model(model_config).to(device)
+    model = build_model(model_config)
+    if init is not None:
+        initialise_from(model, init)
+    model = model.to(device)
     rank = distributed.world()[0]
     torch.manual_seed(config.train.seed + rank)
     sides = (f"{len(vocabulary.source_vocab):,} tokens (shared)" if data.shared_vocab else
@@ -206,6 +213,23 @@ def _train(config: Seq2SeqTrainConfig, run_dir: Path, device, resume: bool, over
         write_run_files(run_dir, config, vocabulary, overwrite)
     distributed.barrier()
     return Trainer(task, model, config.train, run_dir, device, callback).fit(resume=resume)
+
+
+def initialise_from(model, run: Path) -> None:
+    """The best weights of a trained run into `model` (--init-from): every tensor must fit a parameter of
+    the same name and shape; the model's own parameters that the run lacks (a coverage attention's w_c,
+    See et al. 2017) keep their initial values."""
+    from seqlab.training.checkpoint import load_tensors
+
+    if not (run / "model.safetensors").exists():
+        raise SeqlabError(f"--init-from {run}: no model.safetensors there (not a trained seq2seq run)")
+    tensors, _ = load_tensors(run / "model.safetensors")
+    own = model.state_dict()
+    wrong = [name for name, t in tensors.items() if name not in own or own[name].shape != t.shape]
+    if wrong:
+        raise SeqlabError(f"--init-from {run}: its weights do not fit this model ({wrong[0]} and "
+                          f"{len(wrong) - 1} more); keep the architecture options of that run")
+    model.load_state_dict(tensors, strict=False)
 
 
 def build_vocabulary(train: list[Pair], config: Seq2SeqTrainConfig) -> PairVocabulary:
