@@ -59,7 +59,9 @@ def describe(config) -> str:
     if model.arch in ("rnn", "lstm", "gru"):
         arch = ("bi-" if model.bidirectional else "") + model.arch + f" {model.hidden_size}"
         arch += f" x{model.num_layers}" if model.num_layers > 1 else ""
-        return arch + (f", {model.attention} attention" if model.attention != "none" else ", no attention")
+        arch += f", {model.attention} attention" if model.attention != "none" else ", no attention"
+        extras = [name for name in ("copy", "coverage") if getattr(model, name, False)]
+        return arch + "".join(f" + {name}" for name in extras)
     kind = "transformer enc-dec" if model.arch == "transformer" else "decoder-only lm with <sep>"
     return f"{kind} d{model.embedding_size} x{model.num_layers}"
 
@@ -153,9 +155,11 @@ def main() -> int:
     log = [json.loads(line) for line in (output / "train_log.jsonl").read_text().splitlines()]
     metrics = [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
     periodic = [m for m in metrics if not m.get("final")]
+    if args.skip_training:          # the training time the run itself logged (to its last periodic evaluation)
+        wall = max((m["elapsed_s"] for m in periodic if "elapsed_s" in m), default=None)
     valid = [m for m in metrics if m.get("final") and m["split"] == "valid"]
     common = {"task": "seq2seq", "dataset": DATASET_NAMES[args.dataset], "arch": describe(model.config),
-              "params": model.model.num_parameters(), "wall_s": None if args.skip_training else round(wall, 1),
+              "params": model.model.num_parameters(), "wall_s": None if wall is None else round(wall, 1),
               "epochs": periodic[-1]["epoch"] if periodic else None,
               "target_tokens_per_s_training": statistics.median(r["tokens_per_s"] for r in log) if log else None,
               "device": device_name("cpu" if model.config.train.device in ("auto", "cpu")

@@ -94,8 +94,9 @@ def test_configs_seq2seq_parse_and_build(path):
 
     config = resolve_seq2seq_config(path)
     assert path.read_text().startswith("#"), "each config starts with a comment saying how to run it"
+    target = 100 if config.data.shared_vocab else 90           # one vocabulary for both sides when shared
     model = build_model(config.model.__class__(**{**config.model.__dict__, "source_vocab_size": 100,
-                                                  "target_vocab_size": 90}))
+                                                  "target_vocab_size": target}))
     assert model.num_parameters() > 0
 
 

@@ -64,6 +64,13 @@ def max_lengths(lengths: Tensor, options: SearchOptions, model) -> Tensor:
 # ------------------------------------------------------------------------------ choosing a token
 
 
+def blocked_tokens(model) -> BlockTokens:
+    """The tokens a search never chooses: <pad>, <s>, <sep>, and those the model adds (`never_generated`:
+    a copy model's <unk>, since it writes a source word instead)."""
+    extra = tuple(getattr(model, "never_generated", ()))
+    return BlockTokens(NEVER_GENERATED + extra) if extra else BlockTokens()
+
+
 def choose_tokens(logits: Tensor, processors: list, sample: bool,
                   generator: torch.Generator | None = None) -> Tensor:
     """The next tokens (B,) from logits (B, V): the argmax of the processed logits, or a draw from their
@@ -90,8 +97,8 @@ def greedy_steps(model, state, tokens: Tensor, processors: list, sample: bool = 
     that never reads them spares a log-softmax over the vocabulary per token) and the attention weights
     (B, S) or None. The never-generated tokens are blocked once per step, for the choice and the log
     probabilities alike."""
-    block = BlockTokens()
-    rest = processors[1:] if processors[:1] == [block] else processors      # `block` is applied below
+    block = blocked_tokens(model)
+    rest = processors[1:] if processors[:1] == [BlockTokens()] else processors   # `block` is applied below
     while True:
         logits, state, weights = model.step(tokens, state, need_weights)                # (B, V)
         blocked = block(logits)                                                        # (B, V)
@@ -117,7 +124,7 @@ def beam_steps(model, state, tokens: Tensor, limit: Tensor, beam: int, length_pe
     attention = None                              # (B*K, t, S), from the first step's weights
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     alive = list(range(B))                        # the original sentence of each live batch row group
-    block = BlockTokens()
+    block = blocked_tokens(model)
 
     def finish(b: int, row: int, score: float, ended: bool, weights: Tensor | None) -> None:
         ids = history[row].tolist()
@@ -131,8 +138,8 @@ def beam_steps(model, state, tokens: Tensor, limit: Tensor, beam: int, length_pe
     for t in range(int(limit.max())):
         logits, state, weights = model.step(tokens, state, need_weights)
         V = logits.size(-1)
-        if t == 0 and ends_at_eos and K > V - len(NEVER_GENERATED):
-            raise SeqlabError(f"--beam {K} is larger than the {V - len(NEVER_GENERATED)} tokens the model can "
+        if t == 0 and ends_at_eos and K > V - len(block.ids):
+            raise SeqlabError(f"--beam {K} is larger than the {V - len(block.ids)} tokens the model can "
                               "produce; use a smaller beam")
         if need_weights:
             weights = weights.float().cpu()
@@ -189,30 +196,38 @@ def best_first(hypotheses: list[Hypothesis], nbest: int) -> list[Hypothesis]:
 # ------------------------------------------------------------------------ sequence to sequence
 
 
+def start_model(model, source: Tensor, lengths: Tensor, source_copy: Tensor | None = None):
+    """`model.start(source, lengths)`; a copy model's (See et al. 2017) with the sources' extended ids too."""
+    return model.start(source, lengths) if source_copy is None else model.start(source, lengths, source_copy)
+
+
 @torch.no_grad()
 def decode(model, source: Tensor, lengths: Tensor, options: SearchOptions | None = None,
-           need_weights: bool = False) -> list[list[Hypothesis]]:
+           need_weights: bool = False, source_copy: Tensor | None = None) -> list[list[Hypothesis]]:
     """Decode a batch of right-padded sources (B, S) with lengths (B,): `options.nbest` hypotheses per
     sentence, best first. With `need_weights`, each hypothesis carries its attention over the source
-    (models that attend: the RNNs with attention and the transformer's last cross-attention layer)."""
+    (models that attend: the RNNs with attention and the transformer's last cross-attention layer).
+    A copy model takes `source_copy` (B, S), the sources' extended ids; its hypotheses' ids from V on are
+    copied source words (`PairBatch.oovs`)."""
     options = options or SearchOptions()
     need_weights = need_weights and model.attends        # models without attention have no weights to give
     was_training = model.training
     model.eval()
     try:
         if options.beam == 1:
-            return [[h] for h in greedy(model, source, lengths, options, need_weights)]
-        return beam_search(model, source, lengths, options, need_weights)
+            return [[h] for h in greedy(model, source, lengths, options, need_weights, source_copy)]
+        return beam_search(model, source, lengths, options, need_weights, source_copy)
     finally:
         model.train(was_training)
 
 
 @torch.no_grad()
-def greedy(model, source: Tensor, lengths: Tensor, options: SearchOptions, need_weights: bool = False):
+def greedy(model, source: Tensor, lengths: Tensor, options: SearchOptions, need_weights: bool = False,
+           source_copy: Tensor | None = None):
     """The most likely token at each step (or a sampled one, with options.sample)."""
     B = source.size(0)
     limit = max_lengths(lengths, options, model)
-    state = model.start(source, lengths)
+    state = start_model(model, source, lengths, source_copy)
     tokens = torch.full((B,), model.start_token, dtype=torch.long, device=source.device)
     generator = seeded(options.seed, source.device) if options.sample else None
     steps = greedy_steps(model, state, tokens, processors_for(options, options.sample), options.sample,
@@ -248,10 +263,10 @@ def greedy(model, source: Tensor, lengths: Tensor, options: SearchOptions, need_
 
 @torch.no_grad()
 def beam_search(model, source: Tensor, lengths: Tensor, options: SearchOptions,
-                need_weights: bool = False) -> list[list[Hypothesis]]:
+                need_weights: bool = False, source_copy: Tensor | None = None) -> list[list[Hypothesis]]:
     """Beam search over a batch of sources: `options.nbest` hypotheses per sentence, best first."""
     limit = max_lengths(lengths, options, model)
-    state = model.start(source, lengths)
+    state = start_model(model, source, lengths, source_copy)
     tokens = torch.full((source.size(0),), model.start_token, dtype=torch.long, device=source.device)
     finished = beam_steps(model, state, tokens, limit, options.beam, options.length_penalty, True, need_weights,
                           lengths)

@@ -24,25 +24,33 @@ class PairBatch:
     """B pairs, right-padded: source (B, S) and source_lengths (B,); the decoder's input target_in (B, T)
     and what it is scored on, target_out (B, T) (<pad>: not scored). For the language model target_in is
     the whole sequence source <sep> target, target_out scores the target only, and source_out (B, T)
-    holds the next source tokens (scored with lm_loss "all")."""
+    holds the next source tokens (scored with lm_loss "all").
+
+    With copy attention (See et al. 2017) two more: source_copy (B, S), each source token's id in the
+    extended target vocabulary (its target id, or V + k for the k-th distinct source word the target
+    vocabulary lacks), and target_copy_out (B, T), target_out with the target's out-of-vocabulary words that
+    occur in the source at their extended ids (the rest stay <unk>); `oovs` lists each row's extended words."""
 
     source: Tensor
     source_lengths: Tensor
     target_in: Tensor
     target_out: Tensor
     source_out: Tensor | None = None
+    source_copy: Tensor | None = None
+    target_copy_out: Tensor | None = None
+    oovs: list[list[str]] | None = None
 
     def rows(self, start: int, stop: int) -> PairBatch:
         def cut(t):
             return None if t is None else t[start:stop]
         return PairBatch(cut(self.source), cut(self.source_lengths), cut(self.target_in), cut(self.target_out),
-                         cut(self.source_out))
+                         cut(self.source_out), cut(self.source_copy), cut(self.target_copy_out), cut(self.oovs))
 
     def to(self, device) -> PairBatch:
         def move(t):
             return None if t is None else t.to(device)
         return PairBatch(move(self.source), move(self.source_lengths), move(self.target_in), move(self.target_out),
-                         move(self.source_out))
+                         move(self.source_out), move(self.source_copy), move(self.target_copy_out), self.oovs)
 
     @property
     def num_tokens(self) -> int:
@@ -52,9 +60,15 @@ class PairBatch:
 
 @dataclass
 class EncodedPair:
+    """A pair as ids; with copy attention also `PairBatch`'s source_copy and target_copy_out rows and the
+    source's out-of-vocabulary words in order of first appearance (their extended ids V, V + 1, ...)."""
+
     source: list[int]
     target: list[int] | None
     line: int = 0
+    source_copy: list[int] | None = None
+    target_copy: list[int] | None = None
+    oovs: list[str] | None = None
 
 
 @dataclass
@@ -82,13 +96,31 @@ class LengthReport:
 
 class PairVocabulary:
     """Texts <-> token ids on both sides: a tokenizer and a vocabulary for the source and for the target
-    (the same objects when they are shared), and the length limits."""
+    (the same objects when they are shared), and the length limits. With `copy` (the pointer-generator of
+    See et al. 2017) each pair also gets its ids in the extended vocabulary (`extend`)."""
 
     def __init__(self, source_tokenizer: Tokenizer, target_tokenizer: Tokenizer, source_vocab: Vocab,
-                 target_vocab: Vocab, joint: bool = False, max_source: int = 0, max_target: int = 0):
+                 target_vocab: Vocab, joint: bool = False, max_source: int = 0, max_target: int = 0,
+                 copy: bool = False):
         self.source_tokenizer, self.target_tokenizer = source_tokenizer, target_tokenizer
         self.source_vocab, self.target_vocab = source_vocab, target_vocab
         self.joint, self.max_source, self.max_target = joint, max_source, max_target
+        self.copy = copy
+
+    def extend(self, source: list[str], target: list[str] | None) -> tuple[list[int], list[int] | None, list[str]]:
+        """See et al. 2017's extended vocabulary for one pair: the source tokens as target-vocabulary ids,
+        each word the target vocabulary lacks as V + its rank among the source's distinct such words; the
+        target likewise, where its out-of-vocabulary words occur in the source (else <unk>); and those
+        words, in extended-id order."""
+        vocab, V = self.target_vocab, len(self.target_vocab)
+        extended: dict[str, int] = {}
+        for token in source:
+            if token not in vocab and token not in extended:
+                extended[token] = V + len(extended)
+        index = vocab.index
+        source_ids = [index[t] if t in index else extended[t] for t in source]
+        target_ids = None if target is None else [index[t] if t in index else extended.get(t, UNK) for t in target]
+        return source_ids, target_ids, list(extended)
 
     def source_tokens(self, texts: list[str]) -> list[list[str]]:
         return self.source_tokenizer.tokenize_lines(texts)
@@ -125,7 +157,12 @@ class PairVocabulary:
                 if target_over:
                     target = target[:self.max_target]
                     report.truncated_targets += 1
-            encoded.append(EncodedPair(source, target, pair.line))
+            item = EncodedPair(source, target, pair.line)
+            if self.copy:
+                source_tokens = sources[i][:len(source)] or ["<unk>"]
+                item.source_copy, item.target_copy, item.oovs = self.extend(
+                    source_tokens, None if target is None else targets[i][:len(target)])
+            encoded.append(item)
         return encoded
 
     def collate(self, items: list[EncodedPair]) -> PairBatch:
@@ -155,4 +192,13 @@ class PairVocabulary:
             y = item.target or []
             target_in[b, :len(y) + 1] = torch.tensor([BOS] + y)
             target_out[b, :len(y) + 1] = torch.tensor(y + [EOS])
-        return PairBatch(source, lengths, target_in, target_out)
+        batch = PairBatch(source, lengths, target_in, target_out)
+        if items and items[0].source_copy is not None:      # copy attention: the extended ids (See et al. 2017)
+            batch.source_copy = torch.full_like(source, PAD)
+            batch.target_copy_out = target_out.clone()
+            for b, item in enumerate(items):
+                batch.source_copy[b, :len(item.source_copy)] = torch.tensor(item.source_copy)
+                if item.target_copy is not None:
+                    batch.target_copy_out[b, :len(item.target_copy)] = torch.tensor(item.target_copy)
+            batch.oovs = [item.oovs for item in items]
+        return batch

@@ -374,8 +374,12 @@ def arch_of(trained, task: str) -> str:
 
 def export_onnx(run_dir: str | Path, output: str | Path, overwrite: bool = False) -> Path:
     """Export the run's inference graphs to `output` (see the module's docstring); returns the manifest's path."""
+    from seqlab.pipelines.runs import read_run_json
     from seqlab.registry import load, run_pipeline
 
+    for name in ("copy", "coverage"):          # See et al. 2017's pointer-generator: its step has no graph yet
+        if read_run_json(Path(run_dir)).get("model", {}).get(name):
+            raise SeqlabError(f"--{name} models cannot be exported to ONNX yet")
     try:
         import onnx  # noqa: F401  (torch.onnx.export writes through it)
     except ImportError:

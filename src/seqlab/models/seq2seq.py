@@ -73,6 +73,18 @@ class Seq2SeqConfig:
                                when={"arch": ("rnn", "lstm", "gru")})
     rnn_impl: str = option("fused", "rnn / lstm / gru: PyTorch's kernels or the textbook cells",
                            choices=("fused", "textbook"), when={"arch": ("rnn", "lstm", "gru")})
+    copy: bool = option(False, "rnn / lstm / gru with --attention: the pointer-generator of See et al. 2017: "
+                               "mix the vocabulary softmax with the attention over the source, so source words, "
+                               "out-of-vocabulary ones too, can be copied", when={"arch": RECURRENT})
+    coverage: bool = option(False, "rnn / lstm / gru with --attention: the coverage of See et al. 2017 (the sum "
+                                   "of past attention feeds the attention scores) and its loss",
+                            when={"arch": RECURRENT})
+    coverage_weight: float = option(1.0, "with --coverage: λ, the weight of the coverage loss "
+                                         "Σ_i min(a_i^t, c_i^t) (See et al. eq. 13)", at_least=0,
+                                    when={"arch": RECURRENT})
+    init_from: str = option("", "start from the best weights (and the vocabulary) of this trained run, the "
+                                "options it lacks (--coverage's w_c) at their initial values: See et al. "
+                                "add coverage to a trained pointer-generator so", when={"arch": RECURRENT})
     label_smoothing: float = option(0.0, "training loss: label smoothing (0: plain cross-entropy)", at_least=0, below=1)
     lm_loss: str = option("target", "lm: the loss on the target tokens only, or on every token (source too)",
                           choices=("target", "all"), when={"arch": ("lm",)})
@@ -84,6 +96,13 @@ class Seq2SeqConfig:
         if self.attention != "none" and self.arch not in RECURRENT:
             raise SeqlabError(f"--attention {self.attention} is for rnn / lstm / gru encoder-decoders; the "
                               f"{self.arch} attends by its own design")
+        for name in ("copy", "coverage"):
+            if getattr(self, name) and self.arch not in RECURRENT:
+                raise SeqlabError(f"--{name} is for rnn / lstm / gru encoder-decoders with attention, not the "
+                                  f"{self.arch}")
+            if getattr(self, name) and self.attention == "none":
+                raise SeqlabError(f"--{name} needs attention over the source: add --attention dot, bilinear or "
+                                  "additive")
 
 
 def build_model(config: Seq2SeqConfig) -> Seq2SeqModel:

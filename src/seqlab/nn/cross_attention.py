@@ -13,6 +13,11 @@ The softmax runs over the real source positions only: padding scores -inf and ge
 The parts of a score that depend only on the encoder states (h_j^e W_s^T, W_k h_j^e) are computed
 once per sentence by `prepare`, not once per decoder step.
 
+With coverage (See et al. 2017, eqs. 10-11) the sum of the attention of the previous steps,
+c_j^i = Σ_{i' < i} α_i'j, enters each score: inside the additive score's tanh, v^T tanh(W_q h_{i-1}^d +
+W_k h_j^e + w_c c_j^i) (eq. 11), and as an additive term w_c c_j^i of the dot and bilinear scores.
+w_c starts at zero, so a coverage model starts as the plain one.
+
 The transformer decoder's cross-attention is multi-head attention whose queries come from the decoder
 and whose keys and values come from the encoder's output (projected once per sentence by
 `CrossAttention.keys_values`).
@@ -35,7 +40,8 @@ class Attention(nn.Module):
     """One query per sentence against its encoder states: query (B, Q), keys (B, S, K) -> context (B, K)
     and weights (B, S)."""
 
-    def __init__(self, kind: str, query_size: int, key_size: int, additive_size: int | None = None):
+    def __init__(self, kind: str, query_size: int, key_size: int, additive_size: int | None = None,
+                 coverage: bool = False):
         super().__init__()
         if kind not in SCORES:
             raise SeqlabError(f"unknown attention score {kind!r}: choose one of {', '.join(SCORES)}")
@@ -50,6 +56,9 @@ class Attention(nn.Module):
             self.W_q = nn.Linear(query_size, size, bias=False)
             self.W_k = nn.Linear(key_size, size, bias=True)
             self.v = nn.Linear(size, 1, bias=False)
+        self.w_c = None
+        if coverage:                                   # See et al. eq. 11: w_c, a vector inside the tanh, a scalar else
+            self.w_c = nn.Parameter(torch.zeros(size if kind == "additive" else 1))
 
     def prepare(self, keys: Tensor) -> Tensor:
         """What the score needs of the encoder states (B, S, K), computed once per sentence."""
@@ -59,15 +68,23 @@ class Attention(nn.Module):
             return self.W_k(keys)                                                 # (B, S, A)
         return keys                                                               # (B, S, K)
 
-    def scores(self, query: Tensor, prepared: Tensor) -> Tensor:
+    def scores(self, query: Tensor, prepared: Tensor, coverage: Tensor | None = None) -> Tensor:
         if self.kind == "additive":
-            return self.v(torch.tanh(self.W_q(query)[:, None, :] + prepared)).squeeze(-1)   # (B, S)
-        return (prepared @ query.unsqueeze(-1)).squeeze(-1)                                 # (B, S)
+            hidden = self.W_q(query)[:, None, :] + prepared                                 # (B, S, A)
+            if coverage is not None:
+                hidden = hidden + coverage[:, :, None] * self.w_c                           # See et al. eq. 11
+            return self.v(torch.tanh(hidden)).squeeze(-1)                                   # (B, S)
+        scores = (prepared @ query.unsqueeze(-1)).squeeze(-1)                               # (B, S)
+        return scores if coverage is None else scores + self.w_c * coverage                # + w_c c_j^i
 
-    def forward(self, query: Tensor, keys: Tensor, mask: Tensor, prepared: Tensor | None = None):
-        """query (B, Q), keys (B, S, K), mask (B, S) True at real positions -> c (B, K), α (B, S)."""
+    def forward(self, query: Tensor, keys: Tensor, mask: Tensor, prepared: Tensor | None = None,
+                coverage: Tensor | None = None):
+        """query (B, Q), keys (B, S, K), mask (B, S) True at real positions, and for a coverage attention
+        the coverage (B, S) -> c (B, K), α (B, S)."""
         prepared = self.prepare(keys) if prepared is None else prepared
-        scores = self.scores(query, prepared).masked_fill(~mask, float("-inf"))   # eqs. 13.35 / 13.38
+        if (coverage is None) != (self.w_c is None):
+            raise SeqlabError("a coverage attention takes the coverage vector, and only it does")
+        scores = self.scores(query, prepared, coverage).masked_fill(~mask, float("-inf"))  # 13.35 / 13.38
         weights = torch.softmax(scores.float(), dim=-1).to(keys.dtype)            # eq. 13.36, (B, S)
         context = (weights.unsqueeze(1) @ keys).squeeze(1)                        # eq. 13.37, (B, K)
         return context, weights

@@ -174,7 +174,12 @@ def _train(config: Seq2SeqTrainConfig, run_dir: Path, device, resume: bool, over
     train, train_path = read_pairs(data, "train", required=True)
     dev, dev_path = read_pairs(data, "dev", required=True)
     test, test_path = read_pairs(data, "test")
-    vocabulary = read_vocabulary(run_dir, config) if resume else build_vocabulary(train, config)
+    init = Path(model_config.init_from) if model_config.init_from and not resume else None
+    if init is not None:                          # the ids the weights were trained with
+        vocabulary = read_vocabulary(init, read_run_config(init))
+    else:
+        vocabulary = read_vocabulary(run_dir, config) if resume else build_vocabulary(train, config)
+    vocabulary.copy = model_config.copy          # each pair also as ids of the extended vocabulary (See et al.)
     model_config = dataclasses.replace(model_config, source_vocab_size=len(vocabulary.source_vocab),
                                        target_vocab_size=len(vocabulary.target_vocab))
     config = dataclasses.replace(config, model=model_config)
@@ -188,21 +193,43 @@ def _train(config: Seq2SeqTrainConfig, run_dir: Path, device, resume: bool, over
     if not encoded[0]:
         raise SeqlabError(f"{train_path}: no training pair is within the length limits")
     torch.manual_seed(config.train.seed)
-    model = build_model(model_config).to(device)
+    model = build_model(model_config)
+    if init is not None:
+        initialise_from(model, init)
+    model = model.to(device)
     rank = distributed.world()[0]
     torch.manual_seed(config.train.seed + rank)
     sides = (f"{len(vocabulary.source_vocab):,} tokens (shared)" if data.shared_vocab else
              f"{len(vocabulary.source_vocab):,} source / {len(vocabulary.target_vocab):,} target tokens")
     attention = f" with {model_config.attention} attention" if model_config.attention != "none" else ""
+    attention += " + copy" * model_config.copy + " + coverage" * model_config.coverage
     task = Seq2SeqTask(vocabulary, encoded[0], encoded[1], encoded[2] or None, config.train.batch_size,
                        config.train.eval_batch_size, config.train.seed, model_config.label_smoothing,
-                       model_config.arch == "lm" and model_config.lm_loss == "all", config.train.fused_output)
+                       model_config.arch == "lm" and model_config.lm_loss == "all", config.train.fused_output,
+                       model_config.coverage_weight if model_config.coverage else 0.0)
     log(f"{len(encoded[0]):,} training pairs; vocabulary {sides}; {model_config.arch}{attention} with "
         f"{model.num_parameters():,} parameters on {device}; {task.output_note}")
     if rank == 0 and not resume:
         write_run_files(run_dir, config, vocabulary, overwrite)
     distributed.barrier()
     return Trainer(task, model, config.train, run_dir, device, callback).fit(resume=resume)
+
+
+def initialise_from(model, run: Path) -> None:
+    """The best weights of a trained run into `model` (--init-from): every tensor must fit a parameter of
+    the same name and shape; the model's own parameters that the run lacks (a coverage attention's w_c,
+    See et al. 2017) keep their initial values."""
+    from seqlab.training.checkpoint import load_tensors
+
+    if not (run / "model.safetensors").exists():
+        raise SeqlabError(f"--init-from {run}: no model.safetensors there (not a trained seq2seq run)")
+    tensors, _ = load_tensors(run / "model.safetensors")
+    own = model.state_dict()
+    wrong = [name for name, t in tensors.items() if name not in own or own[name].shape != t.shape]
+    if wrong:
+        raise SeqlabError(f"--init-from {run}: its weights do not fit this model ({wrong[0]} and "
+                          f"{len(wrong) - 1} more); keep the architecture options of that run")
+    model.load_state_dict(tensors, strict=False)
 
 
 def build_vocabulary(train: list[Pair], config: Seq2SeqTrainConfig) -> PairVocabulary:
@@ -250,7 +277,10 @@ def read_run_config(run_dir: str | Path) -> Seq2SeqTrainConfig:
 
 def read_vocabulary(run_dir: Path, config: Seq2SeqTrainConfig) -> PairVocabulary:
     data = config.data
-    return read_pair_vocabulary(run_dir, config.model.arch == "lm", data.max_source_length, data.max_target_length)
+    vocabulary = read_pair_vocabulary(run_dir, config.model.arch == "lm", data.max_source_length,
+                                      data.max_target_length)
+    vocabulary.copy = config.model.copy
+    return vocabulary
 
 
 # ---------------------------------------------------------------------------- a trained model
@@ -322,13 +352,19 @@ class TrainedSeq2Seq(FromRun):
         groups = length_batches([len(e.source) for e in encoded], batch_size, None)
         for group in progress_bar(groups, progress, desc="decoding", unit="batch", leave=False):
             batch = self.vocabulary.collate([encoded[i] for i in group]).to(self.device)
-            hypotheses = decode(self.model, batch.source, batch.source_lengths, options, need_weights=attention)
+            hypotheses = decode(self.model, batch.source, batch.source_lengths, options, need_weights=attention,
+                                source_copy=batch.source_copy)
             for i, best in zip(group, hypotheses, strict=True):
-                results[i] = self._output(best[0], source_tokens[i][:len(encoded[i].source)])
+                results[i] = self._output(best[0], source_tokens[i][:len(encoded[i].source)], encoded[i].oovs)
         return results
 
-    def _output(self, hypothesis: Hypothesis, source_tokens: list[str]) -> Output:
-        tokens = self.vocabulary.target_vocab.decode(hypothesis.tokens)
+    def _output(self, hypothesis: Hypothesis, source_tokens: list[str], oovs: list[str] | None = None) -> Output:
+        vocab = self.vocabulary.target_vocab
+        V = len(vocab)
+        # a copy model's id V + k is the k-th out-of-vocabulary word of its source (See et al. 2017)
+        oovs = oovs or []
+        tokens = [vocab.tokens[i] if i < V else oovs[i - V] if i - V < len(oovs) else vocab.tokens[UNK]
+                  for i in hypothesis.tokens]
         weights = None if hypothesis.attention is None else hypothesis.attention.tolist()
         return Output(self.vocabulary.target_tokenizer.detokenize(tokens), tokens, hypothesis.score,
                       hypothesis.normalized, hypothesis.finished, source_tokens, weights)

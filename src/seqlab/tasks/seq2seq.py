@@ -8,6 +8,11 @@ trainer divides once by their count. Perplexity is exp of the mean loss per targ
 included), the same tokens for every architecture. Training takes the loss through the decoder's output
 layer, plain or fused (`seqlab.tasks.output_loss`: the same sum, without the (B, T, V) logits);
 evaluation through the logits.
+
+A copy model (See et al. 2017) gives log P(w) over the extended vocabulary in place of logits and is scored
+on the extended targets (`PairBatch.target_copy_out`): its loss is -log P(w*_t) (eq. 6 over eq. 9's P).
+With coverage, training adds λ Σ_i min(a_i^t, c_i^t) per scored target position (eqs. 12-13,
+λ = `coverage_weight`); evaluation reports the cross-entropy alone.
 """
 
 from __future__ import annotations
@@ -52,9 +57,29 @@ def decoder_positions(item: EncodedPair, joint: bool) -> int:
     return len(item.source) + 1 + target if joint else 1 + target
 
 
+def copy_losses(log_probs: Tensor, batch: PairBatch, label_smoothing: float = 0.0, vocab_size: int = 0):
+    """(summed -log P(w*_t), scored tokens) of a copy model's log-probabilities (B, T, V + n) over its
+    extended targets (See et al. eq. 6). Label smoothing spreads ε over the V words of the vocabulary."""
+    targets = batch.target_copy_out                                              # (B, T)
+    scored = targets != PAD
+    log_p = log_probs.float()
+    nll = -log_p.gather(-1, targets[..., None]).squeeze(-1)                      # (B, T)
+    if label_smoothing:
+        nll = (1 - label_smoothing) * nll - label_smoothing * log_p[..., :vocab_size or None].mean(-1)
+    return nll[scored].sum(), int(scored.sum())
+
+
+def coverage_losses(weights: Tensor, coverage: Tensor, targets: Tensor) -> Tensor:
+    """See et al. eq. 12 summed over the scored positions: Σ_t Σ_i min(a_i^t, c_i^t); weights, coverage
+    (B, T, S), targets (B, T) (<pad>: not scored)."""
+    return torch.minimum(weights, coverage).float().sum(-1)[targets != PAD].sum()
+
+
 def token_losses(logits: Tensor, batch: PairBatch, label_smoothing: float = 0.0, all_tokens: bool = False):
     """(summed cross-entropy, scored tokens) of a batch's targets (and, for the lm with all_tokens, of
     its next source tokens too)."""
+    if batch.source_copy is not None:                 # a copy model's log P(w) over the extended vocabulary
+        return copy_losses(logits, batch, label_smoothing)
     V = logits.size(-1)
     flat = logits.float().reshape(-1, V)
     targets = scored_targets(batch, all_tokens)
@@ -74,14 +99,19 @@ class Seq2SeqTask:
 
     def __init__(self, vocabulary: PairVocabulary, train: list[EncodedPair], valid: list[EncodedPair],
                  test: list[EncodedPair] | None, batch_size: int, eval_batch_size: int, seed: int,
-                 label_smoothing: float = 0.0, lm_all_tokens: bool = False, fused_output: str = "auto"):
+                 label_smoothing: float = 0.0, lm_all_tokens: bool = False, fused_output: str = "auto",
+                 coverage_weight: float = 0.0):
         self.vocabulary, self.batch_size, self.seed = vocabulary, batch_size, seed
         self.label_smoothing, self.lm_all_tokens = label_smoothing, lm_all_tokens
+        self.coverage_weight = coverage_weight          # λ of See et al. eq. 13 (0: no coverage loss)
         self.encoded_train = train
         # the loss's path, once for the run: a training batch is about batch_size x the mean decoder length rows
         mean_length = sum(decoder_positions(item, vocabulary.joint) for item in train) / max(len(train), 1)
         self.fused_output, self.output_note = choose_fused_output(
             fused_output, round(batch_size * mean_length), len(vocabulary.target_vocab))
+        if vocabulary.copy or coverage_weight:        # eq. 9's mixture / eq. 12's attention need the full pass
+            self.fused_output = False
+            self.output_note = "output layer: plain (copy attention and coverage read the whole decoder pass)"
         self.valid_data = pair_batches(valid, vocabulary, eval_batch_size, None)
         self.test_data = pair_batches(test, vocabulary, eval_batch_size, None) if test else None
         self._epoch_batches: tuple[int, list[PairBatch]] | None = None
@@ -101,6 +131,8 @@ class Seq2SeqTask:
         return int((scored_targets(batch, self.lm_all_tokens) != PAD).sum())
 
     def loss(self, model, batch: PairBatch, state):
+        if batch.source_copy is not None or self.coverage_weight:
+            return self.copy_coverage_loss(model, batch)
         if self.fused_output:
             hidden = model(batch.source, batch.source_lengths, batch.target_in, output="hidden")   # (B, T, D)
             targets = scored_targets(batch, self.lm_all_tokens)                                   # (B, T)
@@ -108,6 +140,18 @@ class Seq2SeqTask:
             return loss, int(count), None
         logits = model(batch.source, batch.source_lengths, batch.target_in)          # (B, T, V)
         loss, count = token_losses(logits, batch, self.label_smoothing, self.lm_all_tokens)
+        return loss, count, None
+
+    def copy_coverage_loss(self, model, batch: PairBatch):
+        """See et al. eq. 13: -log P(w*_t) + λ Σ_i min(a_i^t, c_i^t), summed over the scored positions."""
+        scores, weights, coverage = model(batch.source, batch.source_lengths, batch.target_in,
+                                          source_copy=batch.source_copy, attention=True)   # (B, T, V[+n]), (B, T, S) x2
+        if batch.source_copy is not None:
+            loss, count = copy_losses(scores, batch, self.label_smoothing, len(self.vocabulary.target_vocab))
+        else:
+            loss, count = token_losses(scores, batch, self.label_smoothing)
+        if self.coverage_weight:
+            loss = loss + self.coverage_weight * coverage_losses(weights, coverage, batch.target_out)
         return loss, count, None
 
     @torch.no_grad()
@@ -122,7 +166,8 @@ class Seq2SeqTask:
             if not len(batch.source):
                 continue
             batch = batch.to(device)
-            loss, count = token_losses(model(batch.source, batch.source_lengths, batch.target_in), batch)
+            extra = {} if batch.source_copy is None else {"source_copy": batch.source_copy}
+            loss, count = token_losses(model(batch.source, batch.source_lengths, batch.target_in, **extra), batch)
             loss_sum, tokens, pairs = loss_sum + float(loss), tokens + count, pairs + len(batch.source)
         model.train(was_training)
         return {"loss_sum": loss_sum, "tokens": tokens, "pairs": pairs}
