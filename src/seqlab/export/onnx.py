@@ -269,6 +269,9 @@ def export_classifier(trained, out: Path) -> dict:
 
 def export_tagger(trained, out: Path) -> dict:
     model = trained.model
+    if getattr(model, "lm_features", None) is not None:
+        raise SeqlabError("a tagger with --lm-features (character LMs run over each sentence) is not exported "
+                          "to ONNX; serve it with seqlab serve instead")
     words, lengths = torch.tensor([[5, 6, 7], [5, 6, 0]]), torch.tensor([3, 2])
     args, inputs = (words, lengths), ["words", "lengths"]
     axes = {"words": {0: "B", 1: "T"}, "lengths": {0: "B"}, "emissions": {0: "B", 1: "T"}}
