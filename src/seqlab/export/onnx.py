@@ -256,6 +256,9 @@ def prepare_for_export(model: nn.Module) -> None:
 
 
 def export_classifier(trained, out: Path) -> dict:
+    if getattr(trained.model, "lm_features", None) is not None:
+        raise SeqlabError("a classifier with --lm-features (character LMs run over each document) is not exported "
+                          "to ONNX; serve it with seqlab serve instead")
     model, c = trained.model, trained.model.config
     if c.arch == "features":
         features = torch.zeros(2, c.num_features)

@@ -64,6 +64,13 @@ def load_lm_features(paths: list[str], device="cpu") -> ContextualStringEmbeddin
     return ContextualStringEmbeddings(models[0], vocabs[0], *(models[1:] + vocabs[1:]))
 
 
+def lm_features_note(model) -> str:
+    """What the log says of a model's LM features."""
+    frozen = sum(p.numel() for p in model.lm_features.parameters())
+    return (f" ({frozen:,} of them in the frozen character LMs of --lm-features, whose {model.config.lm_feature_size}"
+            "-wide states are computed once per sentence and cached)")
+
+
 def copy_lm_files(run_dir: Path, paths: list[str]) -> None:
     """The LMs' config, tokenizer and vocabulary into the tagger's / classifier's run directory (the weights
     are in its model.safetensors)."""

@@ -41,7 +41,13 @@ from seqlab.errors import SeqlabError, place
 from seqlab.fileio import atomic_write_json
 from seqlab.metrics import mistakes, most_confused
 from seqlab.models.tagger import Tagger, TaggerConfig
-from seqlab.pipelines.lm_feature_runs import check_paths, copy_lm_files, load_lm_features, rebuild_lm_features
+from seqlab.pipelines.lm_feature_runs import (
+    check_paths,
+    copy_lm_files,
+    lm_features_note,
+    load_lm_features,
+    rebuild_lm_features,
+)
 from seqlab.pipelines.run_files import FromRun
 from seqlab.pipelines.run_files import read_tagger_vocabulary as read_vocabulary
 from seqlab.pipelines.runs import (
@@ -214,13 +220,6 @@ def _train_tagger(config, run_dir, device, resume, overwrite, callback) -> dict:
     task = TaggingTask(vocabulary, train, dev, test, config.train.batch_size, config.train.eval_batch_size,
                        config.train.seed, data.unk_replace, model)
     return Trainer(task, model, config.train, run_dir, device, callback).fit(resume=resume)
-
-
-def lm_features_note(model) -> str:
-    """What the log says of a model's LM features."""
-    frozen = sum(p.numel() for p in model.lm_features.parameters())
-    return (f" ({frozen:,} of them in the frozen character LMs of --lm-features, whose {model.config.lm_feature_size}"
-            "-wide states are computed once per sentence and cached)")
 
 
 def with_vectors(vocabulary: TaggerVocabulary, path: str,
