@@ -164,6 +164,7 @@ def test_lm_features_tagger_cli_save_load_is_self_contained(lms, tmp_path, capsy
     assert main(["evaluate", str(run), NER, "--json"]) == 0
     figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert figures["f1"] == pytest.approx(test["f1"]) and figures["loss"] == pytest.approx(test["loss"], rel=1e-4)
+    assert main(["train", "tagger", "--output", str(run), "--resume", "--max-steps", "44", "--no-progress"]) == 0
     tagger = load_tagger(run)
     sentence = ["Peter", "Blackburn", "visited", "New", "York", "."]
     assert load_tagger(run).tag(sentence) == tagger.tag(sentence)

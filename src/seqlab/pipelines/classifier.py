@@ -233,7 +233,10 @@ def _train(config: ClassifierTrainConfig, run_dir: Path, device, resume: bool, o
             vocabulary.words, vocabulary.lowercase_fallback, vectors = words, True, (table, found)
             model_config = dataclasses.replace(model_config, embedding_size=table.size(1))
     counts = Counter(d.label for d in train)
-    lm_features = load_lm_features(data.lm_features) if data.lm_features else None
+    lm_features = None
+    if data.lm_features:      # resumed: the run's own copies (the weights come back with the checkpoint)
+        lm_features = (rebuild_lm_features(run_dir, config.model.lm_feature_size) if resume
+                       else load_lm_features(data.lm_features))
     vocabulary.keep_tokens = lm_features is not None
     model_config = dataclasses.replace(
         model_config, vocab_size=len(vocabulary.words) if vocabulary.words is not None else 0,

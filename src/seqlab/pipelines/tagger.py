@@ -194,7 +194,10 @@ def _train_tagger(config, run_dir, device, resume, overwrite, callback) -> dict:
             vocabulary, vectors = with_vectors(vocabulary, data.vectors, data.vectors_limit)
             config = dataclasses.replace(config, model=dataclasses.replace(config.model,
                                                                            embedding_size=vectors[0].size(1)))
-    lm_features = load_lm_features(data.lm_features) if data.lm_features else None
+    lm_features = None
+    if data.lm_features:      # resumed: the run's own copies (the weights come back with the checkpoint)
+        lm_features = (rebuild_lm_features(run_dir, config.model.lm_feature_size) if resume
+                       else load_lm_features(data.lm_features))
     model_config = dataclasses.replace(config.model, vocab_size=len(vocabulary.words),
                                        num_labels=len(vocabulary.labels),
                                        char_vocab_size=len(vocabulary.chars) if vocabulary.chars else 0,
