@@ -379,7 +379,8 @@ class TrainedLM(FromRun):
         """Yield the continuation of `prompt` piece by piece as it is generated (`SamplingOptions` lists the
         options). Generation goes on past line ends (`</s>`, written as line breaks) until `max_tokens`;
         `stop_at_eos=True` stops at the first one. With `beam` > 1, beam search finds the continuation of
-        highest (length-normalised) log probability, yielded whole once the search is over."""
+        highest (length-normalised) log probability, yielded whole once the search is over. A --reverse
+        model is refused (at the first piece, as bad options are)."""
         if self.reverse:
             raise SeqlabError("this language model was trained with --reverse (it reads right to left): "
                               "generation from it is not supported; generate with a left-to-right model")
