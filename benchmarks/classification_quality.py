@@ -65,6 +65,8 @@ def describe(config) -> str:
         arch = f"features ({data.features})"
     if model.output_layer == "sigmoid":
         arch += ", sigmoid"
+    if data.lm_features:
+        arch += ", +char-LM features" + (" (fwd+bwd)" if len(data.lm_features) == 2 else " (fwd)")
     return arch
 
 

@@ -42,6 +42,8 @@ def describe(config) -> str:
         encoder += f" +char-{model.char_features}"
     if config.data.vectors:
         encoder += " +vectors" + (" (frozen)" if model.freeze_embeddings else "")
+    if config.data.lm_features:
+        encoder += " +char-LM features" + (" (fwd+bwd)" if len(config.data.lm_features) == 2 else " (fwd)")
     return f"{encoder}, {'crf' if model.crf else 'softmax'}"
 
 

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import functools
 import io
+import itertools
 import json
 import os
 import sys
@@ -925,9 +926,11 @@ def generate_command(args: argparse.Namespace) -> int:
                "length_penalty": args.length_penalty}
     if args.stop_at_eos is not None:
         options["stop_at_eos"] = args.stop_at_eos
+    pieces = lm.stream(args.prompt, truncate_prompt=args.truncate_prompt, **options)
+    first = next(pieces, "")                     # bad options and a --reverse model are refused before any output
     sys.stdout.write(args.prompt)
     sys.stdout.flush()
-    for piece in lm.stream(args.prompt, truncate_prompt=args.truncate_prompt, **options):
+    for piece in itertools.chain([first], pieces):
         sys.stdout.write(piece)
         sys.stdout.flush()
     sys.stdout.write("\n")

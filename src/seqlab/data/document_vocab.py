@@ -23,22 +23,26 @@ if TYPE_CHECKING:
 @dataclass
 class DocBatch:
     """B right-padded documents: words (B, T) and lengths (B,) (None for the features classifier),
-    features (B, F) or None, labels (B,) (-1: none)."""
+    features (B, F) or None, labels (B,) (-1: none), and the words' LM features (B, T, Fl) or None
+    (`seqlab.nn.lm_features`)."""
 
     words: Tensor | None
     lengths: Tensor | None
     features: Tensor | None
     labels: Tensor
+    lm: Tensor | None = None
 
     def rows(self, start: int, stop: int) -> DocBatch:
         def cut(t):
             return None if t is None else t[start:stop]
-        return DocBatch(cut(self.words), cut(self.lengths), cut(self.features), self.labels[start:stop])
+        return DocBatch(cut(self.words), cut(self.lengths), cut(self.features), self.labels[start:stop],
+                        cut(self.lm))
 
     def to(self, device) -> DocBatch:
         def move(t):
             return None if t is None else t.to(device)
-        return DocBatch(move(self.words), move(self.lengths), move(self.features), self.labels.to(device))
+        return DocBatch(move(self.words), move(self.lengths), move(self.features), self.labels.to(device),
+                        move(self.lm))
 
     @property
     def num_tokens(self) -> int:
@@ -51,6 +55,8 @@ class EncodedDoc:
     words: Tensor | None          # (n,)
     features: list[float] | None
     label: int
+    tokens: list[str] | None = None   # the tokens read, kept for LM features (`keep_tokens`)
+    lm: Tensor | None = None          # (n, Fl): the tokens' LM features (`seqlab.tasks.classification`)
 
 
 @dataclass
@@ -80,6 +86,7 @@ class DocumentVocabulary:
         self.ngrams, self.max_length, self.truncate, self.features = ngrams, max_length, truncate, features
         self.lowercase_fallback = lowercase_fallback
         self.label_index = {label: i for i, label in enumerate(labels)}
+        self.keep_tokens = False      # encode_all keeps each document's tokens (a model with LM features)
 
     def tokens(self, text: str) -> list[str]:
         return tokenize(text, self.tokenizer, self.lowercase)
@@ -125,7 +132,8 @@ class DocumentVocabulary:
                 words = torch.tensor(self.word_ids(grams), dtype=torch.long)         # (n,)
             if self.features is not None:
                 features = self.features.raw(tokens, document.features)
-            encoded.append(EncodedDoc(words, features, self.label_id(document, path, what)))
+            encoded.append(EncodedDoc(words, features, self.label_id(document, path, what),
+                                      tokens if self.keep_tokens else None))
         return encoded
 
     def collate(self, items: list[EncodedDoc]) -> DocBatch:
@@ -139,4 +147,9 @@ class DocumentVocabulary:
                 words[b, :len(item.words)] = item.words
         if self.features is not None:
             features = self.features([item.features for item in items])                  # (B, F)
-        return DocBatch(words, lengths, features, torch.tensor([item.label for item in items]))
+        lm = None
+        if words is not None and items[0].lm is not None:
+            lm = torch.zeros(*words.shape, items[0].lm.size(1), dtype=items[0].lm.dtype)   # (B, T, Fl)
+            for b, item in enumerate(items):
+                lm[b, :len(item.lm)] = item.lm
+        return DocBatch(words, lengths, features, torch.tensor([item.label for item in items]), lm)

@@ -24,22 +24,26 @@ UNKNOWN_LABEL = -1
 @dataclass
 class TagBatch:
     """B right-padded sentences: words (B, T), lengths (B,), tags (B, T) (-1: padding or a tag
-    training never saw), chars (B, T, C) or None, and the gold tag strings."""
+    training never saw), chars (B, T, C) or None, the gold tag strings, and the words' LM features
+    (B, T, Fl) or None (`seqlab.nn.lm_features`)."""
 
     words: Tensor
     lengths: Tensor
     tags: Tensor
     chars: Tensor | None
     gold: list[list[str]]
+    lm: Tensor | None = None
 
     def rows(self, start: int, stop: int) -> TagBatch:
         chars = self.chars[start:stop] if self.chars is not None else None
+        lm = self.lm[start:stop] if self.lm is not None else None
         return TagBatch(self.words[start:stop], self.lengths[start:stop], self.tags[start:stop], chars,
-                        self.gold[start:stop])
+                        self.gold[start:stop], lm)
 
     def to(self, device) -> TagBatch:
         chars = self.chars.to(device) if self.chars is not None else None
-        return TagBatch(self.words.to(device), self.lengths.to(device), self.tags.to(device), chars, self.gold)
+        lm = self.lm.to(device) if self.lm is not None else None
+        return TagBatch(self.words.to(device), self.lengths.to(device), self.tags.to(device), chars, self.gold, lm)
 
     @property
     def mask(self) -> Tensor:
@@ -54,12 +58,14 @@ class TagBatch:
 
 @dataclass
 class Encoded:
-    """One sentence as ids: words (n,), tags (n,), chars (n, C) or None, and its gold tag strings."""
+    """One sentence as ids: words (n,), tags (n,), chars (n, C) or None, its gold tag strings, and its
+    words' LM features (n, Fl) or None (set by `seqlab.tasks.tagging.with_lm_features`)."""
 
     words: Tensor
     tags: Tensor
     chars: Tensor | None
     gold: list[str]
+    lm: Tensor | None = None
 
 
 class TaggerVocabulary:
@@ -116,13 +122,18 @@ class TaggerVocabulary:
         chars = None
         if self.chars is not None:
             chars = torch.full((B, T, max(item.chars.size(1) for item in items)), PAD, dtype=torch.long)
+        lm = None
+        if items[0].lm is not None:
+            lm = torch.zeros(B, T, items[0].lm.size(1), dtype=items[0].lm.dtype)   # (B, T, Fl)
         for b, item in enumerate(items):
             n = len(item.words)
             words[b, :n], tags[b, :n] = item.words, item.tags
             if chars is not None:
                 chars[b, :n, :item.chars.size(1)] = item.chars
+            if lm is not None:
+                lm[b, :n] = item.lm
         lengths = torch.tensor([len(item.words) for item in items])
-        return TagBatch(words, lengths, tags, chars, [item.gold for item in items])
+        return TagBatch(words, lengths, tags, chars, [item.gold for item in items], lm)
 
     def batch(self, sentences: list[Sentence]) -> TagBatch:
         return self.collate([self.encode(s) for s in sentences])

@@ -256,6 +256,9 @@ def prepare_for_export(model: nn.Module) -> None:
 
 
 def export_classifier(trained, out: Path) -> dict:
+    if getattr(trained.model, "lm_features", None) is not None:
+        raise SeqlabError("a classifier with --lm-features (character LMs run over each document) is not exported "
+                          "to ONNX; serve it with seqlab serve instead")
     model, c = trained.model, trained.model.config
     if c.arch == "features":
         features = torch.zeros(2, c.num_features)
@@ -269,6 +272,9 @@ def export_classifier(trained, out: Path) -> dict:
 
 def export_tagger(trained, out: Path) -> dict:
     model = trained.model
+    if getattr(model, "lm_features", None) is not None:
+        raise SeqlabError("a tagger with --lm-features (character LMs run over each sentence) is not exported "
+                          "to ONNX; serve it with seqlab serve instead")
     words, lengths = torch.tensor([[5, 6, 7], [5, 6, 0]]), torch.tensor([3, 2])
     args, inputs = (words, lengths), ["words", "lengths"]
     axes = {"words": {0: "B", 1: "T"}, "lengths": {0: "B"}, "emissions": {0: "B", 1: "T"}}

@@ -15,6 +15,11 @@ Architectures (`arch`):
     transformer  a bidirectional (non-causal) encoder (SLP 9.4 without the mask), mean-pooled or read
                  at a classification token prepended to the document
 
+With `--lm-features` (recurrent and transformer encoders), each token's contextual string embeddings
+(`seqlab.nn.lm_features`, Akbik et al. 2018: states of frozen forward/backward character LMs run over
+the document) join its word embedding before the encoder; `forward` takes them as `lm` (B, T, Fl),
+computed once per document by `model.lm_features.embed` and cached by the task.
+
 Documents are right-padded; `lengths` (B,) says where each ends, and padding never changes a score.
 The model returns scores (logits); the task turns them into a loss.
 """
@@ -31,6 +36,7 @@ from seqlab.data.vocab import BOS, PAD
 from seqlab.errors import SeqlabError
 from seqlab.models.base import Model
 from seqlab.nn.encoders import RecurrentEncoder, TransformerEncoder
+from seqlab.nn.lm_features import ContextualStringEmbeddings
 from seqlab.nn.pooling import COMBINE, max_pool, mean_pool
 
 ARCHS = ("features", "pooled", "rnn", "lstm", "gru", "transformer")
@@ -88,9 +94,14 @@ class ClassifierConfig:
                                        "sublayer (pre)", choices=("post", "pre"), when={"arch": ("transformer",)})
     rnn_impl: str = option("fused", "recurrent encoders: fused kernels or the textbook cells",
                            choices=("fused", "textbook"), when={"arch": ("rnn", "lstm", "gru")})
+    lm_feature_size: int = option(0, "width of the contextual string embeddings of the --lm-features LMs (set "
+                                     "from them; 0: none)", at_least=0)
 
     def __post_init__(self):
         check_fields(self)
+        if self.lm_feature_size and self.arch not in (*RECURRENT, "transformer"):
+            raise SeqlabError(f"--lm-features gives each token a vector for an encoder to read: use --arch lstm, "
+                              f"gru, rnn or transformer, not {self.arch}")
         if self.embedding_std == 0:                  # the arch's default, saved as the value it stands for
             self.embedding_std = POOLED_EMBEDDING_STD if self.arch == "pooled" else 1.0
         pooling = self.document_pooling
@@ -129,9 +140,15 @@ class Classifier(Model):
     renamed_parameters = {"rnn.": "encoder.rnn.", "project.": "encoder.project.", "positions.": "encoder.positions.",
                           "blocks.": "encoder.blocks.", "final_norm.": "encoder.final_norm."}
 
-    def __init__(self, config: ClassifierConfig):
+    def __init__(self, config: ClassifierConfig, lm_features: ContextualStringEmbeddings | None = None):
+        """`lm_features`: the frozen character LMs whose states join each token's embedding
+        (`config.lm_feature_size` wide)."""
         super().__init__()
         c = self.config = config
+        if (lm_features.output_size if lm_features is not None else 0) != c.lm_feature_size:
+            raise SeqlabError(f"the classifier expects {c.lm_feature_size}-wide LM features; the language models "
+                              f"given give {lm_features.output_size if lm_features is not None else 0}")
+        self.lm_features = lm_features
         if c.num_labels < 2:
             raise SeqlabError("a classifier needs at least two classes")
         if c.output_layer == "sigmoid" and c.num_labels != 2:
@@ -155,30 +172,38 @@ class Classifier(Model):
             self.head = feedforward(c.embedding_size, c.hidden_size, c.num_layers, c.outputs, c.dropout)
             return
         if c.arch in RECURRENT:
-            self.encoder = RecurrentEncoder(c.arch, c.embedding_size, c.hidden_size, c.num_layers, c.dropout,
-                                            c.bidirectional, c.combine, c.rnn_impl)
+            self.encoder = RecurrentEncoder(c.arch, c.embedding_size + c.lm_feature_size, c.hidden_size,
+                                            c.num_layers, c.dropout, c.bidirectional, c.combine, c.rnn_impl)
             width = self.encoder.output_size
         else:
             self.encoder = TransformerEncoder(c.hidden_size, c.num_layers, c.num_heads, c.ff_size or 4 * c.hidden_size,
-                                              c.dropout, c.norm_position, "gelu", input_size=c.embedding_size,
+                                              c.dropout, c.norm_position, "gelu",
+                                              input_size=c.embedding_size + c.lm_feature_size,
                                               positions=c.positions, max_positions=c.max_positions)
             width = c.hidden_size
         self.head = feedforward(width, c.head_size, 1, c.outputs, c.dropout)
 
-    def forward(self, words: Tensor | None, lengths: Tensor | None, features: Tensor | None = None) -> Tensor:
-        """words (B, T), lengths (B,) or features (B, F) -> class scores (B, K), or (B, 1) for sigmoid."""
+    def forward(self, words: Tensor | None, lengths: Tensor | None, features: Tensor | None = None,
+                lm: Tensor | None = None) -> Tensor:
+        """words (B, T), lengths (B,) [, lm (B, T, Fl)] or features (B, F) -> class scores (B, K), or (B, 1)
+        for sigmoid."""
         c = self.config
         if c.arch == "features":
             if features is None:
                 raise SeqlabError("the features classifier needs each document's feature vector")
             return self.head(features)                                 # (B, K)
-        return self.head(self.drop(self.encode(words, lengths)))       # (B, K)
+        return self.head(self.drop(self.encode(words, lengths, lm)))   # (B, K)
 
-    def encode(self, words: Tensor, lengths: Tensor) -> Tensor:
-        """words (B, T), lengths (B,) -> document vectors (B, D)."""
+    def encode(self, words: Tensor, lengths: Tensor, lm: Tensor | None = None) -> Tensor:
+        """words (B, T), lengths (B,) [, lm (B, T, Fl)] -> document vectors (B, D)."""
         c = self.config
         pooling = c.document_pooling
-        x = self.drop(self.embedding(words))                           # (B, T, E)
+        x = self.embedding(words)                                      # (B, T, E)
+        if self.lm_features is not None:
+            if lm is None:
+                raise SeqlabError("this classifier uses LM features: pass each token's (model.lm_features.embed)")
+            x = torch.cat([x, lm.to(x.dtype)], dim=-1)                 # (B, T, E + Fl), Akbik et al. eq. 2
+        x = self.drop(x)
         if c.arch == "pooled":
             return mean_pool(x, lengths) if pooling == "mean" else max_pool(x, lengths)   # (B, E)
         if c.arch in RECURRENT:
@@ -197,6 +222,8 @@ class Classifier(Model):
         c = self.config
         if c.document_pooling == "cls":
             first = self.drop(self.embedding(torch.full_like(words[:, :1], BOS)))   # (B, 1, E)
+            if c.lm_feature_size:                                      # the token has no LM features: zeros
+                first = torch.cat([first, first.new_zeros(*first.shape[:2], c.lm_feature_size)], dim=-1)
             x, lengths = torch.cat([first, x], dim=1), lengths + 1     # (B, T+1, E)
         T = x.size(1)
         if T > c.max_positions:

@@ -3,6 +3,7 @@
     words (B, T) --embedding--+                                   +-- softmax per token (13.3.1)
                               |-> (B, T, E) -> encoder -> (B, T, F) -> linear -> (B, T, K)
     chars (B, T, C) --char BiLSTM / CNN per word--+                   +-- or a linear-chain CRF
+    lm (B, T, Fl) --contextual string embeddings--+      (optional, Akbik et al. 2018)
 
 Encoders: `rnn`, `lstm`, `gru` (stacked, uni- or bidirectional, the two directions combined by
 concatenation, sum, product or mean, SLP 9.2.6), `transformer` (a bidirectional encoder: the
@@ -10,7 +11,11 @@ blocks of SLP 9.4 without the causal mask) and `window` (the feedforward baselin
 of the 2w+1 tokens around each position, concatenated, through one hidden layer, SLP 6.5); the
 recurrent and transformer encoders come from `seqlab.nn.encoders`. Character features
 (`seqlab.nn.char_encoder`: Lample et al. 2016, a BiLSTM over each word's characters; Ma & Hovy 2016,
-a CNN with max-pooling) give unseen words a representation from their spelling.
+a CNN with max-pooling) give unseen words a representation from their spelling. Contextual string
+embeddings (`seqlab.nn.lm_features`, Akbik et al. 2018) add each word's states in frozen forward and
+backward character LMs run over the whole sentence: the model holds the LMs (`model.lm_features`, their
+weights saved with the tagger's) and `forward` takes their features `lm` (B, T, Fl), computed once per
+sentence by `model.lm_features.embed` and cached by the task, since the LMs never change.
 
 Sentences are right-padded; `lengths` (B,) says where each ends, and padding never changes a real
 token's scores. The model returns emission scores; the task turns them into a loss, through the
@@ -32,6 +37,7 @@ from seqlab.models.base import Model
 from seqlab.nn.char_encoder import CharEncoder
 from seqlab.nn.crf import CRF
 from seqlab.nn.encoders import RecurrentEncoder, TransformerEncoder
+from seqlab.nn.lm_features import ContextualStringEmbeddings
 from seqlab.nn.pooling import COMBINE, padding_mask
 
 ENCODERS = ("rnn", "lstm", "gru", "transformer", "window")
@@ -78,6 +84,8 @@ class TaggerConfig:
                             when={"encoder": ("transformer",)})
     norm_position: str = option("pre", "transformer LayerNorm after (post, as in the text) or before each "
                                        "sublayer (pre)", choices=("post", "pre"), when={"encoder": ("transformer",)})
+    lm_feature_size: int = option(0, "width of the contextual string embeddings of the --lm-features LMs "
+                                     "(set from them; 0: none)", at_least=0)
     crf: bool = option(False, "a linear-chain CRF output layer (Viterbi decoding) instead of per-token softmax")
     rnn_impl: str = option("fused", "recurrent encoders: fused kernels or the textbook cells",
                            choices=("fused", "textbook"), when={"encoder": ("rnn", "lstm", "gru")})
@@ -93,9 +101,11 @@ class Tagger(Model):
     renamed_parameters = {"rnn.": "encoder.rnn.", "project.": "encoder.project.", "positions.": "encoder.positions.",
                           "blocks.": "encoder.blocks.", "final_norm.": "encoder.final_norm."}
 
-    def __init__(self, config: TaggerConfig, constraints: tuple | None = None):
+    def __init__(self, config: TaggerConfig, constraints: tuple | None = None,
+                 lm_features: ContextualStringEmbeddings | None = None):
         """`constraints`: (allowed, allowed_start, allowed_end) boolean tensors for the CRF, from
-        `seqlab.data.tags.allowed_transitions`; they are saved with the weights."""
+        `seqlab.data.tags.allowed_transitions`; they are saved with the weights. `lm_features`: the frozen
+        character LMs whose states join each word's input (`config.lm_feature_size` wide)."""
         super().__init__()
         if config.vocab_size < 1 or config.num_labels < 1:
             raise SeqlabError("a tagger needs its vocabulary and label counts")
@@ -110,6 +120,11 @@ class Tagger(Model):
             self.chars = CharEncoder(c.char_features, c.char_vocab_size, c.char_embedding_size,
                                      c.char_hidden_size, c.char_kernel)
             width += self.chars.output_size
+        self.lm_features = lm_features
+        if (lm_features.output_size if lm_features is not None else 0) != c.lm_feature_size:
+            raise SeqlabError(f"the tagger expects {c.lm_feature_size}-wide LM features; the language models "
+                              f"given give {lm_features.output_size if lm_features is not None else 0}")
+        width += c.lm_feature_size
         self.drop = nn.Dropout(c.dropout)
         if c.encoder in ("rnn", "lstm", "gru"):
             self.encoder = RecurrentEncoder(c.encoder, width, c.hidden_size, c.num_layers, c.dropout,
@@ -126,8 +141,9 @@ class Tagger(Model):
         self.output = nn.Linear(features, c.num_labels)
         self.crf = CRF(c.num_labels, *(constraints or ())) if c.crf else None
 
-    def forward(self, words: Tensor, lengths: Tensor, chars: Tensor | None = None) -> Tensor:
-        """words (B, T), lengths (B,), chars (B, T, C) -> emission scores (B, T, K)."""
+    def forward(self, words: Tensor, lengths: Tensor, chars: Tensor | None = None,
+                lm: Tensor | None = None) -> Tensor:
+        """words (B, T), lengths (B,), chars (B, T, C), lm (B, T, Fl) -> emission scores (B, T, K)."""
         c = self.config
         B, T = words.shape
         x = self.embedding(words)                                      # (B, T, E)
@@ -136,6 +152,10 @@ class Tagger(Model):
                 raise SeqlabError("this tagger uses character features: pass the characters of each word")
             spelled = self.chars(chars.reshape(B * T, -1)).view(B, T, -1)   # (B, T, Fc)
             x = torch.cat([x, spelled], dim=-1)                        # (B, T, E + Fc)
+        if self.lm_features is not None:
+            if lm is None:
+                raise SeqlabError("this tagger uses LM features: pass each word's (model.lm_features.embed)")
+            x = torch.cat([x, lm.to(x.dtype)], dim=-1)                 # (B, T, E + Fc + Fl), Akbik et al. eq. 2
         x = self.drop(x)
         mask = padding_mask(lengths.to(words.device), T)               # (B, T)
         if c.encoder in ("rnn", "lstm", "gru"):

@@ -46,6 +46,13 @@ from seqlab.data.vocab import Vocab
 from seqlab.errors import SeqlabError, place
 from seqlab.fileio import atomic_write_json
 from seqlab.models.classifier import Classifier, ClassifierConfig
+from seqlab.pipelines.lm_feature_runs import (
+    check_paths,
+    copy_lm_files,
+    lm_features_note,
+    load_lm_features,
+    rebuild_lm_features,
+)
 from seqlab.pipelines.outputs import Prediction
 from seqlab.pipelines.run_files import FromRun, read_document_vocabulary
 from seqlab.pipelines.runs import (
@@ -68,6 +75,7 @@ from seqlab.tasks.classification import (
     document_batches,
     document_lengths,
     probabilities,
+    with_lm_features,
 )
 from seqlab.training import distributed
 from seqlab.training.plots import plot_confusion
@@ -128,9 +136,15 @@ class ClassifierDataConfig:
                              "must have training examples")
     metric: str = option("accuracy", "the development figure that picks the best weights",
                          choices=("accuracy", "macro_f1"))
+    lm_features: list[str] = option([], "contextual string embeddings (Akbik et al. 2018): one or two character-LM "
+                                        "run directories, FWD_RUN [BWD_RUN] (seqlab train lm --tokenizer char, the "
+                                        "second with --reverse), run over each document's tokens joined by spaces; "
+                                        "each token's LM states join its embedding; frozen, copied into this run "
+                                        "(add --no-lowercase to give the LMs the text's own case)")
 
     def __post_init__(self):
         check_fields(self)
+        check_paths(self.lm_features)
 
     @property
     def columns(self) -> Columns:
@@ -181,6 +195,9 @@ def _train(config: ClassifierTrainConfig, run_dir: Path, device, resume: bool, o
         raise SeqlabError("a classifier needs --train and --dev files (or --dev-fraction to hold out part of "
                           "the training file)")
     refuse_fused_output(config.train, "a classifier")
+    if data.lm_features and model_config.arch not in ("rnn", "lstm", "gru", "transformer"):
+        raise SeqlabError(f"--lm-features gives each token a vector for an encoder to read: use --arch lstm, gru, "
+                          f"rnn or transformer, not {model_config.arch}")
     if model_config.arch != "features" and data.features != "builtin":
         raise SeqlabError(f"--features {data.features} is for --arch features")
     if data.ngrams > 1 and model_config.arch != "pooled":
@@ -216,12 +233,18 @@ def _train(config: ClassifierTrainConfig, run_dir: Path, device, resume: bool, o
             vocabulary.words, vocabulary.lowercase_fallback, vectors = words, True, (table, found)
             model_config = dataclasses.replace(model_config, embedding_size=table.size(1))
     counts = Counter(d.label for d in train)
+    lm_features = None
+    if data.lm_features:      # resumed: the run's own copies (the weights come back with the checkpoint)
+        lm_features = (rebuild_lm_features(run_dir, config.model.lm_feature_size) if resume
+                       else load_lm_features(data.lm_features))
+    vocabulary.keep_tokens = lm_features is not None
     model_config = dataclasses.replace(
         model_config, vocab_size=len(vocabulary.words) if vocabulary.words is not None else 0,
-        num_labels=len(vocabulary.labels), num_features=len(vocabulary.features.names) if vocabulary.features else 0)
+        num_labels=len(vocabulary.labels), num_features=len(vocabulary.features.names) if vocabulary.features else 0,
+        lm_feature_size=lm_features.output_size if lm_features else 0)
     config = dataclasses.replace(config, model=model_config)
     torch.manual_seed(config.train.seed)
-    model = Classifier(model_config)
+    model = Classifier(model_config, lm_features)
     if vectors is not None:
         fill_embeddings(model.embedding, *vectors)
     model = model.to(device)
@@ -229,6 +252,7 @@ def _train(config: ClassifierTrainConfig, run_dir: Path, device, resume: bool, o
     encoded = [vocabulary.encode_all(train, data.train, "training file", truncation[0], train_tokens),
                vocabulary.encode_all(dev, dev_path, "development file", truncation[1]),
                vocabulary.encode_all(test or [], data.test, "test file", truncation[2])]
+    encoded = [with_lm_features(model, items) for items in encoded]         # once: the LMs are frozen
     for counter, path in zip(truncation, (data.train, dev_path, data.test), strict=True):
         message = counter.report(path, data.max_length, data.truncate)
         if message:
@@ -239,7 +263,8 @@ def _train(config: ClassifierTrainConfig, run_dir: Path, device, resume: bool, o
     log(f"{len(train):,} training documents ({sizes}); "
         f"{f'{len(vocabulary.words):,} words, ' if vocabulary.words is not None else ''}"
         f"{len(vocabulary.labels)} classes; "
-        f"{model_config.arch} classifier with {model.num_parameters():,} parameters on {device}")
+        f"{model_config.arch} classifier with {model.num_parameters():,} parameters on {device}"
+        f"{lm_features_note(model) if lm_features else ''}")
     if rank == 0 and not resume:
         write_run_files(run_dir, config, vocabulary, overwrite)
     distributed.barrier()
@@ -305,6 +330,8 @@ def write_run_files(run_dir: Path, config: ClassifierTrainConfig, vocabulary: Do
     atomic_write_json(run_dir / "labels.json", {"labels": vocabulary.labels})
     if vocabulary.features is not None:
         atomic_write_json(run_dir / "features.json", vocabulary.features.to_dict())
+    if config.data.lm_features:
+        copy_lm_files(run_dir, config.data.lm_features)
 
 
 def read_run_config(run_dir: str | Path) -> ClassifierTrainConfig:
@@ -328,7 +355,9 @@ def load_classifier(run_dir: str | Path, device: str = "cpu") -> TrainedClassifi
                                   "num_labels": ("labels.json", len(vocabulary.labels)),
                                   "num_features": ("features.json", len(vocabulary.features.names)
                                                    if vocabulary.features else 0)})
-    model, device = load_best(run_dir, Classifier(config.model), device)
+    lm_features = rebuild_lm_features(run_dir, config.model.lm_feature_size)
+    vocabulary.keep_tokens = lm_features is not None
+    model, device = load_best(run_dir, Classifier(config.model, lm_features), device)
     return TrainedClassifier(model, vocabulary, config, device).from_run(run_dir)
 
 
@@ -366,10 +395,11 @@ class TrainedClassifier(FromRun):
     @torch.no_grad()
     def _predict(self, encoded: list, batch_size: int, progress: bool | None = False) -> list[Prediction]:
         results: list[Prediction | None] = [None] * len(encoded)
+        encoded = with_lm_features(self.model, encoded)
         groups = length_batches(document_lengths(encoded), batch_size, None)   # shortest first: little padding
         for group in progress_bar(groups, progress, desc="classifying", unit="batch", leave=False):
             batch = self.vocabulary.collate([encoded[i] for i in group]).to(self.device)
-            p = probabilities(self.model, self.model(batch.words, batch.lengths, batch.features))   # (B, K)
+            p = probabilities(self.model, self.model(batch.words, batch.lengths, batch.features, batch.lm))  # (B, K)
             for i, row in zip(group, p.tolist(), strict=True):
                 best = max(range(len(row)), key=row.__getitem__)
                 results[i] = Prediction(self.labels[best], row[best], dict(zip(self.labels, row, strict=True)))
@@ -438,7 +468,7 @@ class TrainedClassifier(FromRun):
         bar = tqdm(desc="evaluating", unit="document", leave=False, disable=True if progress is False else None)
         with LineReader(path, what, limit.chars, stdin=False) as lines, bar:
             for chunk in chunked(read(lines), chunk_size, chars=lambda d: len(d.text)):
-                encoded = self._encode_within(chunk, limit, lines.place, path, what)
+                encoded = with_lm_features(self.model, self._encode_within(chunk, limit, lines.place, path, what))
                 for key, value in task.evaluate(self.model, document_batches(encoded, self.vocabulary, 128, None),
                                                 self.device).items():
                     totals[key] = totals.get(key, 0) + value
@@ -459,6 +489,6 @@ PIPELINE = Pipeline(
     summary="a text classifier (features, pooled, rnn, lstm, gru, transformer) on TSV, CSV, JSON lines, "
             "'label text' lines or SST trees",
     config=ClassifierTrainConfig, groups=CONFIG_GROUPS, train_defaults=TRAIN_DEFAULTS,
-    derived=("vocab_size", "num_labels", "num_features"), resolve=resolve_classifier_config,
+    derived=("vocab_size", "num_labels", "num_features", "lm_feature_size"), resolve=resolve_classifier_config,
     train=train_classifier, load=load_classifier, evaluate=TrainedClassifier.evaluate_file,
     next_steps=("seqlab classify {output} FILE", "seqlab evaluate {output} FILE"))

@@ -69,6 +69,10 @@ class LMDataConfig:
                             "written space-separated with word/BPE tokenizers; see `seqlab audit exposure`")
     canary_repeats: list[int] = option([], "with --canary: one secret per count, inserted that many times "
                                            "(default 1 4 16 64)", at_least=1)
+    reverse: bool = option(False, "read every text right to left: the character order of the whole stream is "
+                                  "reversed (last line first, each line backwards), for the backward LM of "
+                                  "contextual string embeddings (Akbik et al. 2018); evaluation reverses its "
+                                  "text the same way", when={"tokenizer": ("char",)})
 
     def __post_init__(self):
         check_fields(self)
@@ -83,6 +87,14 @@ class LMDataConfig:
             raise SeqlabError("--train needs --valid (a held-out file for perplexity and early stopping)")
         if self.valid and not self.train:
             raise SeqlabError("--valid needs --train")
+        if self.reverse and self.tokenizer != "char":
+            raise SeqlabError(f"--reverse applies to --tokenizer char only, not {self.tokenizer}: leave it out")
+
+
+def reverse_lines(lines: list[str]) -> list[str]:
+    """The text read right to left: the last line first, each line's characters backwards, so that the
+    stream `a b </s> c d </s>` becomes `d c </s> b a </s>` (the backward LM of Akbik et al. 2018, sec. 2.1)."""
+    return [line[::-1] for line in reversed(lines)]
 
 
 @dataclass
@@ -133,6 +145,9 @@ def _train_lm(config, run_dir, device, resume, overwrite, callback) -> dict:
         train_lines, valid_lines = default_corpus()
         log(f"no --train given: using the bundled Tiny Shakespeare ({len(train_lines):,} training lines, "
             f"{len(valid_lines):,} validation lines)")
+    if data.reverse:
+        train_lines, valid_lines = reverse_lines(train_lines), reverse_lines(valid_lines)
+        log("--reverse: the model reads the text right to left (each line backwards, the last line first)")
     if not resume and distributed.world()[0] == 0:
         (run_dir / "canaries.json").unlink(missing_ok=True)      # an overwritten run's secrets are not this one's
     if data.canary:
@@ -160,8 +175,10 @@ def _train_lm(config, run_dir, device, resume, overwrite, callback) -> dict:
 
             vocab = with_alphabet(vocab, planted, data.tokenizer)
     train_ids = encode_lines(train_tokens, vocab)
-    valid_ids, valid_characters = read_stream(data.valid or valid_lines, tokenizer, vocab, "validation file")
-    test_ids, test_characters = read_stream(data.test, tokenizer, vocab, "test file") if data.test else (None, 0)
+    valid_ids, valid_characters = read_stream(valid_lines if data.reverse else data.valid or valid_lines,
+                                              tokenizer, vocab, "validation file")
+    test_ids, test_characters = (read_stream(_read_lines_as_read(data.test, data.reverse, "test file"), tokenizer,
+                                             vocab, "test file") if data.test else (None, 0))
     model_config = dataclasses.replace(config.model, vocab_size=len(vocab))
     config = dataclasses.replace(config, model=model_config)
     torch.manual_seed(config.train.seed)
@@ -184,6 +201,12 @@ def _train_lm(config, run_dir, device, resume, overwrite, callback) -> dict:
     distributed.barrier()
     trainer = Trainer(task, model, config.train, run_dir, device, callback)
     return trainer.fit(resume=resume)
+
+
+def _read_lines_as_read(path, reverse: bool, what: str) -> list[str]:
+    """A file's lines in the order the model reads them (reversed for a --reverse run)."""
+    lines = read_lines(path, what)
+    return reverse_lines(lines) if reverse else lines
 
 
 def write_run_files(run_dir: Path, config: LMTrainConfig, tokenizer: Tokenizer, vocab: Vocab,
@@ -219,13 +242,18 @@ class TrainedLM(FromRun):
     def unit(self) -> str:
         return self.tokenizer.unit
 
-    @staticmethod
-    def lines(text: str) -> list[str]:
-        """Text -> its lines (a final newline adds no line)."""
+    @property
+    def reverse(self) -> bool:
+        """Whether the model was trained with --reverse (it reads text right to left)."""
+        return self.config.data.reverse
+
+    def lines(self, text: str) -> list[str]:
+        """Text -> its lines (a final newline adds no line), in the order the model reads them: a --reverse
+        model gets the last line first, each backwards."""
         lines = text.split("\n")
         if lines and lines[-1] == "" and len(lines) > 1:
             lines.pop()
-        return lines
+        return reverse_lines(lines) if self.reverse else lines
 
     def tokenize(self, text: str) -> list[list[str]]:
         """Text -> the tokens of each line (a final newline adds no line)."""
@@ -270,6 +298,12 @@ class TrainedLM(FromRun):
         `evaluate_ids` gives on the file's whole id stream (the recurrent state carried along each
         row of the stream; the transformer's overlapping windows)."""
         what = "evaluation file"
+        if self.reverse:      # read whole and reversed: the streaming reader reads left to right only
+            lines = _read_lines_as_read(path, True, what)
+            ids, characters = read_stream(lines, self.tokenizer, self.vocab, what)
+            bar = tqdm(desc="scoring", unit="batch", leave=False, disable=True if progress is False else None)
+            with bar:
+                return self.evaluate_ids(ids, batch_size, stride, progress=bar, characters=characters)
         found = lm_stream.survey(path, what, self.tokenizer, self.vocab)
         context = self.model.context_length
         if context is None:
@@ -345,7 +379,11 @@ class TrainedLM(FromRun):
         """Yield the continuation of `prompt` piece by piece as it is generated (`SamplingOptions` lists the
         options). Generation goes on past line ends (`</s>`, written as line breaks) until `max_tokens`;
         `stop_at_eos=True` stops at the first one. With `beam` > 1, beam search finds the continuation of
-        highest (length-normalised) log probability, yielded whole once the search is over."""
+        highest (length-normalised) log probability, yielded whole once the search is over. A --reverse
+        model is refused (at the first piece, as bad options are)."""
+        if self.reverse:
+            raise SeqlabError("this language model was trained with --reverse (it reads right to left): "
+                              "generation from it is not supported; generate with a left-to-right model")
         sampling = SamplingOptions(**options)
         context = self.prompt_ids(prompt, truncate_prompt)
         yield from text_pieces(generate_ids(self.model, context, sampling, self.device), context[1:], self.detokenize,

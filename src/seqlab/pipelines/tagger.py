@@ -41,6 +41,13 @@ from seqlab.errors import SeqlabError, place
 from seqlab.fileio import atomic_write_json
 from seqlab.metrics import mistakes, most_confused
 from seqlab.models.tagger import Tagger, TaggerConfig
+from seqlab.pipelines.lm_feature_runs import (
+    check_paths,
+    copy_lm_files,
+    lm_features_note,
+    load_lm_features,
+    rebuild_lm_features,
+)
 from seqlab.pipelines.run_files import FromRun
 from seqlab.pipelines.run_files import read_tagger_vocabulary as read_vocabulary
 from seqlab.pipelines.runs import (
@@ -55,7 +62,7 @@ from seqlab.pipelines.runs import (
     train_in_run,
 )
 from seqlab.progress import progress_bar
-from seqlab.tasks.tagging import TaggerVocabulary, TaggingTask, best_tags, length_batches
+from seqlab.tasks.tagging import TaggerVocabulary, TaggingTask, best_tags, length_batches, with_lm_features
 from seqlab.training import distributed
 from seqlab.training.trainer import TrainConfig, Trainer
 
@@ -87,9 +94,15 @@ class TaggerDataConfig:
                               "initialise the word embeddings; their words join the vocabulary, so a word "
                               "unseen in training but in the file keeps its vector", file=True)
     vectors_limit: int = option(0, "read only the first N vectors of --vectors (0: all)", at_least=0)
+    lm_features: list[str] = option([], "contextual string embeddings (Akbik et al. 2018): one or two character-LM "
+                                        "run directories, FWD_RUN [BWD_RUN] (seqlab train lm --tokenizer char, the "
+                                        "second with --reverse); each word also gets the forward LM's state after "
+                                        "its last character and the backward LM's after its first; the LMs are "
+                                        "frozen and copied into this run")
 
     def __post_init__(self):
         check_fields(self)
+        check_paths(self.lm_features)
 
 
 @dataclass
@@ -181,15 +194,20 @@ def _train_tagger(config, run_dir, device, resume, overwrite, callback) -> dict:
             vocabulary, vectors = with_vectors(vocabulary, data.vectors, data.vectors_limit)
             config = dataclasses.replace(config, model=dataclasses.replace(config.model,
                                                                            embedding_size=vectors[0].size(1)))
+    lm_features = None
+    if data.lm_features:      # resumed: the run's own copies (the weights come back with the checkpoint)
+        lm_features = (rebuild_lm_features(run_dir, config.model.lm_feature_size) if resume
+                       else load_lm_features(data.lm_features))
     model_config = dataclasses.replace(config.model, vocab_size=len(vocabulary.words),
                                        num_labels=len(vocabulary.labels),
-                                       char_vocab_size=len(vocabulary.chars) if vocabulary.chars else 0)
+                                       char_vocab_size=len(vocabulary.chars) if vocabulary.chars else 0,
+                                       lm_feature_size=lm_features.output_size if lm_features else 0)
     config = dataclasses.replace(config, model=model_config)
     constraints = None
     if model_config.crf and target != "none":
         constraints = tuple(torch.tensor(m) for m in allowed_transitions(vocabulary.labels, target))
     torch.manual_seed(config.train.seed)
-    model = Tagger(model_config, constraints)
+    model = Tagger(model_config, constraints, lm_features)
     if vectors is not None:
         fill_embeddings(model.embedding, *vectors)
     model = model.to(device)
@@ -197,12 +215,13 @@ def _train_tagger(config, run_dir, device, resume, overwrite, callback) -> dict:
     torch.manual_seed(config.train.seed + rank)
     log(f"{len(train):,} training sentences, {len(vocabulary.words):,} words, {len(vocabulary.labels)} tags"
         f"{f' ({target.upper()})' if target != 'none' else ''}; {model_config.encoder} tagger with "
-        f"{model.num_parameters():,} parameters on {device}")
+        f"{model.num_parameters():,} parameters on {device}"
+        f"{lm_features_note(model) if lm_features else ''}")
     if rank == 0 and not resume:
         write_run_files(run_dir, config, vocabulary, target, scheme, overwrite)
     distributed.barrier()
     task = TaggingTask(vocabulary, train, dev, test, config.train.batch_size, config.train.eval_batch_size,
-                       config.train.seed, data.unk_replace)
+                       config.train.seed, data.unk_replace, model)
     return Trainer(task, model, config.train, run_dir, device, callback).fit(resume=resume)
 
 
@@ -226,6 +245,8 @@ def write_run_files(run_dir: Path, config: TaggerTrainConfig, vocabulary: Tagger
                                                 "file_scheme": file_scheme})
     if vocabulary.chars is not None:
         atomic_write_json(run_dir / "chars.json", vocabulary.chars.to_dict())
+    if config.data.lm_features:
+        copy_lm_files(run_dir, config.data.lm_features)
 
 
 def read_run_config(run_dir: str | Path) -> TaggerTrainConfig:
@@ -242,7 +263,8 @@ def load_tagger(run_dir: str | Path, device: str = "cpu") -> TrainedTagger:
     check_sizes(run_dir, config, {"vocab_size": ("vocab.json", len(vocabulary.words)),
                                   "num_labels": ("labels.json", len(vocabulary.labels)),
                                   "char_vocab_size": ("chars.json", len(vocabulary.chars) if vocabulary.chars else 0)})
-    model, device = load_best(run_dir, Tagger(config.model), device)
+    lm_features = rebuild_lm_features(run_dir, config.model.lm_feature_size)
+    model, device = load_best(run_dir, Tagger(config.model, lm_features=lm_features), device)
     return TrainedTagger(model, vocabulary, scheme, config, device, file_scheme).from_run(run_dir)
 
 
@@ -268,8 +290,10 @@ class TrainedTagger(FromRun):
         starts = range(0, len(order), batch_size)
         for k in progress_bar(starts, progress, desc="tagging", unit="batch", leave=False):
             chunk = order[k:k + batch_size]
-            batch = self.vocabulary.batch([items[i] for i in chunk]).to(self.device)
-            scores = self.model(batch.words, batch.lengths, batch.chars)       # (B, T, K)
+            sentences = [items[i] for i in chunk]
+            encoded = with_lm_features(self.model, sentences, [self.vocabulary.encode(s) for s in sentences])
+            batch = self.vocabulary.collate(encoded).to(self.device)
+            scores = self.model(batch.words, batch.lengths, batch.chars, batch.lm)   # (B, T, K)
             if self.model.crf is not None:
                 probabilities = self.model.crf.marginals(scores.float(), batch.mask)   # (B, T, K)
             else:
@@ -345,7 +369,8 @@ class TrainedTagger(FromRun):
                     limit.apply(s.tokens, lines.place(s.line), s.line, len(s) + s.dropped)   # reject, or count
                 if self.scheme != "none":
                     prepare(chunk, source, self.scheme, str(path))
-                batches = length_batches([self.vocabulary.encode(s) for s in chunk], self.vocabulary, 64, None)
+                encoded = with_lm_features(self.model, chunk, [self.vocabulary.encode(s) for s in chunk])
+                batches = length_batches(encoded, self.vocabulary, 64, None)
                 for key, value in task.evaluate(self.model, batches, self.device).items():
                     totals[key] = totals.get(key, 0) + value
                 confused.update(mistakes(*task.predictions))
@@ -387,6 +412,7 @@ def input_sentences(lines: LineReader, fmt: str, limit: InputLimit, path, what: 
 PIPELINE = Pipeline(
     name="tagger", title="a tagger", summary="a sequence tagger (POS, NER) on CoNLL-U or CoNLL-2003 files",
     config=TaggerTrainConfig, groups=CONFIG_GROUPS, train_defaults=TRAIN_DEFAULTS,
-    derived=("vocab_size", "num_labels", "char_vocab_size"), resolve=resolve_tagger_config, train=train_tagger,
+    derived=("vocab_size", "num_labels", "char_vocab_size", "lm_feature_size"), resolve=resolve_tagger_config,
+    train=train_tagger,
     load=load_tagger, evaluate=TrainedTagger.evaluate_file,
     next_steps=("seqlab tag {output} FILE", "seqlab evaluate {output} FILE"))

@@ -21,6 +21,24 @@ from seqlab.errors import SeqlabError
 from seqlab.metrics import classification_scores
 
 
+def with_lm_features(model, items: list[EncodedDoc], batch_size: int = 32) -> list[EncodedDoc]:
+    """Set each encoded document's contextual string embeddings (n, Fl) from the model's frozen character
+    LMs (`model.lm_features`, Akbik et al. 2018), computed once from the tokens it keeps (training reuses
+    them every epoch; half precision, as the tagger's); a document of no tokens (read as one <unk>) gets
+    zeros. A model without LM features leaves the items as they are."""
+    extractor = getattr(model, "lm_features", None)
+    if extractor is None:
+        return items
+    from seqlab.tasks.tagging import LM_FEATURE_DTYPE
+
+    features = extractor.embed([item.tokens for item in items], batch_size)
+    for item, vectors in zip(items, features, strict=True):
+        padded = torch.zeros(len(item.words), vectors.size(1))                  # (n, Fl)
+        padded[:len(vectors)] = vectors
+        item.lm, item.tokens = padded.to(LM_FEATURE_DTYPE), None
+    return items
+
+
 def document_batches(items: list[EncodedDoc], vocabulary: DocumentVocabulary, batch_size: int,
                      seed: int | None) -> list[DocBatch]:
     """Batches of documents of similar length (`seqlab.data.batching.length_batches`): shuffled with a
@@ -112,7 +130,7 @@ class ClassificationTask:
         return len(batch.labels)
 
     def loss(self, model, batch: DocBatch, state):
-        scores = model(batch.words, batch.lengths, batch.features)     # (B, K)
+        scores = model(batch.words, batch.lengths, batch.features, batch.lm)     # (B, K)
         return document_losses(model, scores, batch.labels, self.weights), len(batch.labels), None
 
     @torch.no_grad()
@@ -130,7 +148,7 @@ class ClassificationTask:
             if not len(batch.labels):
                 continue
             batch = batch.to(device)
-            scores = model(batch.words, batch.lengths, batch.features)
+            scores = model(batch.words, batch.lengths, batch.features, batch.lm)
             known = batch.labels >= 0
             if known.any():
                 loss_sum += float(document_losses(model, scores[known], batch.labels[known], self.weights))

@@ -1,0 +1,61 @@
+"""Write the text the character LMs of `--lm-features` are trained on (README "Contextual string
+embeddings"): training splits only, one sentence a line.
+
+    python benchmarks/lm_features_text.py --output runs/lmdata
+    # -> runs/lmdata/ud_conll_train.txt (26,285 lines, 2,079,959 characters) and
+    #    runs/lmdata/conll_heldout_lm.txt (the last 300 CoNLL-2003 training sentences: the LMs' validation file)
+
+The CoNLL-2003 training sentences (words joined by spaces, -DOCSTART- dropped) less the last 300, and
+the UD English-EWT training sentences (their `# text` lines), shuffled together with a fixed seed. No
+development or test file of any dataset is read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+from pathlib import Path
+
+
+def conll_sentences(path: Path) -> list[str]:
+    sentences, words = [], []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line:
+            if words:
+                sentences.append(" ".join(words))
+                words = []
+            continue
+        word = line.split()[0]
+        if word != "-DOCSTART-":
+            words.append(word)
+    if words:
+        sentences.append(" ".join(words))
+    return sentences
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", default="../shared/data")
+    parser.add_argument("--output", default="runs/lmdata")
+    parser.add_argument("--held-out", type=int, default=300, help="CoNLL-2003 training sentences held out")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    data, output = Path(args.data_dir), Path(args.output)
+    conll = conll_sentences(data / "conll2003" / "train.txt")
+    ud = [line[len("# text = "):].strip() for line in
+          (data / "ud_english_ewt" / "en_ewt-ud-train.conllu").read_text(encoding="utf-8").splitlines()
+          if line.startswith("# text = ")]
+    train, held_out = conll[:-args.held_out], conll[-args.held_out:]
+    lines = ud + train
+    random.Random(args.seed).shuffle(lines)
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "ud_conll_train.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (output / "conll_heldout_lm.txt").write_text("\n".join(held_out) + "\n", encoding="utf-8")
+    print(f"{output / 'ud_conll_train.txt'}: {len(lines):,} lines, {sum(len(s) + 1 for s in lines):,} characters; "
+          f"{output / 'conll_heldout_lm.txt'}: {len(held_out):,} lines")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
