@@ -222,6 +222,8 @@ def test_lm_reverse_trains_on_the_reversed_stream(lms, tmp_path, monkeypatch, ca
     capsys.readouterr()
     assert main(["generate", str(run), "--prompt", "a", "--max-tokens", "3"]) == 2
     assert "--reverse" in capsys.readouterr().err
+    assert main(["export", str(run), "--output", str(tmp_path / "onnx")]) == 2
+    assert "--reverse" in capsys.readouterr().err and not (tmp_path / "onnx").exists()
     assert main(["train", "lm", "--train", str(TRAIN), "--valid", str(VALID), "--output", str(tmp_path / "w"),
                  "--tokenizer", "word", "--reverse", "--max-steps", "1"]) == 2
     assert "--tokenizer char" in capsys.readouterr().err

@@ -383,9 +383,13 @@ def export_onnx(run_dir: str | Path, output: str | Path, overwrite: bool = False
     from seqlab.pipelines.runs import read_run_json
     from seqlab.registry import load, run_pipeline
 
+    saved = read_run_json(Path(run_dir))
     for name in ("copy", "coverage"):          # See et al. 2017's pointer-generator: its step has no graph yet
-        if read_run_json(Path(run_dir)).get("model", {}).get(name):
+        if saved.get("model", {}).get(name):
             raise SeqlabError(f"--{name} models cannot be exported to ONNX yet")
+    if saved.get("data", {}).get("reverse"):   # the runtime would generate right to left, as `generate` refuses to
+        raise SeqlabError("a --reverse language model reads its text right to left: it is a feature extractor for "
+                          "--lm-features, not exported to ONNX")
     try:
         import onnx  # noqa: F401  (torch.onnx.export writes through it)
     except ImportError:
