@@ -49,6 +49,9 @@ RECIPES = {      # benchmark: {recipe: options added to the config's}
         "lr4e-3-1000": ["--eval-every", "100", "--lr", "4e-3", "--min-lr", "4e-4", "--max-steps", "1000"],
         "lr3e-3-batch24-600": ["--eval-every", "50", "--lr", "3e-3", "--min-lr", "3e-4", "--max-steps", "600",
                                "--batch-size", "24", "--warmup-steps", "50"],
+        # the recipe of configs/shakespeare-char-transformer-modern.yaml on the same model size (issue 20)
+        "modern": ["--eval-every", "100", "--positions", "rotary", "--norm", "rmsnorm", "--activation", "swiglu",
+                   "--qk-norm", "--optimizer", "muon", "--lr", "2e-3", "--min-lr", "2e-4"],
     },
 }
 
