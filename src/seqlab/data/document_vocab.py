@@ -138,6 +138,7 @@ class DocumentVocabulary:
 
     def collate(self, items: list[EncodedDoc]) -> DocBatch:
         import torch
+        from torch.nn.utils.rnn import pad_sequence
 
         words = lengths = features = None
         if self.words is not None:
@@ -148,8 +149,6 @@ class DocumentVocabulary:
         if self.features is not None:
             features = self.features([item.features for item in items])                  # (B, F)
         lm = None
-        if words is not None and items[0].lm is not None:
-            lm = torch.zeros(*words.shape, items[0].lm.size(1), dtype=items[0].lm.dtype)   # (B, T, Fl)
-            for b, item in enumerate(items):
-                lm[b, :len(item.lm)] = item.lm
+        if words is not None and items[0].lm is not None:                       # one row per word: (B, T, Fl)
+            lm = pad_sequence([item.lm for item in items], batch_first=True)
         return DocBatch(words, lengths, features, torch.tensor([item.label for item in items]), lm)

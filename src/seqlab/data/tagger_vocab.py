@@ -115,6 +115,7 @@ class TaggerVocabulary:
     def collate(self, items: list[Encoded]) -> TagBatch:
         """Encoded sentences -> one right-padded batch."""
         import torch
+        from torch.nn.utils.rnn import pad_sequence
 
         B, T = len(items), max(len(item.words) for item in items)
         words = torch.full((B, T), PAD, dtype=torch.long)
@@ -122,16 +123,13 @@ class TaggerVocabulary:
         chars = None
         if self.chars is not None:
             chars = torch.full((B, T, max(item.chars.size(1) for item in items)), PAD, dtype=torch.long)
-        lm = None
-        if items[0].lm is not None:
-            lm = torch.zeros(B, T, items[0].lm.size(1), dtype=items[0].lm.dtype)   # (B, T, Fl)
+        lm = pad_sequence([item.lm for item in items], batch_first=True) \
+            if items[0].lm is not None else None                                  # (B, T, Fl)
         for b, item in enumerate(items):
             n = len(item.words)
             words[b, :n], tags[b, :n] = item.words, item.tags
             if chars is not None:
                 chars[b, :n, :item.chars.size(1)] = item.chars
-            if lm is not None:
-                lm[b, :n] = item.lm
         lengths = torch.tensor([len(item.words) for item in items])
         return TagBatch(words, lengths, tags, chars, [item.gold for item in items], lm)
 

@@ -36,7 +36,7 @@ from seqlab.data.vocab import BOS, PAD
 from seqlab.errors import SeqlabError
 from seqlab.models.base import Model
 from seqlab.nn.encoders import RecurrentEncoder, TransformerEncoder
-from seqlab.nn.lm_features import ContextualStringEmbeddings
+from seqlab.nn.lm_features import ContextualStringEmbeddings, check_width
 from seqlab.nn.pooling import COMBINE, max_pool, mean_pool
 
 ARCHS = ("features", "pooled", "rnn", "lstm", "gru", "transformer")
@@ -145,9 +145,7 @@ class Classifier(Model):
         (`config.lm_feature_size` wide)."""
         super().__init__()
         c = self.config = config
-        if (lm_features.output_size if lm_features is not None else 0) != c.lm_feature_size:
-            raise SeqlabError(f"the classifier expects {c.lm_feature_size}-wide LM features; the language models "
-                              f"given give {lm_features.output_size if lm_features is not None else 0}")
+        check_width(lm_features, c.lm_feature_size, "classifier")
         self.lm_features = lm_features
         if c.num_labels < 2:
             raise SeqlabError("a classifier needs at least two classes")

@@ -37,7 +37,7 @@ from seqlab.models.base import Model
 from seqlab.nn.char_encoder import CharEncoder
 from seqlab.nn.crf import CRF
 from seqlab.nn.encoders import RecurrentEncoder, TransformerEncoder
-from seqlab.nn.lm_features import ContextualStringEmbeddings
+from seqlab.nn.lm_features import ContextualStringEmbeddings, check_width
 from seqlab.nn.pooling import COMBINE, padding_mask
 
 ENCODERS = ("rnn", "lstm", "gru", "transformer", "window")
@@ -121,9 +121,7 @@ class Tagger(Model):
                                      c.char_hidden_size, c.char_kernel)
             width += self.chars.output_size
         self.lm_features = lm_features
-        if (lm_features.output_size if lm_features is not None else 0) != c.lm_feature_size:
-            raise SeqlabError(f"the tagger expects {c.lm_feature_size}-wide LM features; the language models "
-                              f"given give {lm_features.output_size if lm_features is not None else 0}")
+        check_width(lm_features, c.lm_feature_size, "tagger")
         width += c.lm_feature_size
         self.drop = nn.Dropout(c.dropout)
         if c.encoder in ("rnn", "lstm", "gru"):

@@ -54,6 +54,13 @@ def word_positions(words: list[str]) -> tuple[list[int], list[int]]:
     return forward, backward
 
 
+def check_width(lm_features: ContextualStringEmbeddings | None, expected: int, model: str) -> None:
+    """A tagger's or classifier's `lm_feature_size` (0: none) against the LMs it is given."""
+    width = lm_features.output_size if lm_features is not None else 0
+    if width != expected:
+        raise SeqlabError(f"the {model} expects {expected}-wide LM features; the language models given give {width}")
+
+
 class ContextualStringEmbeddings(nn.Module):
     """A forward character LM and optionally a backward one (frozen) -> one vector per word.
 
