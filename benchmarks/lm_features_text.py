@@ -23,6 +23,8 @@ import random
 import re
 from pathlib import Path
 
+from train_vectors import WIKITEXT_MARKERS  # wikitext's @-@ @,@ @.@ markers, joined as the tagging files write them
+
 SENTENCE_END = re.compile(r"(?<= [.?!]) (?=[A-Z\"'(])")
 
 
@@ -49,7 +51,7 @@ def wikitext_sentences(path: Path) -> list[str]:
         line = line.strip()
         if not line or line.startswith("="):
             continue
-        for marker, joined in ((" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", ".")):
+        for marker, joined in WIKITEXT_MARKERS.items():
             line = line.replace(marker, joined)
         sentences.extend(part.strip() for part in SENTENCE_END.split(line) if part.strip())
     return sentences
