@@ -19,6 +19,7 @@ from seqlab.data.batching import length_batches
 from seqlab.data.document_vocab import DocBatch, DocumentVocabulary, EncodedDoc, Truncation  # noqa: F401  (re-exported)
 from seqlab.errors import SeqlabError
 from seqlab.metrics import classification_scores
+from seqlab.nn.lm_features import LM_FEATURE_DTYPE
 
 
 def with_lm_features(model, items: list[EncodedDoc], batch_size: int = 32) -> list[EncodedDoc]:
@@ -29,8 +30,6 @@ def with_lm_features(model, items: list[EncodedDoc], batch_size: int = 32) -> li
     extractor = getattr(model, "lm_features", None)
     if extractor is None:
         return items
-    from seqlab.tasks.tagging import LM_FEATURE_DTYPE
-
     features = extractor.embed([item.tokens for item in items], batch_size)
     for item, vectors in zip(items, features, strict=True):
         padded = torch.zeros(len(item.words), vectors.size(1))                  # (n, Fl)

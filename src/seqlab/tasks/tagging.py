@@ -23,6 +23,7 @@ from seqlab.data.tagger_vocab import UNKNOWN_LABEL, Encoded, TagBatch, TaggerVoc
 from seqlab.data.tags import split_tag
 from seqlab.data.vocab import UNK
 from seqlab.metrics import PRF, span_scores
+from seqlab.nn.lm_features import LM_FEATURE_DTYPE  # noqa: F401  (re-exported)
 
 
 def length_batches(items: list[Encoded], vocabulary: TaggerVocabulary, batch_size: int,
@@ -31,11 +32,6 @@ def length_batches(items: list[Encoded], vocabulary: TaggerVocabulary, batch_siz
     seed (training), every sentence shortest first without (evaluation)."""
     groups = batching.length_batches([len(item.words) for item in items], batch_size, seed)
     return [vocabulary.collate([items[i] for i in group]) for group in groups]
-
-
-# LM features are kept in half precision: CoNLL-2003's 204k training tokens with two 512-wide LMs take
-# 204,567 x 1,024 x 2 bytes = 0.42 GB. Prediction rounds them the same way, so it sees what training saw.
-LM_FEATURE_DTYPE = torch.float16
 
 
 def with_lm_features(model, sentences: list[Sentence], items: list[Encoded], batch_size: int = 32) -> list[Encoded]:
