@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import random
 import re
+import sys
 from pathlib import Path
 
 from train_vectors import WIKITEXT_MARKERS  # wikitext's @-@ @,@ @.@ markers, joined as the tagging files write them
@@ -67,6 +68,12 @@ def main() -> int:
                         help="also write ud_conll_wt2_train.txt, with wikitext-2's training text added")
     args = parser.parse_args()
     data, output = Path(args.data_dir), Path(args.output)
+    needed = [data / "conll2003" / "train.txt", data / "ud_english_ewt" / "en_ewt-ud-train.conllu"]
+    needed += [data / "wikitext-2" / "train.txt"] if args.wikitext2 else []
+    missing = [str(path) for path in needed if not path.is_file()]
+    if missing:
+        print(f"lm_features_text.py: error: missing training file {missing[0]} (see --data-dir)", file=sys.stderr)
+        return 2
     conll = conll_sentences(data / "conll2003" / "train.txt")
     ud = [line[len("# text = "):].strip() for line in
           (data / "ud_english_ewt" / "en_ewt-ud-train.conllu").read_text(encoding="utf-8").splitlines()
