@@ -41,10 +41,10 @@ from seqlab.cli import main as seqlab_main  # noqa: E402
 from seqlab.data.batching import StreamBatches  # noqa: E402
 from seqlab.data.readers import encode_lines, read_lines  # noqa: E402
 from seqlab.data.tokenizers import make_tokenizer  # noqa: E402
+from seqlab.families.lm.task import token_loss  # noqa: E402
 from seqlab.models.lm import LMConfig, build_lm  # noqa: E402
-from seqlab.tasks.lm import token_loss  # noqa: E402
-from seqlab.tasks.output_loss import fused_token_loss  # noqa: E402
 from seqlab.training.memory import keep_freed_memory  # noqa: E402
+from seqlab.training.output_loss import fused_token_loss  # noqa: E402
 
 CONFIG = Path(__file__).parent.parent / "configs" / "wikitext2-lstm-tied-short.yaml"
 BATCH, SEQ_LEN = 20, 35

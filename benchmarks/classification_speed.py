@@ -29,8 +29,8 @@ from classification_quality import describe  # noqa: E402
 
 import seqlab  # noqa: E402
 from common import device_name, record, write_records  # noqa: E402
-from seqlab.pipelines.classifier import read_split  # noqa: E402
-from seqlab.tasks.classification import document_batches, probabilities  # noqa: E402
+from seqlab.families.classifier.pipeline import read_split  # noqa: E402
+from seqlab.families.classifier.task import document_batches, probabilities  # noqa: E402
 
 
 def best_time(work, repeats: int) -> float:

@@ -1,4 +1,4 @@
-"""How much of each shared dataset's evaluation splits is already in its training split (`seqlab.harms.datasheet`).
+"""How much of each shared dataset's evaluation splits is already in its training split (`seqlab.cards.datasheet`).
 
     python benchmarks/contamination.py --data-dir ../shared/data
 
@@ -46,8 +46,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import RESULTS, device_name, record, write_records  # noqa: E402
+from seqlab.cards.datasheet import TrainIndex, duplicate_lines, normalise, read_units  # noqa: E402
 from seqlab.data.documents import Columns, read_documents  # noqa: E402
-from seqlab.harms.datasheet import TrainIndex, duplicate_lines, normalise, read_units  # noqa: E402
 
 TITLE = "Contamination of evaluation splits by their training split (Brown et al. 2020, app. C)"
 NOTES = __doc__.split("\n\n", 1)[1]

@@ -1,4 +1,4 @@
-"""Generation speed at batch 1: tokens/s of `seqlab.search.generate_ids`, one source tree against another
+"""Generation speed at batch 1: tokens/s of `seqlab.decoding.search.generate_ids`, one source tree against another
 (today's code against a baseline commit's), side by side in one run.
 
 Models (random weights: the speed of a step does not depend on what the weights learned, except top-p's
@@ -78,7 +78,7 @@ def worker(name: str, decoding: str, new_tokens: int) -> dict:
     """Build the model, warm up, time one generation: tokens/s (wall, CPU) and the ids."""
     import torch
 
-    from seqlab.search import SamplingOptions, generate_ids
+    from seqlab.decoding.search import SamplingOptions, generate_ids
     torch.set_num_threads(1)
     model = build(name)
     options = SamplingOptions(max_tokens=new_tokens, stop_at_eos=False, **DECODINGS[decoding])

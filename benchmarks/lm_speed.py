@@ -34,13 +34,13 @@ from seqlab.data.batching import StreamBatches  # noqa: E402
 from seqlab.data.readers import count_tokens, encode_lines, read_lines  # noqa: E402
 from seqlab.data.tokenizers import WordTokenizer  # noqa: E402
 from seqlab.data.vocab import Vocab  # noqa: E402
+from seqlab.decoding.search import SamplingOptions, generate_ids  # noqa: E402
+from seqlab.families.lm.config import LMTrainOptions  # noqa: E402
+from seqlab.families.lm.task import LanguageModelingTask  # noqa: E402
 from seqlab.models.lm import LMConfig, build_lm  # noqa: E402
 from seqlab.nn.recurrent import RecurrentStack  # noqa: E402
-from seqlab.pipelines.lm import LMTrainOptions  # noqa: E402
-from seqlab.search import SamplingOptions, generate_ids  # noqa: E402
-from seqlab.tasks.lm import LanguageModelingTask  # noqa: E402
-from seqlab.tasks.output_loss import choose_fused_output  # noqa: E402
 from seqlab.training.memory import keep_freed_memory  # noqa: E402
+from seqlab.training.output_loss import choose_fused_output  # noqa: E402
 from seqlab.training.trainer import Trainer  # noqa: E402
 
 TRAIN_FILES = {"ptb": "ptb/ptb.train.txt", "wikitext-2": "wikitext-2/train.txt"}

@@ -3,7 +3,7 @@
     python benchmarks/onnx_parity.py --classifier runs/sst2 --tagger runs/pos --seq2seq runs/de-en --lm runs/demo
 
 Each run is exported (`seqlab export --format onnx`, into a temporary directory) and served by both runtimes'
-model objects, `seqlab.load(run)` and `seqlab.serve.onnx_models` (what `seqlab serve --runtime onnx` runs),
+model objects, `seqlab.load(run)` and `seqlab.serve.onnx` (what `seqlab serve --runtime onnx` runs),
 which are asked the same questions:
 
     classifier  SST test (sst/test.txt, all 2,210 sentences): the labels, and each class's probability
@@ -119,7 +119,7 @@ def compare(family: str, torch_model, onnx_model, data: Path) -> list[tuple[str,
 def main() -> int:
     import seqlab
     from seqlab.export.onnx import export_onnx
-    from seqlab.serve.onnx_models import load_exports
+    from seqlab.serve.onnx import load_exports
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--classifier", help="an SST-2 classifier run")

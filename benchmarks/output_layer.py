@@ -33,8 +33,8 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import device_name, record, write_records  # noqa: E402
+from seqlab.families.lm.task import token_loss  # noqa: E402
 from seqlab.nn.fused_output import default_chunk_size, linear_cross_entropy, should_fuse  # noqa: E402
-from seqlab.tasks.lm import token_loss  # noqa: E402
 from seqlab.training.memory import keep_freed_memory  # noqa: E402
 
 SHAPES = {                  # name: (batch, seq_len, D, V)
@@ -104,7 +104,7 @@ def output_layer(batch: int, seq_len: int, width: int, vocab_size: int, seed: in
 
 
 def plain_step(hidden, decoder, targets):
-    """seqlab's path today: logits from the nn.Linear, then `seqlab.tasks.lm.token_loss`."""
+    """seqlab's path today: logits from the nn.Linear, then `seqlab.families.lm.task.token_loss`."""
     def run() -> float:
         hidden.grad = decoder.weight.grad = decoder.bias.grad = None
         start = time.perf_counter()

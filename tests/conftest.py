@@ -16,8 +16,8 @@ os.environ.setdefault("SEQLAB_CACHE_DIR", tempfile.mkdtemp(prefix="seqlab-test-c
 import pytest
 import torch
 
+from seqlab.families.lm.config import LMDataConfig, LMTrainConfig, LMTrainOptions
 from seqlab.models.lm import LMConfig
-from seqlab.pipelines.lm import LMDataConfig, LMTrainConfig, LMTrainOptions
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TRAIN = FIXTURES / "shakespeare_train.txt"
@@ -62,7 +62,7 @@ def train_serve_runs(folder: Path, lr: float | None = None) -> dict[str, Path]:
     and a German-English translator), for the tests of `seqlab serve`: {name: run directory}. With `lr` the
     tagger, the classifier and the translator learn their data (0.05: every entity right), not just its shapes."""
     from seqlab.cli import main
-    from seqlab.pipelines.lm import train_lm
+    from seqlab.families.lm.pipeline import train_lm
 
     quiet, pairs = ["--no-progress", "--dropout", "0"], FIXTURES / "seq2seq"
     quiet += [] if lr is None else ["--lr", str(lr)]

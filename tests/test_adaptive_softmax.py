@@ -17,10 +17,10 @@ from seqlab.cli import main
 from seqlab.data.batching import Batch
 from seqlab.data.vocab import PAD
 from seqlab.errors import SeqlabError
+from seqlab.families.lm.pipeline import train_lm
+from seqlab.families.lm.task import LanguageModelingTask, evaluate_lm, token_loss
 from seqlab.models.lm import LMConfig, build_lm
 from seqlab.nn.adaptive_softmax import AdaptiveOutputLayer, AdaptiveSoftmax, default_cutoffs, parse_cutoffs
-from seqlab.pipelines.lm import train_lm
-from seqlab.tasks.lm import LanguageModelingTask, evaluate_lm, token_loss
 
 V, D = 60, 32
 
@@ -277,7 +277,7 @@ def test_adaptive_softmax_serve_answers_as_the_python_api(tmp_path):
 
 
 def test_adaptive_softmax_gpt2_export_refuses_it_by_name():
-    from seqlab.export.hf import check_gpt2_options
+    from seqlab.families.lm.hf import check_gpt2_options
 
     config = LMConfig(arch="transformer", vocab_size=V, norm_position="pre", activation="gelu", bias=False,
                       output_layer="adaptive")

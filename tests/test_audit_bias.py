@@ -15,8 +15,8 @@ import pytest
 from conftest import tiny_config
 from seqlab.cli import main
 from seqlab.errors import SeqlabError
+from seqlab.families.lm.pipeline import train_lm
 from seqlab.harms.bias import bootstrap_interval, crows_pairs, read_pairs, score_pair, shared_positions, to_markdown
-from seqlab.pipelines.lm import train_lm
 
 HEADER = ["", "sent_more", "sent_less", "stereo_antistereo", "bias_type", "annotations", "anon_writer",
           "anon_annotators"]

@@ -16,6 +16,10 @@ import torch
 
 from seqlab.cli import main
 from seqlab.data.tokenizers import make_tokenizer
+from seqlab.decoding.search import SamplingOptions, generate_ids
+from seqlab.families.lm.config import LMDataConfig, LMTrainConfig, LMTrainOptions
+from seqlab.families.lm.pipeline import load_lm, train_lm
+from seqlab.families.lm.trained import TrainedLM
 from seqlab.harms.memorization import (
     TrainingIndex,
     decode_batch,
@@ -29,8 +33,6 @@ from seqlab.harms.memorization import (
     zlib_entropy,
 )
 from seqlab.models.lm import LMConfig, build_lm
-from seqlab.pipelines.lm import LMDataConfig, LMTrainConfig, LMTrainOptions, TrainedLM, load_lm, train_lm
-from seqlab.search import SamplingOptions, generate_ids
 
 TWO = ["the quick brown fox jumps over the lazy dog while seven wizards box jolly",
        "pack my box with five dozen liquor jugs and then sing of amazing zephyrs"]

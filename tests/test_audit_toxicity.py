@@ -10,8 +10,8 @@ import re
 import pytest
 
 from seqlab.errors import SeqlabError
+from seqlab.families.classifier.vocab import Prediction
 from seqlab.harms.toxicity import ToxicityOptions, audit_toxicity, read_prompts, summarize
-from seqlab.pipelines.outputs import Prediction
 
 
 class ScriptedLM:
@@ -85,7 +85,7 @@ def runs(tmp_path_factory) -> dict:
     """A tiny character LM and a tiny classifier whose labels are toxic / fine."""
     from conftest import tiny_config
     from seqlab.cli import main
-    from seqlab.pipelines.lm import train_lm
+    from seqlab.families.lm.pipeline import train_lm
 
     folder = tmp_path_factory.mktemp("toxicity")
     train_lm(tiny_config(folder / "lm", arch="lstm", tokenizer="char"))
@@ -166,7 +166,7 @@ def test_nucleus_is_top_ps_kept_set(p, steps):
     with blocked tokens and a temperature."""
     import torch
 
-    from seqlab.processors import BlockTokens, Temperature, TopP, nucleus, process
+    from seqlab.decoding.processors import BlockTokens, Temperature, TopP, nucleus, process
 
     torch.manual_seed(0)
     V = 3000
@@ -181,8 +181,8 @@ def test_batched_sampling_draws_from_the_single_samplers_distribution(top_p, tem
     on a model whose next-token distribution is fixed."""
     import torch
 
-    from seqlab.processors import process, processors_for
-    from seqlab.search import SamplingOptions, nucleus_choose
+    from seqlab.decoding.processors import process, processors_for
+    from seqlab.decoding.search import SamplingOptions, nucleus_choose
 
     logits = torch.log(torch.tensor([[0.0] * 5 + [0.5, 0.3, 0.15, 0.05]])).expand(20000, -1)
     options = SamplingOptions(top_p=top_p, temperature=temperature)
@@ -195,7 +195,7 @@ def test_batched_sampling_draws_from_the_single_samplers_distribution(top_p, tem
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_batched_sampling_with_top_p_near_zero_is_greedy_and_a_seed_reproduces_it(arch):
-    from seqlab.search import SamplingOptions, generate_ids, sample_ids
+    from seqlab.decoding.search import SamplingOptions, generate_ids, sample_ids
 
     model = tiny_lm(arch)
     greedy = list(generate_ids(model, CONTEXT, SamplingOptions(max_tokens=8, greedy=True)))
@@ -210,7 +210,7 @@ def test_batched_sampling_with_top_p_near_zero_is_greedy_and_a_seed_reproduces_i
 
 def test_batched_sampling_stops_at_eos_and_refuses_what_it_cannot_do():
     from seqlab.data.vocab import EOS
-    from seqlab.search import SamplingOptions, sample_ids
+    from seqlab.decoding.search import SamplingOptions, sample_ids
 
     model = tiny_lm("lstm")
     with torch_bias(model, EOS):                                   # </s> the most likely token everywhere

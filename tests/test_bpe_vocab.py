@@ -18,8 +18,8 @@ from seqlab.data.parallel import Pair
 from seqlab.data.readers import read_lines
 from seqlab.data.tokenizers import BPETokenizer, CharTokenizer, WordTokenizer
 from seqlab.data.vocab import SPECIALS, UNK
+from seqlab.decoding.search import SearchOptions
 from seqlab.errors import SeqlabError
-from seqlab.search import SearchOptions
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PAIRS = FIXTURES / "seq2seq"

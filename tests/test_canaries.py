@@ -16,10 +16,13 @@ import torch
 
 from conftest import tiny_config
 from seqlab.cli import main
+from seqlab.data.canaries import draw, insert, parse_template
 from seqlab.data.tokenizers import WordTokenizer
 from seqlab.data.vocab import SPECIALS, Vocab
 from seqlab.errors import SeqlabError
-from seqlab.harms.canaries import draw, insert, parse_template
+from seqlab.families.lm.config import LMDataConfig, LMTrainConfig
+from seqlab.families.lm.pipeline import train_lm
+from seqlab.families.lm.trained import TrainedLM
 from seqlab.harms.exposure import (
     Candidates,
     audit_exposure,
@@ -31,7 +34,6 @@ from seqlab.harms.exposure import (
     teacher_forced_scores,
 )
 from seqlab.models.lm import LMConfig, build_lm
-from seqlab.pipelines.lm import LMDataConfig, LMTrainConfig, TrainedLM, train_lm
 
 WORDS = "the cat sat on a mat and dog ran to big red house my pin is".split()
 
@@ -93,7 +95,7 @@ def test_canary_is_an_lm_option_only(capsys):
 
 
 def test_list_options_from_a_config_file(tmp_path):
-    from seqlab.pipelines.lm import resolve_lm_config
+    from seqlab.families.lm.config import resolve_lm_config
 
     train, valid = corpus(tmp_path)
     (tmp_path / "c.yaml").write_text(f"data:\n  train: {train}\n  valid: {valid}\n  canary: 'pin {{digits:3}}'\n"
@@ -104,12 +106,12 @@ def test_list_options_from_a_config_file(tmp_path):
         resolve_lm_config(tmp_path / "d.yaml")
     assert LMDataConfig(canary="pin {digits:3}").canary_repeats == [1, 4, 16, 64]      # the default counts
     from seqlab.info import train_command
-    from seqlab.registry import pipeline
+    from seqlab.registry import family
 
     config = LMTrainConfig(data=LMDataConfig(canary="pin {digits:3}", canary_repeats=[2, 5]))
-    assert "--canary 'pin {digits:3}' --canary-repeats 2 5" in train_command(pipeline("lm"), config)
+    assert "--canary 'pin {digits:3}' --canary-repeats 2 5" in train_command(family("lm"), config)
     config = LMTrainConfig(data=LMDataConfig(canary="pin {digits:3}"))
-    assert "--canary-repeats" not in train_command(pipeline("lm"), config)          # the default: left out
+    assert "--canary-repeats" not in train_command(family("lm"), config)          # the default: left out
 
 
 # ---------------------------------------------------------------------------- insertion

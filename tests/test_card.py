@@ -1,4 +1,4 @@
-"""The model card (`seqlab.harms.card`): written at the end of every training of every task, its datasheet
+"""The model card (`seqlab.cards.card`): written at the end of every training of every task, its datasheet
 figures equal to hand counts of small files (a planted duplicate, a planted 13-gram overlap and a 12-gram
 near miss, verbatim lines, labels), its evaluation equal to metrics.jsonl with bootstrap intervals, and
 `seqlab card`, `seqlab.load(run).card`, --card-notes, canaries, audits and the bad inputs."""
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import seqlab
+from seqlab.cards.card import CARD_JSON, CARD_MD, read_card
 from seqlab.cli import main
-from seqlab.harms.card import CARD_JSON, CARD_MD, read_card
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FAST = ["--no-progress", "--dropout", "0"]

@@ -8,10 +8,10 @@ import torch
 from sklearn.metrics import f1_score, precision_recall_fscore_support
 
 from seqlab.errors import SeqlabError
+from seqlab.families.classifier.task import class_weights, document_losses, probabilities
 from seqlab.metrics import classification_scores
 from seqlab.models.classifier import Classifier, ClassifierConfig
 from seqlab.nn.pooling import final_states, max_pool, mean_pool
-from seqlab.tasks.classification import class_weights, document_losses, probabilities
 
 V, K = 30, 3
 VARIANTS = [

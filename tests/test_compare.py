@@ -169,8 +169,8 @@ def test_compare_variants_beside_recipes_under_an_epoch_budget(tmp_path):
     assert crf["model"]["dropout"] == 0.1                    # ... and the shared option reaches it
     assert crf["train"]["lr"] == recipe("tagger", "bilstm", "tiny")["lr"]
     gru = configs["plain-gru"]                               # no recipe: seqlab train tagger's defaults
-    from seqlab.registry import pipeline
-    default = pipeline("tagger").resolve(None, {"train": conllu, "output": str(tmp_path / "x")}, resume=False)
+    from seqlab.registry import family
+    default = family("tagger").pipeline.resolve(None, {"train": conllu, "output": str(tmp_path / "x")}, resume=False)
     assert gru["model"]["encoder"] == "gru" and gru["train"]["lr"] == default.train.lr
     assert gru["model"]["hidden_size"] == default.model.hidden_size and gru["model"]["dropout"] == 0.1
     for name in plan["archs"]:

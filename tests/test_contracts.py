@@ -22,18 +22,18 @@ from seqlab.data.documents import Document
 from seqlab.data.parallel import Pair
 from seqlab.data.tokenizers import WordTokenizer
 from seqlab.data.vocab import Vocab
+from seqlab.families.classifier.task import ClassificationTask, DocumentVocabulary
+from seqlab.families.lm.pipeline import train_lm
+from seqlab.families.lm.task import LanguageModelingTask
+from seqlab.families.seq2seq.task import PairVocabulary, Seq2SeqTask
+from seqlab.families.tagger.task import TaggerVocabulary, TaggingTask
 from seqlab.models.base import Model
 from seqlab.models.classifier import Classifier, ClassifierConfig
 from seqlab.models.lm import LMConfig, build_lm
 from seqlab.models.seq2seq import Seq2SeqConfig, build_model
 from seqlab.models.tagger import Tagger, TaggerConfig
-from seqlab.pipelines.lm import train_lm
-from seqlab.registry import TASKS
-from seqlab.tasks.base import Task
-from seqlab.tasks.classification import ClassificationTask, DocumentVocabulary
-from seqlab.tasks.lm import LanguageModelingTask
-from seqlab.tasks.seq2seq import PairVocabulary, Seq2SeqTask
-from seqlab.tasks.tagging import TaggerVocabulary, TaggingTask
+from seqlab.registry import FAMILIES
+from seqlab.training.task import Task
 
 SOURCE = Path(__file__).resolve().parent.parent / "src" / "seqlab"
 
@@ -80,7 +80,7 @@ def test_the_import_graph_has_no_cycle():
     modules = {module_name(path): path for path in SOURCE.rglob("*.py")}
     graph = {name: {target for target in imports(path) if target in modules and target != name}
              for name, path in modules.items()}
-    assert graph["seqlab.registry"] >= {"seqlab.pipelines.lm", "seqlab.pipelines.seq2seq"}   # the walk sees them
+    assert graph["seqlab.registry"] >= {"seqlab.families.lm", "seqlab.families.seq2seq"}   # the walk sees them
     state: dict[str, int] = {}
     stack: list[str] = []
 
@@ -153,8 +153,8 @@ def test_every_task_follows_the_task_contract_and_counts_what_its_loss_sums(name
 
 
 def test_the_registry_serves_every_task_and_its_config_groups():
-    assert set(TASKS) == {"lm", "tagger", "classifier", "seq2seq"}
-    for pipeline in TASKS.values():
+    assert set(FAMILIES) == {"lm", "tagger", "classifier", "seq2seq"}
+    for pipeline in (family.pipeline for family in FAMILIES.values()):
         assert set(pipeline.groups) == {"data", "model", "train"}
         config = pipeline.config()
         assert [f.name for f in dataclasses.fields(config)] == ["data", "model", "train"]
@@ -202,7 +202,7 @@ def test_evaluate_refuses_an_option_the_runs_task_ignores_and_rnn_impl_acts(tmp_
 @pytest.mark.parametrize("arch", ["ffn", "rnn", "lstm", "gru", "transformer", "s2s-gru", "s2s-transformer", "s2s-lm"])
 def test_every_decodable_model_follows_the_one_decoding_contract(arch):
     """Language models and seq2seq models alike: `start`, then `step` one token at a time and `reorder_state`
-    (what seqlab.search uses), and a network under the Model contract."""
+    (what seqlab.decoding.search uses), and a network under the Model contract."""
     from seqlab.models.base import IncrementalDecoder
 
     if arch.startswith("s2s-"):

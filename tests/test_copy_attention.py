@@ -15,11 +15,11 @@ from seqlab.cli import main
 from seqlab.data.parallel import Pair
 from seqlab.data.tokenizers import WordTokenizer
 from seqlab.data.vocab import BOS, PAD, UNK
+from seqlab.decoding.search import SearchOptions, decode
+from seqlab.families.seq2seq.pipeline import Seq2SeqTrainConfig, TrainedSeq2Seq
+from seqlab.families.seq2seq.task import PairVocabulary, Seq2SeqTask, coverage_losses
 from seqlab.models.base import EncoderDecoderState
 from seqlab.models.seq2seq import Seq2SeqConfig, build_model
-from seqlab.pipelines.seq2seq import Seq2SeqTrainConfig, TrainedSeq2Seq
-from seqlab.search import SearchOptions, decode
-from seqlab.tasks.seq2seq import PairVocabulary, Seq2SeqTask, coverage_losses
 
 FIXTURES = Path(__file__).parent / "fixtures" / "seq2seq"
 V = 15
@@ -273,7 +273,7 @@ def test_onnx_export_of_a_copy_model_is_refused_in_one_line(copy_run, tmp_path, 
 
 def test_the_aeslc_copy_configs_are_the_measured_recipe():
     """configs/aeslc-gru-copy.yaml holds the options of the AESLC copy row; the coverage one adds coverage."""
-    from seqlab.pipelines.seq2seq import resolve_seq2seq_config
+    from seqlab.families.seq2seq.pipeline import resolve_seq2seq_config
 
     folder = Path(__file__).parent.parent / "configs"
     measured = {"arch": "gru", "attention": "additive", "copy": True, "bidirectional": True, "tie_embeddings": True,
@@ -303,7 +303,7 @@ def test_init_from_a_trained_copy_run_adds_coverage_at_zero(tmp_path):
     """--init-from (See et al. add coverage to a trained pointer-generator): the run's weights, w_c as
     initialised (zero: the coverage model starts as the copy model); weights that do not fit are refused."""
     from seqlab.errors import SeqlabError
-    from seqlab.pipelines.seq2seq import initialise_from
+    from seqlab.families.seq2seq.pipeline import initialise_from
     from seqlab.training.checkpoint import save_model
 
     torch.manual_seed(0)

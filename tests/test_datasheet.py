@@ -1,9 +1,9 @@
-"""seqlab.harms.datasheet on hand-counted fixtures."""
+"""seqlab.cards.datasheet on hand-counted fixtures."""
 import hashlib
 
 import pytest
 
-from seqlab.harms.datasheet import (
+from seqlab.cards.datasheet import (
     character_classes,
     contamination,
     datasheet,

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from seqlab.data.vocab import BOS, EOS, PAD, SEP, UNK
+from seqlab.decoding.processors import BlockTokens, Temperature, TopK, TopP, process, processors_for
+from seqlab.decoding.search import Sampling, SamplingOptions, choose, generate_ids, greedy_steps, lm_beam_search
 from seqlab.errors import SeqlabError
 from seqlab.models.lm import LMConfig, build_lm
-from seqlab.processors import BlockTokens, Temperature, TopK, TopP, process, processors_for
-from seqlab.search import Sampling, SamplingOptions, choose, generate_ids, greedy_steps, lm_beam_search
 
 VOCAB = 23
 NEVER = [PAD, BOS, SEP]

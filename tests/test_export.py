@@ -25,8 +25,8 @@ from seqlab.cli import main  # noqa: E402
 from seqlab.errors import SeqlabError  # noqa: E402
 from seqlab.export.onnx import export_onnx  # noqa: E402
 from seqlab.export.runtime import load_export  # noqa: E402
+from seqlab.families.lm.pipeline import train_lm  # noqa: E402
 from seqlab.models.base import EncoderDecoderState  # noqa: E402
-from seqlab.pipelines.lm import train_lm  # noqa: E402
 
 # every exported graph against PyTorch: its module fixture trains every family (~25 s on a 2-core CPU), so the
 # module runs with the slow tests (`make test-slow`, which CI runs too)

@@ -18,11 +18,12 @@ import seqlab
 from conftest import tiny_config
 from seqlab.cli import main
 from seqlab.data.vocab import EOS, PAD
+from seqlab.decoding.search import SamplingOptions, generate_ids
 from seqlab.errors import SeqlabError
-from seqlab.export.hf import GPT2_OPTIONS, check_gpt2_options, export_hf
+from seqlab.families.lm.config import LMDataConfig, LMTrainConfig, LMTrainOptions
+from seqlab.families.lm.hf import GPT2_OPTIONS, check_gpt2_options, export_hf
+from seqlab.families.lm.pipeline import train_lm
 from seqlab.models.lm import LMConfig
-from seqlab.pipelines.lm import LMDataConfig, LMTrainConfig, LMTrainOptions, train_lm
-from seqlab.search import SamplingOptions, generate_ids
 
 FOX = "the quick brown fox jumps over the lazy dog.\n"
 TEXTS = ["To be, or not to be: that is the question.", "ROMEO:\nBut, soft! what light through yonder window breaks?\n",

@@ -13,9 +13,9 @@ import torch
 from conftest import tiny_config
 from seqlab.cli import main
 from seqlab.data.vocab import PAD
+from seqlab.families.lm.pipeline import train_lm
+from seqlab.families.lm.task import token_loss
 from seqlab.models.lm import LMConfig, build_lm
-from seqlab.pipelines.lm import train_lm
-from seqlab.tasks.lm import token_loss
 from seqlab.training import flops
 from seqlab.training.trainer import Trainer
 

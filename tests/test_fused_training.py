@@ -1,4 +1,4 @@
-"""Training through the fused output layer (seqlab.tasks.output_loss): for every language model and every
+"""Training through the fused output layer (seqlab.training.output_loss): for every language model and every
 sequence-to-sequence model, the task's loss and every parameter's gradient equal the plain path's on a
 padded batch; `forward(..., output="hidden")` and `OutputLayer.weight_and_bias()` give the logits back;
 `--fused-output` is a train option (on / off give the same weights after a step, auto decides once and
@@ -21,15 +21,15 @@ from seqlab.data.parallel import Pair
 from seqlab.data.tokenizers import WordTokenizer
 from seqlab.data.vocab import PAD, Vocab
 from seqlab.errors import SeqlabError
+from seqlab.families.lm.config import read_run_config
+from seqlab.families.lm.task import LanguageModelingTask
+from seqlab.families.seq2seq.task import PairVocabulary, Seq2SeqTask
 from seqlab.models.lm import LMConfig, build_lm
 from seqlab.models.seq2seq import Seq2SeqConfig, build_model
 from seqlab.nn.fused_output import linear_cross_entropy, should_fuse
-from seqlab.pipelines.lm import read_run_config
-from seqlab.tasks import output_loss
-from seqlab.tasks.lm import LanguageModelingTask
-from seqlab.tasks.output_loss import choose_fused_output, output_layer
-from seqlab.tasks.seq2seq import PairVocabulary, Seq2SeqTask
+from seqlab.training import output_loss
 from seqlab.training.checkpoint import load_tensors
+from seqlab.training.output_loss import choose_fused_output, output_layer
 from seqlab.training.trainer import cpu_supports_bf16
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -11,7 +11,7 @@ import pytest
 import seqlab
 from seqlab.cli import build_parser, main
 from seqlab.info import applicable, format_info, run_info
-from seqlab.registry import TASKS
+from seqlab.registry import FAMILIES
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FAST = ["--no-progress", "--dropout", "0"]
@@ -58,7 +58,7 @@ def test_info_counts_parameters_and_reports_metrics(runs, name, capsys):
     assert info["trained"] and info["resumable"] and info["task"] == RUNS[name][0]
     config = json.loads((run / "config.json").read_text())
     assert {k: v["sha256"] for k, v in info["data"].items()} == config["data_sha256"]
-    assert set(info["vocabulary"]) == set(TASKS[info["task"]].derived)
+    assert set(info["vocabulary"]) == set(FAMILIES[info["task"]].pipeline.derived)
     assert main(["info", str(run)]) == 0
     text = capsys.readouterr().out
     assert f"parameters  {info['parameters']:,}\n" in text
@@ -72,7 +72,7 @@ def test_info_command_reparses_and_resolves_to_the_runs_config(runs, name):
     words = info["command"].split()
     assert words[:3] == ["seqlab", "train", info["task"]]
     args = build_parser().parse_args(words[1:])
-    pipeline = TASKS[args.task]
+    pipeline = FAMILIES[args.task].pipeline
     resolved = pipeline.resolve(None, {k: v for k, v in vars(args).items() if k in pipeline.option_groups})
     saved = seqlab.load(runs[name]).config
     assert dataclasses.asdict(resolved.data) == dataclasses.asdict(saved.data)

@@ -1,4 +1,4 @@
-"""Bootstrap intervals of the evaluation figures (seqlab.harms.intervals): the value is the pipeline's own
+"""Bootstrap intervals of the evaluation figures (seqlab.cards.intervals): the value is the pipeline's own
 figure for every task, the interval holds it and is ordered, a seed gives the same interval, the
 resampling is the textbook one (checked against a direct numpy version and an exact enumeration), and
 BLEU from summed per-sentence statistics is sacrebleu's corpus BLEU."""
@@ -12,9 +12,7 @@ import numpy as np
 import pytest
 
 import seqlab
-from seqlab.cli import main
-from seqlab.errors import SeqlabError
-from seqlab.harms.intervals import (
+from seqlab.cards.intervals import (
     classifier_items,
     evaluation_intervals,
     percentile_interval,
@@ -22,6 +20,8 @@ from seqlab.harms.intervals import (
     seq2seq_items,
     split_intervals,
 )
+from seqlab.cli import main
+from seqlab.errors import SeqlabError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FAST = ["--dropout", "0", "--schedule", "constant", "--no-progress", "--eval-every", "1000", "--threads", "1"]
@@ -99,7 +99,7 @@ def test_classifier_intervals_are_of_the_evaluation_figures(runs):
 def test_seq2seq_intervals_are_of_the_evaluation_figures(runs):
     model = seqlab.load(runs["seq2seq"])
     source, target = FIXTURES / "seq2seq" / "dev.src", FIXTURES / "seq2seq" / "dev.tgt"
-    from seqlab.search import SearchOptions
+    from seqlab.decoding.search import SearchOptions
 
     greedy = SearchOptions(beam=1)
     figures = model.evaluate_files(source, target, options=greedy)

@@ -12,12 +12,11 @@ import seqlab
 from conftest import TEST, VALID, tiny_config
 from seqlab.data.batching import StreamBatches, sliding_windows
 from seqlab.data.vocab import EOS
-from seqlab.errors import SeqlabError
+from seqlab.decoding.processors import BlockTokens
+from seqlab.decoding.search import SamplingOptions, generate_ids, lm_beam_search
+from seqlab.errors import SeqlabError, SeqlabWarning
+from seqlab.families.lm.task import LanguageModelingTask, evaluate_lm, summarize
 from seqlab.models.lm import LMConfig, build_lm
-from seqlab.pipelines.lm import SeqlabWarning
-from seqlab.processors import BlockTokens
-from seqlab.search import SamplingOptions, generate_ids, lm_beam_search
-from seqlab.tasks.lm import LanguageModelingTask, evaluate_lm, summarize
 
 
 def brute_force_nll(model, ids: torch.Tensor) -> float:

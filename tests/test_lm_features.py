@@ -15,14 +15,15 @@ from seqlab.data.conll import Sentence
 from seqlab.data.documents import Document
 from seqlab.data.readers import encode_lines, read_lines
 from seqlab.data.vocab import EOS
+from seqlab.families.classifier.pipeline import load_classifier
+from seqlab.families.classifier.task import with_lm_features as document_features
+from seqlab.families.lm import pipeline as lm_pipeline
+from seqlab.families.lm.features import load_lm_features
+from seqlab.families.lm.pipeline import load_lm
+from seqlab.families.lm.vocab import reverse_lines
+from seqlab.families.tagger.pipeline import load_tagger
+from seqlab.families.tagger.task import LM_FEATURE_DTYPE, TaggerVocabulary, TaggingTask, with_lm_features
 from seqlab.nn.lm_features import sentence_text
-from seqlab.pipelines import lm as lm_pipeline
-from seqlab.pipelines.classifier import load_classifier
-from seqlab.pipelines.lm import load_lm, reverse_lines
-from seqlab.pipelines.lm_feature_runs import load_lm_features
-from seqlab.pipelines.tagger import load_tagger
-from seqlab.tasks.classification import with_lm_features as document_features
-from seqlab.tasks.tagging import LM_FEATURE_DTYPE, TaggerVocabulary, TaggingTask, with_lm_features
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TRAIN, VALID = FIXTURES / "shakespeare_train.txt", FIXTURES / "shakespeare_valid.txt"

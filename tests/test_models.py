@@ -12,13 +12,13 @@ import torch
 
 from conftest import ARCHS
 from seqlab.data.vocab import EOS, PAD
+from seqlab.decoding.processors import NEVER_GENERATED
+from seqlab.decoding.search import SamplingOptions, generate_ids
 from seqlab.errors import SeqlabError
+from seqlab.families.lm.task import token_loss
 from seqlab.models.lm import LMConfig, build_lm
 from seqlab.nn.recurrent import dropout
 from seqlab.nn.transformer import PositionalEmbedding
-from seqlab.processors import NEVER_GENERATED
-from seqlab.search import SamplingOptions, generate_ids
-from seqlab.tasks.lm import token_loss
 
 V, B, T = 30, 3, 11
 LENGTHS = (11, 8, 5)                  # a ragged batch: rows padded at the end with PAD

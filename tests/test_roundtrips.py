@@ -19,14 +19,14 @@ import torch
 
 import seqlab
 from conftest import Killed, kill_after_evaluation, tiny_config
-from seqlab.pipelines import classifier as classifier_pipeline
-from seqlab.pipelines import lm as lm_pipeline
-from seqlab.pipelines import seq2seq as seq2seq_pipeline
-from seqlab.pipelines import tagger as tagger_pipeline
-from seqlab.pipelines.classifier import TrainedClassifier
-from seqlab.pipelines.lm import TrainedLM
-from seqlab.pipelines.seq2seq import TrainedSeq2Seq
-from seqlab.pipelines.tagger import TrainedTagger
+from seqlab.families.classifier import pipeline as classifier_pipeline
+from seqlab.families.classifier.pipeline import TrainedClassifier
+from seqlab.families.lm import pipeline as lm_pipeline
+from seqlab.families.lm.trained import TrainedLM
+from seqlab.families.seq2seq import pipeline as seq2seq_pipeline
+from seqlab.families.seq2seq.pipeline import TrainedSeq2Seq
+from seqlab.families.tagger import pipeline as tagger_pipeline
+from seqlab.families.tagger.pipeline import TrainedTagger
 from seqlab.training.checkpoint import load_tensors
 from seqlab.training.trainer import Trainer
 

@@ -1,4 +1,4 @@
-"""Decoding sequence-to-sequence models (seqlab.search): greedy, beam search and sampling.
+"""Decoding sequence-to-sequence models (seqlab.decoding.search): greedy, beam search and sampling.
 
 A scripted model whose next-token probabilities depend only on the prefix written so far gives outputs
 and scores known by hand (greedy misses the best output, beam search finds it; length normalisation
@@ -16,10 +16,10 @@ import pytest
 import torch
 
 from seqlab.data.vocab import BOS, EOS, PAD, SEP, UNK
+from seqlab.decoding.processors import NEVER_GENERATED, BlockTokens
+from seqlab.decoding.search import Hypothesis, SearchOptions, beam_search, decode, greedy, greedy_steps
 from seqlab.errors import SeqlabError
 from seqlab.models.seq2seq import ATTENTIONS, RECURRENT, Seq2SeqConfig, build_model
-from seqlab.processors import NEVER_GENERATED, BlockTokens
-from seqlab.search import Hypothesis, SearchOptions, beam_search, decode, greedy, greedy_steps
 
 # ------------------------------------------------------------------------------------ a scripted model
 

@@ -11,7 +11,7 @@ import pytest
 import seqlab
 from seqlab.cli import main
 from seqlab.data.parallel import Pair
-from seqlab.search import SearchOptions
+from seqlab.decoding.search import SearchOptions
 
 FIXTURES = Path(__file__).parent / "fixtures" / "seq2seq"
 SMALL = ["--embedding-size", "32", "--dropout", "0", "--batch-size", "16",

@@ -11,9 +11,9 @@ from seqlab.data.parallel import Pair
 from seqlab.data.tokenizers import WordTokenizer
 from seqlab.data.vocab import BOS, EOS, PAD, SEP, Vocab
 from seqlab.errors import SeqlabError
+from seqlab.families.seq2seq.task import PairVocabulary, Seq2SeqTask, token_losses
 from seqlab.models.seq2seq import Seq2SeqConfig, build_model
 from seqlab.nn.cross_attention import Attention
-from seqlab.tasks.seq2seq import PairVocabulary, Seq2SeqTask, token_losses
 
 V = 23
 RNN_VARIANTS = [(arch, attention, bi) for arch in ("rnn", "lstm", "gru")
@@ -246,7 +246,7 @@ def test_the_lm_reads_source_sep_target_and_is_scored_on_the_target():
 
 
 def test_long_pairs_are_skipped_or_truncated_and_counted():
-    from seqlab.tasks.seq2seq import LengthReport
+    from seqlab.families.seq2seq.task import LengthReport
 
     vocabulary = encoder_for(joint=False)
     vocabulary.max_source, vocabulary.max_target = 2, 2

@@ -1,8 +1,8 @@
 """`seqlab serve --runtime onnx`: an export of each task family answers every endpoint as the same run served on
 PyTorch does (labels, tags, greedy and beam outputs identical; probabilities, scores and attention within 1e-4),
 bad requests get the same 4xx, and no request brings PyTorch into the server. The numpy searches of
-`seqlab.export.decoding` are checked against `seqlab.search` on a scripted model, and sampling against the
-distribution `seqlab.processors` defines."""
+`seqlab.decoding.numpy_search` are checked against `seqlab.decoding.search` on a scripted model, and sampling against the
+distribution `seqlab.decoding.processors` defines."""
 
 from __future__ import annotations
 
@@ -24,12 +24,12 @@ from fastapi.testclient import TestClient  # noqa: E402
 from test_serve import BAD  # noqa: E402
 
 from conftest import FIXTURES, tiny_config, train_serve_runs  # noqa: E402
-from seqlab import processors, search  # noqa: E402
 from seqlab.cli import main  # noqa: E402
+from seqlab.decoding import numpy_search as decoding  # noqa: E402
+from seqlab.decoding import processors, search  # noqa: E402
 from seqlab.errors import SeqlabError  # noqa: E402
-from seqlab.export import decoding  # noqa: E402
 from seqlab.export.onnx import export_onnx  # noqa: E402
-from seqlab.pipelines.lm import train_lm  # noqa: E402
+from seqlab.families.lm.pipeline import train_lm  # noqa: E402
 from seqlab.serve import ServeLimits, create_app, load_runs  # noqa: E402
 from seqlab.training import trainer  # noqa: E402
 
@@ -190,7 +190,7 @@ def test_serve_onnx_answers_a_failure_of_onnxruntime_with_a_422(clients, monkeyp
     over a transformer tagger's positions, as PyTorch's tagger refuses it."""
     _, onnx_client = clients
     models = onnx_client.app.state.models
-    runtime = models["sentiment"].trained.runtime
+    runtime = models["sentiment"].trained
     monkeypatch.setattr(runtime, "scores", lambda encoded: runtime.run("classifier", {
         "words": np.zeros((len(encoded), 2), np.float32), "lengths": np.full(len(encoded), 2)}))
     answer = onnx_client.post("/v1/classify", json={"model": "sentiment", "text": "a fine film"})
@@ -332,7 +332,7 @@ class Scripted:
         return state[index]
 
     reorder = reorder_state
-    # what seqlab.search.decode also asks of a model
+    # what seqlab.decoding.search.decode also asks of a model
     training, attends, start_token = False, True, 2
 
     def eval(self):

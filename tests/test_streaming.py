@@ -22,12 +22,12 @@ from seqlab.data.documents import read_documents, read_texts
 from seqlab.data.parallel import Pair, read_aligned, read_paired
 from seqlab.data.readers import read_stream
 from seqlab.data.tags import detect_scheme, spans
+from seqlab.decoding.search import SearchOptions
+from seqlab.families.classifier.task import ClassificationTask
+from seqlab.families.lm.pipeline import train_lm
+from seqlab.families.tagger.pipeline import prepare
+from seqlab.families.tagger.task import TaggingTask
 from seqlab.metrics import confusions
-from seqlab.pipelines.lm import train_lm
-from seqlab.pipelines.tagger import prepare
-from seqlab.search import SearchOptions
-from seqlab.tasks.classification import ClassificationTask
-from seqlab.tasks.tagging import TaggingTask
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SMALL = ["--embedding-size", "16", "--hidden-size", "16", "--dropout", "0", "--lr", "0.02", "--schedule",

@@ -7,7 +7,7 @@ import pytest
 
 import seqlab
 from seqlab.errors import SeqlabError
-from seqlab.pipelines.tagger import resolve_tagger_config, train_tagger
+from seqlab.families.tagger.pipeline import resolve_tagger_config, train_tagger
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SMALL = {"embedding_size": 16, "hidden_size": 16, "dropout": 0.0, "batch_size": 2, "eval_batch_size": 3,
@@ -59,7 +59,7 @@ def test_tagger_api_errors(tmp_path):
     with pytest.raises(SeqlabError, match="already holds a run"):
         train_tagger(config(tmp_path, train=ner, dev=ner, format="conll", max_steps=2))
     with pytest.raises(SeqlabError, match="not a language model"):
-        seqlab.pipelines.lm.load_lm(tmp_path / "run")
+        seqlab.families.lm.pipeline.load_lm(tmp_path / "run")
     with pytest.raises(SeqlabError, match="unknown option 'layer'"):
         resolve_tagger_config(overrides={"layer": 2})
 

@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 from seqlab.cli import main
-from seqlab.pipelines.tagger import load_tagger
+from seqlab.families.tagger.pipeline import load_tagger
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SMALL = ["--embedding-size", "16", "--hidden-size", "16", "--dropout", "0", "--batch-size", "2",

@@ -11,9 +11,9 @@ import torch
 from seqlab.data.conll import Sentence, read_conll, read_conllu
 from seqlab.data.tags import allowed_transitions, invalid_positions
 from seqlab.data.vocab import UNK
+from seqlab.families.tagger.task import UNKNOWN_LABEL, TaggerVocabulary, TaggingTask, best_tags, length_batches
 from seqlab.metrics import span_scores
 from seqlab.models.tagger import Tagger, TaggerConfig
-from seqlab.tasks.tagging import UNKNOWN_LABEL, TaggerVocabulary, TaggingTask, best_tags, length_batches
 from seqlab.training.trainer import TrainConfig, Trainer
 
 FIXTURES = Path(__file__).parent / "fixtures"

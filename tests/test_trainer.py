@@ -15,8 +15,8 @@ import torch
 from conftest import TEST, TRAIN, VALID, Killed, kill_after_evaluation, tiny_config
 from seqlab.data.batching import Batch
 from seqlab.errors import SeqlabError
+from seqlab.families.lm.pipeline import train_lm
 from seqlab.models.base import Model
-from seqlab.pipelines.lm import train_lm
 from seqlab.training import trainer as trainer_module
 from seqlab.training.optim import Schedule
 from seqlab.training.trainer import TrainConfig, Trainer, cpu_supports_bf16
@@ -222,7 +222,7 @@ def run_cli(args, env=None, nproc=None):
 def test_trainer_ddp_two_processes_equal_one(tmp_path):
     """torchrun with 2 CPU processes (gloo) gives the loss curve of 1 process with the same global batch. The
     two processes train through the fused output layer, whose weights take their gradients outside the
-    model's forward (seqlab.tasks.output_loss), the one through the logits: DDP's all-reduce reaches the
+    model's forward (seqlab.training.output_loss), the one through the logits: DDP's all-reduce reaches the
     output layer's weights too, and both paths follow the same curve."""
     common = ["train", "lm", "--train", str(TRAIN), "--valid", str(VALID), "--test", str(TEST),
               "--tokenizer", "word", "--arch", "lstm", "--embedding-size", "16", "--hidden-size", "16",
@@ -317,7 +317,7 @@ def weights_are_finite(path: Path) -> bool:
 def test_trainer_stops_when_the_loss_becomes_nan_and_keeps_the_good_files(tmp_path, monkeypatch):
     """A nan loss at step 6 (after the checkpoint and best weights of step 4): one clear error, and the
     files on disk are the step-4 ones, all finite."""
-    from seqlab.tasks.lm import LanguageModelingTask
+    from seqlab.families.lm.task import LanguageModelingTask
 
     real_loss, calls = LanguageModelingTask.loss, []
 
@@ -346,7 +346,7 @@ def test_trainer_a_learning_rate_that_overflows_the_weights_is_an_error_not_a_sa
 
 def test_trainer_final_report_reuses_the_last_evaluation_when_it_was_the_best(tmp_path, monkeypatch):
     """The end of training evaluates valid again only when the best weights are not the last ones."""
-    from seqlab.tasks.lm import LanguageModelingTask
+    from seqlab.families.lm.task import LanguageModelingTask
 
     real, calls = LanguageModelingTask.evaluate, []
 

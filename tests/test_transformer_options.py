@@ -15,11 +15,11 @@ import seqlab
 from conftest import TRAIN, VALID, Killed, kill_after_evaluation, tiny_config
 from seqlab.cli import main
 from seqlab.errors import SeqlabError
-from seqlab.export.hf import check_gpt2_options
+from seqlab.families.lm.hf import check_gpt2_options
+from seqlab.families.lm.pipeline import train_lm
 from seqlab.models.lm import LMConfig, build_lm
 from seqlab.nn.attention import MultiHeadAttention, Rotary, qk_normalise
 from seqlab.nn.transformer import RMSNorm, SwiGLU, TransformerBlock
-from seqlab.pipelines.lm import train_lm
 from seqlab.training.optim import MuonAdamW, make_optimizer, muon_groups, orthogonalise
 
 OPTIONS = {   # name: LMConfig fields

@@ -11,7 +11,7 @@ import seqlab
 from seqlab.data.vectors import lookup, read_vectors, write_vectors
 from seqlab.data.vocab import PAD, UNK
 from seqlab.errors import SeqlabError
-from seqlab.pipelines.tagger import resolve_tagger_config, train_tagger
+from seqlab.families.tagger.pipeline import resolve_tagger_config, train_tagger
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -18,16 +18,16 @@ _LAZY = {
     "TaggerConfig": "seqlab.models.tagger",
     **dict.fromkeys(["ClassifierDataConfig", "ClassifierTrainConfig", "Prediction", "TrainedClassifier",
                      "load_classifier", "resolve_classifier_config"],
-                    "seqlab.pipelines.classifier"),
+                    "seqlab.families.classifier.pipeline"),
     **dict.fromkeys(["LMDataConfig", "LMTrainConfig", "LMTrainOptions", "TrainedLM", "load_lm"],
-                    "seqlab.pipelines.lm"),
+                    "seqlab.families.lm.pipeline"),
     **dict.fromkeys(["Seq2SeqDataConfig", "Seq2SeqTrainConfig", "TrainedSeq2Seq", "load_seq2seq",
-                     "resolve_seq2seq_config"], "seqlab.pipelines.seq2seq"),
+                     "resolve_seq2seq_config"], "seqlab.families.seq2seq.pipeline"),
     **dict.fromkeys(["TaggerDataConfig", "TaggerTrainConfig", "TrainedTagger", "load_tagger", "resolve_tagger_config"],
-                    "seqlab.pipelines.tagger"),
+                    "seqlab.families.tagger.pipeline"),
     **dict.fromkeys(["train_classifier", "train_lm", "train_seq2seq", "train_tagger"], "seqlab.api"),   # + the card
     "load": "seqlab.registry",
-    "SearchOptions": "seqlab.search",
+    "SearchOptions": "seqlab.decoding.search",
     "TrainConfig": "seqlab.training.trainer",
 }
 

@@ -1,5 +1,5 @@
 """Training as `seqlab train` and `seqlab.train_lm` (and the other tasks') do it: the task's pipeline trains
-into its run directory (`seqlab.pipelines`), then the run gets its model card (`seqlab.harms.card`), so every
+into its run directory (`seqlab.families`), then the run gets its model card (`seqlab.cards.card`), so every
 run a user trains carries one. The card sits above the pipelines (it reads a run through them), which is why
 this step lives here and not in the training loop.
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from seqlab.harms.card import finish_training, read_card_notes
-from seqlab.registry import pipeline
+from seqlab.cards.card import finish_training, read_card_notes
+from seqlab.registry import family
 from seqlab.training import distributed
 
 
@@ -22,7 +22,7 @@ def train(task: str, config, resume: bool = False, overwrite: bool = False,
     """Train `config` (the task's config) and write the run's model card; return the final figures. The
     --card-notes file is read before training, so a missing or empty one costs no training time."""
     notes = read_card_notes(config.train.card_notes) if config.train.card_notes else None
-    results = pipeline(task).train(config, resume=resume, overwrite=overwrite, callback=callback)
+    results = family(task).pipeline.train(config, resume=resume, overwrite=overwrite, callback=callback)
     if distributed.world()[0] == 0:
         finish_training(Path(config.train.output), config.train.device, resume, notes, config.train.progress)
     return results

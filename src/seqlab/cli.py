@@ -96,8 +96,8 @@ def add_options(parser: argparse.ArgumentParser, cls, title: str, skip=(), defau
 @functools.cache
 def build_parser() -> argparse.ArgumentParser:
     from seqlab.data.documents import FORMATS as DOCUMENT_FORMATS
-    from seqlab.registry import TASKS
-    from seqlab.search import SamplingOptions
+    from seqlab.decoding.search import SamplingOptions
+    from seqlab.registry import FAMILIES
 
     parser = Parser(prog="seqlab", description="Train, evaluate and decode the neural "
                     "sequence models of Jurafsky & Martin's SLP chapters.")
@@ -106,8 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = commands.add_parser("train", help="train a model")
     tasks = train.add_subparsers(dest="task", required=True, metavar="TASK")
-    for name, pipeline in TASKS.items():
-        task = tasks.add_parser(name, help=pipeline.summary)
+    for name, family in FAMILIES.items():
+        pipeline = family.pipeline
+        task = tasks.add_parser(name, help=family.summary)
         task.add_argument("--config", help="YAML or TOML file of options; the command line overrides it")
         task.add_argument("--resume", action="store_true",
                           help="continue the run in --output from its last checkpoint, exactly")
@@ -217,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_info_command(commands)
     add_bench_command(commands)
     add_card_command(commands)
-    add_compare_parser(commands, TASKS)
+    add_compare_parser(commands, FAMILIES)
     add_export_parser(commands)
     add_audit_parser(commands)
     return parser
@@ -306,11 +307,11 @@ def audit_toxicity_command(args: argparse.Namespace) -> int:
     """`seqlab audit toxicity`: run the audit, write RUN/audits/toxicity.{json,md}, print the figures."""
     from seqlab.fileio import atomic_write_json, atomic_write_text, check_writable
     from seqlab.harms.toxicity import ToxicityOptions, audit_toxicity, read_prompts
-    from seqlab.registry import load, run_pipeline
+    from seqlab.registry import load, run_family
 
     for run, task, role, where_given in ((args.run, "lm", "a language model", "RUN"),
                                          (args.scorer, "classifier", "a classifier", "--scorer")):
-        found = run_pipeline(Path(run))
+        found = run_family(Path(run))
         if found.name != task:
             raise SeqlabError(f"seqlab audit toxicity needs {role} as {where_given}; {run} holds {found.title}")
     options = ToxicityOptions(args.continuations, args.max_tokens, args.top_p, args.seed, args.toxic_label)
@@ -490,8 +491,9 @@ def add_compare_parser(commands, tasks: dict) -> None:
     compare.add_argument("--report", metavar="DIR", help="rebuild the report of the comparison in DIR from its "
                          "finished runs (no training)")
     kinds = compare.add_subparsers(dest="task", metavar="TASK")
-    for name, pipeline in tasks.items():
-        task = kinds.add_parser(name, help=f"compare architectures of {pipeline.title}: "
+    for name, family in tasks.items():
+        pipeline = family.pipeline
+        task = kinds.add_parser(name, help=f"compare architectures of {family.title}: "
                                 f"{', '.join(RECIPES[name])}")
         task.add_argument("--output", required=True, metavar="DIR", help="the comparison's folder: compare.json, "
                           "runs/ARCH (one run directory per architecture), report.html, report.md")
@@ -526,7 +528,7 @@ def compare_command(args: argparse.Namespace) -> int:
     """`seqlab compare`: `seqlab.compare.run.compare` (or, with --report, `seqlab.compare.report.build_report`)."""
     from seqlab.compare.report import build_report
     from seqlab.compare.run import compare, parse_budget, read_variants
-    from seqlab.registry import pipeline
+    from seqlab.registry import family
 
     if args.report:
         if args.task:
@@ -536,7 +538,7 @@ def compare_command(args: argparse.Namespace) -> int:
         return 0
     if not args.task:
         raise SeqlabError("seqlab compare needs a task (lm, tagger, classifier, seq2seq) or --report DIR")
-    given = {k: v for k, v in vars(args).items() if k in pipeline(args.task).option_groups and k != "output"}
+    given = {k: v for k, v in vars(args).items() if k in family(args.task).pipeline.option_groups and k != "output"}
     variants = read_variants(args.variants) if args.variants else None
     plan = compare(args.task, args.output, given, args.archs or (),
                    parse_budget(args.budget) if args.budget else None, args.budget_tokens, args.size,
@@ -566,10 +568,10 @@ def add_card_command(commands) -> None:
 
 
 def card_command(args: argparse.Namespace) -> int:
-    """`seqlab card`: `seqlab.harms.card.make_card` under the run's lock, then the card printed."""
+    """`seqlab card`: `seqlab.cards.card.make_card` under the run's lock, then the card printed."""
+    from seqlab.cards.card import NOTES, make_card, read_card_notes, to_markdown
+    from seqlab.families.runs import RunLock, read_run_json
     from seqlab.fileio import atomic_write_text
-    from seqlab.harms.card import NOTES, make_card, read_card_notes, to_markdown
-    from seqlab.pipelines.runs import RunLock, read_run_json
 
     read_run_json(args.run)                                    # a run directory, or one line and exit 2
     notes = read_card_notes(args.notes) if args.notes else None
@@ -634,7 +636,7 @@ def add_runtime_options(parser: argparse.ArgumentParser,
 
 def add_search_options(parser: argparse.ArgumentParser) -> None:
     """Decoding options of `translate`, `summarize` and `evaluate`."""
-    from seqlab.search import SearchOptions
+    from seqlab.decoding.search import SearchOptions
 
     group = parser.add_argument_group("decoding (seq2seq)")
     add_number(group, SearchOptions, "beam", default=5)
@@ -656,7 +658,7 @@ def add_number(parser, cls, name: str, **default) -> None:
 
 
 def search_options(args: argparse.Namespace):
-    from seqlab.search import SearchOptions
+    from seqlab.decoding.search import SearchOptions
 
     return SearchOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(SearchOptions)
                             if hasattr(args, f.name)})
@@ -665,15 +667,16 @@ def search_options(args: argparse.Namespace):
 def train_command(args: argparse.Namespace) -> int:
     """`seqlab train TASK`: `seqlab.api.train` (the pipeline trains, then the run's model card is written)."""
     from seqlab.api import train
-    from seqlab.pipelines.runs import RESUME_OR_OVERWRITE
-    from seqlab.registry import pipeline
+    from seqlab.families.runs import RESUME_OR_OVERWRITE
+    from seqlab.registry import family
 
-    task = pipeline(args.task)
+    found = family(args.task)
+    task = found.pipeline
     overrides = {k: v for k, v in vars(args).items() if k in task.option_groups}
     if args.resume and args.overwrite:
         raise SeqlabError(RESUME_OR_OVERWRITE)
     config = task.resolve(args.config, overrides, resume=args.resume)
-    train(task.name, config, resume=args.resume, overwrite=args.overwrite)
+    train(found.name, config, resume=args.resume, overwrite=args.overwrite)
     output = config.train.output
     if int(os.environ.get("RANK", 0)) == 0:
         card = ", MODEL_CARD.md" if (Path(output) / "MODEL_CARD.md").exists() else ""
@@ -685,7 +688,7 @@ def train_command(args: argparse.Namespace) -> int:
 def tag_command(args: argparse.Namespace) -> int:
     """`seqlab tag`: each chunk of sentences written (and flushed) as soon as it is tagged."""
     from seqlab.data.tags import spans
-    from seqlab.pipelines.tagger import load_tagger
+    from seqlab.families.tagger.pipeline import load_tagger
 
     tagger = load_tagger(args.run_dir, args.device)
     for chunk in tagger.tag_stream(args.file, args.input_format, args.batch_size, args.chunk_size,
@@ -743,7 +746,7 @@ def evaluate_tagger(args: argparse.Namespace, scorer) -> int:
 
 def classify_command(args: argparse.Namespace) -> int:
     """`seqlab classify`: each chunk of documents written (and flushed) as soon as it is classified."""
-    from seqlab.pipelines.classifier import load_classifier
+    from seqlab.families.classifier.pipeline import load_classifier
 
     classifier = load_classifier(args.run_dir, args.device)
     header = args.output_format == "tsv"
@@ -798,7 +801,7 @@ def evaluate_classifier(args: argparse.Namespace, scorer) -> int:
 def decode_command(args: argparse.Namespace) -> int:
     """`seqlab translate` and `seqlab summarize`: one output per input line, in input order, each chunk
     written (and flushed) as soon as it is decoded."""
-    from seqlab.pipelines.seq2seq import load_seq2seq
+    from seqlab.families.seq2seq.pipeline import load_seq2seq
 
     if args.attention_dir:
         check_writable(args.attention_dir, "--attention-dir", folder=True)
@@ -875,7 +878,7 @@ EVALUATE_OPTIONS = {
 
 def refuse_inapplicable(command: str, given: set[str], table: dict[str, tuple[str, ...]], task: str) -> None:
     """One line for an option given on the command line that does nothing for this run's task."""
-    from seqlab.registry import TASKS
+    from seqlab.registry import FAMILIES as TASKS
 
     for option in sorted(given):
         tasks = table.get(option)
@@ -885,10 +888,11 @@ def refuse_inapplicable(command: str, given: set[str], table: dict[str, tuple[st
 
 
 def evaluate_command(args: argparse.Namespace) -> int:
-    from seqlab.registry import load, run_pipeline
+    from seqlab.registry import load, run_family
 
-    pipeline = run_pipeline(args.run_dir)          # its `evaluate` scores a file with the loaded model
-    task = pipeline.name
+    family = run_family(args.run_dir)
+    pipeline = family.pipeline          # its `evaluate` scores a file with the loaded model
+    task = family.name
     refuse_inapplicable("evaluate", args.given_options, EVALUATE_OPTIONS, task)
     if task != "seq2seq" and args.file is None:
         raise SeqlabError("seqlab evaluate DIR FILE: the file to score is missing")
@@ -918,7 +922,7 @@ def evaluate_lm(args: argparse.Namespace, scorer) -> int:
 
 
 def generate_command(args: argparse.Namespace) -> int:
-    from seqlab.pipelines.lm import load_lm
+    from seqlab.families.lm.pipeline import load_lm
 
     lm = load_lm(args.run_dir, device=args.device)
     options = {"max_tokens": args.max_tokens, "greedy": args.greedy, "temperature": args.temperature,
@@ -993,7 +997,7 @@ def export_command(args: argparse.Namespace) -> int:
 
 def export_hf_command(args: argparse.Namespace) -> int:
     """`seqlab export --format hf`: write the GPT-2 directory, then say what was written and how to load it."""
-    from seqlab.export.hf import LOADING, export_hf
+    from seqlab.families.lm.hf import LOADING, export_hf
 
     out = export_hf(args.run, args.output, args.overwrite)
     files = ", ".join(sorted(path.name for path in out.iterdir()))

@@ -1,7 +1,7 @@
 """What a run directory is, in one screen: `run_info(run_dir)` reads it without building the model (a
 JSON-serialisable dict) and `format_info` writes that as aligned text; `seqlab info DIR [--json]`.
 
-Everything comes from the files a run writes (`seqlab.pipelines.runs`): config.json (task, options, data
+Everything comes from the files a run writes (`seqlab.families.runs`): config.json (task, options, data
 files and their SHA-256, versions), model.safetensors (the parameter count, from the tensors' shapes; the
 metric that picked the best weights, from its header), metrics.jsonl (the evaluations and the final
 valid / test records), train_log.jsonl (steps done) and whether checkpoint.safetensors exists. The
@@ -19,8 +19,9 @@ from pathlib import Path
 
 from seqlab.config import field_default, file_fields, inapplicable
 from seqlab.errors import DAMAGED, SeqlabError
-from seqlab.pipelines.runs import Pipeline, read_run_config_as, read_run_json
-from seqlab.registry import run_pipeline
+from seqlab.families.contract import Family
+from seqlab.families.runs import read_run_config, read_run_json
+from seqlab.registry import run_family
 from seqlab.training.checkpoint import load_tensors
 
 # tensors saved with the weights that are not parameters: the CRF's transition constraints (seqlab.nn.crf)
@@ -45,9 +46,10 @@ def run_info(run_dir: str | Path) -> dict:
     missing or damaged run directory raises a SeqlabError; a run that has not reached its first evaluation
     (no model.safetensors) has "trained": false and "parameters": None."""
     run_dir = Path(run_dir)
-    pipeline = run_pipeline(run_dir)
-    raw = read_run_json(run_dir, pipeline.name)
-    config = read_run_config_as(run_dir, pipeline.name, pipeline.config, pipeline.groups)
+    family = run_family(run_dir)
+    pipeline = family.pipeline
+    raw = read_run_json(run_dir, family)
+    config = read_run_config(run_dir, family)
     model = config.model
     weights = run_dir / "model.safetensors"
     parameters, best_metric = count_parameters(weights) if weights.exists() else (None, None)
@@ -61,8 +63,8 @@ def run_info(run_dir: str | Path) -> dict:
     digests = raw.get("data_sha256") if isinstance(raw.get("data_sha256"), dict) else {}
     return {
         "run_dir": str(run_dir),
-        "task": pipeline.name,
-        "title": pipeline.title,
+        "task": family.name,
+        "title": family.title,
         "model": {name: getattr(model, name) for name in applicable(model) if name not in pipeline.derived},
         "parameters": parameters,
         "vocabulary": {name: getattr(model, name) for name in pipeline.derived},
@@ -82,7 +84,7 @@ def run_info(run_dir: str | Path) -> dict:
         "resumable": (run_dir / "checkpoint.safetensors").exists(),
         "seqlab_version": raw.get("seqlab_version"),
         "format_version": raw.get("format_version"),
-        "command": train_command(pipeline, config),
+        "command": train_command(family, config),
     }
 
 
@@ -130,12 +132,13 @@ def shown(obj, names: list[str], always: tuple[str, ...], overrides: dict) -> di
     return {name: getattr(obj, name) for name in names if name in always or getattr(obj, name) != defaults[name]}
 
 
-def train_command(pipeline: Pipeline, config) -> str:
+def train_command(family: Family, config) -> str:
     """`seqlab train TASK --option value ...`: a command that trains this configuration again. It names
     the options that differ from the task's defaults (the input files as config.json records them), leaving
     out the model fields set from the data, options that do nothing with the rest (the command line refuses
     them) and values the model fills in itself (an LSTM's activation, a transformer's ff_size)."""
-    argv = ["seqlab", "train", pipeline.name]
+    pipeline = family.pipeline
+    argv = ["seqlab", "train", family.name]
     for group, cls in pipeline.groups.items():
         obj = getattr(config, group)
         base = pipeline.train_defaults if group == "train" else {}

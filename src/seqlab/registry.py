@@ -1,8 +1,10 @@
-"""The task registry: each task name -> its pipeline (`seqlab.pipelines.runs.Pipeline`: config, train,
-load, evaluate), and `seqlab.load(run_dir)`, which loads whatever a run directory holds.
+"""The registry: each task family by its name (`FAMILIES`: name -> `seqlab.families.contract.Family`), the
+family of a run directory, and `seqlab.load(run_dir)`, which loads whatever a run directory holds.
 
-The CLI and the API reach every task through this one table, so a capability built on it (serving,
-exporting, comparing) is written once for all of them.
+The CLI, the server, the exporter, the model cards, the comparisons and the trainer reach every family
+through this one table and the family's parts (`Family.part`), so a capability built on it is written once
+for all of them, and a new family is one package under `seqlab/families/` and one line here. Importing it
+needs no PyTorch: the ONNX runtime and its server find an export's family here too.
 """
 
 from __future__ import annotations
@@ -10,35 +12,41 @@ from __future__ import annotations
 from pathlib import Path
 
 from seqlab.errors import SeqlabError
-from seqlab.nn.recurrent import RecurrentStack
-from seqlab.pipelines import classifier, lm, seq2seq, tagger
-from seqlab.pipelines.runs import Pipeline, read_run_json
+from seqlab.families import classifier, lm, seq2seq, tagger
+from seqlab.families.contract import Family
+from seqlab.families.run_files import read_run_json
 
-TASKS: dict[str, Pipeline] = {p.name: p for p in (lm.PIPELINE, tagger.PIPELINE, classifier.PIPELINE,
-                                                   seq2seq.PIPELINE)}
-
-
-def pipeline(task: str) -> Pipeline:
-    """The pipeline of a task name."""
-    if task not in TASKS:
-        raise SeqlabError(f"unknown task {task!r}: seqlab trains {', '.join(TASKS)}")
-    return TASKS[task]
+FAMILIES: dict[str, Family] = {f.name: f for f in (lm.FAMILY, tagger.FAMILY, classifier.FAMILY, seq2seq.FAMILY)}
 
 
-def run_pipeline(run_dir: str | Path) -> Pipeline:
-    """The pipeline of the task a run directory holds."""
-    task = read_run_json(run_dir).get("task", "lm")          # runs from before "task" was recorded are LMs
-    if task not in TASKS:
-        raise SeqlabError(f"{run_dir}/config.json names the task {task!r}, which this seqlab does not know "
-                          f"({', '.join(TASKS)})")
-    return TASKS[task]
+def family(name: str) -> Family:
+    """The family of a task name (`seqlab train NAME`, config.json's "task")."""
+    if name not in FAMILIES:
+        raise SeqlabError(f"unknown task {name!r}: seqlab trains {', '.join(FAMILIES)}")
+    return FAMILIES[name]
+
+
+def run_family(run_dir: str | Path) -> Family:
+    """The family of the run a run directory holds."""
+    name = read_run_json(run_dir).get("task", "lm")          # runs from before "task" was recorded are LMs
+    if name not in FAMILIES:
+        raise SeqlabError(f"{run_dir}/config.json names the task {name!r}, which this seqlab does not know "
+                          f"({', '.join(FAMILIES)})")
+    return FAMILIES[name]
+
+
+def titles(names) -> str:
+    """The titles of the families named, joined with "and" ("a tagger and a classifier")."""
+    return " and ".join(FAMILIES[name].title for name in names)
 
 
 def load(run_dir: str | Path, device: str = "cpu", rnn_impl: str | None = None):
     """A trained model from its run directory (the best weights): a `TrainedLM`, `TrainedTagger`,
     `TrainedClassifier` or `TrainedSeq2Seq`. `rnn_impl` runs its recurrent layers on the fused kernels
     or the textbook cells (`seqlab.nn.recurrent`), whatever it trained with."""
-    trained = run_pipeline(run_dir).load(run_dir, device)
+    from seqlab.nn.recurrent import RecurrentStack
+
+    trained = run_family(run_dir).pipeline.load(run_dir, device)
     if rnn_impl is not None:
         stacks = [m for m in trained.model.modules() if isinstance(m, RecurrentStack)]
         if not stacks:

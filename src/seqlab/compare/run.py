@@ -29,9 +29,9 @@ from pathlib import Path
 
 from seqlab.config import inapplicable
 from seqlab.errors import SeqlabError
+from seqlab.families.runs import RunLock, log
 from seqlab.fileio import atomic_write_json, read_json
-from seqlab.pipelines.runs import RunLock, log
-from seqlab.registry import pipeline as task_pipeline
+from seqlab.registry import family
 from seqlab.version import __version__
 
 PLAN = "compare.json"
@@ -141,7 +141,7 @@ def check_variants(task: str, variants: dict | None, source: str = "variants") -
     if not isinstance(variants, dict) or not variants:
         raise SeqlabError(f"{source}: give a mapping from a variant's name to its options, e.g. "
                           "'bilstm-crf: {recipe: bilstm, crf: true}'")
-    options = task_pipeline(task).option_groups
+    options = family(task).pipeline.option_groups
     checked = {}
     for name, entry in variants.items():
         if not isinstance(name, str) or not VARIANT_NAME.fullmatch(name):
@@ -198,7 +198,7 @@ def entry_options(task: str, name: str, size: str, variants: dict) -> tuple[dict
 def run_config(task: str, arch: str, size: str, given: dict, budget: dict, output: Path, variants: dict | None = None):
     """The config of one architecture's (or variant's) run: its recipe, then every option the user gave that
     acts on it, then a variant's own options, then the budget and its run directory."""
-    pipeline = task_pipeline(task)
+    pipeline = family(task).pipeline
     options, own = entry_options(task, arch, size, variants or {})
     groups = pipeline.option_groups
     options = {**options, **given, **own}
@@ -211,7 +211,7 @@ def run_config(task: str, arch: str, size: str, given: dict, budget: dict, outpu
 def applicable_options(task: str, arch: str, size: str, given: dict, variants: dict | None = None) -> dict:
     """Of the options the user gave, those that act on this architecture (`--heads` does nothing for an LSTM:
     left out for it, not refused)."""
-    pipeline = task_pipeline(task)
+    pipeline = family(task).pipeline
     options, own = entry_options(task, arch, size, variants or {})
     options = {**options, **given, **own}
     kept = {}
@@ -238,7 +238,7 @@ def compare(task: str, output: str | Path, given: dict | None = None, arch_names
     write the report; returns the plan."""
     from seqlab.api import train
 
-    pipeline = task_pipeline(task)
+    pipeline = family(task).pipeline
     given = dict(given or {})
     for name in SET_BY_COMPARE:
         if name in given:
@@ -338,7 +338,7 @@ def start_plan(output: Path, task: str, names: list[str], budget: dict, size: st
             "metric": METRICS[task][0],
             "lower_is_better": METRICS[task][1], "prompt": prompt, "command": command,
             "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "seqlab_version": __version__, "title": task_pipeline(task).title}
+            "seqlab_version": __version__, "title": family(task).title}
     atomic_write_json(path, plan)
     return plan
 

@@ -9,7 +9,7 @@ from seqlab.errors import SeqlabError
 
 PAD, UNK, BOS, EOS, SEP = 0, 1, 2, 3, 4
 SPECIALS = ("<pad>", "<unk>", "<s>", "</s>", "<sep>")
-NEVER_GENERATED = (PAD, BOS, SEP)       # ids that are never a model's output (`seqlab.processors`)
+NEVER_GENERATED = (PAD, BOS, SEP)       # ids that are never a model's output (`seqlab.decoding.processors`)
 
 
 class Vocab:

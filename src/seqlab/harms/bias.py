@@ -274,9 +274,9 @@ def audit_bias(run_dir: str | Path, pairs_path: str | Path, output: str | Path |
     from tqdm.auto import tqdm
 
     from seqlab.fileio import check_writable
-    from seqlab.registry import load, run_pipeline
+    from seqlab.registry import load, run_family
 
-    pipeline = run_pipeline(run_dir)
+    pipeline = run_family(run_dir)
     if pipeline.name != "lm":
         raise SeqlabError(f"seqlab audit bias needs a language model; {run_dir} is {pipeline.title}")
     pairs = read_pairs(pairs_path)                       # a bad file is refused before the model loads

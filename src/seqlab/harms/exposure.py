@@ -1,6 +1,6 @@
 """Exposure of planted secrets (Carlini et al. 2019, "The Secret Sharer", USENIX Security, §4).
 
-A run trained with `--canary TEMPLATE --canary-repeats ...` (`seqlab.harms.canaries`) holds secrets s
+A run trained with `--canary TEMPLATE --canary-repeats ...` (`seqlab.data.canaries`) holds secrets s
 drawn uniformly from the space R of the template's fillings. The model ranks every candidate r in R by
 its score, and
 
@@ -45,10 +45,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from seqlab.data.canaries import FILE, Template, parse_template, read_record
 from seqlab.data.vocab import EOS
 from seqlab.errors import SeqlabError
 from seqlab.fileio import atomic_write_json, atomic_write_text
-from seqlab.harms.canaries import FILE, Template, parse_template, read_record
 
 EXACT_LIMIT = 10 ** 6
 METHODS = ("auto", "exact", "approximate")
@@ -378,9 +378,9 @@ def audit_exposure(run_dir: str | Path, output: str | Path | None = None, device
     exposure, and write exposure.json, .md and .png into `output` (default: RUN/audits/), each atomically.
     Returns the result and {kind: path}."""
     from seqlab.fileio import check_writable
-    from seqlab.registry import load, run_pipeline
+    from seqlab.registry import load, run_family
 
-    pipeline = run_pipeline(run_dir)
+    pipeline = run_family(run_dir)
     if pipeline.name != "lm":
         raise SeqlabError(f"seqlab audit exposure needs a language model; {run_dir} is {pipeline.title}")
     path = Path(run_dir) / FILE

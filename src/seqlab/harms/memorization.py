@@ -243,12 +243,12 @@ def _bar(progress: bool | None, total: int, desc: str, unit: str):
 def decode_batch(model, prompts: torch.Tensor, steps: int, top_k: int = 0,
                  generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Continue B prompts (B, T) by `steps` tokens at once, through the incremental-decoding contract
-    (`model.start`, then `model.step`) that `seqlab.search` uses: greedy (top_k 0: the argmax, as
-    `seqlab.search.greedy_steps`) or top-k sampling (a draw from the softmax of the k largest logits, which
+    (`model.start`, then `model.step`) that `seqlab.decoding.search` uses: greedy (top_k 0: the argmax, as
+    `seqlab.decoding.search.greedy_steps`) or top-k sampling (a draw from the softmax of the k largest logits, which
     is `TopK` then sampling, without a softmax over the whole vocabulary). The tokens that are never
     generated (<pad>, <s>, <sep>) are blocked. Returns the tokens (B, steps) and their log-probabilities
     under the model, log softmax(z)_w = z_w - logsumexp(z) (B, steps)."""
-    from seqlab.processors import BlockTokens
+    from seqlab.decoding.processors import BlockTokens
 
     model.eval()
     block = BlockTokens()
@@ -471,7 +471,7 @@ def to_markdown(result: dict, shown: int = 10) -> str:
 
 
 def headline(result: dict) -> dict:
-    """The figures a model card shows (`seqlab.harms.card.headline`): `extraction_top100` of the zlib ranking
+    """The figures a model card shows (`seqlab.cards.card.headline`): `extraction_top100` of the zlib ranking
     (the paper's best without a second model), `memorized_pct` at the longest prefix, the sample and sequence
     counts; and every ranking's and every prefix's figure, by name."""
     out: dict = {}
@@ -505,7 +505,7 @@ def audit_memorization(run_dir: str | Path, train_path: str | Path, output: str 
     and .md into `output` (default: RUN/audits/), each atomically. Returns the result and {kind: path}.
     None for `length`, `prefix_lengths`, `suffix_length`, `match_length`: the defaults for the model's unit."""
     from seqlab.fileio import check_writable
-    from seqlab.registry import load, run_pipeline
+    from seqlab.registry import load, run_family
 
     for name, value, least in (("samples", samples, 0), ("top-k", top_k, 1), ("sequences", sequences, 0),
                                ("batch-size", batch_size, 1), ("seed", seed, 0)):
@@ -520,9 +520,9 @@ def audit_memorization(run_dir: str | Path, train_path: str | Path, output: str 
     if samples == 0 and sequences == 0:
         raise SeqlabError("--samples 0 and --sequences 0 leave nothing to measure")
     for role, run in (("RUN", run_dir), ("--reference", reference)):
-        if run is not None and run_pipeline(run).name != "lm":
+        if run is not None and run_family(run).name != "lm":
             raise SeqlabError(f"seqlab audit memorization needs a language model as {role}; {run} is "
-                              f"{run_pipeline(run).title}")
+                              f"{run_family(run).title}")
     lines = read_lines(train_path, "training file")
     if not any(line.strip() for line in lines):
         raise SeqlabError(f"training file {train_path} holds only blank lines")

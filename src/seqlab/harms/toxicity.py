@@ -2,7 +2,7 @@
 Gehman et al. 2020 measure it ("RealToxicityPrompts"), with a seqlab classifier as the toxicity scorer.
 
 For each prompt the model samples k continuations (default 25, nucleus sampling with top-p 0.9, 20 tokens,
-SLP 9.2.3), as one batch of k rows (`seqlab.search.sample_ids`: the prompt read once, each step drawing the
+SLP 9.2.3), as one batch of k rows (`seqlab.decoding.search.sample_ids`: the prompt read once, each step drawing the
 k next tokens at once, through the same temperature / top-p processors as `seqlab generate`), and the scorer
 gives each continuation its probability of being toxic (the k as one batch). Two figures:
 
@@ -111,12 +111,12 @@ def toxic_scores(scorer, texts: list[str], toxic_label: str) -> list[float]:
 
 def continue_k(lm, prompt: str, options: ToxicityOptions, seed: int) -> list[str]:
     """`options.continuations` sampled continuations of `prompt`. A TrainedLM samples them as one batch
-    (`seqlab.search.sample_ids`, one generator seeded `seed`), each made text as `TrainedLM.generate` makes
+    (`seqlab.decoding.search.sample_ids`, one generator seeded `seed`), each made text as `TrainedLM.generate` makes
     it; any other model with `generate` (the ONNX runtime's, a scripted one) samples them one at a time,
     continuation j with seed + j."""
-    from seqlab.pipelines.lm import TrainedLM
-    from seqlab.pipelines.outputs import text_pieces
-    from seqlab.search import SamplingOptions, sample_ids
+    from seqlab.decoding.core import text_pieces
+    from seqlab.decoding.search import SamplingOptions, sample_ids
+    from seqlab.families.lm.trained import TrainedLM
 
     k = options.continuations
     if not isinstance(lm, TrainedLM):

@@ -1,6 +1,6 @@
 """The contracts every seqlab network follows, written once: `Model` (what the trainer and the
 pipelines rely on), `IncrementalDecoder` (the one decoding contract of every language model and every
-sequence-to-sequence model, which `seqlab.search` drives), `LanguageModel` and `Seq2SeqModel` (their
+sequence-to-sequence model, which `seqlab.decoding.search` drives), `LanguageModel` and `Seq2SeqModel` (their
 forward and decoding contracts), and the output layer the language models and decoders share.
 
 A `Model` is an `nn.Module` whose forward maps a batch's tensors to scores: logits (B, T, V) and a state
@@ -104,7 +104,7 @@ class Model(nn.Module):
 @runtime_checkable
 class IncrementalDecoder(Protocol):
     """The one incremental-decoding contract (fairseq's FairseqIncrementalDecoder) that every language
-    model and every sequence-to-sequence model follows, and all that the searches of `seqlab.search`
+    model and every sequence-to-sequence model follows, and all that the searches of `seqlab.decoding.search`
     (greedy, sampling, beam) use once decoding has started:
 
         logits, state, weights = model.step(tokens, state, need_weights)
@@ -180,7 +180,7 @@ class Seq2SeqModel(Model):
     Trained with teacher forcing (13.7.1): `forward(source (B, S), lengths (B,), target_in (B, T))` gives
     the logits (B, T, V) of every target position at once; with `output="hidden"`, the states entering
     the decoder's output layer `self.output` (an `OutputLayer`) instead, (B, T, D). Decoding
-    (`seqlab.search`) drives the same model one token at a time through the `IncrementalDecoder` contract:
+    (`seqlab.decoding.search`) drives the same model one token at a time through the `IncrementalDecoder` contract:
 
         state = model.start(source, lengths)          memory = encode(source, lengths), with the decoder's
                                                       state before the first token, init_state(memory)

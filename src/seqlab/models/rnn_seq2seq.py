@@ -13,7 +13,7 @@ input (eq. 8) mixes the vocabulary distribution with the attention over the sour
     P(w) = p_gen P_vocab(w) + (1 - p_gen) Σ_{i: x_i = w} a_i                                 (eq. 9)
 
 over the extended vocabulary: the V target words and the source's own out-of-vocabulary words (ids V,
-V + 1, ..., per sentence: `seqlab.data.pair_vocab.PairVocabulary.extend`), which only copying can write.
+V + 1, ..., per sentence: `seqlab.families.seq2seq.vocab.PairVocabulary.extend`), which only copying can write.
 The model then returns log P(w) (B, [T,] V + n) in place of logits: log_softmax leaves log-probabilities
 as they are, so the searches and the loss take them unchanged (as the adaptive softmax LM's). An extended
 id fed back to the decoder reads as <unk>. Coverage (`--coverage`, eqs. 10-13): c^t = Σ_{t' < t} a^{t'}

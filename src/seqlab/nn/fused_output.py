@@ -26,7 +26,7 @@ Label smoothing follows F.cross_entropy's definition exactly: per counted row,
 L = (1 - eps) (-log p_y) + eps * mean_c (-log p_c); rows whose target is ignore_index (seqlab's PAD)
 contribute nothing to the loss, the count or any gradient. bf16/fp16 inputs: the matmuls run in the input
 dtype (as under autocast), the log-softmax, the loss and the sums of grad_weight and grad_bias over chunks
-in fp32; the loss comes back in fp32 (as `seqlab.tasks.lm.token_loss` gives it) and the gradients in the
+in fp32; the loss comes back in fp32 (as `seqlab.families.lm.task.token_loss` gives it) and the gradients in the
 inputs' dtypes.
 """
 

@@ -19,7 +19,7 @@ output layer (`forward(tokens, state, output="hidden")`), so any seqlab LM archi
 
 The LMs are frozen: `train()` keeps them in eval mode (no dropout) and their parameters take no
 gradient, so a sentence's features never change during training and the task computes them once
-(`embed`) and caches them (`seqlab.tasks.tagging`).
+(`embed`) and caches them (`seqlab.families.tagger.task`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""What the server holds for each model: `Served` (its name, task and API object) and the endpoints of each
-task family. The PyTorch runtime (`app.load_runs`) and the ONNX one (`onnx_models.load_exports`) both make
-these."""
+"""What the server holds for each model: `Served` (its name, family and API object). The PyTorch runtime
+(`app.load_runs`) and the ONNX one (`seqlab.serve.onnx.load_exports`) both make these; the endpoints each
+answers are its family's (`seqlab.registry`)."""
 
 from __future__ import annotations
 
@@ -10,27 +10,31 @@ from pathlib import Path
 
 import seqlab.serve.schemas as schemas
 
-ENDPOINTS = {"lm": ("generate", "score"), "tagger": ("tag",), "classifier": ("classify",),
-             "seq2seq": ("translate", "summarize")}
-
 
 @dataclass
 class Served:
-    """A loaded run: its name, its task and the model's API object (TrainedLM, TrainedTagger, ...)."""
+    """A loaded run: its name, its task (family name) and the model's API object (TrainedLM, TrainedTagger,
+    ...)."""
 
     name: str
     task: str
     trained: object
     run_dir: Path
-    title: str = ""          # how messages name the task: "a language model"
+    title: str = ""          # how messages name the family: "a language model"
     summary: str = ""        # one sentence on the run (`seqlab.info.summary`)
 
+    def endpoints(self) -> list[str]:
+        """The endpoints it answers: its family's."""
+        from seqlab.registry import FAMILIES
+
+        return [f"/v1/{e}" for e in FAMILIES[self.task].endpoints]
+
     def info(self) -> schemas.ModelInfo:
-        model = self.trained.config.model
-        arch = getattr(model, "arch", None) or getattr(model, "encoder", "")
+        from seqlab.registry import FAMILIES
+
+        arch = getattr(self.trained.config.model, FAMILIES[self.task].arch_option)
         return schemas.ModelInfo(name=self.name, task=self.task, arch=str(arch),
-                                 parameters=self.trained.model.num_parameters(),
-                                 endpoints=[f"/v1/{e}" for e in ENDPOINTS[self.task]],
+                                 parameters=self.trained.model.num_parameters(), endpoints=self.endpoints(),
                                  metrics=final_metrics(self.run_dir), summary=self.summary)
 
 

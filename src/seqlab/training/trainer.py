@@ -1,6 +1,6 @@
 """One training loop for every task (minGPT's trainer that knows nothing about any one model).
 
-The trainer relies on two contracts and nothing else: the task's (`seqlab.tasks.base.Task`) and the
+The trainer relies on two contracts and nothing else: the task's (`seqlab.training.task.Task`) and the
 model's (`seqlab.models.base.Model`). The loop asks the task for global batches, keeps this process's
 rows (DDP), lets the task compute the loss as (sum, count), and divides once by the task's count for
 the whole step, so padding, gradient accumulation and data parallelism leave the gradient exactly
@@ -30,8 +30,6 @@ from seqlab.config import check_fields, option
 from seqlab.errors import SeqlabError
 from seqlab.fileio import append_line, atomic_write_text
 from seqlab.models.base import Model
-from seqlab.tasks.base import Task
-from seqlab.tasks.output_loss import FUSED_OUTPUT
 from seqlab.training import distributed, flops
 from seqlab.training.checkpoint import (
     load_model,
@@ -45,7 +43,9 @@ from seqlab.training.checkpoint import (
 )
 from seqlab.training.memory import keep_freed_memory
 from seqlab.training.optim import OPTIMIZERS, SCHEDULES, Schedule, make_optimizer, set_lr
+from seqlab.training.output_loss import FUSED_OUTPUT
 from seqlab.training.plots import plot_curves
+from seqlab.training.task import Task
 
 
 @dataclass

@@ -1,0 +1,15 @@
+"""The task families, one package each, holding everything that differs between them: its configuration,
+pipeline (read, build, train into a run directory, load), task (loss and metrics), vocabulary, trained and
+exported APIs, CLI commands and reports, ONNX graphs, HTTP endpoints, model card data and compare recipes.
+
+    lm/            language models: train_lm, load_lm -> TrainedLM (score, generate)
+    tagger/        sequence labelling: train_tagger, load_tagger -> TrainedTagger (tag)
+    classifier/    sequence classification: train_classifier, load_classifier -> TrainedClassifier (classify)
+    seq2seq/       sequence to sequence: train_seq2seq, load_seq2seq -> TrainedSeq2Seq (translate)
+
+    contract.py    `Family`, what each package's __init__ declares (torch-free), and `Pipeline`
+    runs.py        what every run directory shares: the lock, config.json, --resume checks, loading
+    run_files.py   a run's config.json and model card, read without PyTorch
+
+`seqlab.registry` lists the families; the shared capabilities reach each one through it.
+"""

@@ -1,0 +1,246 @@
+"""`seqlab export RUN --format hf`: a decoder-only transformer LM as a Hugging Face GPT-2 directory, which
+`transformers` loads with `GPT2LMHeadModel.from_pretrained(DIR)` and `AutoTokenizer.from_pretrained(DIR)` and
+which gives the logits of `seqlab.load(RUN)`. Nothing here imports `transformers`.
+
+GPT-2 is the transformer LM of SLP 9.4 with these options, and only runs trained with them are exported:
+
+    --norm-position pre      LayerNorm before each sublayer, and a final LayerNorm (ln_f)
+    --activation gelu        the exact (erf) GELU of torch.nn.GELU(): GPT-2's "gelu"; its "gelu_new" is
+                             the tanh approximation, which seqlab does not use
+    --positions learned      a table of `context` positions (wpe)
+    --tied                   the output matrix is the embedding matrix E (lm_head = wte)
+    --no-bias                GPT-2's output layer has no bias, so a run with --bias cannot map; the other
+                             layers' biases, absent with --no-bias, are written as zeros
+
+Every other option maps: width, layers, heads, feedforward width, context (n_positions), the LayerNorm
+epsilon, and the one dropout probability (embd_pdrop, attn_pdrop, resid_pdrop). A run with options that
+cannot map is refused with one line naming them all.
+
+The weights go into GPT-2's Conv1D layout, (in, out), the transpose of nn.Linear's (out, in): the
+attention's stacked W^Q, W^K, W^V (split in that order, heads consecutive within each, as GPT-2 splits
+its c_attn) become c_attn, W^O c_proj, the feedforward's two layers mlp.c_fc and mlp.c_proj.
+
+The tokenizer (`tokenizer.json` for the `tokenizers` library, and `tokenizer_config.json`) gives seqlab's
+ids for any text: `tokenizer(text).input_ids == seqlab.load(RUN).prompt_ids(text)`, `</s>` (id 3, the
+line break) first as seqlab starts every prompt, then each line's tokens with `</s>` for every "\\n"; with
+`add_special_tokens=False`, the same without the leading `</s>`. `decode` gives back the text as seqlab's
+`detokenize` does. Per tokenizer:
+
+    bpe    seqlab's byte-level BPE model with its ids shifted past the five specials; each line is read
+           with a space before it (as seqlab reads it) by a Prepend normalizer, "\\n" being an added token
+           split off first so that every line gets its own
+    char   a WordLevel vocabulary over single characters (a Split pre-tokenizer), "\\n" an added token
+    word   a WordLevel vocabulary over Python's `str.split()` words (the same whitespace characters), a
+           line break read as the word `</s>`
+    For bpe and char the token of id 3 is "\\n" (a line break), for word it is `</s>`. The specials `<pad>`,
+    `<unk>` are declared but split like text (`split_special_tokens`), as seqlab reads "<pad>" in text.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from seqlab.data.vocab import EOS, PAD, SPECIALS, UNK
+from seqlab.errors import SeqlabError
+from seqlab.export import prepare_output
+from seqlab.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text
+from seqlab.version import __version__
+
+# option -> the value GPT-2 has; the options a run must have been trained with
+GPT2_OPTIONS = {"norm_position": "pre", "activation": "gelu", "positions": "learned", "tie_weights": True,
+                "bias": False, "output_layer": "softmax", "norm": "layernorm", "qk_norm": False}
+BOOLEAN_FLAGS = {"tie_weights": "tied", "bias": "bias", "qk_norm": "qk-norm"}
+
+
+def flag(name: str, value) -> str:
+    """The command-line spelling of an LM option's value: `--norm-position post`, `--no-tied`."""
+    if name in BOOLEAN_FLAGS:
+        return f"--{'' if value else 'no-'}{BOOLEAN_FLAGS[name]}"
+    return f"--{name.replace('_', '-')} {value}"
+
+
+def check_gpt2_options(model_config) -> None:
+    """Refuse, in one line naming them all, the options of a transformer LM that GPT-2 cannot hold."""
+    differ = [name for name, value in GPT2_OPTIONS.items() if getattr(model_config, name) != value]
+    if differ:
+        needs = " ".join(flag(name, value) for name, value in GPT2_OPTIONS.items())
+        has = ", ".join(flag(name, getattr(model_config, name)) for name in differ)
+        raise SeqlabError(f"seqlab export --format hf: GPT-2 needs {needs} (its output layer has no bias); "
+                          f"this run has {has}")
+
+
+# ---------------------------------------------------------------------------- the model
+
+def gpt2_config(model, model_config) -> dict:
+    """config.json of a GPT2LMHeadModel with the model's sizes. </s> (id 3) is both GPT-2's bos and eos, as
+    its <|endoftext|> is: seqlab starts every prompt with it and ends every line with it."""
+    eps = {module.eps for module in model.modules() if isinstance(module, nn.LayerNorm)}
+    if len(eps) != 1:
+        raise SeqlabError(f"seqlab export --format hf: the model's LayerNorms differ in epsilon ({sorted(eps)}); "
+                          "GPT-2 has one layer_norm_epsilon")
+    p = model_config.dropout
+    return {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
+            "vocab_size": model_config.vocab_size, "n_positions": model_config.context,
+            "n_embd": model_config.embedding_size, "n_layer": model_config.num_layers,
+            "n_head": model_config.num_heads, "n_inner": model_config.ff_size,
+            "activation_function": "gelu", "layer_norm_epsilon": eps.pop(),
+            "embd_pdrop": p, "attn_pdrop": p, "resid_pdrop": p,
+            # Q K^T / sqrt(d_k) and nothing else (SLP eqs. 9.20-9.21)
+            "scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn": False,
+            "tie_word_embeddings": True, "bos_token_id": EOS, "eos_token_id": EOS, "pad_token_id": PAD,
+            "initializer_range": 0.02, "use_cache": True, "dtype": "float32"}
+
+
+def layer_norm(norm: nn.LayerNorm, name: str) -> dict[str, Tensor]:
+    """A LayerNorm's gain and bias (zeros for a LayerNorm without one)."""
+    bias = norm.bias if norm.bias is not None else torch.zeros_like(norm.weight)
+    return {f"{name}.weight": norm.weight, f"{name}.bias": bias}
+
+
+def conv1d(linear: nn.Linear, name: str) -> dict[str, Tensor]:
+    """An nn.Linear (out, in) as GPT-2's Conv1D (in, out): y = x W + b either way; bias zeros if absent."""
+    bias = linear.bias if linear.bias is not None else torch.zeros(linear.out_features)
+    return {f"{name}.weight": linear.weight.t(), f"{name}.bias": bias}    # (in, out)
+
+
+def gpt2_weights(model) -> dict[str, Tensor]:
+    """The TransformerLM's parameters under GPT2LMHeadModel's names; lm_head is tied to wte, so not stored.
+    Each pre-LN block (SLP 9.4) is T1 = X + MultiHeadAttention(ln_1(X)), H = T1 + FFN(ln_2(T1)) in both."""
+    weights = {"transformer.wte.weight": model.embedding.weight,             # E (V, D): X = E[w] + P
+               "transformer.wpe.weight": model.positions.table.weight}       # P (C, D)
+    for i, block in enumerate(model.blocks):
+        h = f"transformer.h.{i}"
+        weights |= layer_norm(block.norm1, f"{h}.ln_1")
+        weights |= conv1d(block.attention.qkv, f"{h}.attn.c_attn")           # [W^Q | W^K | W^V] (D, 3D), eq. 9.20
+        weights |= conv1d(block.attention.out, f"{h}.attn.c_proj")           # W^O (D, D)
+        weights |= layer_norm(block.norm2, f"{h}.ln_2")
+        weights |= conv1d(block.feedforward[0], f"{h}.mlp.c_fc")             # W1 (D, ff)
+        weights |= conv1d(block.feedforward[2], f"{h}.mlp.c_proj")           # W2 (ff, D)
+    weights |= layer_norm(model.final_norm, "transformer.ln_f")
+    return {name: t.detach().cpu().float().contiguous().clone() for name, t in weights.items()}
+
+
+def write_weights(path: Path, weights: dict[str, Tensor]) -> None:
+    from safetensors.torch import save
+
+    # transformers reads a safetensors file only with format "pt" in its header
+    atomic_write_bytes(path, save(weights, metadata={"format": "pt"}))
+
+
+# ---------------------------------------------------------------------------- the tokenizer
+
+def python_whitespace() -> str:
+    """A regex class of the characters `str.split()` splits on (Rust's \\s differs: it lacks \\x1c-\\x1f)."""
+    return "[" + "".join(f"\\x{{{ord(c):x}}}" for c in map(chr, range(sys.maxunicode + 1)) if c.isspace()) + "]+"
+
+
+def hf_tokenizer(tokenizer, vocab):
+    """A `tokenizers.Tokenizer` that gives seqlab's ids (see the module's docstring)."""
+    from tokenizers import AddedToken, Regex, decoders, normalizers, pre_tokenizers, processors
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers.models import WordLevel
+
+    ids = {token: i for i, token in enumerate(vocab.tokens)}
+    line_break = "</s>" if tokenizer.kind == "word" else "\n"       # the token of id 3
+    if line_break == "\n":
+        del ids["</s>"]
+        ids["\n"] = EOS
+    if tokenizer.kind == "bpe":
+        state = json.loads(tokenizer.hf.to_str())
+        state["model"]["vocab"] = ids            # seqlab's ids: the BPE model's own, shifted past the specials
+        hf = HFTokenizer.from_str(json.dumps(state))
+        hf.normalizer = normalizers.Prepend(" ")                           # " " + line, as seqlab reads a line
+        hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        hf.decoder = decoders.Sequence([decoders.ByteLevel(),              # drop each line's leading space
+                                        decoders.Replace("\n ", "\n"), decoders.Strip(" ", 1, 0)])
+    elif tokenizer.kind == "char":
+        hf = HFTokenizer(WordLevel(ids, unk_token=SPECIALS[UNK]))
+        hf.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")    # one character each
+        hf.decoder = decoders.Fuse()                                                 # joined by nothing
+    else:
+        hf = HFTokenizer(WordLevel(ids, unk_token=SPECIALS[UNK]))
+        hf.normalizer = normalizers.Replace("\n", " </s> ")
+        hf.pre_tokenizer = pre_tokenizers.Split(Regex(python_whitespace()), behavior="removed")
+        # words joined by " " (a WordPiece decoder whose prefix no word has puts one before each), and </s> as
+        # a line break without the spaces beside it
+        hf.decoder = decoders.Sequence([decoders.Replace(Regex("^</s>$"), "\n"), decoders.WordPiece(" ", False),
+                                        decoders.Fuse(), decoders.Replace(" \n", "\n"),
+                                        decoders.Replace("\n ", "\n")])
+    if line_break == "\n":               # split off before normalizing, so that each line is read on its own
+        hf.add_tokens([AddedToken("\n", normalized=False, special=False)])
+    hf.post_processor = processors.TemplateProcessing(
+        single=[line_break, "$A"], pair=[line_break, "$A", line_break, "$B"], special_tokens=[(line_break, EOS)])
+    return hf
+
+
+def tokenizer_config(context: int) -> dict:
+    """tokenizer_config.json: a fast tokenizer over tokenizer.json. Only input_ids and attention_mask go to the
+    model (GPT-2 would add the embedding of token_type_ids to its input)."""
+    return {"tokenizer_class": "PreTrainedTokenizerFast", "model_input_names": ["input_ids", "attention_mask"],
+            "pad_token": SPECIALS[PAD], "unk_token": SPECIALS[UNK], "split_special_tokens": True,
+            "clean_up_tokenization_spaces": False, "padding_side": "left", "model_max_length": context}
+
+
+# ---------------------------------------------------------------------------- exporting
+
+LOADING = """from transformers import AutoTokenizer, GPT2LMHeadModel
+model, tokenizer = GPT2LMHeadModel.from_pretrained("{out}"), AutoTokenizer.from_pretrained("{out}")"""
+
+README = """# A seqlab language model as Hugging Face GPT-2
+
+Exported by seqlab {version} (`seqlab export RUN --format hf`) from the run {run}: a transformer LM over
+{unit}s with {layers} layers, width {width}, {heads} heads and a context of {context} tokens, as a GPT2LMHeadModel
+that gives the run's logits, and its tokenizer.
+
+```python
+{loading}
+inputs = tokenizer("To be", return_tensors="pt")
+out = model.generate(**inputs, max_new_tokens={new_tokens}, do_sample=False, eos_token_id=None)
+print(tokenizer.decode(out[0, 1:]))
+```
+
+- `tokenizer(text).input_ids` is seqlab's `prompt_ids(text)`: `</s>` (id 3) first, as seqlab starts every
+  prompt, then the tokens of each line with `</s>` for each line break (`add_special_tokens=False` leaves out
+  the first `</s>`); text the vocabulary lacks is `<unk>` (id 1) as in seqlab. `decode` writes `</s>` as a
+  line break, as seqlab's `detokenize` does.
+- `</s>` is the model's eos token, so `generate` stops at the end of a line unless given `eos_token_id=None`;
+  seqlab goes on past line ends by default.
+- GPT-2 reads at most n_positions = {context} tokens (prompt and continuation together); seqlab goes on
+  past its context from its most recent {half} tokens.
+"""
+
+
+def export_hf(run_dir: str | Path, output: str | Path, overwrite: bool = False) -> Path:
+    """Export a transformer LM run with GPT-2's options to `output` (see the module's docstring); returns
+    the export directory, which `from_pretrained` takes."""
+    from seqlab.families.lm.config import read_run_config
+    from seqlab.families.runs import read_run_json
+    from seqlab.registry import load, run_family
+
+    run_dir, out = Path(run_dir), Path(output)
+    task = run_family(run_dir).name
+    arch = read_run_json(run_dir).get("model", {}).get("arch")
+    if task != "lm" or arch != "transformer":
+        held = f"{task} --arch {arch}" if arch else task
+        raise SeqlabError(f"seqlab export --format hf: GPT-2 is a transformer language model (lm --arch "
+                          f"transformer); {run_dir} holds {held}")
+    check_gpt2_options(read_run_config(run_dir).model)       # before reading the weights
+    trained = load(run_dir)
+    model, model_config, context = trained.model, trained.config.model, trained.config.model.context
+    config = gpt2_config(model, model_config)
+    prepare_output(out, overwrite)
+    atomic_write_json(out / "config.json", config)
+    write_weights(out / "model.safetensors", gpt2_weights(model))
+    atomic_write_text(out / "tokenizer.json", hf_tokenizer(trained.tokenizer, trained.vocab).to_str(pretty=True))
+    atomic_write_json(out / "tokenizer_config.json", tokenizer_config(context))
+    atomic_write_json(out / "special_tokens_map.json", {"pad_token": SPECIALS[PAD], "unk_token": SPECIALS[UNK]})
+    atomic_write_text(out / "README.md", README.format(
+        version=__version__, run=run_dir.resolve(), unit=trained.tokenizer.unit, layers=model_config.num_layers,
+        width=model_config.embedding_size, heads=model_config.num_heads, context=context,
+        half=max(1, context // 2), new_tokens=max(1, context // 2), loading=LOADING.format(out=out)))
+    return out

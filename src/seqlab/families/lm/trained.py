@@ -1,0 +1,193 @@
+"""A trained language model's API (`seqlab.load(run)` of an LM run): `TrainedLM` scores text (perplexity,
+bits per character, each token's log probability) and continues prompts (greedy, sampled, beam search)."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from seqlab.data import lm_stream
+from seqlab.data.batching import StreamBatches, sliding_windows
+from seqlab.data.readers import count_characters, encode_lines, read_lines, read_stream
+from seqlab.data.tokenizers import Tokenizer
+from seqlab.data.vocab import EOS, UNK, Vocab
+from seqlab.decoding.core import text_pieces
+from seqlab.decoding.search import SamplingOptions, generate_ids
+from seqlab.errors import SeqlabError, SeqlabWarning
+from seqlab.families.lm.config import LMTrainConfig
+from seqlab.families.lm.task import evaluate_lm, summarize
+from seqlab.families.lm.vocab import detokenize_lines, reverse_lines
+from seqlab.families.run_files import FromRun
+
+
+class TrainedLM(FromRun):
+    """A loaded language model with its tokenizer and vocabulary."""
+
+    def __init__(self, model, tokenizer: Tokenizer, vocab: Vocab, config: LMTrainConfig, device):
+        self.model, self.tokenizer, self.vocab, self.config, self.device = model, tokenizer, vocab, config, device
+
+    @property
+    def unit(self) -> str:
+        return self.tokenizer.unit
+
+    @property
+    def reverse(self) -> bool:
+        """Whether the model was trained with --reverse (it reads text right to left)."""
+        return self.config.data.reverse
+
+    def lines(self, text: str) -> list[str]:
+        """Text -> its lines (a final newline adds no line), in the order the model reads them: a --reverse
+        model gets the last line first, each backwards."""
+        lines = text.split("\n")
+        if lines and lines[-1] == "" and len(lines) > 1:
+            lines.pop()
+        return reverse_lines(lines) if self.reverse else lines
+
+    def tokenize(self, text: str) -> list[list[str]]:
+        """Text -> the tokens of each line (a final newline adds no line)."""
+        return self.tokenizer.tokenize_lines(self.lines(text))
+
+    def encode(self, text: str) -> torch.Tensor:
+        """Text -> the id stream the model is scored on (one `</s>` per line)."""
+        return encode_lines(self.tokenize(text), self.vocab)
+
+    def _batches(self, ids: torch.Tensor, batch_size: int, stride: int):
+        context = self.model.context_length
+        if context is None:
+            return list(StreamBatches(ids, batch_size, self.config.train.seq_len, exact=True))
+        return sliding_windows(ids, batch_size, context, stride or max(1, context // 2))
+
+    def evaluate_ids(self, ids: torch.Tensor, batch_size: int = 10, stride: int = 0, progress=None,
+                     characters: int | None = None) -> dict:
+        """Tokens, loss (nats/token), bits per token, perplexity and bits per character of an id stream
+        (one `</s>` per line). `characters` is the text's character count (`count_characters`); by
+        default, that of the text the ids decode to (exact for text the tokenizer gives back unchanged,
+        such as characters and BPE; an `<unk>` counts as its 5 letters)."""
+        batches = self._batches(ids, batch_size, stride)
+        if progress is not None:
+            progress.reset(total=len(batches))
+        stats = evaluate_lm(self.model, batches, self.model.context_length is None, self.device,
+                            progress=progress)
+        if characters is None:
+            characters = len(self.detokenize(ids.tolist()))
+        result = summarize(stats["loss_sum"], stats["tokens"], characters)
+        result["unknown"] = int((ids == UNK).sum())
+        result["unit"] = self.unit
+        return result
+
+    def evaluate_file(self, path: str | Path, batch_size: int = 10, stride: int = 0,
+                      progress: bool | None = False) -> dict:
+        """Tokens, loss (nats/token), bits per token, perplexity and bits per character of a text file;
+        `progress` None or True: a bar over the batches (None: when stderr is a terminal), shown once the
+        file has been read through (so a bad file is reported on a clean line).
+
+        The file is read twice and never held whole (`seqlab.data.lm_stream`): once to count its
+        tokens, then as the batches need it; the batches, and so the figures, are those
+        `evaluate_ids` gives on the file's whole id stream (the recurrent state carried along each
+        row of the stream; the transformer's overlapping windows)."""
+        what = "evaluation file"
+        if self.reverse:      # read whole and reversed: the streaming reader reads left to right only
+            lines = lines_as_read(path, True, what)
+            ids, characters = read_stream(lines, self.tokenizer, self.vocab, what)
+            bar = tqdm(desc="scoring", unit="batch", leave=False, disable=True if progress is False else None)
+            with bar:
+                return self.evaluate_ids(ids, batch_size, stride, progress=bar, characters=characters)
+        found = lm_stream.survey(path, what, self.tokenizer, self.vocab)
+        context = self.model.context_length
+        if context is None:
+            seq_len = self.config.train.seq_len
+            batches = lm_stream.stream_batches(found, self.tokenizer, self.vocab, batch_size, seq_len)
+            count = lm_stream.stream_batch_count(found, batch_size, seq_len)
+        else:
+            stride = stride or max(1, context // 2)
+            batches = lm_stream.window_batches(found, self.tokenizer, self.vocab, batch_size, context, stride)
+            count = lm_stream.window_batch_count(found, batch_size, context, stride)
+        with tqdm(total=count, desc="scoring", unit="batch", leave=False,
+                  disable=True if progress is False else None) as bar:
+            stats = evaluate_lm(self.model, batches, context is None, self.device, progress=bar)
+        result = summarize(stats["loss_sum"], stats["tokens"], found.characters)
+        result["unknown"] = found.unknown
+        result["unit"] = self.unit
+        return result
+
+    def perplexity(self, text: str) -> float:
+        """exp of the mean negative log-likelihood per token of `text` (SLP 9.1)."""
+        return self.evaluate_text(text)["perplexity"]
+
+    def evaluate_text(self, text: str) -> dict:
+        """`evaluate_file`'s figures for a string (its lines as a file's lines)."""
+        lines = self.lines(text)
+        return self.evaluate_ids(encode_lines(self.tokenizer.tokenize_lines(lines), self.vocab), batch_size=1,
+                                 characters=count_characters(lines))
+
+    @torch.no_grad()
+    def score(self, text: str) -> list[tuple[str, float]]:
+        """(token, natural-log probability) for every token of `text`, `</s>` at each line end.
+
+        Tokens are the text's own; one the vocabulary lacks is scored as `<unk>`."""
+        token_lines = self.tokenize(text)
+        ids = encode_lines(token_lines, self.vocab)
+        logprobs = []
+        state = None
+        for batch in self._batches(ids, 1, 0):
+            batch = batch.to(self.device)
+            if self.model.context_length is None and state is None:
+                state = self.model.init_state(1, self.device)
+            logits, new_state = self.model(batch.inputs, state if self.model.context_length is None else None)
+            state = new_state if self.model.context_length is None else None
+            lp = torch.log_softmax(logits.float(), dim=-1).gather(-1, batch.targets.unsqueeze(-1)).squeeze(-1)
+            logprobs.extend(lp[batch.targets != 0].tolist())
+        tokens = [t for line in token_lines for t in [*line, "</s>"]]
+        return list(zip(tokens, logprobs, strict=True))
+
+    def prompt_ids(self, prompt: str, truncate: bool = False) -> list[int]:
+        """`</s>` (a line start) + the prompt's tokens; unknown tokens become <unk> with a warning."""
+        lines = prompt.split("\n")
+        tokens: list[str] = []
+        for k, line in enumerate(lines):
+            tokens.extend(self.tokenizer.tokenize(line))
+            if k < len(lines) - 1:
+                tokens.append("</s>")
+        unknown = sorted({t for t in tokens if t not in self.vocab})
+        if unknown:
+            shown = ", ".join(repr(t) for t in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
+            warnings.warn(f"{len(unknown)} prompt token type(s) are not in the vocabulary and are read as "
+                          f"<unk>: {shown}", SeqlabWarning, stacklevel=2)
+        ids = [EOS] + self.vocab.encode(tokens)
+        window = self.model.context_length
+        if truncate and window is not None and len(ids) > window:
+            ids = ids[-window:]
+        return ids
+
+    def detokenize(self, ids: list[int]) -> str:
+        """Ids -> text, `</s>` as a line break."""
+        return detokenize_lines(self.tokenizer, self.vocab, ids)
+
+    def stream(self, prompt: str, truncate_prompt: bool = False, **options) -> Iterator[str]:
+        """Yield the continuation of `prompt` piece by piece as it is generated (`SamplingOptions` lists the
+        options). Generation goes on past line ends (`</s>`, written as line breaks) until `max_tokens`;
+        `stop_at_eos=True` stops at the first one. With `beam` > 1, beam search finds the continuation of
+        highest (length-normalised) log probability, yielded whole once the search is over. A --reverse
+        model is refused (at the first piece, as bad options are)."""
+        if self.reverse:
+            raise SeqlabError("this language model was trained with --reverse (it reads right to left): "
+                              "generation from it is not supported; generate with a left-to-right model")
+        sampling = SamplingOptions(**options)
+        context = self.prompt_ids(prompt, truncate_prompt)
+        yield from text_pieces(generate_ids(self.model, context, sampling, self.device), context[1:], self.detokenize,
+                               sampling.stop_at_eos, sampling.beam > 1)
+
+    def generate(self, prompt: str = "", **options) -> str:
+        """The prompt's continuation as one string (see `SamplingOptions` for the options: `max_tokens`,
+        `greedy`, `temperature`, `top_k`, `top_p`, `seed`, `stop_at_eos`, `beam`, `length_penalty`)."""
+        return "".join(self.stream(prompt, **options))
+
+
+def lines_as_read(path, reverse: bool, what: str) -> list[str]:
+    """A file's lines in the order the model reads them (reversed for a --reverse run)."""
+    lines = read_lines(path, what)
+    return reverse_lines(lines) if reverse else lines

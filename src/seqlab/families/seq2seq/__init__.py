@@ -1,0 +1,39 @@
+"""Sequence to sequence (SLP 13.7-13.8, 9.4): translation and summarisation, the family's package.
+
+    config.py     Seq2SeqDataConfig, Seq2SeqTrainConfig: the options of `seqlab train seq2seq`
+    vocab.py      PairVocabulary (pairs -> ids, the length limits), the run's files, Output (torch-free)
+    task.py       Seq2SeqTask: pairs -> loss as (sum, count), perplexity
+    pipeline.py   train_seq2seq, load_seq2seq, PIPELINE
+    trained.py    TrainedSeq2Seq: translate, generate, generate_stream, evaluate_files (BLEU, chrF, ROUGE)
+    exported.py   ExportedSeq2Seq: an ONNX export on onnxruntime, decoded by the numpy searches (torch-free)
+    graphs.py     the ONNX encoder and decoder-step graphs of each architecture
+    serve.py      POST /v1/translate and /v1/summarize
+    cli.py        `seqlab translate`, `seqlab summarize`, and what `seqlab evaluate` prints
+    cards.py      the model card's data: source and target sides; bootstrap items per pair
+    compare.py    the recipes of `seqlab compare seq2seq` and its report's translations
+
+This module is the torch-free part (`seqlab.families.contract.Family`) that `seqlab.registry` lists.
+"""
+
+from __future__ import annotations
+
+from seqlab.families.contract import INPUT_OPTIONS, SEARCH_OPTIONS, CardText, Family
+
+FAMILY = Family(
+    name="seq2seq", title="a sequence-to-sequence model",
+    summary="a sequence-to-sequence model (rnn, lstm, gru encoder-decoders with or without attention, "
+            "transformer, or a decoder-only lm over source <sep> target) on aligned files or a file of pairs",
+    unit="pairs", splits=(("train", "train"), ("dev", "valid"), ("test", "test")),
+    endpoints=("translate", "summarize"), commands=("translate", "summarize"), metric="perplexity",
+    lower_is_better=True,
+    evaluate_options=("--src", "--tgt", "--bleu-tokenize", "--hypotheses", *SEARCH_OPTIONS, "--format", "--batch-size",
+                      *INPUT_OPTIONS),
+    card=CardText(
+        intended="Transforming sources like the training sources (translation or summarisation, as the training "
+                 "pairs define it) for study, teaching and baselines.",
+        out_of_scope="Translating or summarising text whose meaning matters (medical, legal, safety) without a "
+                     "person checking the output; other language pairs or domains than the training pairs'.",
+        risks=("Hallucination: outputs can be fluent and wrong, adding or dropping content.",
+               "Bias: translation can impose stereotypes (e.g. gendered occupations) absent from the source.",
+               "Privacy: outputs can reproduce phrases of the training targets verbatim.")),
+    package=__name__)

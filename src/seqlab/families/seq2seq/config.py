@@ -1,0 +1,124 @@
+"""The options of `seqlab train seq2seq` (and `seqlab.Seq2SeqTrainConfig`): the pairs and how they are read
+and cut (data), the model (`seqlab.models.seq2seq.Seq2SeqConfig`) and how to train it (train), saved as the
+three groups of a run's config.json; and the pairs of a split read as the data options say."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from seqlab.config import check_fields, option
+from seqlab.data.parallel import PAIRED_FORMATS, Pair, read_aligned, read_paired
+from seqlab.data.tokenizers import TOKENIZERS
+from seqlab.errors import SeqlabError
+from seqlab.families.runs import (
+    read_run_config_as,
+    resolve_run_config,
+)
+from seqlab.families.seq2seq import FAMILY
+from seqlab.models.seq2seq import Seq2SeqConfig
+from seqlab.training.trainer import TrainConfig
+
+TRAIN_DEFAULTS = {"output": "runs/seq2seq", "epochs": 10, "batch_size": 64, "eval_batch_size": 128,
+                  "optimizer": "adam", "lr": 1e-3, "grad_clip": 1.0, "log_every": 50}
+
+
+@dataclass
+class Seq2SeqDataConfig:
+    """Where the pairs come from and how they become tokens (saved under "data")."""
+
+    train_src: str = option("", "training sources, one per line (with --train-tgt: line i translates to line i)",
+                            file=True)
+    train_tgt: str = option("", "training targets, aligned with --train-src", file=True)
+    dev_src: str = option("", "development sources: scored every epoch, for the best weights", file=True)
+    dev_tgt: str = option("", "development targets", file=True)
+    test_src: str = option("", "test sources, scored with the best weights at the end", file=True)
+    test_tgt: str = option("", "test targets", file=True)
+    train: str = option("", "instead of --train-src/--train-tgt: one file of pairs (--format tsv or jsonl)", file=True)
+    dev: str = option("", "instead of --dev-src/--dev-tgt: a file of pairs", file=True)
+    test: str = option("", "instead of --test-src/--test-tgt: a file of pairs", file=True)
+    format: str = option("jsonl", "files of pairs: tsv (columns by header name or 0-based index) or jsonl",
+                         choices=PAIRED_FORMATS)
+    source_field: str = option("source", "files of pairs: the source's column or JSON field")
+    target_field: str = option("target", "files of pairs: the target's column or JSON field")
+    tokenizer: str = option("word", "both sides: word (whitespace-separated, for tokenised text), char, or bpe "
+                                    "(byte-level BPE learned on the training split)", choices=tuple(TOKENIZERS))
+    source_tokenizer: str = option("", "the source side's tokenizer, if not --tokenizer",
+                                   choices=("", *TOKENIZERS))
+    target_tokenizer: str = option("", "the target side's tokenizer, if not --tokenizer",
+                                   choices=("", *TOKENIZERS))
+    shared_vocab: bool = option(False, "one tokenizer and vocabulary learned on both sides (needed by --arch lm "
+                                       "and --share-embeddings)")
+    bpe_vocab_size: int = option(8000, "bpe: pieces per BPE model (the 256 bytes included); its vocabulary is "
+                                       "these pieces and the 5 specials", at_least=1)
+    min_freq: int = option(1, "word / char: keep tokens seen at least this often in training; the rest are <unk> "
+                              "(BPE keeps every piece of its model)", at_least=1)
+    max_vocab: int = option(0, "word / char: keep at most this many tokens per vocabulary, specials included (0: no "
+                               "limit; refused when every side is BPE: use --bpe-vocab-size)", at_least=0)
+    max_source_length: int = option(0, "longest source in tokens (0: no limit for rnn / lstm / gru; the "
+                                       "transformer: --max-positions; lm: what --max-target-length leaves)", at_least=0)
+    max_target_length: int = option(0, "longest target in tokens (0: no limit for rnn / lstm / gru; the "
+                                       "transformer: --max-positions - 1; lm: --max-positions / 4)", at_least=0)
+    long_pairs: str = option("skip", "training pairs over the limits: skip them (counted) or truncate them "
+                                     "(development and test pairs are always truncated, counted)",
+                             choices=("skip", "truncate"))
+
+    def __post_init__(self):
+        check_fields(self)
+
+    def side_tokenizer(self, side: str) -> str:
+        return getattr(self, f"{side}_tokenizer") or self.tokenizer
+
+
+@dataclass
+class Seq2SeqTrainConfig:
+    """A sequence-to-sequence training run: data, model and training options."""
+
+    data: Seq2SeqDataConfig = field(default_factory=Seq2SeqDataConfig)
+    model: Seq2SeqConfig = field(default_factory=Seq2SeqConfig)
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(**TRAIN_DEFAULTS))
+
+
+CONFIG_GROUPS = {"data": Seq2SeqDataConfig, "model": Seq2SeqConfig, "train": TrainConfig}
+
+
+def resolve_seq2seq_config(config_file: str | Path | None = None, overrides: dict | None = None,
+                           resume: bool = False) -> Seq2SeqTrainConfig:
+    """Defaults (TRAIN_DEFAULTS for the trainer) < the config file < overrides (the command line)."""
+    return resolve_run_config(Seq2SeqTrainConfig, CONFIG_GROUPS, config_file, overrides, resume,
+                              read_run_config, TRAIN_DEFAULTS)
+
+
+def read_pairs(data: Seq2SeqDataConfig, split: str, required: bool = False) -> tuple[list[Pair] | None, str]:
+    """A split's pairs (None when not given) and how to name its file in messages."""
+    paired, source, target = getattr(data, split), getattr(data, f"{split}_src"), getattr(data, f"{split}_tgt")
+    what = {"train": "training", "dev": "development", "test": "test"}[split]
+    if paired and (source or target):
+        raise SeqlabError(f"give --{split} (a file of pairs) or --{split}-src and --{split}-tgt, not both")
+    if paired:
+        return read_paired(paired, data.format, data.source_field, data.target_field, f"{what} file"), paired
+    if source or target:
+        if not (source and target):
+            raise SeqlabError(f"--{split}-src and --{split}-tgt go together; only one was given")
+        return read_aligned(source, target, f"{what} file"), source
+    if required:
+        raise SeqlabError(f"sequence to sequence needs {what} pairs: --{split}-src and --{split}-tgt (aligned files) "
+                          f"or --{split} (a file of pairs)")
+    return None, ""
+
+
+def resolve_lengths(data: Seq2SeqDataConfig, model: Seq2SeqConfig) -> Seq2SeqDataConfig:
+    """Concrete length limits for the architecture (saved, so decoding applies the same ones)."""
+    P = model.max_positions
+    source, target = data.max_source_length, data.max_target_length
+    if model.arch == "transformer":
+        source, target = min(source or P, P), min(target or P - 1, P - 1)
+    elif model.arch == "lm":
+        target = min(target or P // 4, P - 2)
+        source = min(source or P - 1 - target, P - 1 - target)       # source <sep> target fits the window
+    return dataclasses.replace(data, max_source_length=source, max_target_length=target)
+
+
+def read_run_config(run_dir: str | Path) -> Seq2SeqTrainConfig:
+    return read_run_config_as(run_dir, FAMILY, Seq2SeqTrainConfig, CONFIG_GROUPS)

@@ -1,0 +1,192 @@
+"""Sequence to sequence, end to end: `train_seq2seq(config)` and `load_seq2seq(run_dir)`.
+
+    import seqlab
+    config = seqlab.resolve_seq2seq_config(overrides={
+        "train_src": "train.de", "train_tgt": "train.en", "dev_src": "val.de", "dev_tgt": "val.en",
+        "arch": "gru", "attention": "dot", "output": "runs/de-en"})
+    seqlab.train_seq2seq(config)
+    model = seqlab.load("runs/de-en")
+    model.translate(["ein mann schläft ."], beam=5)        # ['a man is sleeping .']
+
+A run directory holds config.json (data, model and train groups, "task": "seq2seq"), tokenizer.json
+and vocab.json (source and target; one of each when shared), model.safetensors (the best weights, by
+development loss), checkpoint.safetensors (for --resume), metrics.jsonl, train_log.jsonl and curves.png.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from seqlab.data.parallel import Pair
+from seqlab.data.tokenizers import make_tokenizer
+from seqlab.errors import SeqlabError
+from seqlab.families.contract import Pipeline
+from seqlab.families.runs import (
+    check_sizes,
+    load_best,
+    log,
+    start_run,
+    train_in_run,
+)
+from seqlab.families.seq2seq import FAMILY
+from seqlab.families.seq2seq.config import (
+    CONFIG_GROUPS,
+    TRAIN_DEFAULTS,
+    Seq2SeqTrainConfig,
+    read_pairs,
+    read_run_config,
+    resolve_lengths,
+    resolve_seq2seq_config,
+)
+from seqlab.families.seq2seq.task import LengthReport, PairVocabulary, Seq2SeqTask
+from seqlab.families.seq2seq.trained import TrainedSeq2Seq
+from seqlab.families.seq2seq.vocab import read_pair_vocabulary
+from seqlab.fileio import atomic_write_json
+from seqlab.models.seq2seq import build_model
+from seqlab.training import distributed
+from seqlab.training.trainer import Trainer
+
+
+def train_seq2seq(config: Seq2SeqTrainConfig, resume: bool = False, overwrite: bool = False,
+                  callback: Callable[[dict], None] | None = None) -> dict:
+    """Train a sequence-to-sequence model into `config.train.output`; return the final dev/test figures."""
+    return train_in_run(config, resume, overwrite, lambda config, run_dir, device: _train(
+        config, run_dir, device, resume, overwrite, callback))
+
+
+def _train(config: Seq2SeqTrainConfig, run_dir: Path, device, resume: bool, overwrite: bool, callback) -> dict:
+    model_config = config.model
+    if model_config.arch == "lm" and not config.data.shared_vocab:
+        raise SeqlabError("--arch lm reads source <sep> target as one sequence: add --shared-vocab")
+    if model_config.share_embeddings and not config.data.shared_vocab:
+        raise SeqlabError("--share-embeddings needs one vocabulary for both sides: add --shared-vocab")
+    data = resolve_lengths(config.data, model_config)
+    config = dataclasses.replace(config, data=data)
+    train, train_path = read_pairs(data, "train", required=True)
+    dev, dev_path = read_pairs(data, "dev", required=True)
+    test, test_path = read_pairs(data, "test")
+    init = Path(model_config.init_from) if model_config.init_from and not resume else None
+    if init is not None:                          # the ids the weights were trained with
+        vocabulary = read_vocabulary(init, read_run_config(init))
+    else:
+        vocabulary = read_vocabulary(run_dir, config) if resume else build_vocabulary(train, config)
+    vocabulary.copy = model_config.copy          # each pair also as ids of the extended vocabulary (See et al.)
+    model_config = dataclasses.replace(model_config, source_vocab_size=len(vocabulary.source_vocab),
+                                       target_vocab_size=len(vocabulary.target_vocab))
+    config = dataclasses.replace(config, model=model_config)
+    reports = [LengthReport(), LengthReport(), LengthReport()]
+    encoded = [vocabulary.encode(train, train_path, "training file", data.long_pairs, reports[0]),
+               vocabulary.encode(dev, dev_path, "development file", "truncate", reports[1]),
+               vocabulary.encode(test or [], test_path, "test file", "truncate", reports[2])]
+    for report, path in zip(reports, (train_path, dev_path, test_path), strict=True):
+        for message in report.messages(path, data.max_source_length, data.max_target_length):
+            log(message)
+    if not encoded[0]:
+        raise SeqlabError(f"{train_path}: no training pair is within the length limits")
+    torch.manual_seed(config.train.seed)
+    model = build_model(model_config)
+    if init is not None:
+        initialise_from(model, init)
+    model = model.to(device)
+    rank = distributed.world()[0]
+    torch.manual_seed(config.train.seed + rank)
+    sides = (f"{len(vocabulary.source_vocab):,} tokens (shared)" if data.shared_vocab else
+             f"{len(vocabulary.source_vocab):,} source / {len(vocabulary.target_vocab):,} target tokens")
+    attention = f" with {model_config.attention} attention" if model_config.attention != "none" else ""
+    attention += " + copy" * model_config.copy + " + coverage" * model_config.coverage
+    task = Seq2SeqTask(vocabulary, encoded[0], encoded[1], encoded[2] or None, config.train.batch_size,
+                       config.train.eval_batch_size, config.train.seed, model_config.label_smoothing,
+                       model_config.arch == "lm" and model_config.lm_loss == "all", config.train.fused_output,
+                       model_config.coverage_weight if model_config.coverage else 0.0)
+    log(f"{len(encoded[0]):,} training pairs; vocabulary {sides}; {model_config.arch}{attention} with "
+        f"{model.num_parameters():,} parameters on {device}; {task.output_note}")
+    if rank == 0 and not resume:
+        write_run_files(run_dir, config, vocabulary, overwrite)
+    distributed.barrier()
+    return Trainer(task, model, config.train, run_dir, device, callback).fit(resume=resume)
+
+
+def initialise_from(model, run: Path) -> None:
+    """The best weights of a trained run into `model` (--init-from): every tensor must fit a parameter of
+    the same name and shape; the model's own parameters that the run lacks (a coverage attention's w_c,
+    See et al. 2017) keep their initial values."""
+    from seqlab.training.checkpoint import load_tensors
+
+    if not (run / "model.safetensors").exists():
+        raise SeqlabError(f"--init-from {run}: no model.safetensors there (not a trained seq2seq run)")
+    tensors, _ = load_tensors(run / "model.safetensors")
+    own = model.state_dict()
+    wrong = [name for name, t in tensors.items() if name not in own or own[name].shape != t.shape]
+    if wrong:
+        raise SeqlabError(f"--init-from {run}: its weights do not fit this model ({wrong[0]} and "
+                          f"{len(wrong) - 1} more); keep the architecture options of that run")
+    model.load_state_dict(tensors, strict=False)
+
+
+def build_vocabulary(train: list[Pair], config: Seq2SeqTrainConfig) -> PairVocabulary:
+    """Tokenizers and vocabularies from the training pairs only: a word or char vocabulary holds the
+    tokens seen (--min-freq, --max-vocab), a BPE vocabulary every piece of its BPE model."""
+    data = config.data
+    if data.max_vocab and {data.side_tokenizer("source"), data.side_tokenizer("target")} == {"bpe"}:
+        raise SeqlabError(f"--max-vocab {data.max_vocab}: a BPE vocabulary is every piece of its BPE model; set its "
+                          "size with --bpe-vocab-size instead (--max-vocab is for word and char vocabularies)")
+    sources, targets = [p.source for p in train], [p.target for p in train]
+    if data.shared_vocab:
+        if data.side_tokenizer("source") != data.side_tokenizer("target"):
+            raise SeqlabError("--shared-vocab needs the same tokenizer on both sides")
+        tokenizer = make_tokenizer(data.side_tokenizer("source"), data.bpe_vocab_size)
+        tokenizer.fit(sources + targets)
+        vocab = tokenizer.vocabulary(tokenizer.tokenize_lines(sources + targets), data.min_freq,
+                                     data.max_vocab or None)
+        return PairVocabulary(tokenizer, tokenizer, vocab, vocab, config.model.arch == "lm",
+                           data.max_source_length, data.max_target_length)
+    made = []
+    for side, lines in (("source", sources), ("target", targets)):
+        tokenizer = make_tokenizer(data.side_tokenizer(side), data.bpe_vocab_size)
+        tokenizer.fit(lines)
+        made.append((tokenizer, tokenizer.vocabulary(tokenizer.tokenize_lines(lines), data.min_freq,
+                                                     data.max_vocab or None)))
+    return PairVocabulary(made[0][0], made[1][0], made[0][1], made[1][1], False, data.max_source_length,
+                       data.max_target_length)
+
+
+def write_run_files(run_dir: Path, config: Seq2SeqTrainConfig, vocabulary: PairVocabulary,
+                    overwrite: bool = False) -> None:
+    start_run(run_dir, FAMILY, config, overwrite)
+    shared = vocabulary.source_vocab is vocabulary.target_vocab
+    atomic_write_json(run_dir / "tokenizer.json", {
+        "shared": shared, "source": vocabulary.source_tokenizer.to_dict(),
+        **({} if shared else {"target": vocabulary.target_tokenizer.to_dict()})})
+    atomic_write_json(run_dir / "vocab.json", {
+        "shared": shared, "source": vocabulary.source_vocab.tokens,
+        **({} if shared else {"target": vocabulary.target_vocab.tokens})})
+
+
+def read_vocabulary(run_dir: Path, config: Seq2SeqTrainConfig) -> PairVocabulary:
+    data = config.data
+    vocabulary = read_pair_vocabulary(run_dir, config.model.arch == "lm", data.max_source_length,
+                                      data.max_target_length)
+    vocabulary.copy = config.model.copy
+    return vocabulary
+
+
+def load_seq2seq(run_dir: str | Path, device: str = "cpu") -> TrainedSeq2Seq:
+    """A trained sequence-to-sequence model from its run directory (the best weights)."""
+    run_dir = Path(run_dir)
+    config = read_run_config(run_dir)
+    vocabulary = read_vocabulary(run_dir, config)
+    check_sizes(run_dir, config, {"source_vocab_size": ("vocab.json (source)", len(vocabulary.source_vocab)),
+                                  "target_vocab_size": ("vocab.json (target)", len(vocabulary.target_vocab))})
+    model, device = load_best(run_dir, build_model(config.model), device)
+    return TrainedSeq2Seq(model, vocabulary, config, device).from_run(run_dir)
+
+
+PIPELINE = Pipeline(
+    config=Seq2SeqTrainConfig, groups=CONFIG_GROUPS, train_defaults=TRAIN_DEFAULTS,
+    derived=("source_vocab_size", "target_vocab_size"), resolve=resolve_seq2seq_config, train=train_seq2seq,
+    load=load_seq2seq, evaluate=TrainedSeq2Seq.evaluate_files,
+    next_steps=("seqlab translate {output} FILE --beam 5", "seqlab evaluate {output} --src FILE --tgt FILE"))

@@ -1,0 +1,62 @@
+"""A sequence-to-sequence model over HTTP: POST /v1/translate and /v1/summarize (each text's output, its
+tokens and score, and when asked the attention over the source), the texts of concurrent requests with the
+same decoding options decoded in one batch."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from pydantic import BaseModel, Field
+
+from seqlab.serve.routes import Routes
+from seqlab.serve.schemas import TextsRequest
+
+
+class DecodeRequest(TextsRequest):
+    beam: int = Field(5, ge=1, description="beam size (1: greedy)")
+    max_length: int = Field(0, ge=0, description="most output tokens (0: the model's rule)")
+    length_penalty: float = Field(1.0, ge=0, allow_inf_nan=False, description="rank by log p / length^alpha")
+    attention: bool = Field(False, description="return each output token's attention over the source tokens")
+
+
+class DecodeResult(BaseModel):
+    text: str
+    tokens: list[str]
+    score: float
+    source_tokens: list[str] | None = None
+    attention: list[list[float]] | None = Field(None, description="(output tokens, source tokens) weights")
+
+
+class DecodeResponse(BaseModel):
+    model: str
+    results: list[DecodeResult]
+
+
+def add_routes(app: FastAPI, routes: Routes) -> None:
+    """POST /v1/translate and /v1/summarize: the same decoding, named for the two uses."""
+
+    async def decode(body: DecodeRequest, endpoint: str) -> DecodeResponse:
+        routes.served(body, endpoint)
+        routes.check_beam(body.beam)
+        key = (body.model, endpoint, body.beam, body.max_length, body.length_penalty, body.attention)
+        outputs = await routes.batcher.submit(key, body.texts())
+        return DecodeResponse(model=body.model, results=[
+            DecodeResult(text=o.text, tokens=o.tokens, score=o.score,
+                         source_tokens=o.source_tokens if body.attention else None,
+                         attention=o.attention if body.attention else None)
+            for o in outputs])
+
+    @app.post("/v1/translate", response_model=DecodeResponse, dependencies=routes.dependencies)
+    async def translate(body: DecodeRequest) -> DecodeResponse:
+        return await decode(body, "translate")
+
+    @app.post("/v1/summarize", response_model=DecodeResponse, dependencies=routes.dependencies)
+    async def summarize(body: DecodeRequest) -> DecodeResponse:
+        return await decode(body, "summarize")
+
+
+def run_batch(trained, key: tuple, items: list) -> list:
+    """One decoding of the gathered texts of a batch: `key` is (model, endpoint, beam, max_length,
+    length_penalty, attention)."""
+    _, _, beam, max_length, length_penalty, attention = key
+    return trained.generate(items, beam=beam, max_length=max_length, length_penalty=length_penalty,
+                            attention=attention)

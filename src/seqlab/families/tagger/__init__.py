@@ -1,0 +1,35 @@
+"""Sequence labelling (SLP 17, 13.3.1): POS tagging and named entities, the family's package.
+
+    config.py     TaggerDataConfig, TaggerTrainConfig: the options of `seqlab train tagger`
+    vocab.py      TaggerVocabulary (words, characters, tags -> ids) and the run's files (torch-free)
+    task.py       TaggingTask: sentences -> loss as (sum, count), accuracy and entity F1
+    pipeline.py   train_tagger, load_tagger, PIPELINE
+    trained.py    TrainedTagger: tag, tag_sentences, tag_stream, evaluate_file
+    exported.py   ExportedTagger: an ONNX export on onnxruntime, Viterbi in numpy (torch-free)
+    graphs.py     the ONNX emissions graph (and the CRF's scores)
+    serve.py      POST /v1/tag
+    cli.py        `seqlab tag`, and what `seqlab evaluate` prints
+    cards.py      the model card's data: sentences and their tags; bootstrap items per sentence
+    compare.py    the recipes of `seqlab compare tagger` and its report's confusions
+
+This module is the torch-free part (`seqlab.families.contract.Family`) that `seqlab.registry` lists.
+"""
+
+from __future__ import annotations
+
+from seqlab.families.contract import INPUT_OPTIONS, CardText, Family
+
+FAMILY = Family(
+    name="tagger", title="a tagger", summary="a sequence tagger (POS, NER) on CoNLL-U or CoNLL-2003 files",
+    unit="sentences", splits=(("train", "train"), ("dev", "valid"), ("test", "test")),
+    endpoints=("tag",), commands=("tag",), metric="accuracy", lower_is_better=False,
+    evaluate_options=("--format", "--confusions", *INPUT_OPTIONS),
+    card=CardText(
+        intended="Labelling the tokens of sentences like the training sentences (same language, genre and "
+                 "tokenisation) with the tag set it was trained on.",
+        out_of_scope="Other languages, genres or tokenisations than the training data's without re-evaluation; "
+                     "decisions about people based on its labels.",
+        risks=("Bias: tagging accuracy is usually lower for dialects, names and genres rare in the training "
+               "data, so errors fall unevenly on the people whose language that is.",
+               "Errors propagate: downstream systems (entity extraction, search) inherit its mistakes.")),
+    arch_option="encoder", package=__name__)

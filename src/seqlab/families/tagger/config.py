@@ -1,0 +1,121 @@
+"""The options of `seqlab train tagger` (and `seqlab.TaggerTrainConfig`): the CoNLL files and how they are
+read (data), the tagger (`seqlab.models.tagger.TaggerConfig`) and how to train it (train), saved as the three
+groups of a run's config.json; and the sentences of a file read as the data options say."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from seqlab.config import check_fields, option
+from seqlab.data.conll import FORMATS, Sentence, read_labelled
+from seqlab.data.tags import (
+    SCHEMES,
+    convert,
+    invalid_positions,
+    is_entity_tag,
+)
+from seqlab.errors import SeqlabError, place
+from seqlab.families.lm.features import (
+    check_paths,
+)
+from seqlab.families.runs import (
+    log,
+    read_run_config_as,
+    resolve_run_config,
+)
+from seqlab.families.tagger import FAMILY
+from seqlab.models.tagger import TaggerConfig
+from seqlab.training.trainer import TrainConfig
+
+# what a tagger trains with unless told otherwise (the trainer's defaults suit language models)
+TRAIN_DEFAULTS = {"output": "runs/tagger", "epochs": 20, "batch_size": 32, "eval_batch_size": 64,
+                  "optimizer": "adam", "lr": 2e-3, "grad_clip": 5.0, "log_every": 50}
+
+
+@dataclass
+class TaggerDataConfig:
+    """Where the labelled sentences come from (saved under "data")."""
+
+    train: str = option("", "training file (CoNLL-U or CoNLL-2003 columns)", file=True)
+    dev: str = option("", "development file: evaluated every epoch, for early stopping and the best weights", file=True)
+    test: str = option("", "test file, scored with the best weights at the end", file=True)
+    format: str = option("conllu", "file format", choices=FORMATS)
+    label_column: str = option("", "the label column: a CoNLL-U name (upos, xpos, ...) or index; for CoNLL, "
+                                   "an index (default: upos / the last column)")
+    scheme: str = option("auto", "entity tag scheme of the files (auto: detected; none: plain tags such as "
+                                 "POS)", choices=("auto", "none", *SCHEMES))
+    train_scheme: str = option("", "train and predict in this entity scheme (e.g. bioes); default: the "
+                                    "files' own", choices=("", *SCHEMES))
+    min_freq: int = option(1, "keep words seen at least this often in training; the rest become <unk>", at_least=1)
+    unk_replace: float = option(0.0, "training: read each word seen only once as <unk> with this probability, "
+                                     "so that <unk> (any unseen word) gets a trained embedding (Lample et al. "
+                                     "2016 use 0.5)", at_least=0, at_most=1)
+    max_vocab: int = option(0, "keep at most this many words, specials included (0: no limit)", at_least=0)
+    vectors: str = option("", "pretrained word vectors (word2vec or GloVe text format, may be .gz) that "
+                              "initialise the word embeddings; their words join the vocabulary, so a word "
+                              "unseen in training but in the file keeps its vector", file=True)
+    vectors_limit: int = option(0, "read only the first N vectors of --vectors (0: all)", at_least=0)
+    lm_features: list[str] = option([], "contextual string embeddings (Akbik et al. 2018): one or two character-LM "
+                                        "run directories, FWD_RUN [BWD_RUN] (seqlab train lm --tokenizer char, the "
+                                        "second with --reverse); each word also gets the forward LM's state after "
+                                        "its last character and the backward LM's after its first; the LMs are "
+                                        "frozen and copied into this run")
+
+    def __post_init__(self):
+        check_fields(self)
+        check_paths(self.lm_features)
+
+
+@dataclass
+class TaggerTrainConfig:
+    """A tagger training run: data, model and training options."""
+
+    data: TaggerDataConfig = field(default_factory=TaggerDataConfig)
+    model: TaggerConfig = field(default_factory=TaggerConfig)
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(**TRAIN_DEFAULTS))
+
+
+CONFIG_GROUPS = {"data": TaggerDataConfig, "model": TaggerConfig, "train": TrainConfig}
+
+
+def resolve_tagger_config(config_file: str | Path | None = None, overrides: dict | None = None,
+                          resume: bool = False) -> TaggerTrainConfig:
+    """Defaults (TRAIN_DEFAULTS for the trainer) < the config file < overrides (the command line). With
+    `resume`, the run's own config.json is the base and only options of the `train` group may change."""
+    return resolve_run_config(TaggerTrainConfig, CONFIG_GROUPS, config_file, overrides, resume, read_run_config,
+                              TRAIN_DEFAULTS)
+
+
+def read_sentences(path: str, data: TaggerDataConfig, what: str) -> list[Sentence]:
+    return read_labelled(path, data.format, data.label_column or None, what)
+
+
+def refuse_stray_tags(sentences: list[Sentence], path: str, what: str) -> None:
+    """In a file of entity tags, a tag that fits no scheme (`I-`, `X-PER`) is an error naming its line: read
+    as a plain label it would silently turn the whole run into plain tagging (accuracy instead of entity F1,
+    no CRF constraints)."""
+    for sentence in sentences:
+        for i, tag in enumerate(sentence.labels):
+            if not is_entity_tag(tag):
+                raise SeqlabError(f"{place(what, path, sentence.line_of(i))}: the tag {tag!r} fits no entity scheme; "
+                                  "the other tags are O and B-/I-/E-/S- plus a type (e.g. B-PER): correct it, or "
+                                  "pass --scheme none to read every tag as a plain label")
+
+
+def prepare(sentences: list[Sentence], scheme: str, target: str, path: str) -> None:
+    """Report invalid entity sequences (file and line; scored as conlleval would) and convert the tags
+    to the scheme the model uses, in place."""
+    if scheme == "none":
+        return
+    for sentence in sentences:
+        bad = invalid_positions(sentence.labels, scheme)
+        if bad:
+            log(f"warning: {path}:{sentence.line_of(bad[0])}: {sentence.labels[bad[0]]!r} breaks the {scheme.upper()} "
+                "scheme; read as conlleval reads it")
+        if target != scheme:
+            sentence.labels = convert(sentence.labels, target)
+
+
+def read_run_config(run_dir: str | Path) -> TaggerTrainConfig:
+    return read_run_config_as(run_dir, FAMILY, TaggerTrainConfig, CONFIG_GROUPS)

@@ -1,0 +1,179 @@
+"""Sequence labelling, end to end: `train_tagger(config)` and `load_tagger(run_dir)`.
+
+    import seqlab
+    config = seqlab.resolve_tagger_config(overrides={"train": "en_ewt-ud-train.conllu",
+                                                     "dev": "en_ewt-ud-dev.conllu", "format": "conllu"})
+    seqlab.train_tagger(config)
+    tagger = seqlab.load_tagger("runs/tagger")
+    tagger.tag(["The", "cat", "sat", "."])        # [("DET", 0.99), ("NOUN", 0.98), ...]
+
+A run directory holds config.json (data, model and train groups, a format version, "task":
+"tagger"), vocab.json (words), chars.json (characters, with character features), labels.json (the
+tags, and the entity scheme), model.safetensors (the best weights), checkpoint.safetensors (for
+--resume), metrics.jsonl, train_log.jsonl and curves.png.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from seqlab.data.tags import (
+    allowed_transitions,
+    detect_scheme,
+    is_entity_tag,
+    looks_like_entity_tags,
+)
+from seqlab.data.vectors import extend_vocab, fill_embeddings
+from seqlab.errors import SeqlabError
+from seqlab.families.contract import Pipeline
+from seqlab.families.lm.features import (
+    copy_lm_files,
+    lm_features_note,
+    load_lm_features,
+    rebuild_lm_features,
+)
+from seqlab.families.runs import (
+    check_sizes,
+    load_best,
+    log,
+    refuse_fused_output,
+    start_run,
+    train_in_run,
+)
+from seqlab.families.tagger import FAMILY
+from seqlab.families.tagger.config import (
+    CONFIG_GROUPS,
+    TRAIN_DEFAULTS,
+    TaggerTrainConfig,
+    prepare,
+    read_run_config,
+    read_sentences,
+    refuse_stray_tags,
+    resolve_tagger_config,
+)
+from seqlab.families.tagger.task import TaggerVocabulary, TaggingTask
+from seqlab.families.tagger.trained import TrainedTagger
+from seqlab.families.tagger.vocab import read_tagger_vocabulary as read_vocabulary
+from seqlab.fileio import atomic_write_json
+from seqlab.models.tagger import Tagger
+from seqlab.training import distributed
+from seqlab.training.trainer import Trainer
+
+
+def train_tagger(config: TaggerTrainConfig, resume: bool = False, overwrite: bool = False,
+                 callback: Callable[[dict], None] | None = None) -> dict:
+    """Train a tagger into `config.train.output`; return the final dev/test figures."""
+    return train_in_run(config, resume, overwrite, lambda config, run_dir, device: _train_tagger(
+        config, run_dir, device, resume, overwrite, callback))
+
+
+def _train_tagger(config, run_dir, device, resume, overwrite, callback) -> dict:
+    data = config.data
+    if not data.train or not data.dev:
+        raise SeqlabError("a tagger needs --train and --dev files")
+    refuse_fused_output(config.train, "a tagger")
+    train = read_sentences(data.train, data, "training file")
+    dev = read_sentences(data.dev, data, "development file")
+    test = read_sentences(data.test, data, "test file") if data.test else None
+    entity = data.scheme != "none" and looks_like_entity_tags(label for s in train for label in s.labels)
+    if data.scheme not in ("auto", "none") and not entity:
+        example = next(label for s in train for label in s.labels if not is_entity_tag(label))
+        raise SeqlabError(f"--scheme {data.scheme}: the tags of {data.train} are not entity tags (e.g. {example!r}); "
+                          "use --scheme none (or auto) for plain tags such as POS")
+    if entity:
+        for sentences, path, what in ((train, data.train, "training file"), (dev, data.dev, "development file"),
+                                      (test or [], data.test, "test file")):
+            refuse_stray_tags(sentences, path, what)
+    scheme = "none" if not entity else (detect_scheme(s.labels for s in train) if data.scheme == "auto"
+                                        else data.scheme)
+    target = data.train_scheme or scheme
+    for sentences, path in ((train, data.train), (dev, data.dev), (test or [], data.test)):
+        prepare(sentences, scheme, target, path)
+    vectors = None
+    if resume:
+        vocabulary, _, _ = read_vocabulary(run_dir)
+    else:
+        vocabulary = TaggerVocabulary.build(train, data.min_freq, data.max_vocab or None,
+                                            config.model.char_features != "none")
+        if data.vectors:
+            vocabulary, vectors = with_vectors(vocabulary, data.vectors, data.vectors_limit)
+            config = dataclasses.replace(config, model=dataclasses.replace(config.model,
+                                                                           embedding_size=vectors[0].size(1)))
+    lm_features = None
+    if data.lm_features:      # resumed: the run's own copies (the weights come back with the checkpoint)
+        lm_features = (rebuild_lm_features(run_dir, config.model.lm_feature_size) if resume
+                       else load_lm_features(data.lm_features))
+    model_config = dataclasses.replace(config.model, vocab_size=len(vocabulary.words),
+                                       num_labels=len(vocabulary.labels),
+                                       char_vocab_size=len(vocabulary.chars) if vocabulary.chars else 0,
+                                       lm_feature_size=lm_features.output_size if lm_features else 0)
+    config = dataclasses.replace(config, model=model_config)
+    constraints = None
+    if model_config.crf and target != "none":
+        constraints = tuple(torch.tensor(m) for m in allowed_transitions(vocabulary.labels, target))
+    torch.manual_seed(config.train.seed)
+    model = Tagger(model_config, constraints, lm_features)
+    if vectors is not None:
+        fill_embeddings(model.embedding, *vectors)
+    model = model.to(device)
+    rank = distributed.world()[0]
+    torch.manual_seed(config.train.seed + rank)
+    log(f"{len(train):,} training sentences, {len(vocabulary.words):,} words, {len(vocabulary.labels)} tags"
+        f"{f' ({target.upper()})' if target != 'none' else ''}; {model_config.encoder} tagger with "
+        f"{model.num_parameters():,} parameters on {device}"
+        f"{lm_features_note(model) if lm_features else ''}")
+    if rank == 0 and not resume:
+        write_run_files(run_dir, config, vocabulary, target, scheme, overwrite)
+    distributed.barrier()
+    task = TaggingTask(vocabulary, train, dev, test, config.train.batch_size, config.train.eval_batch_size,
+                       config.train.seed, data.unk_replace, model)
+    return Trainer(task, model, config.train, run_dir, device, callback).fit(resume=resume)
+
+
+def with_vectors(vocabulary: TaggerVocabulary, path: str,
+                 limit: int = 0) -> tuple[TaggerVocabulary, tuple[torch.Tensor, torch.Tensor]]:
+    """The vocabulary with the vectors file's words added to its vocabulary (training words first, ids
+    unchanged) and lowercase fallback on, and each word's vector with a mask of the words that have one
+    (exact match, else the lowercase form)."""
+    words, vectors, found, message = extend_vocab(vocabulary.words, path, limit)
+    log(message)
+    return TaggerVocabulary(words, vocabulary.labels, vocabulary.chars, lowercase_fallback=True), (vectors, found)
+
+
+def write_run_files(run_dir: Path, config: TaggerTrainConfig, vocabulary: TaggerVocabulary, scheme: str,
+                    file_scheme: str, overwrite: bool = False) -> None:
+    """`scheme`: the one the model tags in; `file_scheme`: the training file's."""
+    start_run(run_dir, FAMILY, config, overwrite)
+    atomic_write_json(run_dir / "vocab.json", {**vocabulary.words.to_dict(), "lowercase_fallback":
+                                               vocabulary.lowercase_fallback})
+    atomic_write_json(run_dir / "labels.json", {"labels": vocabulary.labels, "scheme": scheme,
+                                                "file_scheme": file_scheme})
+    if vocabulary.chars is not None:
+        atomic_write_json(run_dir / "chars.json", vocabulary.chars.to_dict())
+    if config.data.lm_features:
+        copy_lm_files(run_dir, config.data.lm_features)
+
+
+def load_tagger(run_dir: str | Path, device: str = "cpu") -> TrainedTagger:
+    """A trained tagger from its run directory (the best weights)."""
+    run_dir = Path(run_dir)
+    config = read_run_config(run_dir)
+    vocabulary, scheme, file_scheme = read_vocabulary(run_dir)
+    check_sizes(run_dir, config, {"vocab_size": ("vocab.json", len(vocabulary.words)),
+                                  "num_labels": ("labels.json", len(vocabulary.labels)),
+                                  "char_vocab_size": ("chars.json", len(vocabulary.chars) if vocabulary.chars else 0)})
+    lm_features = rebuild_lm_features(run_dir, config.model.lm_feature_size)
+    model, device = load_best(run_dir, Tagger(config.model, lm_features=lm_features), device)
+    return TrainedTagger(model, vocabulary, scheme, config, device, file_scheme).from_run(run_dir)
+
+
+PIPELINE = Pipeline(
+    config=TaggerTrainConfig, groups=CONFIG_GROUPS, train_defaults=TRAIN_DEFAULTS,
+    derived=("vocab_size", "num_labels", "char_vocab_size", "lm_feature_size"), resolve=resolve_tagger_config,
+    train=train_tagger,
+    load=load_tagger, evaluate=TrainedTagger.evaluate_file,
+    next_steps=("seqlab tag {output} FILE", "seqlab evaluate {output} FILE"))

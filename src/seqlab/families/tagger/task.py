@@ -1,0 +1,183 @@
+"""Sequence labelling for the trainer: sentences -> padded batches, the loss as (sum, count), and the
+figures (token accuracy; entity precision / recall / F1 when the tags are IOB-style).
+
+The loss is the cross-entropy of each token's gold tag under its softmax (SLP 13.3.1), or with a CRF
+the negative log-likelihood of the whole gold sequence (summed over sentences; counted per token, so
+the printed loss is per token either way). A gold tag that training never saw (possible in
+validation or test files) cannot be scored by the loss and is left out of it, but it counts as an
+error in accuracy and F1: no prediction can equal it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from seqlab.data import batching
+from seqlab.data.conll import Sentence
+from seqlab.data.tags import split_tag
+from seqlab.data.vocab import UNK
+from seqlab.families.tagger.vocab import UNKNOWN_LABEL, Encoded, TagBatch, TaggerVocabulary  # noqa: F401  (re-exported)
+from seqlab.metrics import PRF, span_scores
+from seqlab.nn.lm_features import LM_FEATURE_DTYPE  # noqa: F401  (re-exported)
+
+
+def length_batches(items: list[Encoded], vocabulary: TaggerVocabulary, batch_size: int,
+                   seed: int | None) -> list[TagBatch]:
+    """Batches of sentences of similar length (`seqlab.data.batching.length_batches`): shuffled with a
+    seed (training), every sentence shortest first without (evaluation)."""
+    groups = batching.length_batches([len(item.words) for item in items], batch_size, seed)
+    return [vocabulary.collate([items[i] for i in group]) for group in groups]
+
+
+def with_lm_features(model, sentences: list[Sentence], items: list[Encoded], batch_size: int = 32) -> list[Encoded]:
+    """Set each encoded sentence's contextual string embeddings (n, Fl) from the model's frozen LMs
+    (`model.lm_features`, Akbik et al. 2018), once: training reuses them every epoch. A model without
+    LM features leaves the items as they are."""
+    extractor = getattr(model, "lm_features", None)
+    if extractor is None:
+        return items
+    features = extractor.embed([s.tokens for s in sentences], batch_size)
+    for item, vectors in zip(items, features, strict=True):
+        item.lm = vectors.to(LM_FEATURE_DTYPE)
+    return items
+
+
+def best_tags(model, scores: Tensor, mask: Tensor) -> Tensor:
+    """The best tag ids (B, T) for emission scores (B, T, K): Viterbi through the CRF, or each argmax."""
+    if model.crf is not None:
+        return model.crf.decode(scores.float(), mask)
+    return scores.argmax(-1)
+
+
+class TaggingTask:
+    """Sequence labelling for the trainer (the `seqlab.training.task.Task` contract)."""
+
+    name = "tagger"
+    lower_is_better = False
+    batch_unit = "sentences"
+    keep_predictions = False        # evaluate() then leaves (gold, predicted) tag lists in self.predictions
+    progress: bool | None = False   # a bar over evaluation batches (None: when stderr is a terminal)
+
+    def __init__(self, vocabulary: TaggerVocabulary, train: list[Sentence], valid: list[Sentence],
+                 test: list[Sentence] | None, batch_size: int, eval_batch_size: int, seed: int,
+                 unk_replace: float = 0.0, model=None):
+        """`model`: the tagger, when it has LM features (`model.lm_features`): every sentence's are
+        computed here, once, and kept with its ids (`with_lm_features`)."""
+        self.vocabulary, self.batch_size, self.seed = vocabulary, batch_size, seed
+        self.unk_replace = unk_replace
+        counts = Counter(token for sentence in train for token in sentence.tokens)
+        self.singletons = torch.tensor(vocabulary.words.encode(sorted(w for w, n in counts.items() if n == 1)),
+                                       dtype=torch.long)
+        self.entity_tags = vocabulary.entity_tags
+        self.metric = "f1" if self.entity_tags else "accuracy"
+        self.types = sorted({split_tag(label)[1] for label in vocabulary.labels} - {""}) if self.entity_tags else []
+        def encode(sentences):
+            return with_lm_features(model, sentences, [vocabulary.encode(s) for s in sentences])
+
+        self.encoded_train = encode(train)
+        self.valid_data = length_batches(encode(valid), vocabulary, eval_batch_size, None)
+        self.test_data = length_batches(encode(test), vocabulary, eval_batch_size, None) if test else None
+        self._epoch_batches: tuple[int, list[TagBatch]] | None = None
+
+    def train_batches(self, epoch: int) -> list[TagBatch]:
+        if self._epoch_batches is None or self._epoch_batches[0] != epoch:
+            batches = length_batches(self.encoded_train, self.vocabulary, self.batch_size,
+                                     self.seed * 1_000_003 + epoch)
+            if self.unk_replace > 0 and len(self.singletons):
+                # words seen once in training read as <unk> now and then, so that <unk> (every unseen
+                # word at test time) gets a trained embedding; the choice depends on seed and epoch only
+                generator = torch.Generator().manual_seed(self.seed * 7919 + epoch)
+                for batch in batches:
+                    chosen = torch.rand(batch.words.shape, generator=generator) < self.unk_replace
+                    batch.words = batch.words.masked_fill(chosen & torch.isin(batch.words, self.singletons), UNK)
+            self._epoch_batches = (epoch, batches)
+        return self._epoch_batches[1]
+
+    def initial_state(self, model, rows: int, device):
+        return None
+
+    @staticmethod
+    def count(batch: TagBatch) -> int:
+        """The tokens whose gold tag the model knows (in training data: every token)."""
+        return int((batch.tags != UNKNOWN_LABEL).sum())
+
+    def loss(self, model, batch: TagBatch, state):
+        scores = model(batch.words, batch.lengths, batch.chars, batch.lm)              # (B, T, K)
+        loss_sum, count = token_losses(model, scores, batch)
+        return loss_sum, count, None
+
+    @torch.no_grad()
+    def evaluate(self, model, batches: list[TagBatch], device, rows: slice = slice(None)) -> dict:
+        """Summable counts: loss, tokens, tokens right, and entity spans (overall and per type)."""
+        was_training = model.training
+        model.eval()
+        stats = {"loss_sum": 0.0, "tokens": 0, "correct": 0}
+        golds, predictions = [], []
+        for batch in tqdm(batches, desc="evaluating", unit="batch", leave=False,
+                          disable=True if self.progress is False else None):
+            batch = batch.rows(rows.start or 0, rows.stop if rows.stop is not None else len(batch.gold))
+            if not batch.gold:
+                continue
+            batch = batch.to(device)
+            scores = model(batch.words, batch.lengths, batch.chars, batch.lm)
+            loss_sum, _ = token_losses(model, scores, batch)
+            stats["loss_sum"] += float(loss_sum)
+            stats["tokens"] += batch.num_tokens
+            for gold, ids in zip(batch.gold, best_tags(model, scores, batch.mask).tolist(), strict=True):
+                predicted = [self.vocabulary.labels[i] for i in ids[:len(gold)]]
+                stats["correct"] += sum(g == p for g, p in zip(gold, predicted, strict=True))
+                golds.append(gold)
+                predictions.append(predicted)
+        model.train(was_training)
+        if self.keep_predictions:
+            self.predictions = (golds, predictions)
+        if self.entity_tags:            # the same keys in every process (the training types), for all_reduce
+            scores = span_scores(golds, predictions)
+            for suffix, part in [("", scores.overall), *((f"/{k}", scores.by_type.get(k, PRF())) for k in self.types)]:
+                for what in ("correct", "predicted", "gold"):
+                    stats[f"spans_{what}{suffix}"] = getattr(part, what)
+        return stats
+
+    def summarize(self, stats: dict) -> dict:
+        tokens = int(stats["tokens"])
+        result = {"tokens": tokens, "loss": stats["loss_sum"] / max(tokens, 1),
+                  "accuracy": 100.0 * stats["correct"] / max(tokens, 1)}
+        if self.entity_tags:
+            result.update(span_figures(stats, ""))
+            result["by_type"] = {kind: span_figures(stats, "/" + kind) for kind in self.types}
+        return result
+
+    def progress_fields(self, loss: float) -> dict:
+        return {"loss": f"{loss:.3f}"}
+
+    def describe(self, record: dict) -> str:
+        where = f"step {record['step']}" + (f" (epoch {record['epoch']})" if "epoch" in record else "")
+        figures = f"accuracy {record['accuracy']:.2f}%"
+        if "f1" in record:
+            figures = (f"entity F1 {record['f1']:.2f} (precision {record['precision']:.2f}, recall "
+                       f"{record['recall']:.2f}), token {figures}")
+        return f"{where} {record['split']}: {figures}, loss {record['loss']:.4f} over {record['tokens']:,} tokens"
+
+
+def token_losses(model, scores: Tensor, batch: TagBatch) -> tuple[Tensor, Tensor]:
+    """Summed loss over the batch's tokens, and its count: the tokens with a known gold tag
+    (`TaggingTask.count`). With a CRF the loss is each whole sentence's negative log-likelihood, where an
+    unseen gold tag (possible only outside training data) is scored as tag 0 (documented)."""
+    known = batch.tags != UNKNOWN_LABEL                                       # (B, T); padding too
+    if scores.dtype not in (torch.float32, torch.float64):
+        scores = scores.float()
+    if model.crf is not None:
+        tags = batch.tags.clamp(min=0)
+        return model.crf.nll(scores, tags, batch.mask).sum(), known.sum()
+    loss_sum = F.cross_entropy(scores[known], batch.tags[known], reduction="sum")
+    return loss_sum, known.sum()
+
+
+def span_figures(stats: dict, suffix: str) -> dict:
+    """Precision, recall and F1 (percent) with their counts, from the summed span counts."""
+    return PRF(*(int(stats[f"spans_{w}{suffix}"]) for w in ("correct", "predicted", "gold"))).as_dict()

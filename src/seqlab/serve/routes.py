@@ -1,0 +1,81 @@
+"""What a family's HTTP endpoints are built on (each family's `serve` part adds its own, `add_routes(app,
+routes)`): `Routes` checks a request against the limits and finds its model, runs a call on the server's one
+inference thread, and gathers concurrent requests into batches; `events` streams text as server-sent events.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from fastapi import HTTPException, Request
+
+import seqlab.serve.schemas as schemas
+from seqlab.serve.batching import Batcher
+from seqlab.serve.limits import ServeLimits
+from seqlab.serve.served import Served
+
+
+@dataclass
+class Routes:
+    """The app's models, limits and machinery, as the families' endpoints use them."""
+
+    models: dict[str, Served]
+    limits: ServeLimits
+    dependencies: list             # every /v1 endpoint's: the API key check
+    inference: ThreadPoolExecutor  # the one thread PyTorch is called from
+    batcher: Batcher               # `await batcher.submit((model, endpoint, *options), items)`
+
+    async def infer(self, function: Callable, *args):
+        """`function(*args)` on the inference thread, awaited."""
+        import asyncio
+
+        return await asyncio.get_running_loop().run_in_executor(self.inference, function, *args)
+
+    def served(self, request: schemas.Request, endpoint: str) -> Served:
+        """The request's model, checked to answer `endpoint`, and its texts checked against the limits."""
+        from seqlab.registry import FAMILIES
+
+        models, limits = self.models, self.limits
+        if request.model not in models:
+            raise HTTPException(404, f"no model named {request.model!r}; this server has "
+                                     f"{', '.join(sorted(models))} (GET /v1/models)")
+        model = models[request.model]
+        answered = FAMILIES[model.task].endpoints
+        if endpoint not in answered:
+            answers = " and ".join(f"POST /v1/{e}" for e in answered)
+            raise HTTPException(400, f"model {request.model!r} is {model.title or 'a ' + model.task + ' model'}, "
+                                     f"which does not answer /v1/{endpoint}: use {answers}")
+        texts = request.texts() if hasattr(request, "text") else [getattr(request, "prompt", "")]
+        if len(texts) > limits.max_items:
+            raise HTTPException(422, f"{len(texts)} texts in one request; the limit is {limits.max_items}")
+        if not texts:
+            raise HTTPException(422, "the request has no text: give one text or a non-empty list")
+        for i, text in enumerate(texts):
+            if len(text) > limits.max_chars:
+                raise HTTPException(422, f"text {i + 1} has {len(text):,} characters; the limit is "
+                                         f"{limits.max_chars:,}")
+        return model
+
+    def check_beam(self, beam: int) -> None:
+        """A beam over the server's limit is a 422."""
+        if beam > self.limits.max_beam:
+            raise HTTPException(422, f"beam {beam} is over the limit of {self.limits.max_beam}")
+
+
+async def events(first: str | None, pieces, request: Request, infer, close):
+    """Server-sent events: each piece of text as `data: {"text": ...}`, then `data: [DONE]`; a client that
+    goes away stops the generation: `close()` closes the generator on the inference thread, after the step
+    it may be running there (closing it from here while it runs would fail)."""
+    try:
+        piece = first
+        while piece is not None:
+            yield f"data: {json.dumps({'text': piece}, ensure_ascii=False)}\n\n"
+            if await request.is_disconnected():
+                return
+            piece = await infer(next, pieces, None)
+        yield "data: [DONE]\n\n"
+    finally:
+        close()
