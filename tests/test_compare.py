@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from seqlab.cli import main
-from seqlab.compare.run import RECIPES, compare, parse_budget, recipe, run_state
+from seqlab.compare.run import archs, compare, parse_budget, recipe, run_state
 from seqlab.errors import SeqlabError
+from seqlab.registry import FAMILIES
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LM_DATA = ["--train", str(FIXTURES / "shakespeare_train.txt"), "--valid", str(FIXTURES / "shakespeare_valid.txt")]
@@ -117,8 +118,8 @@ def test_compare_other_tasks_and_the_report_command(tmp_path, capsys):
 def test_compare_recipes_and_budgets():
     assert parse_budget("90s") == 90 and parse_budget("5m") == 300 and parse_budget("1.5h") == 5400
     assert parse_budget("42") == 42
-    for task, archs in RECIPES.items():
-        for arch in archs:
+    for task in FAMILIES:
+        for arch in archs(task):
             assert recipe(task, arch, "medium")["lr"] > 0
     assert recipe("lm", "lstm", "medium")["hidden_size"] == 2 * recipe("lm", "lstm", "small")["hidden_size"]
     with pytest.raises(SeqlabError, match="--budget"):

@@ -12,16 +12,11 @@ import numpy as np
 import pytest
 
 import seqlab
-from seqlab.cards.intervals import (
-    classifier_items,
-    evaluation_intervals,
-    percentile_interval,
-    resample_sums,
-    seq2seq_items,
-    split_intervals,
-)
+from seqlab.cards.intervals import evaluation_intervals, percentile_interval, resample_sums, split_intervals
 from seqlab.cli import main
 from seqlab.errors import SeqlabError
+from seqlab.families.classifier.cards import classifier_items
+from seqlab.families.seq2seq.cards import seq2seq_items
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FAST = ["--dropout", "0", "--schedule", "constant", "--no-progress", "--eval-every", "1000", "--threads", "1"]

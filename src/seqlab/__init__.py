@@ -16,32 +16,46 @@ _LAZY = {
     "LMConfig": "seqlab.models.lm",
     "Seq2SeqConfig": "seqlab.models.seq2seq",
     "TaggerConfig": "seqlab.models.tagger",
-    **dict.fromkeys(["ClassifierDataConfig", "ClassifierTrainConfig", "Prediction", "TrainedClassifier",
-                     "load_classifier", "resolve_classifier_config"],
-                    "seqlab.families.classifier.pipeline"),
-    **dict.fromkeys(["LMDataConfig", "LMTrainConfig", "LMTrainOptions", "TrainedLM", "load_lm"],
-                    "seqlab.families.lm.pipeline"),
-    **dict.fromkeys(["Seq2SeqDataConfig", "Seq2SeqTrainConfig", "TrainedSeq2Seq", "load_seq2seq",
-                     "resolve_seq2seq_config"], "seqlab.families.seq2seq.pipeline"),
-    **dict.fromkeys(["TaggerDataConfig", "TaggerTrainConfig", "TrainedTagger", "load_tagger", "resolve_tagger_config"],
-                    "seqlab.families.tagger.pipeline"),
-    **dict.fromkeys(["train_classifier", "train_lm", "train_seq2seq", "train_tagger"], "seqlab.api"),   # + the card
+    **dict.fromkeys(["ClassifierDataConfig", "ClassifierTrainConfig", "resolve_classifier_config"],
+                    "seqlab.families.classifier.config"),
+    **dict.fromkeys(["LMDataConfig", "LMTrainConfig", "LMTrainOptions"], "seqlab.families.lm.config"),
+    **dict.fromkeys(["Seq2SeqDataConfig", "Seq2SeqTrainConfig", "resolve_seq2seq_config"],
+                    "seqlab.families.seq2seq.config"),
+    **dict.fromkeys(["TaggerDataConfig", "TaggerTrainConfig", "resolve_tagger_config"], "seqlab.families.tagger.config"),
+    "load_classifier": "seqlab.families.classifier.pipeline",
+    "load_lm": "seqlab.families.lm.pipeline",
+    "load_seq2seq": "seqlab.families.seq2seq.pipeline",
+    "load_tagger": "seqlab.families.tagger.pipeline",
+    "Prediction": "seqlab.families.classifier.vocab",
+    "TrainedClassifier": "seqlab.families.classifier.trained",
+    "TrainedLM": "seqlab.families.lm.trained",
+    "TrainedSeq2Seq": "seqlab.families.seq2seq.trained",
+    "TrainedTagger": "seqlab.families.tagger.trained",
     "load": "seqlab.registry",
-    "SearchOptions": "seqlab.decoding.search",
+    "SearchOptions": "seqlab.decoding.options",
     "TrainConfig": "seqlab.training.trainer",
 }
 
 
+# seqlab.train_<family>(config, ...): the family trains, then the run's model card is written (`seqlab.api.train`)
+_TRAINERS = {"train_classifier": "classifier", "train_lm": "lm", "train_seq2seq": "seq2seq", "train_tagger": "tagger"}
+
+
 def __getattr__(name: str):
-    if name not in _LAZY:
+    if name in _TRAINERS:
+        from seqlab.api import trainer
+
+        value = trainer(_TRAINERS[name])
+    elif name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+    else:
         raise AttributeError(f"module 'seqlab' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
     globals()[name] = value                      # once: later lookups find it directly
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+    return sorted({*globals(), *_LAZY, *_TRAINERS})
 
 
 __all__ = ["ClassifierConfig", "ClassifierDataConfig", "ClassifierTrainConfig", "LMConfig", "LMDataConfig",

@@ -1,6 +1,6 @@
-"""Training as `seqlab train` and `seqlab.train_lm` (and the other tasks') do it: the task's pipeline trains
-into its run directory (`seqlab.families`), then the run gets its model card (`seqlab.cards.card`), so every
-run a user trains carries one. The card sits above the pipelines (it reads a run through them), which is why
+"""Training as `seqlab train` and `seqlab.train_lm` (and the other families') do it: the family's pipeline
+trains into its run directory (`seqlab.families.<name>.pipeline`), then the run gets its model card
+(`seqlab.cards.card`), so every run a user trains carries one. The card sits above the pipelines (it reads a run through them), which is why
 this step lives here and not in the training loop.
 
     import seqlab
@@ -19,7 +19,7 @@ from seqlab.training import distributed
 
 def train(task: str, config, resume: bool = False, overwrite: bool = False,
           callback: Callable[[dict], None] | None = None) -> dict:
-    """Train `config` (the task's config) and write the run's model card; return the final figures. The
+    """Train `config` (the config of the family named `task`) and write the run's model card; return the final figures. The
     --card-notes file is read before training, so a missing or empty one costs no training time."""
     notes = read_card_notes(config.train.card_notes) if config.train.card_notes else None
     results = family(task).pipeline.train(config, resume=resume, overwrite=overwrite, callback=callback)
@@ -28,21 +28,14 @@ def train(task: str, config, resume: bool = False, overwrite: bool = False,
     return results
 
 
-def train_lm(config, resume: bool = False, overwrite: bool = False, callback=None) -> dict:
-    """Train a language model (`seqlab.LMTrainConfig`) and write its model card."""
-    return train("lm", config, resume, overwrite, callback)
+def trainer(task: str) -> Callable:
+    """`seqlab.train_<task>(config, resume=False, overwrite=False, callback=None)`: `train` for one family."""
+    title = family(task).title
 
+    def train_family(config, resume: bool = False, overwrite: bool = False,
+                     callback: Callable[[dict], None] | None = None) -> dict:
+        return train(task, config, resume, overwrite, callback)
 
-def train_tagger(config, resume: bool = False, overwrite: bool = False, callback=None) -> dict:
-    """Train a tagger (`seqlab.TaggerTrainConfig`) and write its model card."""
-    return train("tagger", config, resume, overwrite, callback)
-
-
-def train_classifier(config, resume: bool = False, overwrite: bool = False, callback=None) -> dict:
-    """Train a classifier (`seqlab.ClassifierTrainConfig`) and write its model card."""
-    return train("classifier", config, resume, overwrite, callback)
-
-
-def train_seq2seq(config, resume: bool = False, overwrite: bool = False, callback=None) -> dict:
-    """Train a sequence-to-sequence model (`seqlab.Seq2SeqTrainConfig`) and write its model card."""
-    return train("seq2seq", config, resume, overwrite, callback)
+    train_family.__name__ = train_family.__qualname__ = f"train_{task}"
+    train_family.__doc__ = f"Train {title} from its config and write its model card; return the final figures."
+    return train_family

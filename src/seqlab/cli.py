@@ -306,14 +306,14 @@ def audit_command(args: argparse.Namespace) -> int:
 def audit_toxicity_command(args: argparse.Namespace) -> int:
     """`seqlab audit toxicity`: run the audit, write RUN/audits/toxicity.{json,md}, print the figures."""
     from seqlab.fileio import atomic_write_json, atomic_write_text, check_writable
-    from seqlab.harms.toxicity import ToxicityOptions, audit_toxicity, read_prompts
+    from seqlab.harms import AUDITS, able
+    from seqlab.harms.toxicity import SCORER, ToxicityOptions, audit_toxicity, read_prompts
     from seqlab.registry import load, run_family
 
-    for run, task, role, where_given in ((args.run, "lm", "a language model", "RUN"),
-                                         (args.scorer, "classifier", "a classifier", "--scorer")):
+    for run, needs, where_given in ((args.run, AUDITS["toxicity"].needs, "RUN"), (args.scorer, SCORER, "--scorer")):
         found = run_family(Path(run))
-        if found.name != task:
-            raise SeqlabError(f"seqlab audit toxicity needs {role} as {where_given}; {run} holds {found.title}")
+        if not found.can(*needs):
+            raise SeqlabError(f"seqlab audit toxicity needs {able(needs)} as {where_given}; {run} holds {found.title}")
     options = ToxicityOptions(args.continuations, args.max_tokens, args.top_p, args.seed, args.toxic_label)
     prompts = read_prompts(args.prompts)
     output = Path(args.output) if args.output else Path(args.run) / "audits"
@@ -482,7 +482,7 @@ def bench_command(args: argparse.Namespace) -> int:
 
 def add_compare_parser(commands, tasks: dict) -> None:
     """`seqlab compare TASK ... --output DIR` and `seqlab compare --report DIR`."""
-    from seqlab.compare.run import RECIPES, SIZES
+    from seqlab.compare.run import SIZES, recipes
 
     compare = commands.add_parser("compare", help="train every architecture of the chapters on your data under one "
                                   "budget (wall time or tokens), each into a run directory, then write one report "
@@ -494,11 +494,11 @@ def add_compare_parser(commands, tasks: dict) -> None:
     for name, family in tasks.items():
         pipeline = family.pipeline
         task = kinds.add_parser(name, help=f"compare architectures of {family.title}: "
-                                f"{', '.join(RECIPES[name])}")
+                                f"{', '.join(recipes(name))}")
         task.add_argument("--output", required=True, metavar="DIR", help="the comparison's folder: compare.json, "
                           "runs/ARCH (one run directory per architecture), report.html, report.md")
-        task.add_argument("--archs", nargs="+", metavar="ARCH", choices=tuple(RECIPES[name]),
-                          help=f"the architectures (default: all: {' '.join(RECIPES[name])})")
+        task.add_argument("--archs", nargs="+", metavar="ARCH", choices=tuple(recipes(name)),
+                          help=f"the architectures (default: all: {' '.join(recipes(name))})")
         budget = task.add_mutually_exclusive_group()
         budget.add_argument("--budget", metavar="TIME", help="wall time per architecture, evaluation included: "
                             "90s, 5m, 1.5h (default: 3m)")
@@ -514,7 +514,7 @@ def add_compare_parser(commands, tasks: dict) -> None:
         task.add_argument("--size", choices=SIZES, default="small",
                           help="model widths: tiny (16 units, for a try), small (the tables' recipes, ~2-3M "
                                "parameters for a 10k-word LM) or medium (twice as wide) (default: small)")
-        if name == "lm":
+        if family.compare_prompt:
             task.add_argument("--prompt", help="the prompt every language model continues in the report "
                               "(default: the start of the validation file)")
         add_options(task, pipeline.groups["data"], "data (every architecture)")

@@ -260,34 +260,16 @@ def to_markdown(sheet: dict) -> str:
     return "\n".join(out)
 
 
-TASKS = ("lm", "tagger", "classifier", "seq2seq")
-
-
 def read_units(path: str | Path, task: str, fmt: str = "text", columns=None,
                fields: tuple[str, str] = ("source", "target")) -> dict:
-    """A task's units, their texts (for contamination) and labels, read by seqlab's own readers.
+    """A family's units of a file, their texts (for contamination) and labels, read by seqlab's own readers
+    (the family's `cards` part: `read_units`): a language model's lines; a tagger's sentences of a `conll` /
+    `conllu` file (labels: its tags); a classifier's documents of `fmt` (labels: its classes); a
+    sequence-to-sequence model's source-target pairs of `fmt` (texts: the sources). `columns` (a
+    `seqlab.data.documents.Columns`) and `fields` (source and target field names) are passed to the
+    readers that take them. Returns {"unit", "units", "texts", "labels"}."""
+    from seqlab.registry import FAMILIES
 
-    lm: a unit is a line; tagger: a sentence of a `conll` / `conllu` file (labels: its tags);
-    classifier: a document of `fmt` (labels: its classes); seq2seq: a source-target pair of `fmt`
-    (texts: the sources). `columns` (a `seqlab.data.documents.Columns`) and `fields` (source and
-    target field names) are passed to the classifier and seq2seq readers.
-    Returns {"unit", "units", "texts", "labels"}.
-    """
-    if task == "lm":
-        texts = read_lines(path)
-        return {"unit": "lines", "units": len(texts), "texts": texts, "labels": []}
-    if task == "tagger":
-        from seqlab.data.conll import read_labelled
-        sentences = read_labelled(path, fmt)
-        return {"unit": "sentences", "units": len(sentences), "texts": [" ".join(s.tokens) for s in sentences],
-                "labels": [label for sentence in sentences for label in sentence.labels]}
-    if task == "classifier":
-        from seqlab.data.documents import read_documents
-        documents = read_documents(path, fmt, columns)
-        return {"unit": "documents", "units": len(documents), "texts": [d.text for d in documents],
-                "labels": [d.label for d in documents if d.label is not None]}
-    if task == "seq2seq":
-        from seqlab.data.parallel import read_paired
-        pairs = read_paired(path, fmt, *fields)
-        return {"unit": "pairs", "units": len(pairs), "texts": [p.source for p in pairs], "labels": []}
-    raise ValueError(f"task must be one of {', '.join(TASKS)}, not {task!r}")
+    if task not in FAMILIES:
+        raise ValueError(f"task must be one of {', '.join(FAMILIES)}, not {task!r}")
+    return FAMILIES[task].part("cards").read_units(path, fmt, columns=columns, fields=fields)

@@ -36,10 +36,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from seqlab.errors import SeqlabError
-from seqlab.metrics import span_scores
+from seqlab.families.contract import Family
 
 CHECK = 1e-6            # how close f(all items) must come to the pipeline's own figure (float rounding)
 
@@ -134,105 +133,10 @@ def f1(precision: np.ndarray, recall: np.ndarray) -> np.ndarray:
     return np.divide(2 * precision * recall, total, out=np.zeros_like(total), where=total != 0)
 
 
-# ---------------------------------------------------------------------------- per task
-
-def tagger_items(trained, types: list[str] | None = None) -> Items:
-    """Per sentence: tokens right and tokens (accuracy); with entity tags, the conlleval spans found
-    correctly, predicted and in gold (`seqlab.metrics.span_scores`), overall and per type: micro
-    P = correct / predicted, R = correct / gold, F1 = 2PR / (P + R) of the summed counts."""
-    entity = trained.vocabulary.entity_tags
-    types = list(types or [])
-    groups = ["", *(f"/{t}" for t in types)] if entity else []
-    items = Items("sentences", ["correct", "tokens", *(f"spans_{w}{g}" for g in groups
-                                                        for w in ("correct", "predicted", "gold"))])
-    items.figures["accuracy"] = lambda s: ratio(items.column(s, "correct"), items.column(s, "tokens"))
-    for group in groups:
-        def prf(s, group=group):
-            correct = items.column(s, f"spans_correct{group}")
-            precision = ratio(correct, items.column(s, f"spans_predicted{group}"))
-            recall = ratio(correct, items.column(s, f"spans_gold{group}"))
-            return precision, recall, f1(precision, recall)
-        name = group.lstrip("/")
-        for k, figure in enumerate(("precision", "recall", "f1")):
-            items.figures[f"{figure}/{name}" if name else figure] = lambda s, prf=prf, k=k: prf(s)[k]
-
-    def collect(golds: list[list[str]], predictions: list[list[str]]) -> None:
-        rows = []
-        for gold, predicted in zip(golds, predictions, strict=True):
-            row = [sum(g == p for g, p in zip(gold, predicted, strict=True)), len(gold)]
-            if entity:
-                scores = span_scores([gold], [predicted])
-                for part in [scores.overall, *(scores.by_type.get(t) for t in types)]:
-                    row += [0, 0, 0] if part is None else [part.correct, part.predicted, part.gold]
-            rows.append(row)
-        items.add(rows)
-    items.collect = collect
-    return items
 
 
-def classifier_items(labels: list[str]) -> Items:
-    """Per document: a one in its cell (gold i, predicted j) of the K x K confusion matrix. From the
-    summed matrix C (`seqlab.metrics.classification_scores`): accuracy = trace C / sum C; per class c,
-    P = C_cc / sum_i C_ic, R = C_cc / sum_j C_cj, F1 = 2PR / (P + R); macro-F1 = the mean of the K F1."""
-    K = len(labels)
-    items = Items("documents", [f"confusion/{i}/{j}" for i in range(K) for j in range(K)])
-
-    def per_class(s):
-        matrix = s.reshape(-1, K, K)                                          # (B, K, K)
-        right = np.diagonal(matrix, axis1=1, axis2=2)                         # (B, K)
-        precision, recall = ratio(right, matrix.sum(axis=1)), ratio(right, matrix.sum(axis=2))
-        return f1(precision, recall)                                          # (B, K)
-
-    items.figures["accuracy"] = lambda s: ratio(np.trace(s.reshape(-1, K, K), axis1=1, axis2=2), s.sum(axis=1))
-    items.figures["macro_f1"] = lambda s: per_class(s).sum(axis=1) / max(K, 1)
-    for c, label in enumerate(labels):
-        items.figures[f"f1/{label}"] = lambda s, c=c: per_class(s)[:, c]
-
-    def collect(golds: list[int], predictions: list[int]) -> None:
-        rows = np.zeros((len(golds), K * K))
-        rows[np.arange(len(golds)), np.asarray(golds, dtype=int) * K + np.asarray(predictions, dtype=int)] = 1
-        items.add(rows)
-    items.collect = collect
-    return items
 
 
-def seq2seq_items(bleu_tokenize: str = "13a") -> Items:
-    """Per pair: sacrebleu's sentence statistics, which its corpus_score sums before computing the
-    score (as `seqlab.metrics.CorpusScores` does): BLEU (Papineni et al. 2002) from the hypothesis and
-    reference lengths and the clipped n-gram matches and totals, n = 1..4 (brevity penalty
-    min(1, exp(1 - r / c)) times the geometric mean of the precisions); chrF (Popovic 2015, beta 2)
-    from character n-gram matches and totals; and ROUGE-1/2/L F1 (`rouge-score`, Porter stemming),
-    whose corpus figure is the mean over pairs (`seqlab.metrics.rouge`)."""
-    from rouge_score import rouge_scorer
-    from sacrebleu.metrics import BLEU, CHRF
-
-    bleu, chrf = BLEU(tokenize=bleu_tokenize, force=True), CHRF()
-    nb = 2 + 2 * bleu.max_ngram_order                        # lengths, then matches and totals per order
-    nc = 3 * (chrf.char_order + chrf.word_order)             # per order: hypothesis, reference, matches
-    kinds = ("rouge1", "rouge2", "rougeL")
-    scorer = rouge_scorer.RougeScorer(list(kinds), use_stemmer=True)
-    items = Items("pairs", [*(f"bleu/{i}" for i in range(nb)), *(f"chrf/{i}" for i in range(nc)), *kinds, "pairs"])
-
-    def from_stats(metric, part: np.ndarray) -> np.ndarray:
-        return np.array([metric._compute_score_from_stats([int(x) for x in row]).score for row in part])
-
-    items.figures["bleu"] = lambda s: from_stats(bleu, s[:, :nb])
-    items.figures["chrf"] = lambda s: from_stats(chrf, s[:, nb:nb + nc])
-    for k, kind in enumerate(kinds):
-        items.figures[kind] = lambda s, k=k: 100.0 * s[:, nb + nc + k] / np.maximum(items.column(s, "pairs"), 1)
-
-    def collect(references: list[str], hypotheses: list[str]) -> None:
-        if not hypotheses:
-            return
-        b = bleu._extract_corpus_statistics(hypotheses, [references])
-        c = chrf._extract_corpus_statistics(hypotheses, [references])
-        rows = []
-        for hypothesis, reference, bs, cs in zip(hypotheses, references, b, c, strict=True):
-            scores = scorer.score(reference, hypothesis)
-            rows.append([*bs, *cs, *(scores[kind].fmeasure for kind in kinds), 1])
-        items.add(rows)
-    items.collect = collect
-    return items
 
 
 # ---------------------------------------------------------------------------- the API
@@ -247,42 +151,17 @@ def evaluation_intervals(trained, path: str | Path, resamples: int = 1000, seed:
     "value" is the pipeline's own figure for the file; low / high the percentile-bootstrap interval
     over the file's items (module docstring). A language model gives {} (its evaluation is not a sum
     over lines). `progress`: a bar while the file is scored (None: when stderr is a terminal)."""
-    from seqlab.families.classifier.pipeline import TrainedClassifier
-    from seqlab.families.lm.trained import TrainedLM
-    from seqlab.families.seq2seq.pipeline import TrainedSeq2Seq
-    from seqlab.families.tagger.pipeline import TrainedTagger
-    from seqlab.registry import FAMILIES
-
     if resamples < 1:
         raise SeqlabError(f"resamples {resamples}: at least 1")
     if not 0 < confidence < 1:
         raise SeqlabError(f"confidence {confidence}: between 0 and 1 (0.95 for a 95% interval)")
-    classes = {"lm": TrainedLM, "tagger": TrainedTagger, "classifier": TrainedClassifier, "seq2seq": TrainedSeq2Seq}
-    task = next((name for name, cls in classes.items() if isinstance(trained, cls)), None)
-    if task is None:
+    family = getattr(trained, "family", None)
+    if not isinstance(family, Family):
         raise SeqlabError(f"evaluation_intervals: {type(trained).__name__} is not a model seqlab.load returns")
-    if task == "lm":
+    found = family.part("cards").interval_items(trained, path, progress, read_options)
+    if found is None:
         return {}
-    evaluate = FAMILIES[task].pipeline.evaluate
-    if task == "tagger":
-        items = tagger_items(trained, _types(trained))
-        bar = tqdm(desc="scoring", unit="sentence", leave=False, disable=True if progress is False else None)
-        with bar:
-            def collect(golds, predictions):
-                items.collect(golds, predictions)
-                bar.update(len(golds))
-            result = evaluate(trained, path, on_predictions=collect, **read_options)
-        values = {name: _tagger_value(result, name) for name in items.figures}
-    elif task == "classifier":
-        items = classifier_items(trained.labels)
-        result = evaluate(trained, path, progress=progress, on_predictions=items.collect, **read_options)
-        values = {"accuracy": result["accuracy"], "macro_f1": result["macro_f1"],
-                  **{f"f1/{label}": result["per_class"][label]["f1"] for label in trained.labels}}
-    else:
-        read_options.setdefault("keep_hypotheses", False)
-        items = seq2seq_items(read_options.get("bleu_tokenize", "13a"))
-        result = evaluate(trained, path, progress=progress, on_predictions=items.collect, **read_options)
-        values = {name: result[name] for name in items.figures}
+    items, values = found
     check(items, values, str(path))
     return items.intervals(values, resamples, seed, confidence)
 
@@ -298,18 +177,8 @@ def check(items: Items, values: dict[str, float], path: str) -> None:
                               f"reports {values[name]!r}; the intervals would not be of the reported figure")
 
 
-def _types(trained) -> list[str]:
-    """The entity types of a tagger's tags (those its evaluation reports by type)."""
-    from seqlab.data.tags import split_tag
-
-    if not trained.vocabulary.entity_tags:
-        return []
-    return sorted({split_tag(label)[1] for label in trained.vocabulary.labels} - {""})
 
 
-def _tagger_value(result: dict, name: str) -> float:
-    figure, _, kind = name.partition("/")
-    return result["by_type"][kind][figure] if kind else result[figure]
 
 
 def split_intervals(trained, resamples: int = 1000, seed: int = 0, confidence: float = 0.95,
@@ -319,15 +188,13 @@ def split_intervals(trained, resamples: int = 1000, seed: int = 0, confidence: f
     --format; seq2seq: a file of pairs or --dev-src / --dev-tgt; decoding as `seqlab evaluate`, beam 5).
     A split with no file (not given, held out with --dev-fraction, or no longer where the run read
     it) is left out; a language model gives {} (`evaluation_intervals`)."""
-    data, result = trained.config.data, {}
-    for split, name in (("valid", "dev"), ("test", "test")):
-        if hasattr(data, f"{name}_src"):                                   # seq2seq
-            paired, source, target = getattr(data, name), getattr(data, f"{name}_src"), getattr(data, f"{name}_tgt")
-            path, options = (paired, {}) if paired else (source, {"target": target})
-            files = [f for f in (paired, source, target) if f]
-        else:
-            path, options, files = getattr(data, name, ""), {}, [getattr(data, name, "")]
-        if not path or not all(Path(f).is_file() for f in files):
+    data, result, reading = trained.config.data, {}, trained.family.part("cards")
+    for option, split in trained.family.splits:
+        found = reading.evaluation_file(data, option) if split != "train" else None
+        if found is None:
+            continue
+        path, options, files = found
+        if not all(Path(f).is_file() for f in files):
             continue
         intervals = evaluation_intervals(trained, path, resamples, seed, confidence, progress, **options)
         if intervals:

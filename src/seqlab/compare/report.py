@@ -9,12 +9,12 @@ What it shows, for a person to look at rather than read:
   valid figure among the finished runs) marked, unfinished or damaged runs said to be so;
 - the validation curves against steps and against wall time (one line per architecture), and speed
   against quality (tokens/s against the valid figure);
-- per task: a sample of each language model for the same prompt; the tag pairs each tagger confuses
-  most and the winner's confusion heat map; each classifier's confusion matrix; the same development
-  sources translated by each sequence-to-sequence model and the winner's attention heat map (Bahdanau
-  et al. 2015, Fig. 3);
-- for language models, what happens inside (`seqlab.compare.inside`): the gates of recurrent cells and
-  a transformer head's attention, as the chapters draw them (SLP 13.5, 9.4).
+- per family, its `compare` part's sections (`seqlab.families.<name>.compare.sections`): a sample of
+  each language model for the same prompt and the pictures of inside them (`seqlab.compare.inside`: the
+  gates of recurrent cells and a transformer head's attention, SLP 13.5, 9.4); the tag pairs each tagger
+  confuses most and the winner's confusion heat map; each classifier's confusion matrix; the same
+  development sources translated by each sequence-to-sequence model and the winner's attention heat map
+  (Bahdanau et al. 2015, Fig. 3).
 
 report.html is self-contained (`seqlab.compare.pages` writes both pages): every image a base64
 `data:image/png` URI, inline CSS, no script and no link, so it opens the same offline, attached to a mail
@@ -23,11 +23,8 @@ or years later. Every text from the user (file names, architectures, samples, ta
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
-import warnings
-from collections import Counter
 from pathlib import Path
 
 from seqlab.compare.pages import Figure, Section, is_number, render_html, render_markdown
@@ -35,20 +32,12 @@ from seqlab.errors import DAMAGED, SeqlabError
 from seqlab.fileio import atomic_write_text, check_writable, read_json, safetensors_metadata
 from seqlab.info import count_parameters, number, read_records, run_info
 from seqlab.progress import progress_bar
-from seqlab.training.plots import plot_confusion, save_png
+from seqlab.registry import FAMILIES
+from seqlab.training.plots import save_png
 
-# the figure a task's runs are ranked by when compare.json names none (its lower_is_better by the name)
-DEFAULT_METRIC = {"lm": "perplexity", "tagger": "accuracy", "classifier": "accuracy", "seq2seq": "perplexity"}
 LOWER_IS_BETTER = ("perplexity", "loss", "bits_per_char", "bits_per_token")
 # what a run that cannot be read raises, and a model that cannot be loaded or run
 DAMAGED_RUN = (SeqlabError, OSError, RuntimeError, *DAMAGED)
-PROMPT_WORDS = 4              # the default LM prompt: the first words of the validation file's first line
-SAMPLE_TOKENS = {"character": 240}                    # tokens an LM generates, by its tokenizer's unit ...
-SAMPLE_TOKENS_DEFAULT = 60                            # ... words or BPE pieces
-INSIDE_WORDS = 5              # the sentence the inside pictures are drawn on: a line of at least these words ...
-INSIDE_CHARS = 80             # ... at most this many characters of it
-SOURCES_SHOWN = 3             # development sources each seq2seq model translates
-TOP_CONFUSIONS = 5            # tag pairs shown per tagger
 
 
 def build_report(directory: str | Path, progress: bool | None = None) -> dict:
@@ -71,7 +60,7 @@ def build_report(directory: str | Path, progress: bool | None = None) -> dict:
     if isinstance(spec.get("variants"), dict) and spec["variants"]:
         sections.insert(0, variants_section(spec))
     models = load_models(rows, progress)
-    sections += TASK_SECTIONS[spec["task"]](spec, rows, models, winner, figures)
+    sections += FAMILIES[spec["task"]].part("compare").sections(spec, rows, models, winner, figures)
     markdown_path, html_path = directory / "report.md", directory / "report.html"
     atomic_write_text(markdown_path, render_markdown(spec, rows, winner, sections, directory))
     atomic_write_text(html_path, render_html(spec, rows, winner, sections))
@@ -103,15 +92,15 @@ def read_spec(directory: Path) -> dict:
     if not path.exists():
         raise SeqlabError(f"{directory} is not a compare directory: it has no compare.json (seqlab compare writes it)")
     spec = read_json(path, "compare file")
-    if not isinstance(spec, dict) or spec.get("task") not in DEFAULT_METRIC:
+    if not isinstance(spec, dict) or spec.get("task") not in FAMILIES:
         task = spec.get("task") if isinstance(spec, dict) else None
-        raise SeqlabError(f"{path}: the task {task!r} is not one of {', '.join(DEFAULT_METRIC)}")
+        raise SeqlabError(f"{path}: the task {task!r} is not one of {', '.join(FAMILIES)}")
     archs = spec.get("archs") if isinstance(spec.get("archs"), list) else []
     runs = spec.get("runs") if isinstance(spec.get("runs"), dict) else {}
     runs = {str(arch): str(runs.get(arch, f"runs/{arch}")) for arch in [*archs, *runs]}
     if not runs:
         raise SeqlabError(f"{path} names no architectures (its \"archs\" and \"runs\" are empty)")
-    metric = spec.get("metric") if isinstance(spec.get("metric"), str) else DEFAULT_METRIC[spec["task"]]
+    metric = spec.get("metric") if isinstance(spec.get("metric"), str) else FAMILIES[spec["task"]].metric
     lower = spec.get("lower_is_better")
     return {**spec, "runs": runs, "metric": metric,
             "lower_is_better": lower if isinstance(lower, bool) else metric in LOWER_IS_BETTER}
@@ -296,205 +285,19 @@ def plot_speed(rows: list[dict], metric: str, path: Path) -> Figure | None:
 
 # ---------------------------------------------------------------------------------------------- tasks
 
-def lm_sections(spec: dict, rows: list[dict], models: dict, winner, figures: Path) -> list[Section]:
-    """A sample of each language model for the same prompt (seed 0), and the pictures of inside them."""
-    valid = next((m.config.data.valid for m in models.values() if m.config.data.valid), "")
-    first = first_line(valid)
-    prompt = spec["prompt"] if isinstance(spec.get("prompt"), str) else " ".join(first.split()[:PROMPT_WORDS])
-    samples = Section("Samples")
-    samples.text(f"Each model continues the prompt {prompt!r} (sampling, seed 0)." if prompt else
-                 "Each model continues from a line start (sampling, seed 0).")
-    if not models:
-        samples.text("No model has weights yet.")
-        return [samples]
-    for arch, trained in models.items():
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")              # a prompt word the vocabulary lacks is read as <unk>
-                text = trained.generate(prompt, max_tokens=SAMPLE_TOKENS.get(trained.unit, SAMPLE_TOKENS_DEFAULT),
-                                        seed=0)
-            samples.blocks.append(("pre", arch, prompt + text))
-        except DAMAGED_RUN as error:
-            samples.text(f"{arch}: no sample ({one_line(error)})")
-    inside = Section("Inside the models")
-    try:
-        from seqlab.compare.inside import pictures
-    except ImportError:                                      # the module arrives with its own helper
-        inside.text("Pictures of the gates and attention need seqlab.compare.inside, not installed here.")
-        return [samples, inside]
-    sentence = sample_sentence(valid) or prompt
-    inside.text(f"Drawn on {sentence!r}.")
-    for arch, trained in models.items():
-        try:
-            drawn = pictures(trained, sentence, figures / f"inside-{safe_name(arch)}")
-        except DAMAGED_RUN as error:
-            inside.text(f"{arch}: no pictures ({one_line(error)})")
-            continue
-        for title, png in drawn:
-            inside.figure(Figure(f"{arch}: {title}", Path(png)))
-    if len(inside.blocks) == 1:
-        inside.text("None of these architectures has gates or attention to draw.")
-    return [samples, inside]
 
 
-def tagger_sections(spec: dict, rows: list[dict], models: dict, winner, figures: Path) -> list[Section]:
-    """The tag pairs each tagger confuses most on the development file, and the winner's confusion heat map."""
-    section = Section("Confusions")
-    dev = next((m.config.data.dev for m in models.values() if m.config.data.dev), "")
-    if not dev:
-        section.text("No development file to tag.")
-        return [section]
-    section.text(f"The tag pairs each model confuses most on {Path(dev).name} (gold → predicted, count).")
-    table, counts = [], {}
-    for arch, trained in models.items():
-        pairs: Counter = Counter()
-
-        def collect(gold, predicted, pairs=pairs):
-            pairs.update((g, p) for gs, ps in zip(gold, predicted, strict=True) for g, p in zip(gs, ps, strict=True))
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                result = trained.evaluate_file(dev, top_confusions=TOP_CONFUSIONS, on_predictions=collect)
-        except DAMAGED_RUN as error:
-            table.append([arch, f"not tagged: {one_line(error)}"])
-            continue
-        counts[arch] = pairs
-        table.append([arch, ", ".join(f"{c['gold']} → {c['predicted']} ({c['count']:,})"
-                                      for c in result["confusions"]) or "no mistakes"])
-    section.blocks.append(("table", ["model", "most confused tag pairs"], table))
-    if winner is not None and winner["arch"] in counts:
-        pairs = counts[winner["arch"]]
-        gold = Counter()
-        for (g, _), n in pairs.items():
-            gold[g] += n
-        labels = sorted({t for pair in pairs for t in pair}, key=lambda t: (-gold[t], t))
-        matrix = [[pairs[(g, p)] for p in labels] for g in labels]
-        section.figure(Figure(f"{winner['arch']} (the winner): confusion on {Path(dev).name}",
-                              plot_confusion(matrix, labels, figures / f"confusion-{safe_name(winner['arch'])}.png",
-                                             f"{winner['arch']}: {Path(dev).name}")))
-    return [section]
 
 
-def classifier_sections(spec: dict, rows: list[dict], models: dict, winner, figures: Path) -> list[Section]:
-    """Each classifier's confusion matrix on the development set: its final valid record's (the table's
-    figures), else the development file evaluated again."""
-    section = Section("Confusion matrices", grid=True)
-    for row in rows:
-        arch, matrix = row["arch"], None
-        final = [r for r in read_records(Path(row["run_dir"]) / "metrics.jsonl")
-                 if r.get("final") and r.get("split") == "valid"] if row["status"] == "finished" else []
-        if final and isinstance(final[-1].get("confusion"), list) and isinstance(final[-1].get("labels"), list):
-            matrix, labels = final[-1]["confusion"], final[-1]["labels"]
-        elif arch in models and models[arch].config.data.dev:
-            try:
-                result = models[arch].evaluate_file(models[arch].config.data.dev)
-                matrix, labels = result["confusion"], result["labels"]
-            except DAMAGED_RUN as error:
-                section.text(f"{arch}: no confusion matrix ({one_line(error)})")
-        if matrix is None:
-            continue
-        try:
-            png = plot_confusion(matrix, [str(label) for label in labels], figures / f"confusion-{safe_name(arch)}.png",
-                                 f"{arch}{' (winner)' if row['winner'] else ''}: development set")
-        except DAMAGED_RUN as error:
-            section.text(f"{arch}: no confusion matrix ({one_line(error)})")
-            continue
-        section.figure(Figure(f"{arch}{' (the winner)' if row['winner'] else ''}", png))
-    if not section.blocks:
-        section.text("No run has a confusion matrix yet.")
-    return [section]
 
 
-def seq2seq_sections(spec: dict, rows: list[dict], models: dict, winner, figures: Path) -> list[Section]:
-    """The first development sources translated by each model (beam 5), and the winner's attention over
-    the first one, when its model attends."""
-    section = Section("Translations")
-    pairs = []
-    for trained in models.values():
-        try:
-            pairs = first_pairs(trained.config.data, SOURCES_SHOWN)
-        except DAMAGED_RUN as error:
-            section.text(f"The development pairs cannot be read: {one_line(error)}")
-            return [section]
-        if pairs:
-            break
-    if not pairs:
-        section.text("No development file to translate.")
-        return [section]
-    outputs = {}
-    for arch, trained in models.items():
-        attend = winner is not None and arch == winner["arch"] and trained.model.attends
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                outputs[arch] = trained.generate([p.source for p in pairs], beam=5, attention=attend)
-        except DAMAGED_RUN as error:
-            section.text(f"{arch}: no translations ({one_line(error)})")
-    for k, pair in enumerate(pairs):
-        table = [[arch + (" (winner)" if winner is not None and arch == winner["arch"] else ""), out[k].text]
-                 for arch, out in outputs.items()]
-        if pair.target is not None:
-            table.append(["reference", pair.target])
-        section.blocks.append(("table", ["source " + str(k + 1), pair.source], table))
-    if winner is not None and winner["arch"] in outputs:
-        first = outputs[winner["arch"]][0]
-        if first.attention is not None:
-            png = models[winner["arch"]].plot_attention(first, figures / f"attention-{safe_name(winner['arch'])}.png",
-                                                        f"{winner['arch']}: source 1")
-            section.figure(Figure(f"{winner['arch']} (the winner): attention over source 1", png))
-        else:
-            section.text(f"The winner, {winner['arch']}, has no attention to draw.")
-    return [section]
 
 
-TASK_SECTIONS = {"lm": lm_sections, "tagger": tagger_sections, "classifier": classifier_sections,
-                 "seq2seq": seq2seq_sections}
 
 
-def first_pairs(data, count: int) -> list:
-    """The first `count` development pairs of a seq2seq run's data (aligned files or a file of pairs)."""
-    from seqlab.data.parallel import aligned_pairs, paired_reader
-    from seqlab.data.stream import LineReader
-
-    if data.dev_src:
-        with LineReader(data.dev_src, "development source", stdin=False) as sources:
-            if data.dev_tgt:
-                with LineReader(data.dev_tgt, "development target", stdin=False) as targets:
-                    return list(itertools.islice(aligned_pairs(sources, targets, data.dev_src, data.dev_tgt), count))
-            return list(itertools.islice(aligned_pairs(sources, None, data.dev_src, None), count))
-    if data.dev:
-        with LineReader(data.dev, "development file", stdin=False) as lines:
-            read = paired_reader(data.format, data.source_field, data.target_field, data.dev, "development file")
-            return list(itertools.islice(read(lines), count))
-    return []
 
 
-def sample_sentence(path: str) -> str:
-    """What the inside pictures are drawn on: the validation file's first line of at least INSIDE_WORDS
-    words (else its first line), cut at a word boundary to INSIDE_CHARS characters."""
-    lines = []
-    if path:
-        try:
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                lines = [line.strip() for line in itertools.islice(handle, 1000) if line.strip()]
-        except OSError:
-            return ""
-    line = next((line for line in lines if len(line.split()) >= INSIDE_WORDS), lines[0] if lines else "")
-    if len(line) <= INSIDE_CHARS:
-        return line
-    cut = line[:INSIDE_CHARS + 1].rsplit(" ", 1)[0]
-    return cut if cut.strip() else line[:INSIDE_CHARS]
 
-
-def first_line(path: str) -> str:
-    """The first non-blank line of a text file ("" when there is none, or no file)."""
-    if not path:
-        return ""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return next((line.strip() for line in handle if line.strip()), "")
-    except OSError:
-        return ""
 
 
 def safe_name(arch: str) -> str:

@@ -38,63 +38,21 @@ PLAN = "compare.json"
 SIZES = ("tiny", "small", "medium")
 WIDTH = {"tiny": 16, "small": 1, "medium": 2}     # tiny: fixed 16 units (tests, demos); else a multiplier
 
-# Each architecture's recipe at size "small": its model options and the training options it needs beyond the
-# shared ones (TRAIN). Widths are multiplied by the size's factor; the shared optimiser is AdamW with a cosine
-# decay over the budget, as the benchmark tables train.
-RECIPES: dict[str, dict[str, dict]] = {
-    "lm": {   # configs/ptb-compare-*.yaml: ~2.2-3M parameters on PTB, most of them the tied 10k x 200 embedding
-        "ffn": {"arch": "ffn", "embedding_size": 200, "hidden_size": 200, "context": 5, "dropout": 0.3,
-                "tie_weights": True},
-        "rnn": {"arch": "rnn", "embedding_size": 200, "hidden_size": 200, "num_layers": 2, "dropout": 0.3,
-                "tie_weights": True},
-        "lstm": {"arch": "lstm", "embedding_size": 200, "hidden_size": 200, "num_layers": 2, "dropout": 0.3,
-                 "tie_weights": True},
-        "gru": {"arch": "gru", "embedding_size": 200, "hidden_size": 200, "num_layers": 2, "dropout": 0.3,
-                "tie_weights": True},
-        "transformer": {"arch": "transformer", "embedding_size": 200, "num_layers": 2, "num_heads": 4,
-                        "context": 128, "norm_position": "pre", "dropout": 0.3, "tie_weights": True},
-    },
-    "tagger": {   # benchmarks/tagging_table.py: one factor at a time around the BiLSTM
-        "window": {"encoder": "window", "window": 2, "hidden_size": 128},
-        "rnn": {"encoder": "rnn", "bidirectional": False, "hidden_size": 128},
-        "lstm": {"encoder": "lstm", "bidirectional": False, "hidden_size": 128},
-        "bilstm": {"encoder": "lstm", "bidirectional": True, "hidden_size": 128},
-        "gru": {"encoder": "gru", "bidirectional": False, "hidden_size": 128},
-        "transformer": {"encoder": "transformer", "num_layers": 2, "num_heads": 4, "hidden_size": 128},
-    },
-    "classifier": {   # benchmarks/classification_table.py
-        "pooled": {"arch": "pooled", "embedding_size": 128, "hidden_size": 128},
-        "rnn": {"arch": "rnn", "embedding_size": 128, "hidden_size": 128},
-        "lstm": {"arch": "lstm", "embedding_size": 128, "hidden_size": 128},
-        "bilstm": {"arch": "lstm", "bidirectional": True, "pooling": "max", "embedding_size": 128,
-                   "hidden_size": 128},
-        "gru": {"arch": "gru", "embedding_size": 128, "hidden_size": 128},
-        "transformer": {"arch": "transformer", "num_layers": 2, "num_heads": 4, "embedding_size": 128,
-                        "hidden_size": 128},
-    },
-    "seq2seq": {   # configs/multi30k-*.yaml
-        "rnn": {"arch": "rnn", "embedding_size": 256, "hidden_size": 256},
-        "lstm": {"arch": "lstm", "embedding_size": 256, "hidden_size": 256},
-        "gru": {"arch": "gru", "embedding_size": 256, "hidden_size": 256},
-        "gru-attention": {"arch": "gru", "attention": "dot", "bidirectional": True, "embedding_size": 256,
-                          "hidden_size": 256},
-        "transformer": {"arch": "transformer", "embedding_size": 256, "num_layers": 3, "num_heads": 4,
-                        "ff_size": 1024},
-    },
-}
-TRAIN = {"lm": {"optimizer": "adamw", "lr": 0.002, "batch_size": 20, "seq_len": 35, "warmup_steps": 200,
-                "grad_clip": 1.0},
-         "tagger": {"optimizer": "adamw", "lr": 0.001, "batch_size": 32, "warmup_steps": 100},
-         "classifier": {"optimizer": "adamw", "lr": 0.001, "batch_size": 32, "warmup_steps": 100},
-         "seq2seq": {"optimizer": "adamw", "lr": 0.001, "batch_size": 64, "warmup_steps": 100}}
-TRAIN_ARCH: dict[tuple[str, str], dict] = {}     # (task, arch) -> training options of that recipe alone
+# Each family's recipes are its `compare` part's: RECIPES, an architecture's model options at size "small", and
+# TRAIN, the training options they share (AdamW with a cosine decay over the budget, as the benchmark tables
+# train). These widths are multiplied by the size's factor.
 SIZED = ("embedding_size", "hidden_size", "ff_size")
 EPOCHS_UNDER_BUDGET = 1000       # with a budget, epochs only bound it from above
 DEFAULT_BUDGET_S = 180.0         # three minutes per model: the whole comparison in a quarter of an hour
 
 
+def recipes(task: str) -> dict[str, dict]:
+    """{architecture: its model options at size "small"} of a family (its `compare` part's RECIPES)."""
+    return family(task).part("compare").RECIPES
+
+
 def archs(task: str) -> tuple[str, ...]:
-    return tuple(RECIPES[task])
+    return tuple(recipes(task))
 
 
 def parse_budget(text: str) -> float:
@@ -108,12 +66,13 @@ def parse_budget(text: str) -> float:
 
 def recipe(task: str, arch: str, size: str) -> dict:
     """The model and training options of one architecture at one size."""
-    if arch not in RECIPES[task]:
+    comparing = family(task).part("compare")
+    if arch not in comparing.RECIPES:
         raise SeqlabError(f"--archs: {arch!r} is not an architecture seqlab compares for {task}; choose from "
-                          f"{', '.join(RECIPES[task])}")
+                          f"{', '.join(comparing.RECIPES)}")
     if size not in SIZES:
         raise SeqlabError(f"--size {size!r}: choose from {', '.join(SIZES)}")
-    options = {**RECIPES[task][arch], **TRAIN[task], **TRAIN_ARCH.get((task, arch), {})}
+    options = {**comparing.RECIPES[arch], **comparing.TRAIN}
     for name in SIZED:
         if name in options:
             options[name] = WIDTH["tiny"] if size == "tiny" else options[name] * WIDTH[size]
@@ -121,11 +80,7 @@ def recipe(task: str, arch: str, size: str) -> dict:
         options["warmup_steps"] = 0
         if "ff_size" in options:
             options["ff_size"] = 4 * WIDTH["tiny"]
-        if task == "lm" and options.get("arch") != "ffn":
-            options["num_layers"] = 1
-    if task == "lm" and options["arch"] == "transformer" and size != "tiny":
-        options["embedding_size"] = 200 * WIDTH[size]
-    return options
+    return comparing.resize(options, size)
 
 
 VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -151,9 +106,9 @@ def check_variants(task: str, variants: dict | None, source: str = "variants") -
             raise SeqlabError(f"{source}: variant {name!r}: give its options as a mapping (option: value)")
         entry = {str(k).replace("-", "_"): v for k, v in entry.items()}
         base = entry.get("recipe")
-        if base is not None and base not in RECIPES[task]:
+        if base is not None and base not in recipes(task):
             raise SeqlabError(f"{source}: variant {name!r}: recipe {base!r} is not an architecture seqlab compares "
-                              f"for {task}; choose from {', '.join(RECIPES[task])}, or leave it out to start from "
+                              f"for {task}; choose from {', '.join(recipes(task))}, or leave it out to start from "
                               f"seqlab train {task}'s defaults")
         for key in entry:
             if key == "recipe":
@@ -335,16 +290,12 @@ def start_plan(output: Path, task: str, names: list[str], budget: dict, size: st
             atomic_write_json(path, plan)
         return plan
     plan = {**wanted, "archs": names, "variants": variants or None, "runs": {name: f"runs/{name}" for name in names},
-            "metric": METRICS[task][0],
-            "lower_is_better": METRICS[task][1], "prompt": prompt, "command": command,
+            "metric": family(task).metric,
+            "lower_is_better": family(task).lower_is_better, "prompt": prompt, "command": command,
             "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "seqlab_version": __version__, "title": family(task).title}
     atomic_write_json(path, plan)
     return plan
-
-
-METRICS = {"lm": ("perplexity", True), "tagger": ("accuracy", False), "classifier": ("accuracy", False),
-           "seq2seq": ("perplexity", True)}
 
 
 def run_state(run_dir: Path) -> str:

@@ -7,8 +7,8 @@ chosen by name or index). Any file may be gzipped.
 
 Files of different lengths are refused with both counts; an empty source or target line is refused
 with its file and line (a pair needs both sides); the length limits are the vocabulary's
-(`seqlab.families.seq2seq.task.PairVocabulary.encode`). `aligned_pairs` and `paired_reader` hand on one pair at a time from the
-lines of `seqlab.data.stream.LineReader`s, for reading files of any size in bounded memory.
+(`seqlab.families.seq2seq.vocab.PairVocabulary.encode`). `aligned_pairs` and `paired_reader` hand on one pair
+at a time from the lines of `seqlab.data.stream.LineReader`s, for reading files of any size in bounded memory.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ class Family:
     splits: tuple[tuple[str, str], ...]  # (data option, the split metrics.jsonl names): ("dev", "valid"), ...
     endpoints: tuple[str, ...]          # its HTTP endpoints under /v1, which are also what its API can do
     commands: tuple[str, ...]           # its inference commands (`seqlab tag`, ...)
-    metric: str                         # the figure its runs are ranked by (compare, early stopping's name)
+    metric: str                         # the figure a comparison ranks its runs by (compare.json, the report)
     lower_is_better: bool
     evaluate_options: tuple[str, ...]   # the options of `seqlab evaluate` that act on its runs
     card: CardText

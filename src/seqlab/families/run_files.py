@@ -39,6 +39,7 @@ class FromRun:
     card (`seqlab.cards.card`)."""
 
     run_dir: Path | None = None
+    family: Family | None = None         # the family it belongs to (each family's trained API sets it)
 
     def from_run(self, run_dir: str | Path):
         self.run_dir = Path(run_dir)

@@ -274,11 +274,10 @@ def audit_bias(run_dir: str | Path, pairs_path: str | Path, output: str | Path |
     from tqdm.auto import tqdm
 
     from seqlab.fileio import check_writable
-    from seqlab.registry import load, run_family
+    from seqlab.harms import check_audited
+    from seqlab.registry import load
 
-    pipeline = run_family(run_dir)
-    if pipeline.name != "lm":
-        raise SeqlabError(f"seqlab audit bias needs a language model; {run_dir} is {pipeline.title}")
+    check_audited(run_dir, "bias")
     pairs = read_pairs(pairs_path)                       # a bad file is refused before the model loads
     output = Path(output) if output is not None else Path(run_dir) / "audits"
     check_writable(output, "output folder", folder=True)

@@ -378,11 +378,10 @@ def audit_exposure(run_dir: str | Path, output: str | Path | None = None, device
     exposure, and write exposure.json, .md and .png into `output` (default: RUN/audits/), each atomically.
     Returns the result and {kind: path}."""
     from seqlab.fileio import check_writable
-    from seqlab.registry import load, run_family
+    from seqlab.harms import check_audited
+    from seqlab.registry import load
 
-    pipeline = run_family(run_dir)
-    if pipeline.name != "lm":
-        raise SeqlabError(f"seqlab audit exposure needs a language model; {run_dir} is {pipeline.title}")
+    check_audited(run_dir, "exposure")
     path = Path(run_dir) / FILE
     if not path.is_file():
         raise SeqlabError(f"{run_dir} has no {FILE}: it was not trained with --canary, so it holds no secrets to "

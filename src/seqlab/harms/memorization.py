@@ -505,7 +505,8 @@ def audit_memorization(run_dir: str | Path, train_path: str | Path, output: str 
     and .md into `output` (default: RUN/audits/), each atomically. Returns the result and {kind: path}.
     None for `length`, `prefix_lengths`, `suffix_length`, `match_length`: the defaults for the model's unit."""
     from seqlab.fileio import check_writable
-    from seqlab.registry import load, run_family
+    from seqlab.harms import check_audited
+    from seqlab.registry import load
 
     for name, value, least in (("samples", samples, 0), ("top-k", top_k, 1), ("sequences", sequences, 0),
                                ("batch-size", batch_size, 1), ("seed", seed, 0)):
@@ -520,9 +521,8 @@ def audit_memorization(run_dir: str | Path, train_path: str | Path, output: str 
     if samples == 0 and sequences == 0:
         raise SeqlabError("--samples 0 and --sequences 0 leave nothing to measure")
     for role, run in (("RUN", run_dir), ("--reference", reference)):
-        if run is not None and run_family(run).name != "lm":
-            raise SeqlabError(f"seqlab audit memorization needs a language model as {role}; {run} is "
-                              f"{run_family(run).title}")
+        if run is not None:
+            check_audited(run, "memorization", f"as {role}")
     lines = read_lines(train_path, "training file")
     if not any(line.strip() for line in lines):
         raise SeqlabError(f"training file {train_path} holds only blank lines")

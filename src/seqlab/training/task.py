@@ -33,7 +33,8 @@ class Batch(Protocol):
 class Task(Protocol):
     """A task family as the trainer sees it."""
 
-    name: str                      # "lm", "tagger", "classifier", "seq2seq"
+    name: str                      # its family's name (`seqlab.registry`), for messages
+    unit: str                      # what `count` counts, for messages: "token", "document"
     metric: str                    # the figure that picks the best weights and drives early stopping
     lower_is_better: bool
     batch_unit: str                # what a batch row is, for messages: "35 tokens", "sentences", ...

@@ -392,8 +392,7 @@ class Trainer:
             return None
         value, measured = flops.peak(self.device, flops.precision_dtype(self.device, cfg.precision))
         if self.is_main:
-            unit = "document" if task.name == "classifier" else "token"
-            tqdm.write(f"model FLOPs: {counted / units / 1e6:,.2f} M per {unit} (forward and backward, counted "
+            tqdm.write(f"model FLOPs: {counted / units / 1e6:,.2f} M per {task.unit} (forward and backward, counted "
                        f"from the products' shapes); peak "
                        f"{value / 1e9:,.1f} GFLOP/s{' (measured now, cached for the next runs)' if measured else ''}")
         return counted / units, value

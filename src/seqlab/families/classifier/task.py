@@ -98,6 +98,7 @@ class ClassificationTask:
     """Sequence classification for the trainer (the `seqlab.training.task.Task` contract)."""
 
     name = "classifier"
+    unit = "document"                        # what `count` counts
     lower_is_better = False
     batch_unit = "documents"
     keep_predictions = False        # evaluate() then leaves (gold, predicted) class indices in self.predictions

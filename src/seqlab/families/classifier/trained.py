@@ -18,6 +18,7 @@ from seqlab.data.documents import Document, document_reader, text_documents
 from seqlab.data.limits import DEFAULT_MAX_TOKENS, InputLimit
 from seqlab.data.stream import CHUNK_SIZE, LineReader, chunked, interactive
 from seqlab.errors import SeqlabError, place
+from seqlab.families.classifier import FAMILY
 from seqlab.families.classifier.config import ClassifierTrainConfig
 from seqlab.families.classifier.task import (
     ClassificationTask,
@@ -37,6 +38,8 @@ from seqlab.training.plots import plot_confusion
 
 class TrainedClassifier(FromRun):
     """A loaded classifier: texts in, classes (with their probabilities) out."""
+
+    family = FAMILY
 
     def __init__(self, model: Classifier, vocabulary: DocumentVocabulary, config: ClassifierTrainConfig, device):
         self.model, self.vocabulary, self.config, self.device = model, vocabulary, config, device

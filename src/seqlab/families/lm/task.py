@@ -60,6 +60,7 @@ class LanguageModelingTask:
     """Language modelling for the trainer (the `seqlab.training.task.Task` contract)."""
 
     name = "lm"
+    unit = "token"                        # what `count` counts
     metric, lower_is_better = "loss", True
     progress: bool | None = False      # a bar over evaluation batches (None: when stderr is a terminal)
 

@@ -18,6 +18,7 @@ from seqlab.data.vocab import EOS, UNK, Vocab
 from seqlab.decoding.core import text_pieces
 from seqlab.decoding.search import SamplingOptions, generate_ids
 from seqlab.errors import SeqlabError, SeqlabWarning
+from seqlab.families.lm import FAMILY
 from seqlab.families.lm.config import LMTrainConfig
 from seqlab.families.lm.task import evaluate_lm, summarize
 from seqlab.families.lm.vocab import detokenize_lines, reverse_lines
@@ -26,6 +27,8 @@ from seqlab.families.run_files import FromRun
 
 class TrainedLM(FromRun):
     """A loaded language model with its tokenizer and vocabulary."""
+
+    family = FAMILY
 
     def __init__(self, model, tokenizer: Tokenizer, vocab: Vocab, config: LMTrainConfig, device):
         self.model, self.tokenizer, self.vocab, self.config, self.device = model, tokenizer, vocab, config, device

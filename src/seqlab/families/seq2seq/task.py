@@ -92,6 +92,7 @@ class Seq2SeqTask:
     """Sequence to sequence for the trainer (the `seqlab.training.task.Task` contract)."""
 
     name = "seq2seq"
+    unit = "token"                        # what `count` counts
     lower_is_better = True
     metric = "loss"
     batch_unit = "pairs"

@@ -22,6 +22,7 @@ from seqlab.data.vocab import UNK
 from seqlab.decoding.search import Hypothesis, SearchOptions, decode
 from seqlab.errors import SeqlabError, place
 from seqlab.families.run_files import FromRun
+from seqlab.families.seq2seq import FAMILY
 from seqlab.families.seq2seq.config import Seq2SeqTrainConfig
 from seqlab.families.seq2seq.task import LengthReport, PairVocabulary, Seq2SeqTask, pair_batches
 from seqlab.families.seq2seq.vocab import Output
@@ -32,6 +33,8 @@ from seqlab.training.plots import plot_attention
 
 class TrainedSeq2Seq(FromRun):
     """A loaded sequence-to-sequence model: sources in, translations (or summaries) out."""
+
+    family = FAMILY
 
     def __init__(self, model, vocabulary: PairVocabulary, config: Seq2SeqTrainConfig, device):
         self.model, self.vocabulary, self.config, self.device = model, vocabulary, config, device

@@ -58,6 +58,7 @@ class TaggingTask:
     """Sequence labelling for the trainer (the `seqlab.training.task.Task` contract)."""
 
     name = "tagger"
+    unit = "token"                        # what `count` counts
     lower_is_better = False
     batch_unit = "sentences"
     keep_predictions = False        # evaluate() then leaves (gold, predicted) tag lists in self.predictions

@@ -18,6 +18,7 @@ from seqlab.data.tags import (
 )
 from seqlab.errors import SeqlabError, place
 from seqlab.families.run_files import FromRun
+from seqlab.families.tagger import FAMILY
 from seqlab.families.tagger.config import TaggerTrainConfig, prepare, refuse_stray_tags
 from seqlab.families.tagger.task import TaggerVocabulary, TaggingTask, best_tags, length_batches, with_lm_features
 from seqlab.metrics import mistakes, most_confused
@@ -27,6 +28,8 @@ from seqlab.progress import progress_bar
 
 class TrainedTagger(FromRun):
     """A loaded tagger: tokens in, tags (with their probabilities) out."""
+
+    family = FAMILY
 
     def __init__(self, model: Tagger, vocabulary: TaggerVocabulary, scheme: str, config: TaggerTrainConfig, device,
                  file_scheme: str | None = None):

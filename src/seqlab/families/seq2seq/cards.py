@@ -1,0 +1,103 @@
+"""A sequence-to-sequence model's model card data (`seqlab.cards`): each split its pairs read as the run read
+them (a file of pairs or aligned files; sources and targets compared side by side, by characters for a
+character tokenizer), and the per-pair statistics its bootstrap intervals resample (`seqlab.cards.intervals`):
+sacrebleu's BLEU and chrF statistics and ROUGE-1/2/L F1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from seqlab.cards.data import Split
+from seqlab.cards.intervals import Items
+
+
+def read_split(config, option: str) -> Split | None:
+    """A split of the run's data config: its pairs (None when not given)."""
+    from seqlab.families.seq2seq.config import read_pairs
+
+    data = config.data
+    pairs, _ = read_pairs(data, option)
+    if pairs is None:
+        return None
+    names = (option, f"{option}_src", f"{option}_tgt")
+    files = {name: getattr(data, name) for name in names if getattr(data, name)}
+    return Split(option, files, len(pairs), {"source": [p.source for p in pairs],
+                                             "target": [p.target for p in pairs]}, [])
+
+
+def read_units(path: str | Path, fmt: str = "tsv", fields: tuple[str, str] = ("source", "target"),
+               **options) -> dict:
+    """A file's units (pairs of `fmt`, `fields` naming the source and target), their texts (the sources), for
+    `seqlab.cards.datasheet.read_units`."""
+    from seqlab.data.parallel import read_paired
+
+    pairs = read_paired(path, fmt, *fields)
+    return {"unit": "pairs", "units": len(pairs), "texts": [p.source for p in pairs], "labels": []}
+
+
+def side_unit(config, side: str) -> str:
+    """"char" where a side's tokenizer reads characters (50-character n-grams), else "word" (13-grams)."""
+    return "char" if side in ("source", "target") and config.data.side_tokenizer(side) == "char" else "word"
+
+
+def training_data(config) -> None:
+    """Its files, read as every family's (`seqlab.cards.data.training_data`)."""
+    return None
+
+
+def evaluation_file(data, option: str) -> tuple[str, dict, list[str]] | None:
+    """The file of an evaluation split (a file of pairs, or the sources with the targets as an option), the
+    options its evaluation takes, and the files it reads."""
+    paired, source, target = getattr(data, option), getattr(data, f"{option}_src"), getattr(data, f"{option}_tgt")
+    path, options = (paired, {}) if paired else (source, {"target": target})
+    return (path, options, [f for f in (paired, source, target) if f]) if path else None
+
+
+def interval_items(trained, path, progress, read_options: dict) -> tuple[Items, dict]:
+    """One decoding of the file by the model's evaluation (beam 5 unless told), collecting each pair's
+    statistics: (the items, the evaluation's own figures)."""
+    read_options.setdefault("keep_hypotheses", False)
+    items = seq2seq_items(read_options.get("bleu_tokenize", "13a"))
+    result = trained.evaluate_files(path, progress=progress, on_predictions=items.collect, **read_options)
+    return items, {name: result[name] for name in items.figures}
+
+
+def seq2seq_items(bleu_tokenize: str = "13a") -> Items:
+    """Per pair: sacrebleu's sentence statistics, which its corpus_score sums before computing the
+    score (as `seqlab.metrics.CorpusScores` does): BLEU (Papineni et al. 2002) from the hypothesis and
+    reference lengths and the clipped n-gram matches and totals, n = 1..4 (brevity penalty
+    min(1, exp(1 - r / c)) times the geometric mean of the precisions); chrF (Popovic 2015, beta 2)
+    from character n-gram matches and totals; and ROUGE-1/2/L F1 (`rouge-score`, Porter stemming),
+    whose corpus figure is the mean over pairs (`seqlab.metrics.rouge`)."""
+    from rouge_score import rouge_scorer
+    from sacrebleu.metrics import BLEU, CHRF
+
+    bleu, chrf = BLEU(tokenize=bleu_tokenize, force=True), CHRF()
+    nb = 2 + 2 * bleu.max_ngram_order                        # lengths, then matches and totals per order
+    nc = 3 * (chrf.char_order + chrf.word_order)             # per order: hypothesis, reference, matches
+    kinds = ("rouge1", "rouge2", "rougeL")
+    scorer = rouge_scorer.RougeScorer(list(kinds), use_stemmer=True)
+    items = Items("pairs", [*(f"bleu/{i}" for i in range(nb)), *(f"chrf/{i}" for i in range(nc)), *kinds, "pairs"])
+
+    def from_stats(metric, part: np.ndarray) -> np.ndarray:
+        return np.array([metric._compute_score_from_stats([int(x) for x in row]).score for row in part])
+
+    items.figures["bleu"] = lambda s: from_stats(bleu, s[:, :nb])
+    items.figures["chrf"] = lambda s: from_stats(chrf, s[:, nb:nb + nc])
+    for k, kind in enumerate(kinds):
+        items.figures[kind] = lambda s, k=k: 100.0 * s[:, nb + nc + k] / np.maximum(items.column(s, "pairs"), 1)
+
+    def collect(references: list[str], hypotheses: list[str]) -> None:
+        if not hypotheses:
+            return
+        b = bleu._extract_corpus_statistics(hypotheses, [references])
+        c = chrf._extract_corpus_statistics(hypotheses, [references])
+        rows = []
+        for hypothesis, reference, bs, cs in zip(hypotheses, references, b, c, strict=True):
+            scores = scorer.score(reference, hypothesis)
+            rows.append([*bs, *cs, *(scores[kind].fmeasure for kind in kinds), 1])
+        items.add(rows)
+    items.collect = collect
+    return items
