@@ -1,7 +1,7 @@
 """Training as `seqlab train` and `seqlab.train_lm` (and the other families') do it: the family's pipeline
 trains into its run directory (`seqlab.families.<name>.pipeline`), then the run gets its model card
-(`seqlab.cards.card`), so every run a user trains carries one. The card sits above the pipelines (it reads a run through them), which is why
-this step lives here and not in the training loop.
+(`seqlab.cards.card`), so every run a user trains carries one. The card sits above the pipelines (it reads a
+run through them), which is why this step lives here and not in the training loop.
 
     import seqlab
     results = seqlab.train_lm(seqlab.LMTrainConfig())     # runs/lm, with runs/lm/MODEL_CARD.md
@@ -19,8 +19,8 @@ from seqlab.training import distributed
 
 def train(task: str, config, resume: bool = False, overwrite: bool = False,
           callback: Callable[[dict], None] | None = None) -> dict:
-    """Train `config` (the config of the family named `task`) and write the run's model card; return the final figures. The
-    --card-notes file is read before training, so a missing or empty one costs no training time."""
+    """Train `config` (the config of the family named `task`) and write the run's model card; return the final
+    figures. The --card-notes file is read before training, so a missing or empty one costs no training time."""
     notes = read_card_notes(config.train.card_notes) if config.train.card_notes else None
     results = family(task).pipeline.train(config, resume=resume, overwrite=overwrite, callback=callback)
     if distributed.world()[0] == 0:

@@ -78,3 +78,21 @@ def oov_rate(texts: list[str], known: set[str], unit: str = "word") -> dict:
     return {"unit": unit, "tokens": len(tokens), "unseen_tokens": len(unseen),
             "token_rate": len(unseen) / len(tokens) if tokens else 0.0,
             "types": len(set(tokens)), "unseen_types": len(set(unseen))}
+
+
+# What most families' `cards` parts say (they import these under the contract's names):
+
+def word_units(config, side: str) -> str:
+    """`side_unit`: every side is compared by words (13-grams)."""
+    return "word"
+
+
+def no_own_sheet(config) -> None:
+    """`training_data`: the family's files, read as every family's (`training_data` above)."""
+    return None
+
+
+def one_file(data, option: str) -> tuple[str, dict, list[str]] | None:
+    """`evaluation_file`: the split's one file (its data option's value), no options for its evaluation."""
+    path = getattr(data, option, "")
+    return (path, {}, [path]) if path else None

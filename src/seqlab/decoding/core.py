@@ -1,10 +1,318 @@
-"""The torch-free core of decoding: TODO"""
+"""The torch-free core of decoding: the rules every search follows, written once for PyTorch tensors
+(`seqlab.decoding.search`, the trained models) and numpy arrays (`seqlab.decoding.numpy_search`, the ONNX
+exports on onnxruntime), so that both give the same tokens for the same model.
+
+A search drives a `decoder`, any object with
+
+    step(tokens (B,), state) -> (logits (B, V), state, weights (B, S) or None)
+    reorder(state, index (B',)) -> state            the rows `index` of the state, in order
+
+(`ModelDecoder` makes one of a PyTorch model's `step` and `reorder_state`), and does its array work through
+`ops`, one of two small backends (`TorchOps`, `NumpyOps`) with the same few operations (`Ops`).
+
+What lives here:
+
+- the processors' rules (`processor_plan`): the ids never generated (<pad>, <s>, <sep>) are blocked in every
+  search; sampling also applies the temperature, then top-k, then top-p, each only where it changes
+  something (greedy and beam search never need them: they do not change the argmax, and a beam ranks by
+  the model's own probabilities);
+- greedy decoding and sampling (SLP 13.4, 9.2.3): `greedy_steps` feeds one token per step and yields the
+  chosen tokens with their log probabilities; `greedy_outputs` ends each sentence at </s> or its limit;
+  `continuation` is a language model's continuation of a prompt;
+- beam search (SLP 13.4, Fig. 13.8), `beam_steps`: the K best partial outputs of each sentence. At each step
+  every live hypothesis is extended by every token, and the 2K best extensions of the sentence are ranked:
+  an extension by </s> among the first K is a finished hypothesis; the first K others are the next beam. A
+  sentence is done when K hypotheses have finished (fairseq's rule), or when it reaches its maximum length,
+  where its live hypotheses are finished as they are. The finished ones are ranked by their log probability
+  divided by length^α (`normalized`; α = 0 ranks by the raw sum, which favours short outputs). The state
+  (RNN states or KV caches, and the encoder's memory) is reordered to follow the surviving hypotheses, and
+  finished sentences leave the batch. A language model's beam (one prompt, `lm_beam`) runs every hypothesis
+  to max_tokens, </s> being a line end, unless stop_at_eos makes </s> end a hypothesis;
+- each sentence's output limit (`output_limits`), and a continuation as text, piece by piece (`text_pieces`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any, Protocol
 
 from seqlab.data.vocab import EOS
+from seqlab.errors import SeqlabError
+
+
+@dataclass
+class Hypothesis:
+    """One output: its token ids (without </s>), the summed log probability (of </s> too, when it ended
+    with one), the length-normalised score it was ranked by, and the attention weights of each output
+    step over the real source positions (len(tokens) + finished, S), when asked for (a tensor or an array,
+    as the search's backend holds them)."""
+
+    tokens: list[int]
+    score: float
+    normalized: float
+    finished: bool
+    attention: Any = field(default=None, repr=False)
+
+
+class Ops(Protocol):
+    """The array operations a search needs, on a backend's arrays (PyTorch tensors on a device, or numpy
+    arrays); "host" arrays hold the attention weights a hypothesis keeps (CPU tensors, numpy arrays)."""
+
+    def arange(self, n: int): ...                              # 0 .. n-1, int64
+    def zeros(self, shape: tuple, floats: bool): ...           # float32 or int64 zeros
+    def full(self, n: int, value: int): ...                    # (n,) int64
+    def index(self, values: list[int]): ...                    # int64 indices
+    def repeat(self, x, k: int): ...                           # each element k times, in place
+    def cat(self, arrays: list, axis: int): ...
+    def stack(self, arrays: list): ...
+    def topk(self, x, k: int) -> tuple: ...                    # each row's k largest, largest first: (values, indices)
+    def argsort(self, x): ...                                  # along axis 1 (distinct values)
+    def take(self, x, index): ...                              # along axis 1: x[i, index[i, j]]
+    def pick(self, x, index): ...                              # x[i, index[i]] (B,)
+    def argwhere(self, mask) -> list[list[int]]: ...
+    def log_softmax(self, x): ...                              # over the last axis, float32
+    def host(self, x): ...                                     # indices usable on host arrays
+    def host_floats(self, x): ...                              # float32 on the host
+    def host_zeros(self, shape: tuple): ...                    # float32 zeros on the host
+    def full_like(self, x, value: int): ...
+    def minimum(self, x, y): ...
+    def clamp_min(self, x, low: int): ...
+
+
+class ModelDecoder:
+    """A PyTorch model under the incremental-decoding contract (`seqlab.models.base.IncrementalDecoder`) as
+    the decoder a search drives; its step gives the attention weights when `need_weights`."""
+
+    def __init__(self, model, need_weights: bool = False):
+        self.model, self.need_weights = model, need_weights
+
+    def step(self, tokens, state):
+        return self.model.step(tokens, state, self.need_weights)
+
+    def reorder(self, state, index):
+        return self.model.reorder_state(state, index)
+
+
+# ------------------------------------------------------------------------------ rules
+
+
+def processor_plan(options=None, sample: bool = False) -> list[tuple[str, float]]:
+    """The processors a search applies after blocking the never-generated ids, in order, as (name, value):
+    none unless sampling; when sampling, the temperature, top-k and top-p of `options` (a
+    `seqlab.decoding.options.Sampling`), each only where it changes something."""
+    if not sample or options is None:
+        return []
+    plan: list[tuple[str, float]] = []
+    if options.temperature != 1.0:
+        plan.append(("temperature", options.temperature))
+    if options.top_k:
+        plan.append(("top_k", options.top_k))
+    if options.top_p < 1.0:
+        plan.append(("top_p", options.top_p))
+    return plan
+
+
+def normalized(score: float, length: int, alpha: float) -> float:
+    """The score a hypothesis is ranked by: log p / length^α."""
+    return score / max(length, 1) ** alpha
+
+
+def best_first(hypotheses: list[Hypothesis], nbest: int) -> list[Hypothesis]:
+    return sorted(hypotheses, key=lambda h: -h.normalized)[:nbest]
+
+
+def output_limits(ops: Ops, lengths, max_length: int, room=None):
+    """Each sentence's output limit (B,): `max_length`, or 2 x its source length + 10, within what the
+    decoder can hold (`room`, (B,) or None: a transformer's positions)."""
+    limit = ops.full_like(lengths, max_length) if max_length else 2 * lengths + 10
+    return limit if room is None else ops.minimum(limit, ops.clamp_min(room, 1))
+
+
+def check_beam_width(beam: int, vocabulary: int, blocked: int) -> None:
+    if beam > vocabulary - blocked:
+        raise SeqlabError(f"--beam {beam} is larger than the {vocabulary - blocked} tokens the model can "
+                          "produce; use a smaller beam")
+
+
+# ------------------------------------------------------------------------------ greedy decoding and sampling
+
+
+def greedy_steps(decoder, ops: Ops, state, tokens, block: Callable, choose: Callable,
+                 scores: bool = True) -> Iterator[tuple]:
+    """Greedy decoding or sampling, one step per `next()`, without end: feed tokens (B,), choose the next
+    ones (`choose(blocked logits)`: the argmax, or a draw after the sampling processors); yield them (B,),
+    their log probabilities under the model (B,) (None without `scores`: a caller that never reads them
+    spares a log-softmax over the vocabulary per token) and the attention weights (B, S) or None. The
+    never-generated tokens are blocked once per step (`block`), for the choice and the log probabilities
+    alike."""
+    while True:
+        logits, state, weights = decoder.step(tokens, state)                       # (B, V)
+        blocked = block(logits)                                                    # (B, V)
+        tokens = choose(blocked)                                                   # (B,)
+        yield tokens, ops.pick(ops.log_softmax(blocked), tokens) if scores else None, weights
+
+
+def greedy_outputs(ops: Ops, steps: Iterator, lengths, limit, length_penalty: float,
+                   need_weights: bool) -> list[Hypothesis]:
+    """The outputs of a greedy (or sampling) search `steps` over B sentences with source lengths (B,): each
+    ends at its first </s> or its limit (B,)."""
+    B = len(lengths)
+    outputs: list[list[int]] = [[] for _ in range(B)]
+    scores = [0.0] * B
+    finished = [False] * B
+    done = [False] * B
+    attention: list = []
+    for tokens, log_probs, weights in islice(steps, int(limit.max())):
+        if need_weights:
+            attention.append(ops.host_floats(weights))
+        chosen = log_probs.tolist()
+        for b, token in enumerate(tokens.tolist()):
+            if done[b]:
+                continue
+            scores[b] += chosen[b]
+            if token == EOS:
+                finished[b] = done[b] = True
+            else:
+                outputs[b].append(token)
+                done[b] = len(outputs[b]) >= int(limit[b])
+        if all(done):
+            break
+    results = []
+    for b in range(B):
+        n = len(outputs[b]) + finished[b]
+        weights = ops.stack([w[b, :int(lengths[b])] for w in attention[:n]]) if need_weights else None
+        results.append(Hypothesis(outputs[b], scores[b], normalized(scores[b], n, length_penalty), finished[b],
+                                  weights))
+    return results
+
+
+def continuation(steps: Iterator, max_tokens: int, stop_at_eos: bool) -> Iterator[int]:
+    """A language model's continuation from a greedy or sampling search of one row: up to `max_tokens` ids,
+    or up to and with its first </s> when `stop_at_eos`."""
+    for tokens, _, _ in islice(steps, max_tokens):
+        token = int(tokens[0])
+        yield token
+        if stop_at_eos and token == EOS:
+            return
+
+
+def best_continuation(best: Hypothesis) -> Iterator[int]:
+    """The ids of a beam search's best continuation, with the </s> that ended it."""
+    yield from best.tokens
+    if best.finished:
+        yield EOS
+
+
+# ------------------------------------------------------------------------------ beam search
+
+
+def beam_steps(decoder, ops: Ops, state, tokens, limit, beam: int, length_penalty: float, block: Callable,
+               ends_at_eos: bool = True, need_weights: bool = False, lengths=None) -> list[list[Hypothesis]]:
+    """Beam search of width K = `beam` from a started state of B sentences (B rows; `tokens` (B,) the first
+    fed) to each sentence's `limit` (B,): every finished hypothesis of each sentence, unsorted. `block` sets
+    the never-generated ids' logits to -inf (its `ids` are counted for the beam's width). With `ends_at_eos`
+    False, </s> is an ordinary token and every hypothesis runs to its limit (and a beam may be wider than
+    the tokens the model can produce: it fills as the prefixes grow). `lengths` (B,): the real source
+    positions the attention weights keep."""
+    B, K = len(tokens), beam
+    expand = ops.repeat(ops.arange(B), K)                                          # (B*K,)
+    state, tokens = decoder.reorder(state, expand), tokens[expand]
+    scores = ops.zeros((B, K), floats=True)
+    scores[:, 1:] = float("-inf")                 # at the start only one hypothesis per sentence is live
+    history = ops.zeros((B * K, 0), floats=False)
+    attention = None                              # (B*K, t, S), from the first step's weights
+    finished: list[list[Hypothesis]] = [[] for _ in range(B)]
+    alive = list(range(B))                        # the original sentence of each live batch row group
+
+    def finish(b: int, row: int, score: float, ended: bool, weights) -> None:
+        ids = history[row].tolist()
+        n = len(ids) + ended
+        attn = None
+        if need_weights:
+            rows = attention[row] if weights is None else ops.cat([attention[row], weights[row][None]], 0)
+            attn = rows[:n, :int(lengths[b])]
+        finished[b].append(Hypothesis(ids, score, normalized(score, n, length_penalty), ended, attn))
+
+    for t in range(int(limit.max())):
+        logits, state, weights = decoder.step(tokens, state)
+        V = logits.shape[-1]
+        if t == 0 and ends_at_eos:
+            check_beam_width(K, V, len(block.ids))
+        if need_weights:
+            weights = ops.host_floats(weights)
+            if attention is None:
+                attention = ops.host_zeros((weights.shape[0], 0, weights.shape[1]))
+        log_probs = ops.log_softmax(block(logits))                                 # (n*K, V)
+        n = len(alive)
+        candidates = (scores.reshape(n, K, 1) + log_probs.reshape(n, K, V)).reshape(n, K * V)
+        top_scores, top = ops.topk(candidates, 2 * K)                              # (n, 2K)
+        top_beams, top_tokens = top // V, top % V
+        is_eos = top_tokens == (EOS if ends_at_eos else -1)
+        # the next beam: the first K candidates that do not end the sentence
+        chosen = ops.argsort(ops.arange(2 * K)[None, :] + is_eos * (2 * K))[:, :K]    # (n, K)
+        next_scores = ops.take(top_scores, chosen)
+        next_beams = ops.take(top_beams, chosen)
+        next_tokens = ops.take(top_tokens, chosen)
+        for i, j in ops.argwhere(is_eos[:, :K] & (top_scores[:, :K] > float("-inf"))):
+            b = alive[i]                                        # ended hypotheses among the best K
+            if len(finished[b]) < K:
+                finish(b, i * K + int(top_beams[i, j]), float(top_scores[i, j]), True, weights)
+        rows = (ops.arange(n)[:, None] * K + next_beams).reshape(-1)              # parent rows (n*K,)
+        history = ops.cat([history[rows], next_tokens.reshape(-1, 1)], 1)
+        if need_weights:
+            attention = ops.cat([attention, weights[:, None]], 1)[ops.host(rows)]
+        scores, tokens = next_scores, next_tokens.reshape(-1)
+        keep = []
+        for i, b in enumerate(alive):
+            if len(finished[b]) < K and t + 1 >= int(limit[b]):   # out of room: the live ones finish as they are
+                for k in range(K):
+                    if scores[i, k] > float("-inf") and len(finished[b]) < K:
+                        finish(b, i * K + k, float(scores[i, k]), False, None)
+            if len(finished[b]) < K:
+                keep.append(i)
+        if not keep:
+            break
+        if len(keep) < n:                                        # finished sentences leave the batch
+            index = ops.index(keep)
+            row_index = (index[:, None] * K + ops.arange(K)).reshape(-1)
+            alive = [alive[i] for i in keep]
+            scores, tokens, history = scores[index], tokens[row_index], history[row_index]
+            if need_weights:
+                attention = attention[ops.host(row_index)]
+            rows = rows[row_index]
+        state = decoder.reorder(state, rows)                     # follow the surviving hypotheses
+    return finished
+
+
+def decode(decoder, ops: Ops, state, lengths, limit, start_token: int, options, block: Callable,
+           choose: Callable, need_weights: bool = False) -> list[list[Hypothesis]]:
+    """Decode a batch of B started sources with lengths (B,) to their limits (B,): `options.nbest` (a
+    `SearchOptions`) hypotheses per sentence, best first; greedy or sampled (`choose`) with beam 1. With
+    `need_weights`, each hypothesis carries its attention over the source."""
+    tokens = ops.full(len(lengths), start_token)
+    if options.beam > 1:
+        found = beam_steps(decoder, ops, state, tokens, limit, options.beam, options.length_penalty, block, True,
+                           need_weights, lengths)
+        return [best_first(hypotheses, options.nbest) for hypotheses in found]
+    steps = greedy_steps(decoder, ops, state, tokens, block, choose)
+    return [[h] for h in greedy_outputs(ops, steps, lengths, limit, options.length_penalty, need_weights)]
+
+
+def lm_beam(decoder, ops: Ops, state, last, options, block: Callable, nbest: int = 1) -> list[Hypothesis]:
+    """The `nbest` continuations of one prompt (`state` has read all its tokens but `last`, (1,)) of highest
+    length-normalised log probability found by a beam of `options.beam` (a `SamplingOptions`), best first.
+    Every hypothesis runs to `options.max_tokens`, unless `options.stop_at_eos`, where </s> ends one (its
+    tokens then exclude the </s>, finished is True)."""
+    if options.max_tokens == 0:
+        return [Hypothesis([], 0.0, 0.0, False)]
+    (found,) = beam_steps(decoder, ops, state, last, ops.index([options.max_tokens]), options.beam,
+                          options.length_penalty, block, ends_at_eos=options.stop_at_eos)
+    return best_first(found, nbest)
+
+
+# ------------------------------------------------------------------------------ text
 
 
 def text_pieces(ids: Iterable[int], body: list[int], detokenize: Callable[[list[int]], str], stop_at_eos: bool,

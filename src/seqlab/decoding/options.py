@@ -1,5 +1,5 @@
-"""The options of a search (`seqlab.decoding.search`) and of its numpy twin (`seqlab.decoding.numpy_search`): how a token is
-sampled, how a prompt is continued, how a source is decoded. Plain dataclasses, checked on creation, with
+"""The options of a search (`seqlab.decoding.search`) and of its numpy twin (`seqlab.decoding.numpy_search`): how a
+token is sampled, how a prompt is continued, how a source is decoded. Plain dataclasses, checked on creation, with
 no PyTorch, so that the ONNX runtime's searches take exactly these."""
 
 from __future__ import annotations

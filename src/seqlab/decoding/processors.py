@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from seqlab.data.vocab import NEVER_GENERATED
+from seqlab.decoding.core import processor_plan
 
 
 @dataclass(frozen=True)
@@ -112,19 +113,14 @@ def nucleus(logits: Tensor, p: float, steps: int = 12) -> Tensor:
     return surely_in.scatter(-1, ids, torch.where(in_band, before < p, surely_in.gather(-1, ids)))
 
 
+PROCESSORS = {"temperature": Temperature, "top_k": TopK, "top_p": TopP}
+
+
 def processors_for(options=None, sample: bool = False) -> list:
     """The processors a search applies: `BlockTokens` always; when sampling, then the temperature, top-k
-    and top-p of `options` (a `seqlab.decoding.search.Sampling`), each only where it changes something."""
-    processors: list = [BlockTokens()]
-    if not sample or options is None:
-        return processors
-    if options.temperature != 1.0:
-        processors.append(Temperature(options.temperature))
-    if options.top_k:
-        processors.append(TopK(options.top_k))
-    if options.top_p < 1.0:
-        processors.append(TopP(options.top_p))
-    return processors
+    and top-p of `options` (a `seqlab.decoding.options.Sampling`), each only where it changes something
+    (`seqlab.decoding.core.processor_plan`, the rule the numpy searches follow too)."""
+    return [BlockTokens(), *(PROCESSORS[name](value) for name, value in processor_plan(options, sample))]
 
 
 def process(logits: Tensor, processors: list) -> Tensor:

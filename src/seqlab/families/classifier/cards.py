@@ -9,6 +9,9 @@ from pathlib import Path
 import numpy as np
 
 from seqlab.cards.data import Split
+from seqlab.cards.data import no_own_sheet as training_data  # noqa: F401  (the cards contract)
+from seqlab.cards.data import one_file as evaluation_file  # noqa: F401
+from seqlab.cards.data import word_units as side_unit  # noqa: F401
 from seqlab.cards.intervals import Items, f1, ratio
 
 
@@ -32,22 +35,6 @@ def read_units(path: str | Path, fmt: str = "tsv", columns=None, **options) -> d
     documents = read_documents(path, fmt, columns)
     return {"unit": "documents", "units": len(documents), "texts": [d.text for d in documents],
             "labels": [d.label for d in documents if d.label is not None]}
-
-
-def side_unit(config, side: str) -> str:
-    """Its documents are compared by words (13-grams)."""
-    return "word"
-
-
-def training_data(config) -> None:
-    """Its files, read as every family's (`seqlab.cards.data.training_data`)."""
-    return None
-
-
-def evaluation_file(data, option: str) -> tuple[str, dict, list[str]] | None:
-    """The file of an evaluation split, the options its evaluation takes, and the files it reads."""
-    path = getattr(data, option, "")
-    return (path, {}, [path]) if path else None
 
 
 def interval_items(trained, path, progress, read_options: dict) -> tuple[Items, dict]:

@@ -25,7 +25,7 @@ import numpy as np
 from seqlab.data.grouping import length_batches
 from seqlab.data.parallel import Pair
 from seqlab.data.vocab import BOS, PAD, SEP
-from seqlab.decoding.numpy_search import Hypothesis, SearchOptions, decode
+from seqlab.decoding.numpy_search import Hypothesis, SearchOptions, decode, max_lengths
 from seqlab.errors import SeqlabError
 from seqlab.export.runtime import Exported, pad
 from seqlab.families.seq2seq.vocab import LengthReport, Output, read_pair_vocabulary
@@ -88,10 +88,9 @@ class ExportedSeq2Seq(Exported):
         """Each source's most output tokens, </s> included (B,), as `seqlab.decoding.search.max_lengths`: max_length
         or 2 x the source length + 10, within what the decoder can hold."""
         lengths = np.asarray(lengths, np.int64)
-        limit = np.full_like(lengths, max_length) if max_length else 2 * lengths + 10
         P = self.config["model"]["max_positions"]
         room = {"transformer": np.full_like(lengths, P), "lm": P - lengths}.get(self.arch)
-        return limit if room is None else np.minimum(limit, np.maximum(room, 1))
+        return max_lengths(lengths, max_length, room)
 
     # ------------------------------------------------------------------ the step interface
 
