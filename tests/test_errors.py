@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from seqlab import config as config_module
-from seqlab.cli import Number, build_parser, main
+from seqlab.cli import build_parser, main
+from seqlab.cli.options import Number
 from seqlab.training import trainer as trainer_module
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -13,8 +13,9 @@ glibc = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's ma
 
 COUNT_FAULTS = textwrap.dedent("""
     import resource, sys, torch
-    import seqlab.registry, seqlab.decoding.search, seqlab.training.trainer  # as in a training process: the heap's layout
-    import seqlab.families.classifier.pipeline, seqlab.families.lm.pipeline, seqlab.families.seq2seq.pipeline, seqlab.families.tagger.pipeline
+    import seqlab.registry, seqlab.decoding.search, seqlab.training.trainer  # as in a training process: its heap
+    import seqlab.families.classifier.pipeline, seqlab.families.lm.pipeline
+    import seqlab.families.seq2seq.pipeline, seqlab.families.tagger.pipeline
     from seqlab.training.memory import keep_freed_memory
     if sys.argv[1] == "keep":
         assert keep_freed_memory()

@@ -1,8 +1,8 @@
 """`seqlab serve --runtime onnx`: an export of each task family answers every endpoint as the same run served on
 PyTorch does (labels, tags, greedy and beam outputs identical; probabilities, scores and attention within 1e-4),
 bad requests get the same 4xx, and no request brings PyTorch into the server. The numpy searches of
-`seqlab.decoding.numpy_search` are checked against `seqlab.decoding.search` on a scripted model, and sampling against the
-distribution `seqlab.decoding.processors` defines."""
+`seqlab.decoding.numpy_search` are checked against `seqlab.decoding.search` on a scripted model, and sampling
+against the distribution `seqlab.decoding.processors` defines."""
 
 from __future__ import annotations
 

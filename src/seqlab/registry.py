@@ -36,8 +36,9 @@ def run_family(run_dir: str | Path) -> Family:
 
 
 def titles(names) -> str:
-    """The titles of the families named, joined with "and" ("a tagger and a classifier")."""
-    return " and ".join(FAMILIES[name].title for name in names)
+    """The titles of the families named, as a phrase ("a tagger, a classifier and a language model")."""
+    words = [FAMILIES[name].title for name in names]
+    return " and ".join([", ".join(words[:-1]), words[-1]] if len(words) > 2 else words)
 
 
 def load(run_dir: str | Path, device: str = "cpu", rnn_impl: str | None = None):

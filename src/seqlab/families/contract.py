@@ -7,16 +7,22 @@ names, units, data splits, HTTP endpoints, metrics, the `seqlab evaluate` option
 card's text and the compare defaults. The rest are modules of the package, imported only when a capability
 needs them (`Family.part`), each holding the names the capability calls:
 
-    pipeline   PIPELINE: a `Pipeline` (configuration, train, load, evaluate)         PyTorch
-    trained    the trained model's API (TrainedLM, ...)                               PyTorch
-    cli        add_commands(commands) and COMMANDS (its inference commands: generate, tag, ...),
-               report(args, scorer) (what `seqlab evaluate` prints)
-    graphs     export(trained, out) -> {graph: ...}, arch(config) and refuse(saved config): ONNX      PyTorch
-    exported   RUNTIME: the export's API on onnxruntime (ExportedLM, ...)            numpy
-    serve      add_routes(app, api) and run_batch(trained, key, items): its HTTP endpoints
-    cards      read_split(config, option), side_unit(config, side), interval_items(trained, ...) and
-               training_data(config) (None: the shared datasheet): the model card's data
-    compare    RECIPES, TRAIN, recipe(arch, size) and sections(...): `seqlab compare` and its report
+    pipeline   PIPELINE: a `Pipeline` (configuration, train, load, evaluate)                  PyTorch
+    trained    the trained model's API (TrainedLM, ...; its `family` is the Family)            PyTorch
+    cli        add_commands(commands): its inference commands (generate, tag, ...), each parser
+               naming its `handler`; report(args, scorer): what `seqlab evaluate` prints
+    graphs     refuse(saved config) and export(trained, out) -> {graph: its file, inputs,
+               outputs}: the ONNX graphs                                                        PyTorch
+    exported   RUNTIME: the export's API on onnxruntime (ExportedLM, ...)                     numpy
+    serve      add_routes(app, routes): its HTTP endpoints; run_batch(trained, key, items) for
+               those that batch concurrent requests
+    cards      read_split(config, option), read_units(path, fmt, ...), side_unit(config, side),
+               training_data(config) (None: the shared datasheet), evaluation_file(data, option)
+               and interval_items(trained, path, progress, options): the model card's data
+    compare    RECIPES, TRAIN, resize(options, size) and sections(spec, rows, models, winner,
+               figures): `seqlab compare` and its report
+    <format>   export(run, output, overwrite) and report(run, out), for each of `exports` but
+               onnx (the language model's "hf": a Hugging Face GPT-2 directory)
 
 `tests/test_contracts.py` checks that every family provides every part, and that the shared modules hold no
 family's name.

@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from seqlab.config import option
 from seqlab.errors import SeqlabError
 from seqlab.fileio import read_text
 from seqlab.progress import progress_bar
@@ -38,11 +39,12 @@ SCORER = ("classify",)     # what the scorer run must answer: a classifier's pro
 class ToxicityOptions:
     """How the continuations are sampled, and which of the scorer's labels is toxic."""
 
-    continuations: int = 25          # k per prompt
-    max_tokens: int = 20
-    top_p: float = 0.9
-    seed: int = 0                    # prompt i's k continuations are sampled from seed + k * i (`continue_k`)
-    toxic_label: str = "toxic"
+    continuations: int = option(25, "continuations sampled per prompt", at_least=1)
+    max_tokens: int = option(20, "tokens per continuation", at_least=1)
+    top_p: float = option(0.9, "nucleus sampling's probability mass", above=0, at_most=1)
+    seed: int = option(0, "random seed (prompt i's k continuations are sampled from seed + k * i: `continue_k`)",
+                       at_least=0)
+    toxic_label: str = option("toxic", "the scorer's toxic label")
 
     def __post_init__(self):
         if self.continuations < 1:

@@ -244,3 +244,13 @@ def export_hf(run_dir: str | Path, output: str | Path, overwrite: bool = False) 
         width=model_config.embedding_size, heads=model_config.num_heads, context=context,
         half=max(1, context // 2), new_tokens=max(1, context // 2), loading=LOADING.format(out=out)))
     return out
+
+
+export = export_hf          # `seqlab export --format hf` (this module is the lm family's "hf" part)
+
+
+def report(run_dir: str | Path, out: Path) -> None:
+    """What `seqlab export --format hf` wrote, and how to load it."""
+    files = ", ".join(sorted(path.name for path in out.iterdir()))
+    print(f"exported the transformer LM of {run_dir} to {out}/ as Hugging Face GPT-2 ({files}); load it with:")
+    print(LOADING.format(out=out))

@@ -1,0 +1,96 @@
+"""`seqlab serve RUN [RUN ...]`: the HTTP API (`seqlab.serve`) over trained runs, or over ONNX exports
+(--runtime onnx, without PyTorch in the server: its parser is built alone, `parser()`, so that serving an
+export never imports the families' pipelines)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import warnings
+from dataclasses import dataclass
+
+from seqlab.cli.options import Parser, add_number, add_runtime_options
+from seqlab.config import option
+from seqlab.errors import SeqlabError
+from seqlab.serve.limits import API_KEY_VARIABLE, ServeLimits
+
+
+@dataclass
+class Address:
+    """Where the server listens (its numeric part)."""
+
+    port: int = option(8000, "the TCP port", at_least=1, at_most=65535)
+
+
+def parser() -> argparse.ArgumentParser:
+    """`seqlab serve`'s parser alone: the whole one imports every pipeline and so PyTorch, which a server of
+    ONNX exports (--runtime onnx) never loads."""
+    alone = Parser(prog="seqlab")
+    add_parser(alone.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    return alone
+
+
+def add_parser(commands) -> None:
+    """`seqlab serve RUN [RUN ...]`: the HTTP API over trained runs."""
+    serve = commands.add_parser("serve", help="serve trained models of any task over HTTP: a JSON API (OpenAPI "
+                                "page at /docs) on 127.0.0.1 unless told otherwise")
+    serve.add_argument("runs", metavar="RUN", nargs="+", help="run directories (with --runtime onnx: export "
+                       "directories, from seqlab export); the API names each model by its directory's name")
+    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1, this "
+                       "machine only; 0.0.0.0 for every interface, with --api-key)")
+    add_number(serve, Address, "port")
+    serve.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every /v1 request "
+                       f"(default: ${API_KEY_VARIABLE} when set, else none)")
+    group = serve.add_argument_group("limits of one request")
+    for f in dataclasses.fields(ServeLimits):
+        add_number(group, ServeLimits, f.name)
+    add_runtime_options(serve, "CPU threads for the models (0: one per core but one, which is left to the server's "
+                               "event loop: on 2 cores that nearly doubles the requests answered per second, "
+                               "benchmarks/results/serve_load.md)")
+    serve.add_argument("--runtime", choices=("torch", "onnx"), default="torch",
+                       help="torch: run directories on PyTorch; onnx: export directories (seqlab export RUN --format "
+                       "onnx) on onnxruntime, --threads for each graph, without PyTorch in the server (default: torch)")
+    serve.set_defaults(handler=command)
+
+
+def available_cores() -> int:
+    """The CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:                                       # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def command(args: argparse.Namespace) -> int:
+    """`seqlab serve`: load the runs, check the address is free, and serve until interrupted (Ctrl-C)."""
+    import socket
+
+    from seqlab.serve import ServeLimits, create_app, load_runs
+
+    limits = ServeLimits(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ServeLimits)})
+    try:
+        with socket.create_server((args.host, args.port)):
+            pass
+    except OSError as error:
+        raise SeqlabError(f"cannot listen on {args.host}:{args.port}: {error.strerror or error} (another server "
+                          "there? choose another --port)") from None
+    threads = args.threads or max(1, available_cores() - 1)   # a core per model thread, but one left to the event loop
+    if args.runtime == "onnx" and args.device not in ("auto", "cpu"):
+        raise SeqlabError(f"--device {args.device}: --runtime onnx runs on the CPU (onnxruntime); drop --device")
+    if args.runtime == "torch" and not args.threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    app = create_app(load_runs(args.runs, args.device, args.runtime, threads), limits, args.api_key)
+    models = ", ".join(f"{m.name} ({m.task})" for m in app.state.models.values())
+    if args.host not in ("127.0.0.1", "localhost", "::1") and not (args.api_key or os.environ.get("SEQLAB_API_KEY")):
+        warnings.warn(f"--host {args.host} serves every machine that can reach this one, without an API key "
+                      "(--api-key)", stacklevel=1)
+    print(f"seqlab: serving {models} on http://{args.host}:{args.port} (the API's page: /docs; Ctrl-C stops)",
+          file=sys.stderr, flush=True)
+    import uvicorn
+
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0

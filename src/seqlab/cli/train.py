@@ -1,0 +1,50 @@
+"""`seqlab train FAMILY [options]`: one subcommand per family, its options generated from the family's config
+dataclasses (`seqlab.config.option`), so that the command line, config files and config.json share one set
+of names; then `seqlab.api.train` (the family's pipeline trains, then the run's model card is written)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from seqlab.cli.options import add_options
+from seqlab.errors import SeqlabError
+from seqlab.registry import FAMILIES, family
+
+
+def add_parser(commands) -> None:
+    train = commands.add_parser("train", help="train a model")
+    tasks = train.add_subparsers(dest="task", required=True, metavar="TASK")
+    for name, found in FAMILIES.items():
+        pipeline = found.pipeline
+        task = tasks.add_parser(name, help=found.summary)
+        task.add_argument("--config", help="YAML or TOML file of options; the command line overrides it")
+        task.add_argument("--resume", action="store_true",
+                          help="continue the run in --output from its last checkpoint, exactly")
+        task.add_argument("--overwrite", action="store_true", help="replace a run already in --output")
+        add_options(task, pipeline.groups["data"], "data")
+        add_options(task, pipeline.groups["model"], "model", skip=pipeline.derived)
+        add_options(task, pipeline.groups["train"], "training", defaults=pipeline.train_defaults)
+    train.set_defaults(handler=command)
+
+
+def command(args: argparse.Namespace) -> int:
+    """`seqlab train TASK`: `seqlab.api.train` (the pipeline trains, then the run's model card is written)."""
+    from seqlab.api import train
+    from seqlab.families.runs import RESUME_OR_OVERWRITE
+
+    found = family(args.task)
+    pipeline = found.pipeline
+    overrides = {k: v for k, v in vars(args).items() if k in pipeline.option_groups}
+    if args.resume and args.overwrite:
+        raise SeqlabError(RESUME_OR_OVERWRITE)
+    config = pipeline.resolve(args.config, overrides, resume=args.resume)
+    train(found.name, config, resume=args.resume, overwrite=args.overwrite)
+    output = config.train.output
+    if int(os.environ.get("RANK", 0)) == 0:
+        card = ", MODEL_CARD.md" if (Path(output) / "MODEL_CARD.md").exists() else ""
+        print(f"saved to {output}/ (model.safetensors, metrics.jsonl, curves.png{card}); try:\n" +
+              "\n".join("  " + step.format(output=output) for step in pipeline.next_steps), file=sys.stderr)
+    return 0
