@@ -183,3 +183,34 @@ def read_record(path: str | Path) -> dict:
     if not isinstance(record, dict) or not isinstance(record.get("secrets"), list) or "template" not in record:
         raise SeqlabError(f"{path} is damaged: expected the template and the secrets of a run's canaries")
     return record
+
+
+class Canaries:
+    """The canaries as a training-text hook (`seqlab.data.hooks`): `lines` plants the secrets into the training
+    lines before they are tokenised (drawn on a fresh run, read back on --resume), `vocabulary` adds their
+    alphabet to the vocabulary after."""
+
+    files = (FILE,)                 # what it keeps in the run directory
+
+    def __init__(self, template: str, repeats: list[int], seed: int, tokenizer: str):
+        self.template, self.repeats, self.seed, self.tokenizer = template, repeats, seed, tokenizer
+        self.record: dict | None = None
+
+    @classmethod
+    def of(cls, data, seed: int) -> Canaries | None:
+        """The hook a data config asks for (--canary), or None."""
+        return cls(data.canary, data.canary_repeats, seed, data.tokenizer) if getattr(data, "canary", "") else None
+
+    def lines(self, run_dir: Path, lines: list[str], resume: bool, write: bool) -> list[str]:
+        lines, self.record = plant(run_dir, lines, self.template, self.repeats, self.seed, self.tokenizer, resume,
+                                   write)
+        return lines
+
+    def vocabulary(self, vocab):
+        return with_alphabet(vocab, self.record, self.tokenizer)
+
+    def describe(self, run_dir: Path, resume: bool) -> str:
+        """One line for the training log: what was planted, and where it is recorded."""
+        return (f"canaries: {len(self.record['secrets'])} secrets of {self.template!r} inserted "
+                f"{'/'.join(str(s['repeats']) for s in self.record['secrets'])} times into the training lines "
+                f"({'read from' if resume else 'written to'} {Path(run_dir) / FILE})")

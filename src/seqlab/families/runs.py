@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from seqlab.config import coerce, file_fields, from_dict, inapplicable, read_config_file, to_dict
+from seqlab.data.hooks import hook_files
 from seqlab.errors import DAMAGED, SeqlabError, SeqlabWarning, os_error_reason
 from seqlab.families.contract import Family
 from seqlab.families.run_files import read_run_json
@@ -27,7 +28,7 @@ from seqlab.version import __version__
 RESUME_OR_OVERWRITE = "--resume continues the run in --output and --overwrite replaces it: choose one"
 LM_ONLY_TRAIN_OPTIONS = ("seq_len", "eval_stride")
 RUN_OUTPUTS = ("metrics.jsonl", "train_log.jsonl", "model.safetensors", "checkpoint.safetensors", "curves.png",
-               "MODEL_CARD.md", "model_card.json", "card_notes.md", "environment.json", "canaries.json")
+               "MODEL_CARD.md", "model_card.json", "card_notes.md", "environment.json", *hook_files())
 
 
 def refuse_fused_output(train, what: str) -> None:

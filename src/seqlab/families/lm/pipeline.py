@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from seqlab.data.hooks import hook_files, text_hooks
 from seqlab.data.readers import default_corpus, encode_lines, read_lines, read_stream
 from seqlab.data.tokenizers import Tokenizer, make_tokenizer
 from seqlab.data.vocab import Vocab
@@ -56,16 +57,13 @@ def _train_lm(config, run_dir, device, resume, overwrite, callback) -> dict:
         train_lines, valid_lines = reverse_lines(train_lines), reverse_lines(valid_lines)
         log("--reverse: the model reads the text right to left (each line backwards, the last line first)")
     if not resume and distributed.world()[0] == 0:
-        (run_dir / "canaries.json").unlink(missing_ok=True)      # an overwritten run's secrets are not this one's
-    if data.canary:
-        from seqlab.data.canaries import plant
-
+        for name in hook_files():                    # an overwritten run's secrets are not this one's
+            (run_dir / name).unlink(missing_ok=True)
+    hooks = text_hooks(data, config.train.seed)      # --canary: secrets planted in the training text
+    for hook in hooks:
         distributed.barrier()
-        train_lines, planted = plant(run_dir, train_lines, data.canary, data.canary_repeats, config.train.seed,
-                                     data.tokenizer, resume, write=distributed.world()[0] == 0)
-        log(f"canaries: {len(planted['secrets'])} secrets of {data.canary!r} inserted "
-            f"{'/'.join(str(s['repeats']) for s in planted['secrets'])} times into the training lines "
-            f"({'read from' if resume else 'written to'} {run_dir / 'canaries.json'})")
+        train_lines = hook.lines(run_dir, train_lines, resume, write=distributed.world()[0] == 0)
+        log(hook.describe(run_dir, resume))
     if resume:
         tokenizer, vocab = read_tokenizer_and_vocab(run_dir)
         train_tokens = tokenizer.tokenize_lines(train_lines)
@@ -77,10 +75,8 @@ def _train_lm(config, run_dir, device, resume, overwrite, callback) -> dict:
         tokenizer.fit(train_lines)
         train_tokens = tokenizer.tokenize_lines(train_lines)
         vocab = tokenizer.vocabulary(train_tokens, data.min_freq, data.max_vocab or None)
-        if data.canary:
-            from seqlab.data.canaries import with_alphabet
-
-            vocab = with_alphabet(vocab, planted, data.tokenizer)
+        for hook in hooks:
+            vocab = hook.vocabulary(vocab)
     train_ids = encode_lines(train_tokens, vocab)
     valid_ids, valid_characters = read_stream(valid_lines if data.reverse else data.valid or valid_lines,
                                               tokenizer, vocab, "validation file")
