@@ -46,7 +46,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import RESULTS, device_name, record, write_records  # noqa: E402
-from seqlab.cards.datasheet import TrainIndex, duplicate_lines, normalise, read_units  # noqa: E402
+from seqlab.cards.data import read_units
+from seqlab.cards.datasheet import TrainIndex, duplicate_lines, normalise  # noqa: E402
 from seqlab.data.documents import Columns, read_documents  # noqa: E402
 
 TITLE = "Contamination of evaluation splits by their training split (Brown et al. 2020, app. C)"

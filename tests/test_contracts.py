@@ -73,14 +73,38 @@ def imports(path: Path) -> set[str]:
     return {name for name in found if name.startswith("seqlab")}
 
 
+def lazy_parts(path: Path, modules: dict[str, Path]) -> set[str]:
+    """The families' parts a module reaches through the registry (`family.part("cli")`, `family.pipeline`):
+    imports too, made at run time, so edges of the design; a part named at run time (`part(args.format)`)
+    stands for every part of that kind (the export formats)."""
+    from seqlab.registry import FAMILIES
+
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "part":
+            argument = node.args[0] if node.args else None
+            if isinstance(argument, ast.Constant):
+                names.add(argument.value)
+            else:
+                names.update(fmt for family in FAMILIES.values() for fmt in family.exports if fmt != "onnx")
+        elif isinstance(node, ast.Attribute) and node.attr == "pipeline" and isinstance(node.ctx, ast.Load):
+            names.add("pipeline")
+    return {f"{family.package}.{name}" for family in FAMILIES.values() for name in names} & set(modules)
+
+
 def test_the_import_graph_has_no_cycle():
     """Every import of every module counts, those inside functions too (a lazy import is still a cycle in
-    the design): the graph of seqlab's modules is acyclic. (A package's __init__ importing its own
-    modules is not an edge back: importing seqlab.x.y runs seqlab/__init__ first by Python's rules.)"""
+    the design), and so do the families' parts a module reaches through the registry (`lazy_parts`): the
+    graph of seqlab's modules is acyclic. (A package's __init__ importing its own modules is not an edge back:
+    importing seqlab.x.y runs seqlab/__init__ first by Python's rules; nor is `Family.part` itself, the one
+    place that imports a part by its name.)"""
     modules = {module_name(path): path for path in SOURCE.rglob("*.py")}
-    graph = {name: {target for target in imports(path) if target in modules and target != name}
+    graph = {name: {target for target in imports(path) | (lazy_parts(path, modules) if not name.startswith(
+                 "seqlab.families") else set()) if target in modules and target != name}
              for name, path in modules.items()}
     assert graph["seqlab.registry"] >= {"seqlab.families.lm", "seqlab.families.seq2seq"}   # the walk sees them
+    assert graph["seqlab.serve.app"] >= {"seqlab.families.lm.serve", "seqlab.families.tagger.serve"}
+    assert graph["seqlab.cli.export"] >= {"seqlab.families.lm.hf"}
     state: dict[str, int] = {}
     stack: list[str] = []
 
@@ -220,3 +244,72 @@ def test_every_decodable_model_follows_the_one_decoding_contract(arch):
         assert logits.shape == (2, 12)
         state = model.reorder_state(state, torch.tensor([1, 1, 0]))
         assert model.step(torch.tensor([5, 5, 6]), state)[0].shape == (3, 12)
+
+
+# ---------------------------------------------------------------------------- the family as the unit
+
+SHARED = ("cli", "serve", "export", "harms", "compare", "training", "cards", "api", "decoding", "info")
+
+
+def test_the_shared_modules_name_no_family():
+    """The shared capabilities iterate over the registry: no string in them is a family's name (a fifth
+    family is one package under families/ and one line in the registry, and none of these changes)."""
+    from seqlab.registry import FAMILIES
+
+    named = []
+    for path in sorted(SOURCE.rglob("*.py")):
+        if path.relative_to(SOURCE).parts[0].removesuffix(".py") not in SHARED:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and node.value in FAMILIES:
+                named.append(f"{path.relative_to(SOURCE)}:{node.lineno} {node.value!r}")
+    assert len(SHARED) == 10 and not named, named
+
+
+def test_every_family_provides_every_part_of_the_contract():
+    """Each family's package holds the parts the shared capabilities call (`seqlab.families.contract`), each
+    with the names they call it by, and its torch-free part names what its parts do."""
+    from fastapi import FastAPI
+
+    from seqlab.cli import build_parser
+    from seqlab.cli.options import Parser
+    from seqlab.export.session import Exported
+    from seqlab.families.contract import Pipeline
+    from seqlab.registry import FAMILIES
+    from seqlab.serve.routes import Routes
+
+    for name, family in FAMILIES.items():
+        assert family.name == name and family.package == f"seqlab.families.{name}"
+        assert isinstance(family.pipeline, Pipeline)
+        trained = family.part("trained")
+        assert any(getattr(value, "family", None) is family for value in vars(trained).values()
+                   if isinstance(value, type)), name
+        commands = Parser(prog="seqlab").add_subparsers(dest="command")
+        family.part("cli").add_commands(commands)
+        assert tuple(commands.choices) == family.commands
+        assert all(callable(parser.get_default("handler")) for parser in commands.choices.values())
+        assert callable(family.part("cli").report)
+        assert callable(family.part("graphs").export) and callable(family.part("graphs").refuse)
+        assert issubclass(family.part("exported").RUNTIME, Exported)
+        app = FastAPI()
+        family.part("serve").add_routes(app, Routes({}, None, [], None, None))
+        assert {route.path for route in app.routes if route.path.startswith("/v1/")} == {
+            f"/v1/{endpoint}" for endpoint in family.endpoints}
+        cards = family.part("cards")
+        for function in ("read_split", "read_units", "side_unit", "training_data", "evaluation_file",
+                         "interval_items"):
+            assert callable(getattr(cards, function)), (name, function)
+        comparing = family.part("compare")
+        assert comparing.RECIPES and isinstance(comparing.TRAIN, dict)
+        assert callable(comparing.resize) and callable(comparing.sections)
+        for fmt in family.exports:
+            if fmt != "onnx":
+                assert callable(family.part(fmt).export) and callable(family.part(fmt).report)
+        options = {f.name for f in dataclasses.fields(family.pipeline.groups["model"])}
+        assert family.arch_option in options and family.unit and family.splits[0] == ("train", "train")
+        assert family.metric and isinstance(family.lower_is_better, bool)
+        assert family.card.intended and family.card.out_of_scope and family.card.risks
+    evaluate = build_parser()._subparsers._group_actions[0].choices["evaluate"]
+    declared = {flag for action in evaluate._actions for flag in action.option_strings}
+    for family in FAMILIES.values():
+        assert set(family.evaluate_options) <= declared, family.name

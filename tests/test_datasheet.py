@@ -3,6 +3,7 @@ import hashlib
 
 import pytest
 
+from seqlab.cards.data import read_units
 from seqlab.cards.datasheet import (
     character_classes,
     contamination,
@@ -10,7 +11,6 @@ from seqlab.cards.datasheet import (
     file_sheet,
     label_distribution,
     normalise,
-    read_units,
     to_markdown,
 )
 

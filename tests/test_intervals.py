@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import seqlab
-from seqlab.cards.intervals import evaluation_intervals, percentile_interval, resample_sums, split_intervals
+from seqlab.cards.bootstrap import percentile_interval, resample_sums
+from seqlab.cards.intervals import evaluation_intervals, split_intervals
 from seqlab.cli import main
 from seqlab.errors import SeqlabError
 from seqlab.families.classifier.cards import classifier_items

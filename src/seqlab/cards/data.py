@@ -6,21 +6,11 @@ with its own readers (its `cards` part: `read_split`, `side_unit`, `training_dat
 
 from __future__ import annotations
 
-import dataclasses
+from pathlib import Path
 
 from seqlab.cards import datasheet as sheets
+from seqlab.cards.splits import nonblank, oov_rate, tokens_of
 from seqlab.families.contract import Family
-
-
-@dataclasses.dataclass
-class Split:
-    """One split as the task reads it: its files, units, the texts compared for contamination (per side
-    for pairs), and labels."""
-    name: str
-    files: dict[str, str]                 # {option: path}
-    units: int
-    texts: dict[str, list[str]]           # {"text"} or {"source", "target"}
-    labels: list[str]
 
 
 def training_data(family: Family, config) -> dict:
@@ -43,7 +33,7 @@ def training_data(family: Family, config) -> dict:
     for name, split in splits.items():
         out["splits"][name] = {"units": split.units,
                                **({"labels": sheets.label_distribution(split.labels)} if split.labels else {}),
-                               "duplicates": {side: sheets.duplicate_lines(_nonblank(texts))
+                               "duplicates": {side: sheets.duplicate_lines(nonblank(texts))
                                               for side, texts in split.texts.items()}}
     if train is not None:
         for side, texts in train.texts.items():
@@ -59,40 +49,16 @@ def training_data(family: Family, config) -> dict:
     return out
 
 
-def _nonblank(texts: list[str]) -> list[str]:
-    return [text for text in map(sheets.normalise, texts) if text]
+def read_units(path: str | Path, task: str, fmt: str = "text", columns=None,
+               fields: tuple[str, str] = ("source", "target")) -> dict:
+    """A family's units of a file, their texts (for contamination) and labels, read by seqlab's own readers
+    (the family's `cards` part: `read_units`): a language model's lines; a tagger's sentences of a `conll` /
+    `conllu` file (labels: its tags); a classifier's documents of `fmt` (labels: its classes); a
+    sequence-to-sequence model's source-target pairs of `fmt` (texts: the sources). `columns` (a
+    `seqlab.data.documents.Columns`) and `fields` (source and target field names) are passed to the
+    readers that take them. Returns {"unit", "units", "texts", "labels"}."""
+    from seqlab.registry import FAMILIES
 
-
-def tokens_of(texts: list[str], unit: str) -> list[str]:
-    """The units a model of `unit` reads: whitespace tokens, or characters (spaces left out)."""
-    if unit == "char":
-        return [char for text in texts for char in text if not char.isspace()]
-    return [token for text in texts for token in text.split()]
-
-
-def oov_rate(texts: list[str], known: set[str], unit: str = "word") -> dict:
-    """Tokens (characters, for character models) of `texts` never seen in the training split's texts: as a
-    share of the tokens, and the number of such types."""
-    tokens = tokens_of(texts, unit)
-    unseen = [token for token in tokens if token not in known]
-    return {"unit": unit, "tokens": len(tokens), "unseen_tokens": len(unseen),
-            "token_rate": len(unseen) / len(tokens) if tokens else 0.0,
-            "types": len(set(tokens)), "unseen_types": len(set(unseen))}
-
-
-# What most families' `cards` parts say (they import these under the contract's names):
-
-def word_units(config, side: str) -> str:
-    """`side_unit`: every side is compared by words (13-grams)."""
-    return "word"
-
-
-def no_own_sheet(config) -> None:
-    """`training_data`: the family's files, read as every family's (`training_data` above)."""
-    return None
-
-
-def one_file(data, option: str) -> tuple[str, dict, list[str]] | None:
-    """`evaluation_file`: the split's one file (its data option's value), no options for its evaluation."""
-    path = getattr(data, option, "")
-    return (path, {}, [path]) if path else None
+    if task not in FAMILIES:
+        raise ValueError(f"task must be one of {', '.join(FAMILIES)}, not {task!r}")
+    return FAMILIES[task].part("cards").read_units(path, fmt, columns=columns, fields=fields)

@@ -258,18 +258,3 @@ def to_markdown(sheet: dict) -> str:
                 for name, check in sheet["contamination"].items()]
         out.append("")
     return "\n".join(out)
-
-
-def read_units(path: str | Path, task: str, fmt: str = "text", columns=None,
-               fields: tuple[str, str] = ("source", "target")) -> dict:
-    """A family's units of a file, their texts (for contamination) and labels, read by seqlab's own readers
-    (the family's `cards` part: `read_units`): a language model's lines; a tagger's sentences of a `conll` /
-    `conllu` file (labels: its tags); a classifier's documents of `fmt` (labels: its classes); a
-    sequence-to-sequence model's source-target pairs of `fmt` (texts: the sources). `columns` (a
-    `seqlab.data.documents.Columns`) and `fields` (source and target field names) are passed to the
-    readers that take them. Returns {"unit", "units", "texts", "labels"}."""
-    from seqlab.registry import FAMILIES
-
-    if task not in FAMILIES:
-        raise ValueError(f"task must be one of {', '.join(FAMILIES)}, not {task!r}")
-    return FAMILIES[task].part("cards").read_units(path, fmt, columns=columns, fields=fields)

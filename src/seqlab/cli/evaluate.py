@@ -79,12 +79,6 @@ def refuse_inapplicable(given: set[str], name: str) -> None:
                               f"{titles(families)} only); leave it out")
 
 
-def require_file(args: argparse.Namespace) -> None:
-    """The file to score, for a family that reads no --src."""
-    if args.file is None:
-        raise SeqlabError("seqlab evaluate DIR FILE: the file to score is missing")
-
-
 def command(args: argparse.Namespace) -> int:
     """`seqlab evaluate`: the run's family scores the file (`report(args, scorer)`, where `scorer()` loads the
     model and gives its pipeline's evaluate)."""

@@ -14,6 +14,7 @@ from seqlab.config import element_type, field_default, field_type, option, range
 from seqlab.data.limits import CHARS_PER_TOKEN, DEFAULT_MAX_TOKENS, LONG_INPUT, MIN_LINE_CHARS
 from seqlab.data.stream import CHUNK_CHARS, CHUNK_SIZE
 from seqlab.decoding.options import SearchOptions
+from seqlab.errors import SeqlabError
 
 
 class Parser(argparse.ArgumentParser):
@@ -162,6 +163,12 @@ def add_search_options(parser: argparse.ArgumentParser, title: str = "decoding")
 def search_options(args: argparse.Namespace) -> SearchOptions:
     return SearchOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(SearchOptions)
                             if hasattr(args, f.name)})
+
+
+def require_file(args: argparse.Namespace) -> None:
+    """The file to score, for a family that reads no --src."""
+    if args.file is None:
+        raise SeqlabError("seqlab evaluate DIR FILE: the file to score is missing")
 
 
 def run_dir_argument(parser: argparse.ArgumentParser) -> None:

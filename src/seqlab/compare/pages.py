@@ -2,7 +2,8 @@
 (self-contained: inline CSS, every image a base64 `data:image/png` URI, no script, no link, nothing
 fetched from anywhere; every text escaped), from the table's rows and the report's sections
 (`seqlab.compare.report` makes both). The winner is highlighted and the figures come right after the
-table: a page to look at rather than read."""
+table: a page to look at rather than read. Also what the families' report sections share (`one_line`,
+`safe_name`, `DAMAGED_RUN`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from seqlab.errors import DAMAGED, SeqlabError
 from seqlab.info import duration, number
+
+# what a run that cannot be read raises, and a model that cannot be loaded or run
+DAMAGED_RUN = (SeqlabError, OSError, RuntimeError, *DAMAGED)
 
 NOTE_CHARS = 160              # a row's note in the table: at most this long (the result's row keeps it whole)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -195,3 +200,12 @@ def inline_figure(fig: Figure) -> str:
 
 def is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def safe_name(arch: str) -> str:
+    """An architecture's name as a file name."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", arch) or "_"
+
+
+def one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__

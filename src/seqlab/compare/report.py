@@ -24,11 +24,10 @@ or years later. Every text from the user (file names, architectures, samples, ta
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
-from seqlab.compare.pages import Figure, Section, is_number, render_html, render_markdown
-from seqlab.errors import DAMAGED, SeqlabError
+from seqlab.compare.pages import DAMAGED_RUN, Figure, Section, is_number, one_line, render_html, render_markdown
+from seqlab.errors import SeqlabError
 from seqlab.fileio import atomic_write_text, check_writable, read_json, safetensors_metadata
 from seqlab.info import count_parameters, number, read_records, run_info
 from seqlab.progress import progress_bar
@@ -36,8 +35,6 @@ from seqlab.registry import FAMILIES
 from seqlab.training.plots import save_png
 
 LOWER_IS_BETTER = ("perplexity", "loss", "bits_per_char", "bits_per_token")
-# what a run that cannot be read raises, and a model that cannot be loaded or run
-DAMAGED_RUN = (SeqlabError, OSError, RuntimeError, *DAMAGED)
 
 
 def build_report(directory: str | Path, progress: bool | None = None) -> dict:
@@ -284,26 +281,3 @@ def plot_speed(rows: list[dict], metric: str, path: Path) -> Figure | None:
 
 
 # ---------------------------------------------------------------------------------------------- tasks
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-def safe_name(arch: str) -> str:
-    """An architecture's name as a file name."""
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", arch) or "_"
-
-
-def one_line(error: BaseException) -> str:
-    return " ".join(str(error).split()) or type(error).__name__

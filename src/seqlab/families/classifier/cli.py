@@ -8,12 +8,12 @@ import argparse
 import json
 from pathlib import Path
 
-from seqlab.cli.evaluate import require_file
 from seqlab.cli.options import (
     CommandOptions,
     add_input_options,
     add_number,
     add_runtime_options,
+    require_file,
     run_dir_argument,
     write_chunk,
 )

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from seqlab.compare.pages import Figure, Section
-from seqlab.compare.report import DAMAGED_RUN, one_line, safe_name
+from seqlab.compare.pages import DAMAGED_RUN, Figure, Section, one_line, safe_name
 from seqlab.info import read_records
 from seqlab.training.plots import plot_confusion
 

@@ -9,7 +9,7 @@ from seqlab.data.grouping import length_batches
 from seqlab.data.text_features import with_ngrams
 from seqlab.decoding.numpy_search import softmax
 from seqlab.errors import SeqlabError
-from seqlab.export.runtime import Exported, pad
+from seqlab.export.session import Exported, pad
 from seqlab.families.classifier.vocab import Prediction, read_document_vocabulary
 
 

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from seqlab.errors import SeqlabError
-from seqlab.export.onnx import Graph, export_graph
+from seqlab.export.graphs import Graph, export_graph
 
 
 class ClassifierGraph(Graph):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from seqlab.cards import datasheet as sheets
-from seqlab.cards.data import Split, _nonblank, oov_rate, tokens_of
+from seqlab.cards.splits import Split, nonblank, oov_rate, tokens_of
 
 
 def read_split(config, option: str) -> Split | None:
@@ -45,7 +45,7 @@ def bundled_corpus_sheet(config) -> dict:
 
     train_lines, valid_lines = default_corpus()
     path = Path(str(resources.files("seqlab.corpora").joinpath(DEFAULT_CORPUS)))
-    train, valid = _nonblank(train_lines), _nonblank(valid_lines)
+    train, valid = nonblank(train_lines), nonblank(valid_lines)
     unit = side_unit(config, "text")
     index = sheets.TrainIndex(train, unit=unit)
     known = set(tokens_of(train, unit))

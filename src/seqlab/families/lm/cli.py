@@ -8,8 +8,7 @@ import itertools
 import json
 import sys
 
-from seqlab.cli.evaluate import require_file
-from seqlab.cli.options import add_number, add_runtime_options, run_dir_argument
+from seqlab.cli.options import add_number, add_runtime_options, require_file, run_dir_argument
 from seqlab.decoding.options import SamplingOptions
 
 

@@ -8,8 +8,7 @@ import itertools
 import warnings
 from pathlib import Path
 
-from seqlab.compare.pages import Figure, Section
-from seqlab.compare.report import DAMAGED_RUN, one_line, safe_name
+from seqlab.compare.pages import DAMAGED_RUN, Figure, Section, one_line, safe_name
 
 # each architecture's model options at size "small" (`seqlab.compare.run.recipe` sizes them)
 RECIPES = {

@@ -25,7 +25,7 @@ from seqlab.data.vocab import EOS, UNK
 from seqlab.decoding.core import text_pieces
 from seqlab.decoding.numpy_search import SamplingOptions, generate_ids, log_softmax
 from seqlab.errors import SeqlabError
-from seqlab.export.runtime import Exported
+from seqlab.export.session import Exported
 from seqlab.families.lm.vocab import detokenize_lines, read_tokenizer_and_vocab
 
 

@@ -21,7 +21,7 @@ from torch import Tensor
 
 from seqlab.data.vocab import EOS
 from seqlab.errors import SeqlabError
-from seqlab.export.onnx import Graph, export_graph, layers_first
+from seqlab.export.graphs import Graph, export_graph, layers_first
 
 
 class RecurrentStepGraph(Graph):

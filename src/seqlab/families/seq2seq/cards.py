@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from seqlab.cards.data import Split
-from seqlab.cards.data import no_own_sheet as training_data  # noqa: F401  (the cards contract)
-from seqlab.cards.intervals import Items
+from seqlab.cards.bootstrap import Items
+from seqlab.cards.splits import Split
+from seqlab.cards.splits import no_own_sheet as training_data  # noqa: F401  (the cards contract)
 
 
 def read_split(config, option: str) -> Split | None:

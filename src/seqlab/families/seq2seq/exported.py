@@ -27,7 +27,7 @@ from seqlab.data.parallel import Pair
 from seqlab.data.vocab import BOS, PAD, SEP
 from seqlab.decoding.numpy_search import Hypothesis, SearchOptions, decode, max_lengths
 from seqlab.errors import SeqlabError
-from seqlab.export.runtime import Exported, pad
+from seqlab.export.session import Exported, pad
 from seqlab.families.seq2seq.vocab import LengthReport, Output, read_pair_vocabulary
 
 

@@ -31,7 +31,7 @@ from torch import Tensor
 
 from seqlab.data.vocab import BOS, SEP
 from seqlab.errors import SeqlabError
-from seqlab.export.onnx import Graph, export_graph, layers_first
+from seqlab.export.graphs import Graph, export_graph, layers_first
 from seqlab.models.base import EncoderDecoderState
 
 MEMORY = ("outputs", "h0", "c0", "context", "prepared")

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from seqlab.cards.data import Split
-from seqlab.cards.data import no_own_sheet as training_data  # noqa: F401  (the cards contract)
-from seqlab.cards.data import one_file as evaluation_file  # noqa: F401
-from seqlab.cards.data import word_units as side_unit  # noqa: F401
-from seqlab.cards.intervals import Items, f1, ratio
+from seqlab.cards.bootstrap import Items, f1, ratio
+from seqlab.cards.splits import Split
+from seqlab.cards.splits import no_own_sheet as training_data  # noqa: F401  (the cards contract)
+from seqlab.cards.splits import one_file as evaluation_file  # noqa: F401
+from seqlab.cards.splits import word_units as side_unit  # noqa: F401
 from seqlab.data.tags import split_tag
 from seqlab.metrics import span_scores
 

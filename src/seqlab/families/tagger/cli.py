@@ -7,12 +7,12 @@ from __future__ import annotations
 import argparse
 import json
 
-from seqlab.cli.evaluate import require_file
 from seqlab.cli.options import (
     CommandOptions,
     add_input_options,
     add_number,
     add_runtime_options,
+    require_file,
     run_dir_argument,
     write_chunk,
 )

@@ -12,7 +12,7 @@ from seqlab.data.grouping import length_batches
 from seqlab.data.vocab import PAD, UNK
 from seqlab.decoding.numpy_search import softmax
 from seqlab.errors import SeqlabError
-from seqlab.export.runtime import Exported, pad
+from seqlab.export.session import Exported, pad
 from seqlab.families.tagger.vocab import read_tagger_vocabulary
 
 
