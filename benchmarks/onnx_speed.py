@@ -33,7 +33,7 @@ from seqlab.cli import main as seqlab_main  # noqa: E402
 from seqlab.data.parallel import read_aligned  # noqa: E402
 from seqlab.export.onnx import export_onnx  # noqa: E402
 from seqlab.export.runtime import load_export  # noqa: E402
-from seqlab.registry import run_pipeline  # noqa: E402
+from seqlab.registry import run_family  # noqa: E402
 
 FIXTURES = Path(__file__).parent.parent / "tests" / "fixtures"
 PAIRS = FIXTURES / "seq2seq"
@@ -102,7 +102,7 @@ def main() -> int:
             runs.append(work / name)
     records, words = [], {}
     for run in runs:
-        task = run_pipeline(run).name
+        task = run_family(run).name
         export_onnx(run, work / "exports" / run.name, overwrite=True)
         what, with_torch, with_onnx = workloads(task)
         trained = seqlab.load(run)

@@ -5,8 +5,8 @@ forward and decoding contracts), and the output layer the language models and de
 
 A `Model` is an `nn.Module` whose forward maps a batch's tensors to scores: logits (B, T, V) and a state
 for a language model, logits (B, T, V) for a sequence-to-sequence model (teacher forcing), emission
-scores (B, T, K) for a tagger, class scores (B, K) for a classifier. The task (`seqlab.tasks`) turns the
-scores into a loss; the model knows nothing of losses or data. A state carried from one batch to the
+scores (B, T, K) for a tagger, class scores (B, K) for a classifier. The task (`seqlab.families.<name>.task`)
+turns the scores into a loss; the model knows nothing of losses or data. A state carried from one batch to the
 next (truncated BPTT) lies along `state_batch_dim`, and `detach_state` cuts its graph between steps.
 
 The language models and the sequence-to-sequence models end in an `OutputLayer` over a vocabulary
