@@ -171,6 +171,25 @@ def require_file(args: argparse.Namespace) -> None:
         raise SeqlabError("seqlab evaluate DIR FILE: the file to score is missing")
 
 
+def inference_command(commands, name: str, help: str, reads: str, formats: dict[str, tuple[tuple, str]],
+                      unit: str, handler, long_source: bool = False) -> argparse.ArgumentParser:
+    """An inference command of a family (`seqlab tag DIR [FILE]`, ...): the run directory, the file (`reads`:
+    what a line of it is; standard input by default), --input-format and --output-format (`formats`:
+    {option: (choices, help)}, the first choice the default), the batch size in `unit`s, the input and
+    runtime options, and the function that runs it. Returns the parser, for the options of its own."""
+    parser = commands.add_parser(name, help=help)
+    run_dir_argument(parser)
+    parser.add_argument("file", metavar="FILE", nargs="?", default="-",
+                        help=f"{reads} (default: - for standard input)")
+    for flag, (choices, text) in formats.items():
+        parser.add_argument(flag, choices=choices, default=choices[0], help=f"{text} (default: {choices[0]})")
+    add_number(parser, CommandOptions, "batch_size", help=f"{unit} per batch")
+    add_input_options(parser, long_source=long_source)
+    add_runtime_options(parser)
+    parser.set_defaults(handler=handler)
+    return parser
+
+
 def run_dir_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", metavar="DIR", help="run directory")
 

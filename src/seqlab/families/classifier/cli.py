@@ -9,12 +9,8 @@ import json
 from pathlib import Path
 
 from seqlab.cli.options import (
-    CommandOptions,
-    add_input_options,
-    add_number,
-    add_runtime_options,
+    inference_command,
     require_file,
-    run_dir_argument,
     write_chunk,
 )
 from seqlab.data.documents import FORMATS as DOCUMENT_FORMATS
@@ -23,21 +19,13 @@ from seqlab.fileio import check_writable
 
 def add_commands(commands) -> None:
     """`seqlab classify DIR [FILE] [options]`."""
-    classify = commands.add_parser("classify", help="classify documents with a trained classifier")
-    run_dir_argument(classify)
-    classify.add_argument("file", metavar="FILE", nargs="?", default="-",
-                          help="one document per line (default: - for standard input)")
-    classify.add_argument("--input-format", choices=("text", *DOCUMENT_FORMATS), default="text",
-                          help="text: one document per line; or a file in a training format (its labels, "
-                          "if any, are ignored; the features classifier needs its feature columns) "
-                          "(default: text)")
-    classify.add_argument("--output-format", choices=("tsv", "json"), default="tsv",
-                          help="tsv: the label, then each class's probability, a header naming the columns; "
-                          "json: one object per document (default: tsv)")
-    add_number(classify, CommandOptions, "batch_size", help="documents per batch")
-    add_input_options(classify)
-    add_runtime_options(classify)
-    classify.set_defaults(handler=classify_command)
+    inference_command(commands, "classify", "classify documents with a trained classifier", "one document per line",
+                      {"--input-format": (("text", *DOCUMENT_FORMATS), "text: one document per line; or a file in "
+                                          "a training format (its labels, if any, are ignored; the features "
+                                          "classifier needs its feature columns)"),
+                       "--output-format": (("tsv", "json"), "tsv: the label, then each class's probability, a "
+                                           "header naming the columns; json: one object per document")},
+                      "documents", classify_command)
 
 
 def classify_command(args: argparse.Namespace) -> int:

@@ -11,12 +11,8 @@ import warnings
 from pathlib import Path
 
 from seqlab.cli.options import (
-    CommandOptions,
-    add_input_options,
-    add_number,
-    add_runtime_options,
     add_search_options,
-    run_dir_argument,
+    inference_command,
     search_options,
     write_chunk,
 )
@@ -27,24 +23,18 @@ from seqlab.fileio import check_writable
 def add_commands(commands) -> None:
     """`seqlab translate DIR [FILE] [options]` and `seqlab summarize` (the same decoding, named for its use)."""
     for name in ("translate", "summarize"):
-        command = commands.add_parser(name, help=f"{name} texts with a trained sequence-to-sequence model")
-        run_dir_argument(command)
-        command.add_argument("file", metavar="FILE", nargs="?", default="-",
-                             help="one source text per line (default: - for standard input)")
-        command.add_argument("--input-format", choices=("text", "tsv", "jsonl"), default="text",
-                             help="text: one source per line; tsv / jsonl: a file of pairs, its sources read "
-                             "from the training run's --source-field (targets, if any, ignored) (default: text)")
-        command.add_argument("--output-format", choices=("text", "json"), default="text",
-                             help="text: one output per line; json: one object per line with the tokens and "
-                             "scores (default: text)")
+        command = inference_command(
+            commands, name, f"{name} texts with a trained sequence-to-sequence model", "one source text per line",
+            {"--input-format": (("text", "tsv", "jsonl"), "text: one source per line; tsv / jsonl: a file of pairs, "
+                                "its sources read from the training run's --source-field (targets, if any, "
+                                "ignored)"),
+             "--output-format": (("text", "json"), "text: one output per line; json: one object per line with the "
+                                 "tokens and scores")},
+            "sentences", decode_command, long_source=True)
         command.add_argument("--attention-dir", metavar="DIR",
                              help="draw each output's attention over its source as DIR/<line>.png (models "
                              "with attention)")
         add_search_options(command)
-        add_number(command, CommandOptions, "batch_size", help="sentences per batch")
-        add_input_options(command, long_source=True)
-        add_runtime_options(command)
-        command.set_defaults(handler=decode_command)
 
 
 def decode_command(args: argparse.Namespace) -> int:

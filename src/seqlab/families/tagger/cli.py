@@ -8,33 +8,23 @@ import argparse
 import json
 
 from seqlab.cli.options import (
-    CommandOptions,
-    add_input_options,
-    add_number,
-    add_runtime_options,
+    inference_command,
     require_file,
-    run_dir_argument,
     write_chunk,
 )
 
 
 def add_commands(commands) -> None:
     """`seqlab tag DIR [FILE] [options]`."""
-    tag = commands.add_parser("tag", help="tag sentences with a trained tagger")
-    run_dir_argument(tag)
-    tag.add_argument("file", metavar="FILE", nargs="?", default="-",
-                     help="one sentence per line, tokens separated by whitespace (default: - for stdin)")
-    tag.add_argument("--input-format", choices=("text", "conllu", "conll"), default="text",
-                     help="text: one sentence per line, whitespace-tokenised; conllu / conll: the tokens of a "
-                     "CoNLL-U file (FORM column) or of CoNLL-2003 columns (the first), other columns ignored "
-                     "(default: text)")
-    tag.add_argument("--output-format", choices=("conll", "json"), default="conll",
-                     help="conll: token, tag and probability per line, a blank line between sentences; json: one "
-                     "object per sentence, with entity spans for IOB-style tags (default: conll)")
-    add_number(tag, CommandOptions, "batch_size", help="sentences per batch")
-    add_input_options(tag)
-    add_runtime_options(tag)
-    tag.set_defaults(handler=tag_command)
+    inference_command(commands, "tag", "tag sentences with a trained tagger",
+                      "one sentence per line, tokens separated by whitespace",
+                      {"--input-format": (("text", "conllu", "conll"), "text: one sentence per line, "
+                                          "whitespace-tokenised; conllu / conll: the tokens of a CoNLL-U file (FORM "
+                                          "column) or of CoNLL-2003 columns (the first), other columns ignored"),
+                       "--output-format": (("conll", "json"), "conll: token, tag and probability per line, a blank "
+                                           "line between sentences; json: one object per sentence, with entity "
+                                           "spans for IOB-style tags")},
+                      "sentences", tag_command)
 
 
 def tag_command(args: argparse.Namespace) -> int:
