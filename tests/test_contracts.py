@@ -313,3 +313,18 @@ def test_every_family_provides_every_part_of_the_contract():
     declared = {flag for action in evaluate._actions for flag in action.option_strings}
     for family in FAMILIES.values():
         assert set(family.evaluate_options) <= declared, family.name
+
+
+def test_the_registry_and_the_families_torch_free_parts_import_without_pytorch():
+    """What the ONNX server, the CLI's parser of `seqlab serve` and a client of the exports read of a family
+    (its Family, its HTTP endpoints and schemas, its exported runtime, its card readers, its commands) needs
+    no PyTorch."""
+    import subprocess
+    import sys
+
+    probe = ("import sys\nfrom seqlab.registry import FAMILIES\nimport seqlab.cli.serve\n"
+             "for family in FAMILIES.values():\n"
+             "    for part in ('serve', 'exported', 'cards', 'cli'):\n        family.part(part)\n"
+             "print('torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr[-2000:]
