@@ -37,7 +37,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import seqlab.serve.schemas as schemas
 from seqlab.errors import SeqlabError
-from seqlab.registry import FAMILIES
+from seqlab.registry import FAMILIES, load, run_family
 from seqlab.serve.batching import Batcher
 from seqlab.serve.limits import API_KEY_VARIABLE, ServeLimits
 from seqlab.serve.metrics import Metrics, MetricsMiddleware
@@ -57,7 +57,6 @@ def load_runs(runs: Iterable[str | Path], device: str = "cpu", runtime: str = "t
     if runtime != "torch":
         raise SeqlabError(f"runtime {runtime!r}: choose torch or onnx")
     from seqlab.info import run_info, summary
-    from seqlab.registry import load, run_family
 
     served: dict[str, Served] = {}
     for run in runs:
@@ -134,8 +133,6 @@ def create_app(runs: Iterable[str | Path] | dict[str, Served], limits: ServeLimi
 def run_batch(models: dict[str, Served], key: tuple, items: list) -> list:
     """One forward pass over the gathered texts of a batch (`Batcher`): `key` is (model, endpoint, options),
     and the model's family runs it (its `serve` part's `run_batch`)."""
-    from seqlab.registry import FAMILIES
-
     served = models[key[0]]
     return FAMILIES[served.task].part("serve").run_batch(served.trained, key, items)
 

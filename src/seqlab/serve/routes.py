@@ -5,6 +5,7 @@ inference thread, and gathers concurrent requests into batches; `events` streams
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from fastapi import HTTPException, Request
 
 import seqlab.serve.schemas as schemas
+from seqlab.registry import FAMILIES
 from seqlab.serve.batching import Batcher
 from seqlab.serve.limits import ServeLimits
 from seqlab.serve.served import Served
@@ -30,14 +32,10 @@ class Routes:
 
     async def infer(self, function: Callable, *args):
         """`function(*args)` on the inference thread, awaited."""
-        import asyncio
-
         return await asyncio.get_running_loop().run_in_executor(self.inference, function, *args)
 
     def served(self, request: schemas.Request, endpoint: str) -> Served:
         """The request's model, checked to answer `endpoint`, and its texts checked against the limits."""
-        from seqlab.registry import FAMILIES
-
         models, limits = self.models, self.limits
         if request.model not in models:
             raise HTTPException(404, f"no model named {request.model!r}; this server has "

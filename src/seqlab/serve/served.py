@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import seqlab.serve.schemas as schemas
+from seqlab.registry import FAMILIES
 
 
 @dataclass
@@ -25,13 +26,9 @@ class Served:
 
     def endpoints(self) -> list[str]:
         """The endpoints it answers: its family's."""
-        from seqlab.registry import FAMILIES
-
         return [f"/v1/{e}" for e in FAMILIES[self.task].endpoints]
 
     def info(self) -> schemas.ModelInfo:
-        from seqlab.registry import FAMILIES
-
         arch = getattr(self.trained.config.model, FAMILIES[self.task].arch_option)
         return schemas.ModelInfo(name=self.name, task=self.task, arch=str(arch),
                                  parameters=self.trained.model.num_parameters(), endpoints=self.endpoints(),
