@@ -13,7 +13,6 @@ from pathlib import Path
 
 from seqlab.cli.options import CommandOptions, add_number, add_runtime_options
 from seqlab.config import option
-from seqlab.errors import SeqlabError
 from seqlab.harms.toxicity import ToxicityOptions
 
 
@@ -95,14 +94,12 @@ def add_parser(commands) -> None:
 def audit_toxicity_command(args: argparse.Namespace) -> int:
     """`seqlab audit toxicity`: run the audit, write RUN/audits/toxicity.{json,md}, print the figures."""
     from seqlab.fileio import atomic_write_json, atomic_write_text, check_writable
-    from seqlab.harms import AUDITS, able
+    from seqlab.harms import check_audited
     from seqlab.harms.toxicity import SCORER, ToxicityOptions, audit_toxicity, read_prompts
-    from seqlab.registry import load, run_family
+    from seqlab.registry import load
 
-    for run, needs, where_given in ((args.run, AUDITS["toxicity"].needs, "RUN"), (args.scorer, SCORER, "--scorer")):
-        found = run_family(Path(run))
-        if not found.can(*needs):
-            raise SeqlabError(f"seqlab audit toxicity needs {able(needs)} as {where_given}; {run} holds {found.title}")
+    check_audited(args.run, "toxicity", "as RUN")
+    check_audited(args.scorer, "toxicity", "as --scorer", needs=SCORER)
     options = ToxicityOptions(args.continuations, args.max_tokens, args.top_p, args.seed, args.toxic_label)
     prompts = read_prompts(args.prompts)
     output = Path(args.output) if args.output else Path(args.run) / "audits"

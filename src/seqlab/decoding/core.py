@@ -286,20 +286,6 @@ def beam_steps(decoder, ops: Ops, state, tokens, limit, beam: int, length_penalt
     return finished
 
 
-def decode(decoder, ops: Ops, state, lengths, limit, start_token: int, options, block: Callable,
-           choose: Callable, need_weights: bool = False) -> list[list[Hypothesis]]:
-    """Decode a batch of B started sources with lengths (B,) to their limits (B,): `options.nbest` (a
-    `SearchOptions`) hypotheses per sentence, best first; greedy or sampled (`choose`) with beam 1. With
-    `need_weights`, each hypothesis carries its attention over the source."""
-    tokens = ops.full(len(lengths), start_token)
-    if options.beam > 1:
-        found = beam_steps(decoder, ops, state, tokens, limit, options.beam, options.length_penalty, block, True,
-                           need_weights, lengths)
-        return [best_first(hypotheses, options.nbest) for hypotheses in found]
-    steps = greedy_steps(decoder, ops, state, tokens, block, choose)
-    return [[h] for h in greedy_outputs(ops, steps, lengths, limit, options.length_penalty, need_weights)]
-
-
 def lm_beam(decoder, ops: Ops, state, last, options, block: Callable, nbest: int = 1) -> list[Hypothesis]:
     """The `nbest` continuations of one prompt (`state` has read all its tokens but `last`, (1,)) of highest
     length-normalised log probability found by a beam of `options.beam` (a `SamplingOptions`), best first.

@@ -216,11 +216,17 @@ def max_lengths(lengths: np.ndarray, max_length: int = 0, room: np.ndarray | Non
 def decode(decoder, state, lengths: np.ndarray, limit: np.ndarray, start_token: int,
            options: SearchOptions | None = None, need_weights: bool = False) -> list[list[Hypothesis]]:
     """Decode a batch of B started sources with lengths (B,) to their limits (B,): `options.nbest`
-    hypotheses per sentence, best first (`core.decode`). With `need_weights`, each hypothesis carries its
+    hypotheses per sentence, best first (greedy or sampled with beam 1: `core.greedy_steps`; beam search:
+    `core.beam_steps`). With `need_weights`, each hypothesis carries its
     attention over the source (the decoder's step must then give weights)."""
     options = options or SearchOptions()
-    return core.decode(decoder, OPS, state, lengths, limit, start_token, options, block,
-                       chooser(options, options.sample), need_weights)
+    tokens = OPS.full(len(lengths), start_token)
+    if options.beam > 1:
+        found = core.beam_steps(decoder, OPS, state, tokens, limit, options.beam, options.length_penalty, block, True,
+                                need_weights, lengths)
+        return [best_first(hypotheses, options.nbest) for hypotheses in found]
+    steps = core.greedy_steps(decoder, OPS, state, tokens, block, chooser(options, options.sample))
+    return [[h] for h in core.greedy_outputs(OPS, steps, lengths, limit, options.length_penalty, need_weights)]
 
 
 def generate_ids(decoder, state, last: int, options: SamplingOptions) -> Iterator[int]:

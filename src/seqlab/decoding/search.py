@@ -177,14 +177,9 @@ def decode(model, source: Tensor, lengths: Tensor, options: SearchOptions | None
     was_training = model.training
     model.eval()
     try:
-        generator = seeded(options.seed, source.device) if options.sample else None
-        rest = processors_for(options, options.sample)[1:]                  # the block is the model's
-        limit = max_lengths(lengths, options, model)
-        return core.decode(ModelDecoder(model, need_weights), TorchOps(source.device),
-                           start_model(model, source, lengths, source_copy), lengths, limit,
-                           model.start_token, options, blocked_tokens(model),
-                           partial(choose_tokens, processors=rest, sample=options.sample, generator=generator),
-                           need_weights)
+        if options.beam == 1:
+            return [[h] for h in greedy(model, source, lengths, options, need_weights, source_copy)]
+        return beam_search(model, source, lengths, options, need_weights, source_copy)
     finally:
         model.train(was_training)
 

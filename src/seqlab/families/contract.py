@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import ModuleType
 
 # options of `seqlab evaluate` that several families take (their families list them in `evaluate_options`)
@@ -100,7 +100,7 @@ class Pipeline:
     train: Callable                    # (config, resume, overwrite, callback) -> final figures
     load: Callable                     # (run_dir, device) -> the trained model's API object
     evaluate: Callable                 # (trained, path, **options) -> figures of a file
-    next_steps: tuple[str, ...] = field(default=())   # commands to try after training ({output}: the run)
+    next_steps: tuple[str, ...] = ()   # commands to try after training ({output}: the run directory)
 
     @property
     def option_groups(self) -> dict[str, str]:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import seqlab.serve.schemas as schemas
 from seqlab.errors import SeqlabError
+from seqlab.registry import FAMILIES
 from seqlab.serve.served import Served, final_metrics
 
 
@@ -24,7 +25,6 @@ def load_exports(exports: Iterable[str | Path], threads: int = 0) -> dict[str, S
     """Each export directory loaded on onnxruntime, by its name; two of one name, or a run directory, are
     refused. `threads`: onnxruntime's threads per graph (0: its default)."""
     from seqlab.export.runtime import load_export
-    from seqlab.registry import FAMILIES
 
     served: dict[str, Served] = {}
     for export in exports:
