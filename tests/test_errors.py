@@ -157,7 +157,7 @@ def test_errors_every_command_has_numeric_options_under_test():
     assert commands == {"train lm", "train tagger", "train classifier", "train seq2seq", "evaluate", "generate",
                         "tag", "classify", "translate", "summarize", "serve", "card", "audit toxicity", "audit bias",
                         "audit exposure", "audit memorization", "compare lm", "compare tagger", "compare classifier",
-                        "compare seq2seq", "bench peak"}
+                        "compare seq2seq", "bench peak", "prepare"}
     assert len(NUMERIC) > 200
 
 

@@ -18,7 +18,8 @@ _LAZY = {
     "TaggerConfig": "seqlab.models.tagger",
     **dict.fromkeys(["ClassifierDataConfig", "ClassifierTrainConfig", "resolve_classifier_config"],
                     "seqlab.families.classifier.config"),
-    **dict.fromkeys(["LMDataConfig", "LMTrainConfig", "LMTrainOptions"], "seqlab.families.lm.config"),
+    **dict.fromkeys(["LMDataConfig", "LMTrainConfig", "LMTrainOptions", "resolve_lm_config"],
+                    "seqlab.families.lm.config"),
     **dict.fromkeys(["Seq2SeqDataConfig", "Seq2SeqTrainConfig", "resolve_seq2seq_config"],
                     "seqlab.families.seq2seq.config"),
     **dict.fromkeys(["TaggerDataConfig", "TaggerTrainConfig", "resolve_tagger_config"],
@@ -33,6 +34,7 @@ _LAZY = {
     "TrainedSeq2Seq": "seqlab.families.seq2seq.trained",
     "TrainedTagger": "seqlab.families.tagger.trained",
     "load": "seqlab.registry",
+    "prepare": "seqlab.api",
     "SearchOptions": "seqlab.decoding.options",
     "TrainConfig": "seqlab.training.trainer",
 }
@@ -60,8 +62,9 @@ def __dir__() -> list[str]:
 
 
 __all__ = ["ClassifierConfig", "ClassifierDataConfig", "ClassifierTrainConfig", "LMConfig", "LMDataConfig",
-           "LMTrainConfig", "LMTrainOptions", "load", "load_classifier", "load_lm", "load_seq2seq", "load_tagger",
-           "Prediction", "resolve_classifier_config", "resolve_seq2seq_config", "resolve_tagger_config",
+           "LMTrainConfig", "LMTrainOptions", "load", "prepare", "load_classifier", "load_lm", "load_seq2seq",
+           "load_tagger", "Prediction", "resolve_classifier_config", "resolve_lm_config", "resolve_seq2seq_config",
+           "resolve_tagger_config",
            "SearchOptions", "Seq2SeqConfig", "Seq2SeqDataConfig", "Seq2SeqTrainConfig", "SeqlabError",
            "TaggerConfig", "TaggerDataConfig", "TaggerTrainConfig", "train_classifier", "train_lm", "train_seq2seq",
            "train_tagger", "TrainConfig", "TrainedClassifier", "TrainedLM", "TrainedSeq2Seq", "TrainedTagger",

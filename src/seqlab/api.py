@@ -39,3 +39,25 @@ def trainer(task: str) -> Callable:
     train_family.__name__ = train_family.__qualname__ = f"train_{task}"
     train_family.__doc__ = f"Train {title} from its config and write its model card; return the final figures."
     return train_family
+
+
+def prepare(task: str, output: str | Path, workers: int = 0, overwrite: bool = False, progress: bool = True,
+            **options) -> Path:
+    """Tokenize a family's data files once into a prepared folder of memory-mapped shards (`seqlab prepare`);
+    `options` are the family's data options (train=, valid=, test=, tokenizer=, ...). Train from it with the
+    data option `prepared` (`--data DIR`).
+
+        seqlab.prepare("lm", "data/wt2", train="wiki.train.tokens", valid="wiki.valid.tokens", tokenizer="word")
+        seqlab.train_lm(seqlab.resolve_lm_config(overrides={"prepared": "data/wt2", "arch": "lstm"}))
+    """
+    from seqlab.errors import SeqlabError
+
+    found = family(task)
+    if not found.prepares:
+        raise SeqlabError(f"seqlab prepare does not take {found.title} yet")
+    part = found.part("prepare")
+    refused = [name for name in options if name in part.SKIP]
+    if refused:
+        raise SeqlabError(f"seqlab prepare {task} does not take --{refused[0].replace('_', '-')}")
+    data = found.pipeline.groups["data"](**options)
+    return part.prepare(data, output, workers=workers, overwrite=overwrite, progress=progress)

@@ -22,8 +22,10 @@ scored, so each scored token sees at least `context - stride` tokens of left con
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from seqlab.data.grouping import length_batches  # noqa: F401  (re-exported)
@@ -46,6 +48,110 @@ class Batch:
     @property
     def num_tokens(self) -> int:
         return int((self.targets != PAD).sum())
+
+
+class RowBatch:
+    """A global batch whose rows are read only when asked for: `rows(start, stop)` reads those rows alone, so
+    under DDP each process reads its own share of every global batch from the prepared shards and none reads
+    the others' (`seqlab.data.prepared`). `to`, `inputs`, `targets` and `num_tokens` read the whole batch."""
+
+    def __init__(self, size: int, read: Callable[[int, int], Batch]):
+        self.size, self._read, self._whole = size, read, None
+
+    def rows(self, start: int, stop: int) -> Batch:
+        return self._read(start, min(stop, self.size))
+
+    def whole(self) -> Batch:
+        if self._whole is None:
+            self._whole = self._read(0, self.size)
+        return self._whole
+
+    def to(self, device) -> Batch:
+        return self.whole().to(device)
+
+    @property
+    def inputs(self) -> torch.Tensor:
+        return self.whole().inputs
+
+    @property
+    def targets(self) -> torch.Tensor:
+        return self.whole().targets
+
+    @property
+    def num_tokens(self) -> int:
+        return self.whole().num_tokens
+
+
+def _rows_of(segments: list[np.ndarray]) -> Batch:
+    """Rows of T + 1 ids each -> inputs and targets (B, T) as int64 tensors."""
+    block = torch.from_numpy(np.stack(segments).astype(np.int64)) if segments else torch.empty(0, 1, dtype=torch.long)
+    return Batch(block[:, :-1], block[:, 1:])
+
+
+class TokenStreamBatches:
+    """`StreamBatches(ids, B, T)` for training over ids read by position (`tokens.read(a, b)`, a prepared split):
+    the same batches, each row's segment read when its rows are asked for (`RowBatch`)."""
+
+    def __init__(self, tokens, batch_size: int, seq_len: int):
+        self.tokens, self.batch_size, self.seq_len = tokens, batch_size, seq_len
+        self.length = (len(tokens) - 1) // batch_size              # L: each row's tokens
+
+    def __len__(self) -> int:
+        return math.ceil(self.length / self.seq_len)
+
+    def __getitem__(self, k: int) -> RowBatch:
+        if not 0 <= k < len(self):
+            raise IndexError(k)
+        L, T = self.length, self.seq_len
+        stop = min((k + 1) * T, L)
+
+        def read(first: int, last: int) -> Batch:       # row b: inputs ids[bL + kT : bL + stop], targets +1
+            return _rows_of([self.tokens.read(b * L + k * T, b * L + stop + 1) for b in range(first, last)])
+        return RowBatch(self.batch_size, read)
+
+    def __iter__(self):
+        return (self[k] for k in range(len(self)))
+
+
+class TokenWindowBatches:
+    """`WindowBatches` over ids read by position: the same windows in the same order (seeded by (seed, epoch)),
+    each read when its rows are asked for."""
+
+    def __init__(self, tokens, batch_size: int, context: int, seed: int, epoch: int):
+        n = len(tokens)
+        generator = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+        offset = int(torch.randint(context, (1,), generator=generator)) if n > 2 * (context + 1) else 0
+        count = (n - offset - 1) // context
+        self.starts = (offset + context * torch.randperm(count, generator=generator)).numpy()
+        self.tokens, self.batch_size, self.context = tokens, batch_size, context
+
+    def __len__(self) -> int:
+        return len(self.starts) // self.batch_size
+
+    def __getitem__(self, k: int) -> RowBatch:
+        if not 0 <= k < len(self):
+            raise IndexError(k)
+        starts = self.starts[k * self.batch_size: (k + 1) * self.batch_size]
+
+        def read(first: int, last: int) -> Batch:
+            return _rows_of([self.tokens.read(int(s), int(s) + self.context + 1) for s in starts[first:last]])
+        return RowBatch(self.batch_size, read)
+
+    def __iter__(self):
+        return (self[k] for k in range(len(self)))
+
+
+class ArrayTokens:
+    """Ids held in memory (a tensor or an array), read by position like a prepared split."""
+
+    def __init__(self, ids):
+        self.ids = ids.numpy() if isinstance(ids, torch.Tensor) else np.asarray(ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        return self.ids[max(0, start):stop]
 
 
 class StreamBatches:

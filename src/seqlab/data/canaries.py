@@ -206,6 +206,31 @@ class Canaries:
                                    write)
         return lines
 
+    def placements(self, run_dir: Path, line_count: int, resume: bool, write: bool) -> dict[int, str]:
+        """{position among the training lines once planted: the secret's line}, for preparing the training text
+        as it streams (`seqlab.data.prepare_text`): drawn for `line_count` lines and written to canaries.json on
+        a fresh run (`write`), read back on --resume."""
+        path = Path(run_dir) / FILE
+        if resume:
+            if not path.is_file():
+                raise SeqlabError(f"--resume: the run in {run_dir} was configured with --canary but has no {FILE}; "
+                                  "start it again with --overwrite")
+            self.record = read_record(path)
+            if self.record.get("training_lines") != line_count:
+                raise SeqlabError(f"{FILE} was drawn for {self.record.get('training_lines')} training lines, but the "
+                                  f"training file has {line_count}; start the run again with --overwrite")
+        else:
+            self.record = draw(parse_template(self.template), check_repeats(self.repeats), self.seed, line_count,
+                               self.tokenizer)
+            if write:
+                atomic_write_json(path, self.record)
+        return {position: secret["text"] for secret in self.record["secrets"] for position in secret["inserted_at"]}
+
+    @property
+    def key(self) -> str:
+        """What the planted lines depend on, for the prepared data's cache key."""
+        return f"canary:{self.template}:{self.repeats}:{self.seed}:{self.tokenizer}"
+
     def vocabulary(self, vocab):
         return with_alphabet(vocab, self.record, self.tokenizer)
 

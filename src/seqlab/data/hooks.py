@@ -4,6 +4,9 @@ after, keeping what it did in the run directory. A pipeline asks its data config
 measured by `seqlab.harms.exposure`, above every family).
 
     hook.lines(run_dir, lines, resume, write) -> lines      the training lines, changed (before tokenising)
+    hook.placements(run_dir, line_count, resume, write)     the same as {position: line} to plant while the
+                                                            text streams into a prepared folder
+    hook.key                                                what the planted lines depend on (a cache key's part)
     hook.vocabulary(vocab) -> vocab                         the vocabulary, completed (after building it)
     hook.describe(run_dir, resume) -> str                   one line for the training log
     hook.files                                              what it keeps in the run directory

@@ -21,6 +21,9 @@ needs them (`Family.part`), each holding the names the capability calls:
                and interval_items(trained, path, progress, options): the model card's data
     compare    RECIPES, TRAIN, resize(options, size) and sections(spec, rows, models, winner,
                figures): `seqlab compare` and its report
+    prepare    SKIP (data options that do not shape the prepared ids), prepare(data, output, workers,
+               overwrite, progress) -> the folder: `seqlab prepare`; for_run(...): the one data path of its
+               training (the folder given with --data, or its files prepared into a cache)    numpy
     <format>   export(run, output, overwrite) and report(run, out), for each of `exports` but
                onnx (the language model's "hf": a Hugging Face GPT-2 directory)
 
@@ -71,6 +74,7 @@ class Family:
     exports: tuple[str, ...] = ("onnx",)   # `seqlab export --format` values it supports
     compare_prompt: bool = False        # `seqlab compare` takes --prompt (the samples its report shows)
     package: str = ""                   # seqlab.families.<name>
+    prepares: bool = False              # it has a `prepare` part (`seqlab prepare`, training from --data)
 
     def part(self, module: str) -> ModuleType:
         """One of the family's lazily imported parts (the module's docstring lists them)."""

@@ -3,6 +3,7 @@
     config.py     LMDataConfig, LMTrainOptions, LMTrainConfig: the options of `seqlab train lm`
     vocab.py      the tokenizer and vocabulary files of a run, ids <-> text (torch-free)
     task.py       LanguageModelingTask: segments or windows -> loss as (sum, count), perplexity
+    prepare.py    `seqlab prepare lm`: the text into memory-mapped shards; the run's data (--data, or a cache)
     pipeline.py   train_lm, load_lm, PIPELINE
     trained.py    TrainedLM: score, perplexity, generate, stream
     features.py   trained LMs as the contextual string embeddings of a tagger or classifier (--lm-features)
@@ -39,4 +40,4 @@ FAMILY = Family(
                "it: `seqlab audit memorization`, and `seqlab audit exposure` for a run trained with --canary).",
                "Misuse: generated text can be passed off as written by a person, or used for spam and "
                "misinformation.")),
-    exports=("onnx", "hf"), compare_prompt=True, package=__name__)
+    exports=("onnx", "hf"), compare_prompt=True, package=__name__, prepares=True)

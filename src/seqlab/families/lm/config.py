@@ -23,9 +23,13 @@ from seqlab.training.trainer import TrainConfig
 class LMDataConfig:
     """Where the text comes from and how it becomes tokens (saved under "data")."""
 
-    train: str = option("", "training text file (default: the bundled Tiny Shakespeare, first 90%)", file=True)
+    prepared: str = option("", "a prepared dataset folder (`seqlab prepare lm`): its splits, tokenizer and vocabulary, "
+                               "read from memory-mapped shards instead of --train/--valid/--test", flag="data")
+    train: str = option("", "training text file (default: the bundled Tiny Shakespeare, first 90%); .gz, .jsonl "
+                            "and .parquet too (--text-column)", file=True)
     valid: str = option("", "validation text file (default with the bundled corpus: its last 10%)", file=True)
     test: str = option("", "test text file, scored with the best weights at the end", file=True)
+    text_column: str = option("text", "the text field of .jsonl records and the text column of .parquet files")
     tokenizer: str = option("char", "tokens: characters, whitespace words (PTB, wikitext) or BPE",
                             choices=tuple(TOKENIZERS))
     min_freq: int = option(1, "word / char: keep tokens seen at least this often in training; the rest become "
@@ -53,9 +57,12 @@ class LMDataConfig:
 
             parse_template(self.canary)                    # a bad template is refused before any work
             self.canary_repeats = list(self.canary_repeats or DEFAULT_REPEATS)
-        if self.train and not self.valid:
+        if self.prepared and self.canary:
+            raise SeqlabError("--canary plants its secrets while the training text is prepared: give --train and "
+                              "--valid instead of --data")
+        if self.train and not self.valid and not self.prepared:
             raise SeqlabError("--train needs --valid (a held-out file for perplexity and early stopping)")
-        if self.valid and not self.train:
+        if self.valid and not self.train and not self.prepared:
             raise SeqlabError("--valid needs --train")
         if self.reverse and self.tokenizer != "char":
             raise SeqlabError(f"--reverse applies to --tokenizer char only, not {self.tokenizer}: leave it out")
@@ -87,8 +94,23 @@ CONFIG_GROUPS = {"data": LMDataConfig, "model": LMConfig, "train": LMTrainOption
 def resolve_lm_config(config_file: str | Path | None = None, overrides: dict | None = None,
                          resume: bool = False) -> LMTrainConfig:
     """Defaults < the config file < overrides (the command line). With `resume`, the run's own
-    config.json is the base and only options of the `train` group may change."""
-    return resolve_run_config(LMTrainConfig, CONFIG_GROUPS, config_file, overrides, resume, read_run_config)
+    config.json is the base and only options of the `train` group may change. With --data, the options that
+    shaped the prepared ids (tokenizer, vocabulary) come from its manifest; given otherwise, they are refused."""
+    config = resolve_run_config(LMTrainConfig, CONFIG_GROUPS, config_file, overrides, resume, read_run_config)
+    if resume or not config.data.prepared:
+        return config
+    from seqlab.families.lm.prepare import open_prepared, token_options
+
+    prepared = open_prepared(config.data.prepared)
+    shaped = token_options(prepared)
+    config = resolve_run_config(LMTrainConfig, CONFIG_GROUPS, config_file, overrides, resume, read_run_config,
+                                defaults=shaped)
+    for name, value in shaped.items():
+        given = getattr(config.data, name)
+        if given != value:
+            raise SeqlabError(f"--{name.replace('_', '-')} {given}: {config.data.prepared} was prepared with "
+                              f"--{name.replace('_', '-')} {value}; leave the option out, or prepare again")
+    return config
 
 
 def read_run_config(run_dir: str | Path) -> LMTrainConfig:

@@ -17,19 +17,20 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from seqlab.data.hooks import hook_files, text_hooks
-from seqlab.data.readers import default_corpus, encode_lines, read_lines, read_stream
-from seqlab.data.tokenizers import Tokenizer, make_tokenizer
+from seqlab.data.tokenizers import Tokenizer
 from seqlab.data.vocab import Vocab
 from seqlab.errors import SeqlabError
 from seqlab.families.contract import Pipeline
 from seqlab.families.lm import FAMILY
 from seqlab.families.lm.config import CONFIG_GROUPS, LMTrainConfig, read_run_config, resolve_lm_config
+from seqlab.families.lm.prepare import for_run, tokenizer_and_vocab
 from seqlab.families.lm.task import LanguageModelingTask
-from seqlab.families.lm.trained import TrainedLM, lines_as_read
-from seqlab.families.lm.vocab import read_tokenizer_and_vocab, reverse_lines
+from seqlab.families.lm.trained import TrainedLM
+from seqlab.families.lm.vocab import read_tokenizer_and_vocab
 from seqlab.families.runs import check_sizes, load_best, log, start_run, train_in_run
 from seqlab.fileio import atomic_write_json
 from seqlab.models.lm import build_lm
@@ -46,65 +47,49 @@ def train_lm(config: LMTrainConfig, resume: bool = False, overwrite: bool = Fals
 
 def _train_lm(config, run_dir, device, resume, overwrite, callback) -> dict:
     data = config.data
-    if data.train:
-        train_lines = read_lines(data.train, "training file")
-        valid_lines = read_lines(data.valid, "validation file")
-    else:
-        train_lines, valid_lines = default_corpus()
-        log(f"no --train given: using the bundled Tiny Shakespeare ({len(train_lines):,} training lines, "
-            f"{len(valid_lines):,} validation lines)")
-    if data.reverse:
-        train_lines, valid_lines = reverse_lines(train_lines), reverse_lines(valid_lines)
-        log("--reverse: the model reads the text right to left (each line backwards, the last line first)")
-    if not resume and distributed.world()[0] == 0:
+    rank = distributed.world()[0]
+    if not resume and rank == 0:
         for name in hook_files():                    # an overwritten run's secrets are not this one's
             (run_dir / name).unlink(missing_ok=True)
     hooks = text_hooks(data, config.train.seed)      # --canary: secrets planted in the training text
+    if not data.train and not data.prepared:
+        log("no --train given: using the bundled Tiny Shakespeare (its first 90% to train, the rest to validate)")
+    prepared = for_run(config, run_dir, resume, hooks, rank, distributed.barrier, log)
     for hook in hooks:
-        distributed.barrier()
-        train_lines = hook.lines(run_dir, train_lines, resume, write=distributed.world()[0] == 0)
         log(hook.describe(run_dir, resume))
+    if data.reverse:
+        log("--reverse: the model reads the text right to left (each line backwards, the last line first)")
+    tokenizer, vocab = tokenizer_and_vocab(prepared)
     if resume:
-        tokenizer, vocab = read_tokenizer_and_vocab(run_dir)
-        train_tokens = tokenizer.tokenize_lines(train_lines)
-    else:
-        if data.tokenizer == "bpe" and data.max_vocab:
-            raise SeqlabError(f"--max-vocab {data.max_vocab}: a BPE vocabulary is every piece of its BPE model; "
-                              "set its size with --bpe-vocab-size instead (--max-vocab is for word and char)")
-        tokenizer = make_tokenizer(data.tokenizer, data.bpe_vocab_size)
-        tokenizer.fit(train_lines)
-        train_tokens = tokenizer.tokenize_lines(train_lines)
-        vocab = tokenizer.vocabulary(train_tokens, data.min_freq, data.max_vocab or None)
-        for hook in hooks:
-            vocab = hook.vocabulary(vocab)
-    train_ids = encode_lines(train_tokens, vocab)
-    valid_ids, valid_characters = read_stream(valid_lines if data.reverse else data.valid or valid_lines,
-                                              tokenizer, vocab, "validation file")
-    test_ids, test_characters = (read_stream(lines_as_read(data.test, data.reverse, "test file"), tokenizer,
-                                             vocab, "test file") if data.test else (None, 0))
+        _, run_vocab = read_tokenizer_and_vocab(run_dir)
+        if run_vocab.tokens != vocab.tokens:
+            raise SeqlabError(f"--resume: the prepared data ({prepared.folder}) has another vocabulary than the run "
+                              f"in {run_dir}; resume with the data the run was trained on")
+    train = prepared.split("train")
+    valid_ids = torch.from_numpy(prepared.split("valid").ids().astype(np.int64))
+    test = prepared.split("test")
+    test_ids = torch.from_numpy(test.ids().astype(np.int64)) if test is not None else None
     model_config = dataclasses.replace(config.model, vocab_size=len(vocab))
     config = dataclasses.replace(config, model=model_config)
     torch.manual_seed(config.train.seed)
     model = build_lm(model_config).to(device)
     if model_config.output_layer == "adaptive":
         # the clusters follow the training counts, whatever order the vocabulary lists the words in
-        moved = model.output.order_by_frequency(torch.bincount(train_ids, minlength=len(vocab)))
+        moved = model.output.order_by_frequency(torch.from_numpy(train.counts()))
         log(f"adaptive softmax: the head and clusters hold the words by training frequency ({moved:,} words in "
             "another cluster than their id alone would place them: the layer holds the permutation)")
-    rank = distributed.world()[0]
     torch.manual_seed(config.train.seed + rank)
-    task = LanguageModelingTask(model, train_ids, valid_ids, test_ids, config.train.batch_size,
+    task = LanguageModelingTask(model, train.tokens, valid_ids, test_ids, config.train.batch_size,
                                 config.train.seq_len, config.train.eval_batch_size,
-                                config.train.eval_stride, config.train.seed, valid_characters, test_characters,
-                                config.train.fused_output)
-    log(f"vocabulary: {len(vocab):,} {tokenizer.unit} types from {len(train_ids):,} training tokens; "
+                                config.train.eval_stride, config.train.seed, prepared.split("valid").characters,
+                                test.characters if test is not None else 0, config.train.fused_output)
+    log(f"vocabulary: {len(vocab):,} {tokenizer.unit} types from {len(train.tokens):,} training tokens; "
         f"{model_config.arch} with {model.num_parameters():,} parameters on {device}; {task.output_note}")
     if rank == 0 and not resume:
         write_run_files(run_dir, config, tokenizer, vocab, overwrite)
     distributed.barrier()
     trainer = Trainer(task, model, config.train, run_dir, device, callback)
     return trainer.fit(resume=resume)
-
 
 
 def write_run_files(run_dir: Path, config: LMTrainConfig, tokenizer: Tokenizer, vocab: Vocab,

@@ -28,7 +28,14 @@ import torch.nn.functional as F
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from seqlab.data.batching import Batch, StreamBatches, WindowBatches, sliding_windows
+from seqlab.data.batching import (
+    ArrayTokens,
+    Batch,
+    StreamBatches,
+    TokenStreamBatches,
+    TokenWindowBatches,
+    sliding_windows,
+)
 from seqlab.data.vocab import PAD
 from seqlab.errors import SeqlabError
 from seqlab.nn.adaptive_softmax import AdaptiveOutputLayer
@@ -64,17 +71,19 @@ class LanguageModelingTask:
     metric, lower_is_better = "loss", True
     progress: bool | None = False      # a bar over evaluation batches (None: when stderr is a terminal)
 
-    def __init__(self, model, train_ids: Tensor, valid_ids: Tensor, test_ids: Tensor | None,
+    def __init__(self, model, train_ids, valid_ids: Tensor, test_ids: Tensor | None,
                  batch_size: int, seq_len: int, eval_batch_size: int, eval_stride: int, seed: int,
                  valid_characters: int = 0, test_characters: int = 0, fused_output: str = "auto"):
         self.context = model.context_length          # None: a stream model that carries its state
-        self.train_ids, self.valid_data, self.test_data = train_ids, valid_ids, test_ids
+        # the training ids are read by position (a prepared split's shards, `seqlab.data.prepared`), never whole
+        self.train_ids = train_ids if hasattr(train_ids, "read") else ArrayTokens(train_ids)
+        self.valid_data, self.test_data = valid_ids, test_ids
         self.valid_characters, self.test_characters = valid_characters, test_characters
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
         self.seq_len = self.context or seq_len
         self.eval_stride = eval_stride or max(1, (self.context or 2) // 2)
         self.seed = seed
-        self._stream = StreamBatches(train_ids, batch_size, self.seq_len) if self.context is None else None
+        self._stream = TokenStreamBatches(self.train_ids, batch_size, self.seq_len) if self.context is None else None
         layer = output_layer(model)
         self.adaptive = isinstance(layer, AdaptiveOutputLayer)
         if self.adaptive:            # its own loss from the hidden states, never a (B, T, V) tensor
@@ -99,7 +108,7 @@ class LanguageModelingTask:
         """The global batches of one epoch (indexable, so a resumed run can start mid-epoch)."""
         if self._stream is not None:
             return self._stream
-        return WindowBatches(self.train_ids, self.batch_size, self.context, self.seed, epoch)
+        return TokenWindowBatches(self.train_ids, self.batch_size, self.context, self.seed, epoch)
 
     def initial_state(self, model, rows: int, device):
         return model.init_state(rows, device) if self.carries_state else None
