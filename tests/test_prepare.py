@@ -283,3 +283,33 @@ def test_bad_text_is_named_by_file_and_line(tmp_path, capsys, monkeypatch):
     assert code == 2 and "--workers" in err and "Traceback" not in err
     with pytest.raises(SeqlabError, match="does not take --canary"):
         __import__("seqlab").prepare("lm", tmp_path / "d", train=str(TRAIN), valid=str(VALID), canary="x {digits:2}")
+
+
+def test_items_round_trip_through_shards_and_indexes(tmp_path):
+    """Ragged columns and text columns of items (the tagger's, classifier's and seq2seq's prepared splits) read
+    back item by item, with their lengths from the index alone; a truncated index is refused."""
+    from seqlab.data.prepared import Writer
+    from seqlab.data.prepared_items import Items, ItemWriter
+
+    rng = np.random.default_rng(0)
+    writer = Writer(tmp_path / "d")
+    items = ItemWriter(writer, "train", {"words": "<u2", "tags": "<u1"}, texts=("tokens",))
+    expected = []
+    for _ in range(5000):
+        n = int(rng.integers(0, 9))
+        item = {"words": rng.integers(0, 60000, n), "tags": rng.integers(0, 200, n),
+                "tokens": [f"w{k}é" for k in rng.integers(0, 99, n)]}
+        items.add(**item)
+        expected.append(item)
+    folder = writer.commit({"family": "tagger", "splits": {"train": items.close()}})
+    read = Items(Prepared(folder, "tagger").split("train"))
+    assert len(read) == 5000
+    for i in (0, 1, 4095, 4096, 4999):
+        assert np.array_equal(read.column("words", i), expected[i]["words"])
+        assert np.array_equal(read.column("tags", i), expected[i]["tags"])
+        assert read.texts("tokens", i) == expected[i]["tokens"]
+    assert read.lengths("words").tolist() == [len(item["words"]) for item in expected]
+    index = folder / "train.tags.idx"
+    index.write_bytes(index.read_bytes()[:-8])
+    with pytest.raises(SeqlabError, match="truncated"):
+        Items(Prepared(folder, "tagger").split("train"))
