@@ -54,19 +54,24 @@ def to_markdown(card: dict) -> str:
     out += ["## Training data", ""]
     if data.get("bundled"):
         out += [f"Trained on {data['bundled']}.", ""]
-    out += [_row("file", "path", "bytes", "lines", "units", "tokens", "types", "duplicate lines"),
-            _row(*["---"] * 2, *["---:"] * 6)]
-    for name, f in data["files"].items():
-        dup = f["duplicates"]
-        out.append(_row(name, f"`{f['path']}`", _number(f["bytes"]), _number(f["lines"]),
-                        f"{_number(f['units'])} {f['unit']}", _number(f["tokens"]), _number(f["types"]),
-                        f"{_number(dup['count'])} ({dup['share']:.2%})"))
-    out += ["", "SHA-256 of each file:", ""] + [f"- {name}: `{f['sha256']}`" for name, f in data["files"].items()]
-    out += ["", "Character set (characters by class; most frequent non-ASCII):", ""]
-    for name, f in data["files"].items():
-        classes = ", ".join(f"{k.replace('_', ' ')} {_number(v)}" for k, v in f["charset"]["classes"].items())
-        top = " ".join(f"`{e['char']}` ({_number(e['count'])})" for e in f["charset"]["top_non_ascii"][:5])
-        out.append(f"- {name}: {classes}" + (f"; {top}" if top else ""))
+    if data.get("sources"):            # a prepared folder, or files too big to read whole: what the manifest says
+        out += [_row("source", "path", "bytes", "SHA-256"), _row("---", "---", "---:", "---")]
+        out += [_row(name, f"`{f.get('path', f.get('name', '?'))}`", _number(f.get("bytes", 0)),
+                     f"`{f.get('sha256', '-')}`") for name, f in data["sources"].items()]
+    if data["files"]:
+        out += [_row("file", "path", "bytes", "lines", "units", "tokens", "types", "duplicate lines"),
+                _row(*["---"] * 2, *["---:"] * 6)]
+        for name, f in data["files"].items():
+            dup = f["duplicates"]
+            out.append(_row(name, f"`{f['path']}`", _number(f["bytes"]), _number(f["lines"]),
+                            f"{_number(f['units'])} {f['unit']}", _number(f["tokens"]), _number(f["types"]),
+                            f"{_number(dup['count'])} ({dup['share']:.2%})"))
+        out += ["", "SHA-256 of each file:", ""] + [f"- {name}: `{f['sha256']}`" for name, f in data["files"].items()]
+        out += ["", "Character set (characters by class; most frequent non-ASCII):", ""]
+        for name, f in data["files"].items():
+            classes = ", ".join(f"{k.replace('_', ' ')} {_number(v)}" for k, v in f["charset"]["classes"].items())
+            top = " ".join(f"`{e['char']}` ({_number(e['count'])})" for e in f["charset"]["top_non_ascii"][:5])
+            out.append(f"- {name}: {classes}" + (f"; {top}" if top else ""))
     out += ["", f"Splits, as the task reads them ({data['unit']}); duplicates are exact repeats within the split "
             "(after whitespace normalisation):", "",
             _row("split", data["unit"], "duplicates", "labels (most frequent)"),

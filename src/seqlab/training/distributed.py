@@ -61,3 +61,21 @@ def gather_objects(obj) -> list:
     out = [None] * dist.get_world_size()
     dist.all_gather_object(out, obj)
     return out
+
+
+def broadcast_object(obj):
+    """Rank 0's `obj` on every process (itself in one process)."""
+    if not is_distributed():
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def broadcast_module(module: torch.nn.Module) -> None:
+    """Every parameter and buffer of rank 0's `module` copied into the others' (in place), so that what rank 0
+    loaded from its disk holds everywhere, whether or not the nodes share that disk."""
+    if not is_distributed():
+        return
+    for tensor in module.state_dict().values():
+        dist.broadcast(tensor, src=0)

@@ -511,8 +511,10 @@ class Trainer:
         if self._last_eval is not None and self._last_eval[0] == self.position.step:
             results = {"valid": self._last_eval[1]}      # the model holds the best weights: evaluated already
         else:
-            if best.exists():
-                load_model(best, self.model)
+            if distributed.broadcast_object(best.exists() if self.is_main else None):
+                if self.is_main:                # rank 0's file, sent to every process (nodes need not share disks)
+                    load_model(best, self.model)
+                distributed.broadcast_module(self.model)
             results = {"valid": self.evaluate(self.task.valid_data)}
         if self.task.test_data is not None:
             results["test"] = self.evaluate(self.task.test_data)

@@ -31,9 +31,50 @@ def side_unit(config, side: str) -> str:
     return "char" if config.data.tokenizer == "char" else "word"
 
 
+SHEET_BYTES = 256 << 20         # text files up to this size (together) get the full datasheet, read whole
+
+
 def training_data(config) -> dict | None:
-    """The bundled corpus's sheet when the run read no --train (None: its files, read as every family's)."""
-    return None if config.data.train else bundled_corpus_sheet(config)
+    """The bundled corpus's sheet when the run read no --train and no --data; a prepared folder's sheet, from its
+    manifest, for --data or text files too big to read whole (None: its files, read as every family's)."""
+    data = config.data
+    files = [getattr(data, option) for option, _ in (("train", 0), ("valid", 0), ("test", 0)) if getattr(data, option)]
+    if data.prepared:
+        return prepared_sheet(data.prepared)
+    if files and sum(Path(f).stat().st_size for f in files if Path(f).exists()) > SHEET_BYTES:
+        return big_files_sheet(data, files)
+    return None if data.train else bundled_corpus_sheet(config)
+
+
+def prepared_sheet(folder: str) -> dict:
+    """What a prepared folder's manifest says of its data: the sources (path, bytes, SHA-256) and each split's
+    lines and tokens; the text itself is not read again (duplicates and contamination are left out)."""
+    import json
+
+    try:
+        manifest = json.loads((Path(folder) / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = {}
+    sources = {name: records[0] for name, records in manifest.get("sources", {}).items() if records}
+    return {"unit": "lines", "bundled": f"the prepared folder `{folder}` (`seqlab prepare lm`; "
+                                       f"{manifest.get('options', {}).get('tokenizer', '?')} tokens)",
+            "files": {}, "sources": sources,
+            "splits": {name: {"units": split.get("lines", 0), "tokens": split.get("ids", 0), "duplicates": {}}
+                       for name, split in manifest.get("splits", {}).items()},
+            "contamination": {}, "oov": {}}
+
+
+def big_files_sheet(data, files: list[str]) -> dict:
+    """Text files too big to read whole for a datasheet: their paths, sizes and SHA-256 (streamed)."""
+    from seqlab.fileio import file_sha256
+
+    sources = {option: {"path": str(Path(path).resolve()), "bytes": Path(path).stat().st_size,
+                        "sha256": file_sha256(path, option)}
+               for option in ("train", "valid", "test") if (path := getattr(data, option))}
+    return {"unit": "lines", "bundled": f"text files of {sum(s['bytes'] for s in sources.values()) / 1e6:,.0f} MB "
+                                       f"(over the {SHEET_BYTES >> 20} MB a datasheet reads whole: no duplicates or "
+                                       "contamination figures)",
+            "files": {}, "sources": sources, "splits": {}, "contamination": {}, "oov": {}}
 
 
 def bundled_corpus_sheet(config) -> dict:

@@ -103,6 +103,7 @@ def resolve_lm_config(config_file: str | Path | None = None, overrides: dict | N
 
     prepared = open_prepared(config.data.prepared)
     shaped = token_options(prepared)
+    overrides = {**(overrides or {}), "prepared": str(Path(config.data.prepared).resolve())}  # as config.json keeps it
     config = resolve_run_config(LMTrainConfig, CONFIG_GROUPS, config_file, overrides, resume, read_run_config,
                                 defaults=shaped)
     for name, value in shaped.items():
