@@ -8,6 +8,7 @@ import errno
 import gzip
 import json
 import shutil
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -313,3 +314,30 @@ def test_items_round_trip_through_shards_and_indexes(tmp_path):
     index.write_bytes(index.read_bytes()[:-8])
     with pytest.raises(SeqlabError, match="truncated"):
         Items(Prepared(folder, "tagger").split("train"))
+
+
+@pytest.mark.parametrize("kind", ["word", "char"])
+def test_the_whole_block_paths_give_the_line_by_line_ids(tmp_path, kind):
+    """Word and character blocks are encoded whole (one split, line ends marked): the same ids, line lengths and
+    characters as line by line, with CRLF endings, a final line without a newline (ending in a CR), a byte-order
+    mark, blank lines, other whitespace and a text holding the line-end mark itself (read line by line)."""
+    texts = ["\ufeffone two\r\nthree  four\n\n \t\nfive\x0bsix\u2028seven\r\r\nlast\r",
+             "a \x01 b\nc\n", "no newline at all", "\n\nx\n\n"]
+    for k, text in enumerate(texts):
+        path = tmp_path / f"t{k}.txt"
+        path.write_bytes(text.encode("utf-8"))
+        lines = read_lines(path)
+        tokenizer = make_tokenizer(kind)
+        vocab = tokenizer.vocabulary(tokenizer.tokenize_lines(lines + ["one", "x"]))
+        expected = encode_lines(tokenizer.tokenize_lines(lines), vocab).numpy()
+        blocks = list(prepare_text.Source(str(path), "file").blocks())     # whole lines, and the last one
+        prepare_text._init_worker(tokenizer.to_dict(), vocab.tokens, "<u2")
+        encoded = [prepare_text._encode_block(block) for block in blocks]
+        assert np.array_equal(np.concatenate([e[0] for e in encoded]), expected), text
+        assert np.concatenate([e[1] for e in encoded]).tolist() == [len(tokenizer.tokenize(line)) + 1
+                                                                    for line in lines]
+        characters = sum(e[2] for e in encoded)
+        assert characters == sum(map(len, lines)) + len(lines)
+        counted = [prepare_text._count_block(block, kind) for block in blocks]
+        assert sum((c[0] for c in counted), Counter()) == Counter(t for line in lines for t in tokenizer.tokenize(line))
+        assert (sum(c[1] for c in counted), sum(c[2] for c in counted)) == (len(lines), characters)

@@ -42,6 +42,7 @@ from seqlab.fileio import binary_error, check_input_file, not_utf8_error
 BLOCK = 8 << 20                 # bytes of a file read at a time
 SMALL = 4 << 20                 # inputs of fewer bytes than this are prepared in this process
 FORMATS = ("text", "jsonl", "parquet")
+SENTINEL = "\x01"             # marks line ends in the fast word path (a block that holds one goes line by line)
 
 
 @dataclass
@@ -132,6 +133,35 @@ class Source:
             {**source_record(self.path), "format": self.fmt, **({"column": self.column} if self.fmt != "text" else {})}
 
 
+def block_text(payload, first: int, fmt: str, column: str, path: str, what: str) -> str | None:
+    """A block of a text file as one string whose lines end with "\\n" (a final "\\r" of each dropped, as
+    `_split` drops it), for the fast paths of word and character tokens; None for other blocks, or a text that
+    holds SENTINEL (the fast word path marks line ends with it)."""
+    if fmt != "text":
+        return None
+    text = _decode(payload, first, path, what)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").removesuffix("\r")        # as _split drops a line's final "\r"
+    if text and not text.endswith("\n"):
+        text += "\n"
+    return None if SENTINEL in text else text
+
+
+def _decode(payload: bytes, first: int, path: str, what: str) -> str:
+    """Bytes of whole lines as text, strictly: a NUL or a byte that is not UTF-8 named by file and line."""
+    nul = payload.find(b"\x00")
+    if nul >= 0:
+        line = first + payload.count(b"\n", 0, nul)
+        raise binary_error(f"{what} {where(path, line)}")
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = first + payload.count(b"\n", 0, error.start)
+        raise not_utf8_error(f"{what} {where(path, line)}", error.start,
+                             payload[error.start:error.start + 1]) from None
+    return text.removeprefix("\ufeff") if first == 1 else text
+
+
 def block_lines(payload, first: int, fmt: str, column: str, path: str, what: str) -> list[str]:
     """A block's lines, strictly decoded (see the module docstring)."""
     if fmt == "lines":
@@ -144,21 +174,10 @@ def block_lines(payload, first: int, fmt: str, column: str, path: str, what: str
                                   f"{type(text).__name__}, not text")
             out.extend(_record_lines(text))
         return out
-    nul = payload.find(b"\x00")
-    if nul >= 0:
-        line = first + payload.count(b"\n", 0, nul)
-        raise binary_error(f"{what} {where(path, line)}")
-    try:
-        text = payload.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = first + payload.count(b"\n", 0, error.start)
-        raise not_utf8_error(f"{what} {where(path, line)}", error.start,
-                             payload[error.start:error.start + 1]) from None
-    if first == 1:
-        text = text.removeprefix("\ufeff")
-    lines = _split(text)
+    text = _decode(payload, first, path, what)
     if fmt == "text":
-        return lines
+        return _split(text)
+    lines = _split(text)
     out = []
     for k, line in enumerate(lines):
         if not line.strip():
@@ -205,6 +224,11 @@ def _init_worker(tokenizer: dict | None, tokens: list[str] | None, dtype: str | 
 
 def _count_block(args: tuple, kind: str) -> tuple[Counter, int, int, bool]:
     """(token counts, lines, characters, whether any line holds text) of a block."""
+    text = block_text(*args)
+    if text is not None:                          # the whole block at once: the same tokens as line by line
+        counts = Counter(text.split()) if kind == "word" else Counter(text)
+        counts.pop("\n", None)
+        return counts, text.count("\n"), len(text), bool(text) and not text.isspace()
     lines = block_lines(*args)
     tokens = chain.from_iterable(lines) if kind == "char" else chain.from_iterable(map(str.split, lines))
     return (Counter(tokens), len(lines), sum(map(len, lines)) + len(lines), any(line.strip() for line in lines))
@@ -213,6 +237,28 @@ def _count_block(args: tuple, kind: str) -> tuple[Counter, int, int, bool]:
 class _Lookup(dict):
     def __missing__(self, key):
         return UNK
+
+
+def _lookup(vocab: Vocab) -> _Lookup:
+    lookup = _WORKER.get("lookup")
+    if lookup is None or _WORKER.get("lookup_of") is not vocab:
+        lookup = _WORKER["lookup"] = _Lookup(vocab.index)
+        _WORKER["lookup_of"] = vocab
+    return lookup
+
+
+def encode_text(text: str, kind: str, vocab: Vocab, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """`encode_lines` of a whole block at once (word and character tokens): each line end marked, the tokens
+    looked up in one pass, the marks turned into `</s>` and the lines' lengths read off their positions."""
+    lookup = _lookup(vocab)
+    marked = dict.__new__(_Lookup)
+    marked.update(lookup)
+    marked[SENTINEL if kind == "word" else "\n"] = -1
+    tokens = text.replace("\n", f" {SENTINEL} ").split() if kind == "word" else text
+    ids = np.fromiter(map(marked.__getitem__, tokens), np.int64)
+    ends = np.flatnonzero(ids == -1)
+    ids[ends] = EOS
+    return ids.astype(dtype), np.diff(ends, prepend=-1)
 
 
 def encode_lines(lines: list[str], tokenizer: Tokenizer, vocab: Vocab,
@@ -224,11 +270,7 @@ def encode_lines(lines: list[str], tokenizer: Tokenizer, vocab: Vocab,
         token_lines = lines
     else:
         token_lines = tokenizer.tokenize_lines(lines)
-    lookup = _WORKER.get("lookup")
-    if lookup is None or _WORKER.get("lookup_of") is not vocab:
-        lookup = _WORKER["lookup"] = _Lookup(vocab.index)
-        _WORKER["lookup_of"] = vocab
-    get = lookup.__getitem__
+    get = _lookup(vocab).__getitem__
     ids: list[int] = []
     for tokens in token_lines:
         ids.extend(map(get, tokens))
@@ -239,8 +281,13 @@ def encode_lines(lines: list[str], tokenizer: Tokenizer, vocab: Vocab,
 
 def _encode_block(args: tuple) -> tuple[np.ndarray, np.ndarray, int, bool]:
     """(ids, line lengths, characters, whether any line holds text) of a block."""
+    tokenizer = _WORKER["tokenizer"]
+    text = block_text(*args) if tokenizer.kind in ("word", "char") else None
+    if text is not None:
+        ids, lengths = encode_text(text, tokenizer.kind, _WORKER["vocab"], _WORKER["dtype"])
+        return ids, lengths, len(text), bool(text) and not text.isspace()
     lines = block_lines(*args)
-    ids, lengths = encode_lines(lines, _WORKER["tokenizer"], _WORKER["vocab"], _WORKER["dtype"])
+    ids, lengths = encode_lines(lines, tokenizer, _WORKER["vocab"], _WORKER["dtype"])
     return ids, lengths, sum(map(len, lines)) + len(lines), any(line.strip() for line in lines)
 
 
