@@ -125,7 +125,7 @@ def test_lm_features_frozen_through_a_training_step(lms):
     assert not model.lm_features.training and not model.lm_features.forward_lm.training   # no LM dropout
     frozen = {k: v.clone() for k, v in model.lm_features.state_dict().items()}
     trained = {k: v.clone() for k, v in model.named_parameters() if not k.startswith("lm_features.")}
-    cached = task.encoded_train[0].lm.clone()
+    cached = task.train.item(0).lm.clone()
     optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=0.1)
     loss_sum, count, _ = task.loss(model, task.train_batches(1)[0], None)
     (loss_sum / count).backward()
@@ -133,7 +133,7 @@ def test_lm_features_frozen_through_a_training_step(lms):
     assert all(torch.equal(v, model.lm_features.state_dict()[k]) for k, v in frozen.items())
     assert all(p.grad is None for p in model.lm_features.parameters())
     assert any(not torch.equal(v, dict(model.named_parameters())[k]) for k, v in trained.items())
-    torch.testing.assert_close(task.encoded_train[0].lm, cached)      # the cache is the features, unchanged
+    torch.testing.assert_close(task.train.item(0).lm, cached)      # the cache is the features, unchanged
 
 
 def test_lm_features_tagger_overfits_a_small_batch(lms):

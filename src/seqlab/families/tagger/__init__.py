@@ -3,6 +3,7 @@
     config.py     TaggerDataConfig, TaggerTrainConfig: the options of `seqlab train tagger`
     vocab.py      TaggerVocabulary (words, characters, tags -> ids) and the run's files (torch-free)
     task.py       TaggingTask: sentences -> loss as (sum, count), accuracy and entity F1
+    prepare.py    `seqlab prepare tagger`: the CoNLL files into memory-mapped items; the run's data (--data, or a cache)
     pipeline.py   train_tagger, load_tagger, PIPELINE
     trained.py    TrainedTagger: tag, tag_sentences, tag_stream, evaluate_file
     exported.py   ExportedTagger: an ONNX export on onnxruntime, Viterbi in numpy (torch-free)
@@ -32,4 +33,4 @@ FAMILY = Family(
         risks=("Bias: tagging accuracy is usually lower for dialects, names and genres rare in the training "
                "data, so errors fall unevenly on the people whose language that is.",
                "Errors propagate: downstream systems (entity extraction, search) inherit its mistakes.")),
-    arch_option="encoder", package=__name__)
+    arch_option="encoder", package=__name__, prepares=True)

@@ -11,20 +11,18 @@ from seqlab.config import check_fields, option
 from seqlab.data.conll import FORMATS, Sentence, read_labelled
 from seqlab.data.tags import (
     SCHEMES,
-    convert,
-    invalid_positions,
-    is_entity_tag,
 )
-from seqlab.errors import SeqlabError, place
+from seqlab.errors import SeqlabError
 from seqlab.families.lm.features import (
     check_paths,
 )
 from seqlab.families.runs import (
-    log,
     read_run_config_as,
     resolve_run_config,
 )
 from seqlab.families.tagger import FAMILY
+from seqlab.families.tagger.prepare import prepare_tags as prepare  # noqa: F401  (re-exported)
+from seqlab.families.tagger.prepare import refuse_stray_tags  # noqa: F401  (re-exported)
 from seqlab.models.tagger import TaggerConfig
 from seqlab.training.trainer import TrainConfig
 
@@ -37,6 +35,8 @@ TRAIN_DEFAULTS = {"output": "runs/tagger", "epochs": 20, "batch_size": 32, "eval
 class TaggerDataConfig:
     """Where the labelled sentences come from (saved under "data")."""
 
+    prepared: str = option("", "a prepared dataset folder (`seqlab prepare tagger`): its splits, vocabulary and tags, "
+                               "read from memory-mapped shards instead of --train/--dev/--test", flag="data")
     train: str = option("", "training file (CoNLL-U or CoNLL-2003 columns)", file=True)
     dev: str = option("", "development file: evaluated every epoch, for early stopping and the best weights", file=True)
     test: str = option("", "test file, scored with the best weights at the end", file=True)
@@ -82,39 +82,29 @@ CONFIG_GROUPS = {"data": TaggerDataConfig, "model": TaggerConfig, "train": Train
 def resolve_tagger_config(config_file: str | Path | None = None, overrides: dict | None = None,
                           resume: bool = False) -> TaggerTrainConfig:
     """Defaults (TRAIN_DEFAULTS for the trainer) < the config file < overrides (the command line). With
-    `resume`, the run's own config.json is the base and only options of the `train` group may change."""
-    return resolve_run_config(TaggerTrainConfig, CONFIG_GROUPS, config_file, overrides, resume, read_run_config,
-                              TRAIN_DEFAULTS)
+    `resume`, the run's own config.json is the base and only options of the `train` group may change. With
+    --data, the options that shaped the prepared items (format, scheme, vocabulary) come from its manifest;
+    given otherwise, they are refused."""
+    config = resolve_run_config(TaggerTrainConfig, CONFIG_GROUPS, config_file, overrides, resume, read_run_config,
+                                TRAIN_DEFAULTS)
+    if resume or not config.data.prepared:
+        return config
+    from seqlab.families.tagger.prepare import open_prepared, shaped_options
+
+    shaped = shaped_options(open_prepared(config.data.prepared))
+    config = resolve_run_config(TaggerTrainConfig, CONFIG_GROUPS, config_file, overrides, resume, read_run_config,
+                                {**TRAIN_DEFAULTS, **shaped})
+    for name, value in shaped.items():
+        given = getattr(config.data, name)
+        if given != value:
+            flag = f"--{name.replace('_', '-')}"
+            raise SeqlabError(f"{flag} {given or repr(given)}: {config.data.prepared} was prepared with {flag} "
+                              f"{value or repr(value)}; leave the option out, or prepare again")
+    return config
 
 
 def read_sentences(path: str, data: TaggerDataConfig, what: str) -> list[Sentence]:
     return read_labelled(path, data.format, data.label_column or None, what)
-
-
-def refuse_stray_tags(sentences: list[Sentence], path: str, what: str) -> None:
-    """In a file of entity tags, a tag that fits no scheme (`I-`, `X-PER`) is an error naming its line: read
-    as a plain label it would silently turn the whole run into plain tagging (accuracy instead of entity F1,
-    no CRF constraints)."""
-    for sentence in sentences:
-        for i, tag in enumerate(sentence.labels):
-            if not is_entity_tag(tag):
-                raise SeqlabError(f"{place(what, path, sentence.line_of(i))}: the tag {tag!r} fits no entity scheme; "
-                                  "the other tags are O and B-/I-/E-/S- plus a type (e.g. B-PER): correct it, or "
-                                  "pass --scheme none to read every tag as a plain label")
-
-
-def prepare(sentences: list[Sentence], scheme: str, target: str, path: str) -> None:
-    """Report invalid entity sequences (file and line; scored as conlleval would) and convert the tags
-    to the scheme the model uses, in place."""
-    if scheme == "none":
-        return
-    for sentence in sentences:
-        bad = invalid_positions(sentence.labels, scheme)
-        if bad:
-            log(f"warning: {path}:{sentence.line_of(bad[0])}: {sentence.labels[bad[0]]!r} breaks the {scheme.upper()} "
-                "scheme; read as conlleval reads it")
-        if target != scheme:
-            sentence.labels = convert(sentence.labels, target)
 
 
 def read_run_config(run_dir: str | Path) -> TaggerTrainConfig:

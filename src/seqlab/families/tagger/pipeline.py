@@ -10,7 +10,9 @@
 A run directory holds config.json (data, model and train groups, a format version, "task":
 "tagger"), vocab.json (words), chars.json (characters, with character features), labels.json (the
 tags, and the entity scheme), model.safetensors (the best weights), checkpoint.safetensors (for
---resume), metrics.jsonl, train_log.jsonl and curves.png.
+--resume), metrics.jsonl, train_log.jsonl and curves.png; and prepared/, the CoNLL files prepared once
+(`seqlab.families.tagger.prepare`), unless the run read --data or $SEQLAB_CACHE_DIR holds them. Training reads
+only prepared data: a global batch's sentences are read from the shards when its rows are asked for.
 """
 
 from __future__ import annotations
@@ -19,15 +21,11 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import torch
 
-from seqlab.data.tags import (
-    allowed_transitions,
-    detect_scheme,
-    is_entity_tag,
-    looks_like_entity_tags,
-)
-from seqlab.data.vectors import extend_vocab, fill_embeddings
+from seqlab.data.tags import allowed_transitions
+from seqlab.data.vectors import fill_embeddings
 from seqlab.errors import SeqlabError
 from seqlab.families.contract import Pipeline
 from seqlab.families.lm.features import (
@@ -49,13 +47,12 @@ from seqlab.families.tagger.config import (
     CONFIG_GROUPS,
     TRAIN_DEFAULTS,
     TaggerTrainConfig,
-    prepare,
+    prepare,  # noqa: F401  (re-exported)
     read_run_config,
-    read_sentences,
-    refuse_stray_tags,
     resolve_tagger_config,
 )
-from seqlab.families.tagger.task import TaggerVocabulary, TaggingTask
+from seqlab.families.tagger.prepare import for_run, with_vectors  # noqa: F401  (re-exported)
+from seqlab.families.tagger.task import PreparedSentences, TaggerVocabulary, TaggingTask
 from seqlab.families.tagger.trained import TrainedTagger
 from seqlab.families.tagger.vocab import read_tagger_vocabulary as read_vocabulary
 from seqlab.fileio import atomic_write_json
@@ -73,40 +70,28 @@ def train_tagger(config: TaggerTrainConfig, resume: bool = False, overwrite: boo
 
 def _train_tagger(config, run_dir, device, resume, overwrite, callback) -> dict:
     data = config.data
-    if not data.train or not data.dev:
-        raise SeqlabError("a tagger needs --train and --dev files")
     refuse_fused_output(config.train, "a tagger")
-    train = read_sentences(data.train, data, "training file")
-    dev = read_sentences(data.dev, data, "development file")
-    test = read_sentences(data.test, data, "test file") if data.test else None
-    entity = data.scheme != "none" and looks_like_entity_tags(label for s in train for label in s.labels)
-    if data.scheme not in ("auto", "none") and not entity:
-        example = next(label for s in train for label in s.labels if not is_entity_tag(label))
-        raise SeqlabError(f"--scheme {data.scheme}: the tags of {data.train} are not entity tags (e.g. {example!r}); "
-                          "use --scheme none (or auto) for plain tags such as POS")
-    if entity:
-        for sentences, path, what in ((train, data.train, "training file"), (dev, data.dev, "development file"),
-                                      (test or [], data.test, "test file")):
-            refuse_stray_tags(sentences, path, what)
-    scheme = "none" if not entity else (detect_scheme(s.labels for s in train) if data.scheme == "auto"
-                                        else data.scheme)
-    target = data.train_scheme or scheme
-    for sentences, path in ((train, data.train), (dev, data.dev), (test or [], data.test)):
-        prepare(sentences, scheme, target, path)
-    vectors = None
-    if resume:
-        vocabulary, _, _ = read_vocabulary(run_dir)
-    else:
-        vocabulary = TaggerVocabulary.build(train, data.min_freq, data.max_vocab or None,
-                                            config.model.char_features != "none")
-        if data.vectors:
-            vocabulary, vectors = with_vectors(vocabulary, data.vectors, data.vectors_limit)
-            config = dataclasses.replace(config, model=dataclasses.replace(config.model,
-                                                                           embedding_size=vectors[0].size(1)))
+    rank = distributed.world()[0]
     lm_features = None
     if data.lm_features:      # resumed: the run's own copies (the weights come back with the checkpoint)
         lm_features = (rebuild_lm_features(run_dir, config.model.lm_feature_size) if resume
                        else load_lm_features(data.lm_features))
+    prepared = for_run(config, run_dir, rank, distributed.barrier, log)      # the one data path: --data or a cache
+    vocabulary, target, scheme = read_vocabulary(prepared.folder)
+    if config.model.char_features == "none":
+        vocabulary = TaggerVocabulary(vocabulary.words, vocabulary.labels, None,
+                                      lowercase_fallback=vocabulary.lowercase_fallback)
+    vectors = None
+    if resume:
+        run_vocabulary, _, _ = read_vocabulary(run_dir)
+        if run_vocabulary.words.tokens != vocabulary.words.tokens or run_vocabulary.labels != vocabulary.labels:
+            raise SeqlabError(f"--resume: the prepared data ({prepared.folder}) has another vocabulary or tag set "
+                              f"than the run in {run_dir}; resume with the data the run was trained on")
+    elif (prepared.folder / "vectors.npy").is_file():
+        vectors = tuple(torch.from_numpy(np.load(prepared.folder / name, allow_pickle=False))
+                        for name in ("vectors.npy", "vectors_found.npy"))
+        config = dataclasses.replace(config, model=dataclasses.replace(config.model,
+                                                                       embedding_size=vectors[0].size(1)))
     model_config = dataclasses.replace(config.model, vocab_size=len(vocabulary.words),
                                        num_labels=len(vocabulary.labels),
                                        char_vocab_size=len(vocabulary.chars) if vocabulary.chars else 0,
@@ -120,28 +105,20 @@ def _train_tagger(config, run_dir, device, resume, overwrite, callback) -> dict:
     if vectors is not None:
         fill_embeddings(model.embedding, *vectors)
     model = model.to(device)
-    rank = distributed.world()[0]
     torch.manual_seed(config.train.seed + rank)
-    log(f"{len(train):,} training sentences, {len(vocabulary.words):,} words, {len(vocabulary.labels)} tags"
+    sentences = prepared.split("train").record["items"]
+    log(f"{sentences:,} training sentences, {len(vocabulary.words):,} words, {len(vocabulary.labels)} tags"
         f"{f' ({target.upper()})' if target != 'none' else ''}; {model_config.encoder} tagger with "
         f"{model.num_parameters():,} parameters on {device}"
         f"{lm_features_note(model) if lm_features else ''}")
     if rank == 0 and not resume:
         write_run_files(run_dir, config, vocabulary, target, scheme, overwrite)
     distributed.barrier()
+    train, dev, test = (PreparedSentences(prepared.split(name), vocabulary, model) if prepared.split(name) else None
+                        for name in ("train", "dev", "test"))
     task = TaggingTask(vocabulary, train, dev, test, config.train.batch_size, config.train.eval_batch_size,
                        config.train.seed, data.unk_replace, model)
     return Trainer(task, model, config.train, run_dir, device, callback).fit(resume=resume)
-
-
-def with_vectors(vocabulary: TaggerVocabulary, path: str,
-                 limit: int = 0) -> tuple[TaggerVocabulary, tuple[torch.Tensor, torch.Tensor]]:
-    """The vocabulary with the vectors file's words added to its vocabulary (training words first, ids
-    unchanged) and lowercase fallback on, and each word's vector with a mask of the words that have one
-    (exact match, else the lowercase form)."""
-    words, vectors, found, message = extend_vocab(vocabulary.words, path, limit)
-    log(message)
-    return TaggerVocabulary(words, vocabulary.labels, vocabulary.chars, lowercase_fallback=True), (vectors, found)
 
 
 def write_run_files(run_dir: Path, config: TaggerTrainConfig, vocabulary: TaggerVocabulary, scheme: str,

@@ -104,30 +104,40 @@ class TaggerVocabulary:
         """One sentence as ids, once: training re-batches the same encodings every epoch."""
         import torch
 
-        chars = None
-        if self.chars is not None:
-            C = min(self.max_word_chars, max((len(t) for t in sentence.tokens), default=1))
-            index = self.chars.index
-            spelled = [[index.get(c, UNK) for c in token[:C]] for token in sentence.tokens]
-            chars = torch.tensor([ids + [PAD] * (C - len(ids)) for ids in spelled],
-                                 dtype=torch.long).reshape(len(sentence), C)        # (n, C)
         return Encoded(torch.tensor(self.word_ids(sentence.tokens), dtype=torch.long),
                        torch.tensor([self.label_index.get(label, UNKNOWN_LABEL) for label in sentence.labels],
-                                    dtype=torch.long), chars, sentence.labels)
+                                    dtype=torch.long), self.spell(sentence.tokens), sentence.labels)
 
-    def collate(self, items: list[Encoded]) -> TagBatch:
-        """Encoded sentences -> one right-padded batch."""
+    def spell(self, tokens: list[str]) -> Tensor | None:
+        """The words' characters as ids (n, C), C the longest word's up to `max_word_chars`; None without
+        character features. From the words themselves, so an unseen word is spelled too."""
+        if self.chars is None:
+            return None
         import torch
-        from torch.nn.utils.rnn import pad_sequence
+
+        C = min(self.max_word_chars, max((len(t) for t in tokens), default=1))
+        index = self.chars.index
+        spelled = [[index.get(c, UNK) for c in token[:C]] for token in tokens]
+        return torch.tensor([ids + [PAD] * (C - len(ids)) for ids in spelled],
+                            dtype=torch.long).reshape(len(tokens), C)                # (n, C)
+
+    def collate(self, items: list[Encoded], width: tuple[int, int] | None = None) -> TagBatch:
+        """Encoded sentences -> one right-padded batch; `width` (T, C): pad to these (the whole global batch's,
+        when these items are one process's rows of it) rather than to the items' own longest."""
+        import torch
 
         B, T = len(items), max(len(item.words) for item in items)
+        C = max(item.chars.size(1) for item in items) if self.chars is not None else 0
+        if width is not None:
+            T, C = width
         words = torch.full((B, T), PAD, dtype=torch.long)
         tags = torch.full((B, T), UNKNOWN_LABEL, dtype=torch.long)
-        chars = None
-        if self.chars is not None:
-            chars = torch.full((B, T, max(item.chars.size(1) for item in items)), PAD, dtype=torch.long)
-        lm = pad_sequence([item.lm for item in items], batch_first=True) \
-            if items[0].lm is not None else None                                  # (B, T, Fl)
+        chars = torch.full((B, T, C), PAD, dtype=torch.long) if self.chars is not None else None
+        lm = None
+        if items[0].lm is not None:
+            lm = torch.zeros((B, T, items[0].lm.size(-1)), dtype=items[0].lm.dtype)   # (B, T, Fl)
+            for b, item in enumerate(items):
+                lm[b, :len(item.lm)] = item.lm
         for b, item in enumerate(items):
             n = len(item.words)
             words[b, :n], tags[b, :n] = item.words, item.tags
