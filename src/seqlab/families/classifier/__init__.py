@@ -2,6 +2,8 @@
 
     config.py     ClassifierDataConfig, ClassifierTrainConfig: the options of `seqlab train classifier`
     vocab.py      DocumentVocabulary (documents -> ids or features), the run's files, Prediction (torch-free)
+    prepare.py    `seqlab prepare classifier`; the one data path of training: --data DIR, or the files, cached
+    encode.py     the documents of a file read and encoded in streaming passes (torch-free, for worker processes)
     task.py       ClassificationTask: documents -> loss as (sum, count), accuracy, macro-F1, confusions
     pipeline.py   train_classifier, load_classifier, PIPELINE
     trained.py    TrainedClassifier: classify, classify_stream, evaluate_file
@@ -36,4 +38,4 @@ FAMILY = Family(
                "(SLP 9.5; Sap et al. 2019 on the Davidson data).",
                "Misuse: automated decisions about people based on its labels.",
                "Privacy: training documents may contain personal data.")),
-    package=__name__)
+    package=__name__, prepares=True)

@@ -12,6 +12,7 @@ from seqlab.data.documents import FORMATS, Columns, Document, read_documents
 from seqlab.data.text_features import (
     TOKENIZERS,
 )
+from seqlab.errors import SeqlabError
 from seqlab.families.classifier import FAMILY
 from seqlab.families.lm.features import (
     check_paths,
@@ -32,7 +33,10 @@ TRAIN_DEFAULTS = {"output": "runs/classifier", "epochs": 10, "batch_size": 32, "
 class ClassifierDataConfig:
     """Where the labelled documents come from and how they become tokens (saved under "data")."""
 
-    train: str = option("", "training file", file=True)
+    prepared: str = option("", "a prepared dataset folder (`seqlab prepare classifier`): its documents, vocabulary and "
+                               "classes, read from memory-mapped shards instead of --train/--dev/--test", flag="data")
+    train: str = option("", "training file (.gz too; .parquet: the --text-column and --label-column columns)",
+                        file=True)
     dev: str = option("", "development file: evaluated every epoch, for the best weights", file=True)
     test: str = option("", "test file, scored with the best weights at the end", file=True)
     dev_fraction: float = option(0.0, "with no --dev: hold out this fraction of the training documents "
@@ -109,13 +113,43 @@ CONFIG_GROUPS = {"data": ClassifierDataConfig, "model": ClassifierConfig, "train
 def resolve_classifier_config(config_file: str | Path | None = None, overrides: dict | None = None,
                               resume: bool = False) -> ClassifierTrainConfig:
     """Defaults (TRAIN_DEFAULTS for the trainer) < the config file < overrides (the command line). With
-    `resume`, the run's own config.json is the base and only options of the `train` group may change."""
-    return resolve_run_config(ClassifierTrainConfig, CONFIG_GROUPS, config_file, overrides, resume,
-                              read_run_config, TRAIN_DEFAULTS)
+    `resume`, the run's own config.json is the base and only options of the `train` group may change. With
+    --data, the options that shaped the prepared documents come from its manifest; given otherwise, they are
+    refused."""
+    config = resolve_run_config(ClassifierTrainConfig, CONFIG_GROUPS, config_file, overrides, resume,
+                                read_run_config, TRAIN_DEFAULTS)
+    if resume or not config.data.prepared:
+        return config
+    from seqlab.families.classifier.prepare import FILES, open_prepared, shaped_options
+
+    prepared = open_prepared(config.data.prepared)
+    shaped = shaped_options(prepared, config.model.arch)
+    config = resolve_run_config(ClassifierTrainConfig, CONFIG_GROUPS, config_file, overrides, resume,
+                                read_run_config, {**TRAIN_DEFAULTS, **shaped})
+    for name, value in shaped.items():
+        given = getattr(config.data, name)
+        same = given == value or (name in FILES and given and value and Path(given).resolve() == Path(value).resolve())
+        if not same:
+            raise SeqlabError(f"{_shown(name, given)}: {config.data.prepared} was prepared with {_shown(name, value)}; "
+                              "leave the option out, or prepare again")
+    return config
+
+
+def _shown(name: str, value) -> str:
+    """An option as the command line gives it: --ngrams 2, --no-lowercase, --labels ''."""
+    flag = name.replace("_", "-")
+    if isinstance(value, bool):
+        return f"--{flag}" if value else f"--no-{flag}"
+    return f"--{flag} {value!r}" if value == "" else f"--{flag} {value}"
 
 
 def read_split(path: str, data: ClassifierDataConfig, what: str, training: bool = False,
                labelled: bool = True, fmt: str | None = None) -> list[Document]:
+    """A file's documents, read whole (a card's splits, the in-memory reference): its format, or Parquet."""
+    from seqlab.families.classifier.encode import is_parquet, parquet_documents
+
+    if is_parquet(path):
+        return list(parquet_documents(path, data.columns, what))
     return read_documents(path, fmt or data.format, data.columns, what, labelled, data.sst_classes,
                           phrases=training and data.phrases)
 

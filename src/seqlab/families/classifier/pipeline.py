@@ -17,7 +17,6 @@ confusion matrices of the final evaluation (confusion_valid.png, confusion_test.
 from __future__ import annotations
 
 import dataclasses
-import random
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -25,14 +24,14 @@ from pathlib import Path
 import torch
 
 from seqlab.data.documents import Document
+from seqlab.data.prepared_items import Items
 from seqlab.data.text_features import (
     FeatureExtractor,
     derive_lexicon,
     read_lexicon,
-    tokenize,
     with_ngrams,
 )
-from seqlab.data.vectors import extend_vocab, fill_embeddings
+from seqlab.data.vectors import fill_embeddings
 from seqlab.data.vocab import Vocab
 from seqlab.errors import SeqlabError
 from seqlab.families.classifier import FAMILY
@@ -41,16 +40,16 @@ from seqlab.families.classifier.config import (
     TRAIN_DEFAULTS,
     ClassifierTrainConfig,
     read_run_config,
-    read_split,
     resolve_classifier_config,
     uses_features,
 )
+from seqlab.families.classifier.prepare import check_labels, for_run, prepared_vectors, prepared_vocabulary
 from seqlab.families.classifier.task import (
     ClassificationTask,
     DocumentVocabulary,
+    PreparedDocuments,
     Truncation,
     class_weights,
-    with_lm_features,
 )
 from seqlab.families.classifier.trained import TrainedClassifier
 from seqlab.families.classifier.vocab import read_document_vocabulary
@@ -85,9 +84,9 @@ def train_classifier(config: ClassifierTrainConfig, resume: bool = False, overwr
 
 def _train(config: ClassifierTrainConfig, run_dir: Path, device, resume: bool, overwrite: bool, callback) -> dict:
     data, model_config = config.data, config.model
-    if not data.train or not (data.dev or data.dev_fraction):
+    if not data.prepared and (not data.train or not (data.dev or data.dev_fraction)):
         raise SeqlabError("a classifier needs --train and --dev files (or --dev-fraction to hold out part of "
-                          "the training file)")
+                          "the training file), or a prepared folder (--data DIR)")
     refuse_fused_output(config.train, "a classifier")
     if data.lm_features and model_config.arch not in ("rnn", "lstm", "gru", "transformer"):
         raise SeqlabError(f"--lm-features gives each token a vector for an encoder to read: use --arch lstm, gru, "
@@ -96,37 +95,38 @@ def _train(config: ClassifierTrainConfig, run_dir: Path, device, resume: bool, o
         raise SeqlabError(f"--features {data.features} is for --arch features")
     if data.ngrams > 1 and model_config.arch != "pooled":
         raise SeqlabError("--ngrams is for --arch pooled (a bag of n-grams has no order for an encoder to read)")
-    train = read_split(data.train, data, "training file", training=True)
-    if data.dev:
-        dev, dev_path = read_split(data.dev, data, "development file"), data.dev
-    else:
-        order = list(range(len(train)))
-        random.Random(config.train.seed).shuffle(order)
-        held = set(order[:max(1, round(data.dev_fraction * len(train)))])
-        dev = [d for i, d in enumerate(train) if i in held]
-        train = [d for i, d in enumerate(train) if i not in held]
-        dev_path = f"{data.train} (held out)"
-        log(f"holding out {len(dev):,} of the {len(train) + len(dev):,} training documents as the development set")
-    test = read_split(data.test, data, "test file") if data.test else None
     if model_config.arch == "transformer":
         limit = model_config.max_positions - (model_config.document_pooling == "cls")
         if not data.max_length or data.max_length > limit:
+            if data.prepared:
+                raise SeqlabError(f"--arch transformer reads at most {limit} tokens: {data.prepared} was prepared "
+                                  f"with --max-length {data.max_length} (0: no limit); prepare it with --max-length "
+                                  f"{limit}")
             data = dataclasses.replace(data, max_length=limit)
             config = dataclasses.replace(config, data=data)
+    rank = distributed.world()[0]
+    prepared = for_run(config, run_dir, rank, distributed.barrier, log)
+    notes = prepared.manifest.get("notes", {})
+    for kind in ("holdout", "lexicon" if model_config.arch == "features" else "vectors"):
+        if kind in notes:
+            log(notes[kind])
+    if data.prepared and prepared.manifest.get("holdout_seed") not in (None, config.train.seed):
+        log(f"the development set is the one {data.prepared} holds out (drawn with --seed "
+            f"{prepared.manifest['holdout_seed']}), whatever this run's --seed")
+    vocabulary = prepared_vocabulary(prepared, data, model_config.arch)
     vectors = None
-    train_tokens = [tokenize(d.text, data.tokenizer, data.lowercase) for d in train]    # once, for both uses
     if resume:
-        vocabulary = read_vocabulary(run_dir, config)
-    else:
-        vocabulary = build_vocabulary(train, train_tokens, config)
-        if data.vectors:
-            if vocabulary.words is None:
-                raise SeqlabError("--vectors is for classifiers over words, not --arch features")
-            words, table, found, message = extend_vocab(vocabulary.words, data.vectors, data.vectors_limit)
-            log(message)
-            vocabulary.words, vocabulary.lowercase_fallback, vectors = words, True, (table, found)
-            model_config = dataclasses.replace(model_config, embedding_size=table.size(1))
-    counts = Counter(d.label for d in train)
+        saved = read_vocabulary(run_dir, config)
+        if saved.labels != vocabulary.labels or (saved.words is not None and vocabulary.words is not None
+                                                 and saved.words.tokens != vocabulary.words.tokens):
+            raise SeqlabError(f"--resume: the prepared data ({prepared.folder}) has another vocabulary than the run "
+                              f"in {run_dir}; resume with the data the run was trained on")
+        vocabulary = saved
+    elif vocabulary.words is not None and (found := prepared_vectors(prepared)) is not None:
+        vectors = (torch.from_numpy(found[0]), torch.from_numpy(found[1]))
+        model_config = dataclasses.replace(model_config, embedding_size=vectors[0].size(1))
+    train_split = prepared.split("train")
+    counts = Counter(train_split.record.get("labels", {}))
     lm_features = None
     if data.lm_features:      # resumed: the run's own copies (the weights come back with the checkpoint)
         lm_features = (rebuild_lm_features(run_dir, config.model.lm_feature_size) if resume
@@ -142,16 +142,18 @@ def _train(config: ClassifierTrainConfig, run_dir: Path, device, resume: bool, o
     if vectors is not None:
         fill_embeddings(model.embedding, *vectors)
     model = model.to(device)
-    truncation = [Truncation(), Truncation(), Truncation()]
-    encoded = [vocabulary.encode_all(train, data.train, "training file", truncation[0], train_tokens),
-               vocabulary.encode_all(dev, dev_path, "development file", truncation[1]),
-               vocabulary.encode_all(test or [], data.test, "test file", truncation[2])]
-    encoded = [with_lm_features(model, items) for items in encoded]         # once: the LMs are frozen
-    for counter, path in zip(truncation, (data.train, dev_path, data.test), strict=True):
-        message = counter.report(path, data.max_length, data.truncate)
-        if message:
-            log(message)
-    rank = distributed.world()[0]
+    splits = [prepared.split(name) for name in ("train", "dev", "test")]
+    for split in splits:
+        if split is not None:
+            message = Truncation(*split.record.get("truncation", (0, 0, 0))).report(
+                split.record.get("path", split.name), data.max_length, data.truncate)
+            if message:
+                log(message)
+    train, dev, test = (None if split is None else PreparedDocuments(
+        Items(split), vocabulary.words is not None, vocabulary.features is not None,
+        model if lm_features else None) for split in splits)
+    dev = dev.read(range(len(dev)))                 # evaluation holds its documents (LM features: once)
+    test = test.read(range(len(test))) if test is not None else None
     torch.manual_seed(config.train.seed + rank)
     sizes = ", ".join(f"{label} {counts[label]:,}" for label in vocabulary.labels)
     log(f"{len(train):,} training documents ({sizes}); "
@@ -163,7 +165,7 @@ def _train(config: ClassifierTrainConfig, run_dir: Path, device, resume: bool, o
         write_run_files(run_dir, config, vocabulary, overwrite)
     distributed.barrier()
     weights = class_weights(data.class_weights, vocabulary.labels, counts)
-    task = ClassificationTask(vocabulary, encoded[0], encoded[1], encoded[2] or None, config.train.batch_size,
+    task = ClassificationTask(vocabulary, train, dev, test or None, config.train.batch_size,
                               config.train.eval_batch_size, config.train.seed, weights, data.metric)
     results = Trainer(task, model, config.train, run_dir, device, callback).fit(resume=resume)
     if rank == 0:
@@ -175,22 +177,10 @@ def _train(config: ClassifierTrainConfig, run_dir: Path, device, resume: bool, o
 
 def build_vocabulary(train: list[Document], token_lists: list[list[str]],
                      config: ClassifierTrainConfig) -> DocumentVocabulary:
-    """Vocabulary, classes and features from the training documents (and their tokens) only."""
+    """Vocabulary, classes and features from the training documents (and their tokens) only, in memory: what
+    `seqlab.families.classifier.prepare` fits in streaming passes (the reference its tests compare with)."""
     data = config.data
-    labels = sorted({d.label for d in train})
-    if data.labels:
-        declared = [label.strip() for label in data.labels.split(",") if label.strip()]
-        missing = [label for label in declared if label not in labels]
-        if missing:
-            raise SeqlabError(f"--labels: class {missing[0]!r} has no training examples in {data.train}; "
-                              "every class needs some")
-        extra = sorted(set(labels) - set(declared))
-        if extra:
-            raise SeqlabError(f"{data.train}: label {extra[0]!r} is not among --labels ({', '.join(declared)})")
-        labels = declared
-    if len(labels) < 2:
-        raise SeqlabError(f"{data.train}: a classifier needs at least two classes; the file has only "
-                          f"{', '.join(map(repr, labels))}")
+    labels = check_labels(sorted({d.label for d in train}), data)
     vocabulary = DocumentVocabulary(None, labels, data.tokenizer, data.lowercase, data.ngrams, data.max_length,
                                     data.truncate)
     tokens = [vocabulary.cut(t) for t in token_lists]

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from seqlab.data.batching import length_batches
+from seqlab.data.batching import RowBatch, length_batches
 from seqlab.errors import SeqlabError
 from seqlab.families.classifier.vocab import DocBatch, DocumentVocabulary, EncodedDoc, Truncation  # noqa: F401  (re-exported)
 from seqlab.metrics import classification_scores
@@ -44,6 +44,55 @@ def document_batches(items: list[EncodedDoc], vocabulary: DocumentVocabulary, ba
     seed (training), every document shortest first without (evaluation)."""
     groups = length_batches(document_lengths(items), batch_size, seed)
     return [vocabulary.collate([items[i] for i in group]) for group in groups]
+
+
+class EncodedDocuments:
+    """Encoded documents held in memory (evaluation, tests), read by position like `PreparedDocuments`."""
+
+    def __init__(self, items: list[EncodedDoc]):
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def lengths(self) -> list[int]:
+        return document_lengths(self.items)
+
+    def read(self, indices: list[int]) -> list[EncodedDoc]:
+        return [self.items[i] for i in indices]
+
+
+class PreparedDocuments:
+    """A prepared split's documents (`seqlab.families.classifier.prepare`), read by position when a batch's rows
+    are asked for, never held whole: word ids, the features classifier's raw vectors, the class, and the tokens
+    from which the model's frozen character LMs give each word its LM features (computed per batch read)."""
+
+    def __init__(self, items, words: bool, features: bool, model=None):
+        self.items, self.words, self.model = items, words, model
+        self.width = items.split.record.get("num_features", 0) if features else 0
+        self.features = items.streams["features"] if self.width else None
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def lengths(self) -> list[int]:
+        """Tokens per document, from the index (all 0 for the features classifier, as `document_lengths`)."""
+        return self.items.lengths("words").tolist() if self.words else [0] * len(self.items)
+
+    def read(self, indices: list[int]) -> list[EncodedDoc]:
+        import numpy as np
+
+        lm = getattr(self.model, "lm_features", None) is not None
+        docs = []
+        for i in indices:
+            words = features = None
+            if self.words:
+                words = torch.from_numpy(self.items.column("words", i).astype(np.int64))           # (n,)
+            if self.width:
+                features = self.features.read(i * self.width, (i + 1) * self.width).tolist()     # (F,)
+            label = int(self.items.column("label", i)[0])
+            docs.append(EncodedDoc(words, features, label, self.items.texts("tokens", i) if lm else None))
+        return with_lm_features(self.model, docs) if lm else docs
 
 
 def document_lengths(items: list[EncodedDoc]) -> list[int]:
@@ -104,22 +153,32 @@ class ClassificationTask:
     keep_predictions = False        # evaluate() then leaves (gold, predicted) class indices in self.predictions
     progress: bool | None = False      # a bar over evaluation batches (None: when stderr is a terminal)
 
-    def __init__(self, vocabulary: DocumentVocabulary, train: list[EncodedDoc], valid: list[EncodedDoc],
-                 test: list[EncodedDoc] | None, batch_size: int, eval_batch_size: int, seed: int,
-                 weights: Tensor | None = None, metric: str = "accuracy"):
+    def __init__(self, vocabulary: DocumentVocabulary, train: list[EncodedDoc] | PreparedDocuments,
+                 valid: list[EncodedDoc], test: list[EncodedDoc] | None, batch_size: int, eval_batch_size: int,
+                 seed: int, weights: Tensor | None = None, metric: str = "accuracy"):
         self.vocabulary, self.batch_size, self.seed, self.weights = vocabulary, batch_size, seed, weights
         self.metric = metric
-        self.encoded_train = train
+        self.train = EncodedDocuments(train) if isinstance(train, list) else train
+        self.train_lengths = self.train.lengths()
         self.valid_data = document_batches(valid, vocabulary, eval_batch_size, None)
         self.test_data = document_batches(test, vocabulary, eval_batch_size, None) if test else None
-        self._epoch_batches: tuple[int, list[DocBatch]] | None = None
+        self._epoch_batches: tuple[int, list[RowBatch]] | None = None
 
-    def train_batches(self, epoch: int) -> list[DocBatch]:
+    def train_batches(self, epoch: int) -> list[RowBatch]:
+        """The epoch's batches of documents of similar length (`document_batches`' grouping, seeded by the
+        epoch), each collated from its documents when its rows are asked for: under DDP a process reads only
+        its own rows."""
         if self._epoch_batches is None or self._epoch_batches[0] != epoch:
-            batches = document_batches(self.encoded_train, self.vocabulary, self.batch_size,
-                                       self.seed * 1_000_003 + epoch)
-            self._epoch_batches = (epoch, batches)
+            groups = length_batches(self.train_lengths, self.batch_size, self.seed * 1_000_003 + epoch)
+            self._epoch_batches = (epoch, [RowBatch(len(group), self._reader(group)) for group in groups])
         return self._epoch_batches[1]
+
+    def _reader(self, group: list[int]):
+        def read(start: int, stop: int) -> DocBatch:
+            if start >= stop:                      # no rows for this process: an empty batch of the right shapes
+                return self.vocabulary.collate(self.train.read(group[:1])).rows(0, 0)
+            return self.vocabulary.collate(self.train.read(group[start:stop]))
+        return read
 
     def initial_state(self, model, rows: int, device):
         return None
