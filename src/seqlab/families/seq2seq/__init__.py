@@ -3,6 +3,9 @@
     config.py     Seq2SeqDataConfig, Seq2SeqTrainConfig: the options of `seqlab train seq2seq`
     vocab.py      PairVocabulary (pairs -> ids, the length limits), the run's files, Output (torch-free)
     task.py       Seq2SeqTask: pairs -> loss as (sum, count), perplexity
+    sources.py    the pairs of a split, streamed: aligned files, a file of pairs (TSV, JSON lines) or Parquet
+    prepare.py    `seqlab prepare seq2seq`: the pairs into memory-mapped items; the run's data (--data, or a cache)
+    prepared_pairs.py  a prepared split's pairs read back: the training batches by position, dev/test in memory
     pipeline.py   train_seq2seq, load_seq2seq, PIPELINE
     trained.py    TrainedSeq2Seq: translate, generate, generate_stream, evaluate_files (BLEU, chrF, ROUGE)
     exported.py   ExportedSeq2Seq: an ONNX export on onnxruntime, decoded by the numpy searches (torch-free)
@@ -36,4 +39,4 @@ FAMILY = Family(
         risks=("Hallucination: outputs can be fluent and wrong, adding or dropping content.",
                "Bias: translation can impose stereotypes (e.g. gendered occupations) absent from the source.",
                "Privacy: outputs can reproduce phrases of the training targets verbatim.")),
-    package=__name__)
+    package=__name__, prepares=True)

@@ -11,7 +11,54 @@ import numpy as np
 
 from seqlab.cards.bootstrap import Items
 from seqlab.cards.splits import Split
-from seqlab.cards.splits import no_own_sheet as training_data  # noqa: F401  (the cards contract)
+
+SHEET_BYTES = 256 << 20         # files of pairs up to this size (together) get the full datasheet, read whole
+
+
+def training_data(config) -> dict | None:
+    """A prepared folder's sheet, from its manifest, for --data or files too big to read whole (None: the files,
+    read as every family's)."""
+    from seqlab.families.seq2seq.sources import pair_files
+
+    data = config.data
+    if data.prepared:
+        return prepared_sheet(data.prepared)
+    splits = [f for split in ("train", "dev", "test") if (f := pair_files(data, split)) is not None]
+    files = [path for f in splits for path in f.files if Path(path).is_file()]
+    if sum(Path(path).stat().st_size for path in files) <= SHEET_BYTES:
+        return None
+    from seqlab.fileio import file_sha256
+
+    sources = {f"{f.split} ({k})" if len(f.files) > 1 else f.split: {
+        "path": str(Path(path).resolve()), "bytes": Path(path).stat().st_size, "sha256": file_sha256(path, f.what)}
+        for f in splits for k, path in enumerate(f.files)}
+    return {"unit": "pairs", "bundled": f"files of pairs of {sum(s['bytes'] for s in sources.values()) / 1e6:,.0f} MB "
+                                        f"(over the {SHEET_BYTES >> 20} MB a datasheet reads whole: no duplicates or "
+                                        "contamination figures)",
+            "files": {}, "sources": sources, "splits": {}, "contamination": {}, "oov": {}}
+
+
+def prepared_sheet(folder: str) -> dict:
+    """What a prepared folder's manifest says of its data: the sources (path, bytes, SHA-256) and each split's
+    pairs and tokens; the pairs themselves are not read again (duplicates and contamination are left out)."""
+    import json
+
+    try:
+        manifest = json.loads((Path(folder) / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = {}
+    sources = {(name if len(records) == 1 else f"{name} ({side})"): record
+               for name, records in manifest.get("sources", {}).items()
+               for side, record in zip(("source", "target"), records, strict=False)}
+    options = manifest.get("options", {})
+    return {"unit": "pairs", "bundled": f"the prepared folder `{folder}` (`seqlab prepare seq2seq`; "
+                                        f"{options.get('tokenizer', '?')} tokens)",
+            "files": {}, "sources": sources,
+            "splits": {name: {"units": split.get("items", 0),
+                              "tokens": sum(split.get("streams", {}).get(side, {}).get("ids", 0)
+                                            for side in ("source", "target")), "duplicates": {}}
+                       for name, split in manifest.get("splits", {}).items()},
+            "contamination": {}, "oov": {}}
 
 
 def read_split(config, option: str) -> Split | None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from seqlab.config import check_fields, option
-from seqlab.data.parallel import PAIRED_FORMATS, Pair, read_aligned, read_paired
+from seqlab.data.parallel import PAIRED_FORMATS, Pair
 from seqlab.data.tokenizers import TOKENIZERS
 from seqlab.errors import SeqlabError
 from seqlab.families.runs import (
@@ -28,6 +28,9 @@ TRAIN_DEFAULTS = {"output": "runs/seq2seq", "epochs": 10, "batch_size": 64, "eva
 class Seq2SeqDataConfig:
     """Where the pairs come from and how they become tokens (saved under "data")."""
 
+    prepared: str = option("", "a prepared dataset folder (`seqlab prepare seq2seq`): its splits, tokenizers and "
+                               "vocabularies, read from memory-mapped shards instead of --train/--dev/--test",
+                           flag="data")
     train_src: str = option("", "training sources, one per line (with --train-tgt: line i translates to line i)",
                             file=True)
     train_tgt: str = option("", "training targets, aligned with --train-src", file=True)
@@ -35,13 +38,14 @@ class Seq2SeqDataConfig:
     dev_tgt: str = option("", "development targets", file=True)
     test_src: str = option("", "test sources, scored with the best weights at the end", file=True)
     test_tgt: str = option("", "test targets", file=True)
-    train: str = option("", "instead of --train-src/--train-tgt: one file of pairs (--format tsv or jsonl)", file=True)
+    train: str = option("", "instead of --train-src/--train-tgt: one file of pairs (--format tsv or jsonl; a .parquet "
+                            "file is read as Parquet, its --source-field and --target-field columns)", file=True)
     dev: str = option("", "instead of --dev-src/--dev-tgt: a file of pairs", file=True)
     test: str = option("", "instead of --test-src/--test-tgt: a file of pairs", file=True)
     format: str = option("jsonl", "files of pairs: tsv (columns by header name or 0-based index) or jsonl",
                          choices=PAIRED_FORMATS)
-    source_field: str = option("source", "files of pairs: the source's column or JSON field")
-    target_field: str = option("target", "files of pairs: the target's column or JSON field")
+    source_field: str = option("source", "files of pairs: the source's column (TSV, Parquet) or JSON field")
+    target_field: str = option("target", "files of pairs: the target's column (TSV, Parquet) or JSON field")
     tokenizer: str = option("word", "both sides: word (whitespace-separated, for tokenised text), char, or bpe "
                                     "(byte-level BPE learned on the training split)", choices=tuple(TOKENIZERS))
     source_tokenizer: str = option("", "the source side's tokenizer, if not --tokenizer",
@@ -85,27 +89,40 @@ CONFIG_GROUPS = {"data": Seq2SeqDataConfig, "model": Seq2SeqConfig, "train": Tra
 
 def resolve_seq2seq_config(config_file: str | Path | None = None, overrides: dict | None = None,
                            resume: bool = False) -> Seq2SeqTrainConfig:
-    """Defaults (TRAIN_DEFAULTS for the trainer) < the config file < overrides (the command line)."""
-    return resolve_run_config(Seq2SeqTrainConfig, CONFIG_GROUPS, config_file, overrides, resume,
-                              read_run_config, TRAIN_DEFAULTS)
+    """Defaults (TRAIN_DEFAULTS for the trainer) < the config file < overrides (the command line). With --data,
+    the options that shaped the prepared ids (tokenizers, vocabularies) come from its manifest; given
+    otherwise, they are refused."""
+    config = resolve_run_config(Seq2SeqTrainConfig, CONFIG_GROUPS, config_file, overrides, resume,
+                                read_run_config, TRAIN_DEFAULTS)
+    if resume or not config.data.prepared:
+        return config
+    from seqlab.families.seq2seq.prepare import open_prepared, token_options
+
+    shaped = token_options(open_prepared(config.data.prepared))
+    config = resolve_run_config(Seq2SeqTrainConfig, CONFIG_GROUPS, config_file, overrides, resume,
+                                read_run_config, {**TRAIN_DEFAULTS, **shaped})
+    for name, value in shaped.items():
+        given = getattr(config.data, name)
+        if given != value:
+            raise SeqlabError(f"{_flag(name, given)}: {config.data.prepared} was prepared with "
+                              f"{_flag(name, value)}; leave the option out, or prepare again")
+    return config
+
+
+def _flag(name: str, value) -> str:
+    """An option as the command line gives it: --shared-vocab, --no-shared-vocab, --tokenizer word."""
+    flag = name.replace("_", "-")
+    if isinstance(value, bool):
+        return f"--{flag}" if value else f"--no-{flag}"
+    return f"--{flag} {value if value != '' else repr('')}"
 
 
 def read_pairs(data: Seq2SeqDataConfig, split: str, required: bool = False) -> tuple[list[Pair] | None, str]:
     """A split's pairs (None when not given) and how to name its file in messages."""
-    paired, source, target = getattr(data, split), getattr(data, f"{split}_src"), getattr(data, f"{split}_tgt")
-    what = {"train": "training", "dev": "development", "test": "test"}[split]
-    if paired and (source or target):
-        raise SeqlabError(f"give --{split} (a file of pairs) or --{split}-src and --{split}-tgt, not both")
-    if paired:
-        return read_paired(paired, data.format, data.source_field, data.target_field, f"{what} file"), paired
-    if source or target:
-        if not (source and target):
-            raise SeqlabError(f"--{split}-src and --{split}-tgt go together; only one was given")
-        return read_aligned(source, target, f"{what} file"), source
-    if required:
-        raise SeqlabError(f"sequence to sequence needs {what} pairs: --{split}-src and --{split}-tgt (aligned files) "
-                          f"or --{split} (a file of pairs)")
-    return None, ""
+    from seqlab.families.seq2seq.sources import pair_files
+
+    files = pair_files(data, split, required)
+    return (list(files.pairs()), files.path) if files is not None else (None, "")
 
 
 def resolve_lengths(data: Seq2SeqDataConfig, model: Seq2SeqConfig) -> Seq2SeqDataConfig:

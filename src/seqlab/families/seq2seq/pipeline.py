@@ -8,9 +8,11 @@
     model = seqlab.load("runs/de-en")
     model.translate(["ein mann schläft ."], beam=5)        # ['a man is sleeping .']
 
-A run directory holds config.json (data, model and train groups, "task": "seq2seq"), tokenizer.json
-and vocab.json (source and target; one of each when shared), model.safetensors (the best weights, by
-development loss), checkpoint.safetensors (for --resume), metrics.jsonl, train_log.jsonl and curves.png.
+Training reads only prepared data (`seqlab.families.seq2seq.prepare`): the folder given with --data, or the
+files prepared once into a cache. A run directory holds config.json (data, model and train groups, "task":
+"seq2seq"), tokenizer.json and vocab.json (source and target; one of each when shared), model.safetensors
+(the best weights, by development loss), checkpoint.safetensors (for --resume), metrics.jsonl, train_log.jsonl
+and curves.png, and prepared/ (the cache of its files' prepared data, unless $SEQLAB_CACHE_DIR is set).
 """
 
 from __future__ import annotations
@@ -37,11 +39,13 @@ from seqlab.families.seq2seq.config import (
     CONFIG_GROUPS,
     TRAIN_DEFAULTS,
     Seq2SeqTrainConfig,
-    read_pairs,
     read_run_config,
     resolve_lengths,
     resolve_seq2seq_config,
 )
+from seqlab.families.seq2seq.prepare import check_options, for_run, split_name, vocabulary_of
+from seqlab.families.seq2seq.prepared_pairs import PreparedPairs
+from seqlab.families.seq2seq.prepared_pairs import read_pairs as read_prepared_pairs
 from seqlab.families.seq2seq.task import LengthReport, PairVocabulary, Seq2SeqTask
 from seqlab.families.seq2seq.trained import TrainedSeq2Seq
 from seqlab.families.seq2seq.vocab import read_pair_vocabulary
@@ -66,43 +70,49 @@ def _train(config: Seq2SeqTrainConfig, run_dir: Path, device, resume: bool, over
         raise SeqlabError("--share-embeddings needs one vocabulary for both sides: add --shared-vocab")
     data = resolve_lengths(config.data, model_config)
     config = dataclasses.replace(config, data=data)
-    train, train_path = read_pairs(data, "train", required=True)
-    dev, dev_path = read_pairs(data, "dev", required=True)
-    test, test_path = read_pairs(data, "test")
+    rank = distributed.world()[0]
     init = Path(model_config.init_from) if model_config.init_from and not resume else None
-    if init is not None:                          # the ids the weights were trained with
-        vocabulary = read_vocabulary(init, read_run_config(init))
-    else:
-        vocabulary = read_vocabulary(run_dir, config) if resume else build_vocabulary(train, config)
+    given = None                                  # the ids the weights were trained with
+    if resume:
+        given = read_vocabulary(run_dir, config)
+    elif init is not None:
+        given = read_vocabulary(init, read_run_config(init))
+    prepared = for_run(config, run_dir, given, rank, distributed.barrier, log)
+    vocabulary = vocabulary_of(prepared, model_config.arch == "lm", data.max_source_length, data.max_target_length)
+    if given is not None and (given.source_vocab.tokens != vocabulary.source_vocab.tokens or
+                              given.target_vocab.tokens != vocabulary.target_vocab.tokens):
+        what = f"--resume: the run in {run_dir}" if resume else f"--init-from {init}: that run"
+        raise SeqlabError(f"{what} has another vocabulary than the prepared data ({prepared.folder}); train from "
+                          "the data the run was trained on")
     vocabulary.copy = model_config.copy          # each pair also as ids of the extended vocabulary (See et al.)
     model_config = dataclasses.replace(model_config, source_vocab_size=len(vocabulary.source_vocab),
                                        target_vocab_size=len(vocabulary.target_vocab))
     config = dataclasses.replace(config, model=model_config)
     reports = [LengthReport(), LengthReport(), LengthReport()]
-    encoded = [vocabulary.encode(train, train_path, "training file", data.long_pairs, reports[0]),
-               vocabulary.encode(dev, dev_path, "development file", "truncate", reports[1]),
-               vocabulary.encode(test or [], test_path, "test file", "truncate", reports[2])]
-    for report, path in zip(reports, (train_path, dev_path, test_path), strict=True):
+    train = PreparedPairs(prepared.split("train"), vocabulary, data.long_pairs, reports[0])
+    dev = read_prepared_pairs(prepared.split("dev"), vocabulary, reports[1])
+    test = read_prepared_pairs(prepared.split("test"), vocabulary, reports[2]) if prepared.split("test") else []
+    paths = [split_name(prepared, name) for name in ("train", "dev", "test")]
+    for report, path in zip(reports, paths, strict=True):
         for message in report.messages(path, data.max_source_length, data.max_target_length):
             log(message)
-    if not encoded[0]:
-        raise SeqlabError(f"{train_path}: no training pair is within the length limits")
+    if not len(train):
+        raise SeqlabError(f"{paths[0]}: no training pair is within the length limits")
     torch.manual_seed(config.train.seed)
     model = build_model(model_config)
     if init is not None:
         initialise_from(model, init)
     model = model.to(device)
-    rank = distributed.world()[0]
     torch.manual_seed(config.train.seed + rank)
     sides = (f"{len(vocabulary.source_vocab):,} tokens (shared)" if data.shared_vocab else
              f"{len(vocabulary.source_vocab):,} source / {len(vocabulary.target_vocab):,} target tokens")
     attention = f" with {model_config.attention} attention" if model_config.attention != "none" else ""
     attention += " + copy" * model_config.copy + " + coverage" * model_config.coverage
-    task = Seq2SeqTask(vocabulary, encoded[0], encoded[1], encoded[2] or None, config.train.batch_size,
+    task = Seq2SeqTask(vocabulary, train, dev, test or None, config.train.batch_size,
                        config.train.eval_batch_size, config.train.seed, model_config.label_smoothing,
                        model_config.arch == "lm" and model_config.lm_loss == "all", config.train.fused_output,
                        model_config.coverage_weight if model_config.coverage else 0.0)
-    log(f"{len(encoded[0]):,} training pairs; vocabulary {sides}; {model_config.arch}{attention} with "
+    log(f"{len(train):,} training pairs; vocabulary {sides}; {model_config.arch}{attention} with "
         f"{model.num_parameters():,} parameters on {device}; {task.output_note}")
     if rank == 0 and not resume:
         write_run_files(run_dir, config, vocabulary, overwrite)
@@ -129,15 +139,12 @@ def initialise_from(model, run: Path) -> None:
 
 def build_vocabulary(train: list[Pair], config: Seq2SeqTrainConfig) -> PairVocabulary:
     """Tokenizers and vocabularies from the training pairs only: a word or char vocabulary holds the
-    tokens seen (--min-freq, --max-vocab), a BPE vocabulary every piece of its BPE model."""
+    tokens seen (--min-freq, --max-vocab), a BPE vocabulary every piece of its BPE model. Training fits them
+    streaming, in `seqlab.families.seq2seq.prepare.fit`; this in-memory version is its reference."""
     data = config.data
-    if data.max_vocab and {data.side_tokenizer("source"), data.side_tokenizer("target")} == {"bpe"}:
-        raise SeqlabError(f"--max-vocab {data.max_vocab}: a BPE vocabulary is every piece of its BPE model; set its "
-                          "size with --bpe-vocab-size instead (--max-vocab is for word and char vocabularies)")
+    check_options(data)
     sources, targets = [p.source for p in train], [p.target for p in train]
     if data.shared_vocab:
-        if data.side_tokenizer("source") != data.side_tokenizer("target"):
-            raise SeqlabError("--shared-vocab needs the same tokenizer on both sides")
         tokenizer = make_tokenizer(data.side_tokenizer("source"), data.bpe_vocab_size)
         tokenizer.fit(sources + targets)
         vocab = tokenizer.vocabulary(tokenizer.tokenize_lines(sources + targets), data.min_freq,

@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 
 from seqlab.data.batching import length_batches
 from seqlab.data.vocab import PAD
+from seqlab.families.seq2seq.prepared_pairs import PreparedPairs
 from seqlab.families.seq2seq.vocab import EncodedPair, LengthReport, PairBatch, PairVocabulary  # noqa: F401  (re-exported)
 from seqlab.training.output_loss import choose_fused_output, fused_token_loss, output_layer
 
@@ -98,16 +99,17 @@ class Seq2SeqTask:
     batch_unit = "pairs"
     progress: bool | None = False
 
-    def __init__(self, vocabulary: PairVocabulary, train: list[EncodedPair], valid: list[EncodedPair],
+    def __init__(self, vocabulary: PairVocabulary, train: PreparedPairs | list[EncodedPair], valid: list[EncodedPair],
                  test: list[EncodedPair] | None, batch_size: int, eval_batch_size: int, seed: int,
                  label_smoothing: float = 0.0, lm_all_tokens: bool = False, fused_output: str = "auto",
                  coverage_weight: float = 0.0):
         self.vocabulary, self.batch_size, self.seed = vocabulary, batch_size, seed
         self.label_smoothing, self.lm_all_tokens = label_smoothing, lm_all_tokens
         self.coverage_weight = coverage_weight          # λ of See et al. eq. 13 (0: no coverage loss)
-        self.encoded_train = train
+        self.encoded_train = train              # prepared pairs read by position (training), or a list in memory
         # the loss's path, once for the run: a training batch is about batch_size x the mean decoder length rows
-        mean_length = sum(decoder_positions(item, vocabulary.joint) for item in train) / max(len(train), 1)
+        mean_length = train.mean_positions() if isinstance(train, PreparedPairs) else \
+            sum(decoder_positions(item, vocabulary.joint) for item in train) / max(len(train), 1)
         self.fused_output, self.output_note = choose_fused_output(
             fused_output, round(batch_size * mean_length), len(vocabulary.target_vocab))
         if vocabulary.copy or coverage_weight:        # eq. 9's mixture / eq. 12's attention need the full pass
@@ -117,9 +119,12 @@ class Seq2SeqTask:
         self.test_data = pair_batches(test, vocabulary, eval_batch_size, None) if test else None
         self._epoch_batches: tuple[int, list[PairBatch]] | None = None
 
-    def train_batches(self, epoch: int) -> list[PairBatch]:
+    def train_batches(self, epoch: int):
         if self._epoch_batches is None or self._epoch_batches[0] != epoch:
-            batches = pair_batches(self.encoded_train, self.vocabulary, self.batch_size, self.seed * 1_000_003 + epoch)
+            seed = self.seed * 1_000_003 + epoch
+            train = self.encoded_train
+            batches = train.batches(self.batch_size, seed) if isinstance(train, PreparedPairs) else \
+                pair_batches(train, self.vocabulary, self.batch_size, seed)
             self._epoch_batches = (epoch, batches)
         return self._epoch_batches[1]
 

@@ -10,6 +10,7 @@ import dataclasses
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 from tqdm.auto import tqdm
@@ -24,6 +25,7 @@ from seqlab.errors import SeqlabError, place
 from seqlab.families.run_files import FromRun
 from seqlab.families.seq2seq import FAMILY
 from seqlab.families.seq2seq.config import Seq2SeqTrainConfig
+from seqlab.families.seq2seq.sources import is_parquet, parquet_pairs
 from seqlab.families.seq2seq.task import LengthReport, PairVocabulary, Seq2SeqTask, pair_batches
 from seqlab.families.seq2seq.vocab import Output
 from seqlab.metrics import CorpusScores, bleu, chrf, rouge
@@ -185,7 +187,8 @@ class TrainedSeq2Seq(FromRun):
                        max_input_length: int | None = None, write_hypothesis=None,
                        keep_hypotheses: bool = True, on_predictions: Callable | None = None) -> dict:
         """`evaluate_pairs` on two aligned files, or on one file of pairs (target None; the training
-        run's --format and fields unless `fmt` is given), read and decoded a chunk of pairs at a time.
+        run's --format and fields unless `fmt` is given; a .parquet file's fields are its columns), read
+        and decoded a chunk of pairs at a time.
 
         Memory does not grow with the files: BLEU and chrF are computed from sacrebleu's sentence
         statistics summed over the chunks, ROUGE from summed F1 (`seqlab.metrics.CorpusScores`), the
@@ -203,7 +206,10 @@ class TrainedSeq2Seq(FromRun):
         totals: dict = {}
         unknown, hypotheses = 0, []
         with contextlib.ExitStack() as stack:
-            if target is None:
+            if target is None and is_parquet(source):       # a Parquet file of pairs: its fields' columns
+                pairs = parquet_pairs(source, data.source_field, data.target_field, what)
+                sources = SimpleNamespace(place=lambda line=None: place(what, source, line))
+            elif target is None:
                 sources = stack.enter_context(LineReader(source, what, limit.chars, stdin=False))
                 pairs = paired_reader(fmt or data.format, data.source_field, data.target_field, source, what)(sources)
             else:

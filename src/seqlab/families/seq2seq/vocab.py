@@ -140,44 +140,56 @@ class PairVocabulary:
         targets = self.target_tokens([p.target for p in pairs]) if pairs and pairs[0].target is not None else None
         encoded = []
         for i, pair in enumerate(pairs):
-            report.pairs += 1
-            source = self.source_vocab.encode(sources[i]) or [UNK]
-            target = None if targets is None else self.target_vocab.encode(targets[i])
-            source_over = self.max_source and len(source) > self.max_source
-            target_over = target is not None and self.max_target and len(target) > self.max_target
-            if source_over or target_over:
-                if long == "skip":
-                    report.skipped += 1
-                    continue
-                if long == "reject" and source_over:
-                    raise SeqlabError(f"{what} {where(path, pair.line)}: the source is {len(source):,} tokens, "
-                                      f"longer than the model's {self.max_source:,} (use --long-source truncate "
-                                      "to keep its beginning)")
-                if source_over:
-                    source = source[:self.max_source]
-                    report.truncated_sources += 1
-                if target_over:
-                    target = target[:self.max_target]
-                    report.truncated_targets += 1
-            item = EncodedPair(source, target, pair.line)
-            if self.copy:
-                source_tokens = sources[i][:len(source)] or ["<unk>"]
-                item.source_copy, item.target_copy, item.oovs = self.extend(
-                    source_tokens, None if target is None else targets[i][:len(target)])
-            encoded.append(item)
+            item = self.within_limits(self.source_vocab.encode(sources[i]),
+                                      None if targets is None else self.target_vocab.encode(targets[i]),
+                                      long, report, sources[i], None if targets is None else targets[i],
+                                      pair.line, path, what)
+            if item is not None:
+                encoded.append(item)
         return encoded
 
-    def collate(self, items: list[EncodedPair]) -> PairBatch:
+    def within_limits(self, source: list[int], target: list[int] | None, long: str, report: LengthReport,
+                      source_tokens: list[str] | None = None, target_tokens: list[str] | None = None,
+                      line: int = 0, path="", what: str = "file") -> EncodedPair | None:
+        """One pair's ids (an empty source read as <unk>) within the length limits as `encode` says (None:
+        skipped), with its extended ids for copy attention (from its tokens, needed then only)."""
+        report.pairs += 1
+        source = source or [UNK]
+        source_over = self.max_source and len(source) > self.max_source
+        target_over = target is not None and self.max_target and len(target) > self.max_target
+        if source_over or target_over:
+            if long == "skip":
+                report.skipped += 1
+                return None
+            if long == "reject" and source_over:
+                raise SeqlabError(f"{what} {where(path, line)}: the source is {len(source):,} tokens, "
+                                  f"longer than the model's {self.max_source:,} (use --long-source truncate "
+                                  "to keep its beginning)")
+            if source_over:
+                source = source[:self.max_source]
+                report.truncated_sources += 1
+            if target_over:
+                target = target[:self.max_target]
+                report.truncated_targets += 1
+        item = EncodedPair(source, target, line)
+        if self.copy:
+            item.source_copy, item.target_copy, item.oovs = self.extend(
+                source_tokens[:len(source)] or ["<unk>"], None if target is None else target_tokens[:len(target)])
+        return item
+
+    def collate(self, items: list[EncodedPair], widths: tuple[int, int] = (0, 0)) -> PairBatch:
+        """The items as a batch; `widths` (S, T): pad to at least these (a global batch's widths, for the rows
+        of it that one process reads: `seqlab.families.seq2seq.prepared_pairs`)."""
         import torch
 
         B = len(items)
         lengths = torch.tensor([len(item.source) for item in items])
-        source = torch.full((B, int(lengths.max())), PAD, dtype=torch.long)
+        source = torch.full((B, max(int(lengths.max()), widths[0])), PAD, dtype=torch.long)
         for b, item in enumerate(items):
             source[b, :len(item.source)] = torch.tensor(item.source)
         if self.joint:          # x = source <sep> target </s>: inputs x[:-1], targets x[1:]
             sequences = [item.source + [SEP] + (item.target or []) + [EOS] for item in items]
-            T = max(len(s) for s in sequences) - 1
+            T = max(max(len(s) for s in sequences) - 1, widths[1])
             target_in = torch.full((B, T), PAD, dtype=torch.long)
             target_out = torch.full((B, T), PAD, dtype=torch.long)
             source_out = torch.full((B, T), PAD, dtype=torch.long)
@@ -187,7 +199,7 @@ class PairVocabulary:
                 source_out[b, :n] = torch.tensor(seq[1:n + 1])             # next source tokens, then <sep>
                 target_out[b, n:len(seq) - 1] = torch.tensor(seq[n + 1:])  # after <sep>: the target, </s>
             return PairBatch(source, lengths, target_in, target_out, source_out)
-        T = max(len(item.target or []) for item in items) + 1
+        T = max(max(len(item.target or []) for item in items) + 1, widths[1])
         target_in = torch.full((B, T), PAD, dtype=torch.long)
         target_out = torch.full((B, T), PAD, dtype=torch.long)
         for b, item in enumerate(items):
