@@ -5,6 +5,7 @@ own rows, training from a folder equals training from the files, the cache, and 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -171,6 +172,9 @@ def test_training_from_a_prepared_tagger_folder_equals_training_from_the_files(t
     assert config["data"]["prepared"] == str(tmp_path / "data") and config["data"]["train_scheme"] == "bioes"
     assert config["model"]["embedding_size"] == 4                      # the vectors' width, from the folder
     assert (tmp_path / "files" / "prepared" / "manifest.json").is_file()            # the files' run: its cache
+    card = (tmp_path / "prepared" / "MODEL_CARD.md").read_text()        # its data, from the folder's manifest
+    assert f"the prepared folder `{tmp_path / 'data'}`" in card
+    assert hashlib.sha256(Path(ner_files["train"]).read_bytes()).hexdigest() in card
     code, err = run(["train", "tagger", "--output", tmp_path / "files", "--resume", "--max-steps", "8",
                      "--no-progress"], capsys)
     assert code == 0 and "(from the cache)" in err, err

@@ -21,6 +21,8 @@ def training_data(family: Family, config) -> dict:
     own = reading.training_data(config)
     if own is not None:
         return own
+    if getattr(config.data, "prepared", ""):
+        return prepared_sheet(config.data.prepared, family)
     splits = {option: split for option, _ in family.splits if (split := reading.read_split(config, option))}
     files = {}
     for split in splits.values():
@@ -47,6 +49,25 @@ def training_data(family: Family, config) -> dict:
                 out["contamination"][key] = index.check(split.texts[side])
                 out["oov"][key] = oov_rate(split.texts[side], known, unit)
     return out
+
+
+def prepared_sheet(folder: str, family: Family) -> dict:
+    """A run trained from a prepared folder (--data): what its manifest says (the sources with their bytes and
+    SHA-256, each split's units and ids); the data are not read again, so no duplicates or contamination."""
+    import json
+
+    try:
+        manifest = json.loads((Path(folder) / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = {}
+    sources = {(name if len(records) == 1 else f"{name} ({k + 1})"): record
+               for name, records in manifest.get("sources", {}).items() for k, record in enumerate(records)}
+    splits = {}
+    for name, split in manifest.get("splits", {}).items():
+        ids = split.get("ids") or sum(stream.get("ids", 0) for stream in split.get("streams", {}).values())
+        splits[name] = {"units": split.get("items", split.get("lines", 0)), "tokens": ids, "duplicates": {}}
+    return {"unit": family.unit, "bundled": f"the prepared folder `{folder}` (`seqlab prepare {family.name}`)",
+            "files": {}, "sources": sources, "splits": splits, "contamination": {}, "oov": {}}
 
 
 def read_units(path: str | Path, task: str, fmt: str = "text", columns=None,
