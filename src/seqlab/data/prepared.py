@@ -405,3 +405,45 @@ class Prepared:
 def content_key(parts: dict) -> str:
     """A cache key: the SHA-256 of the sources' hashes and the options that shape the ids."""
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
+
+
+CACHE_ENV = "SEQLAB_CACHE_DIR"
+
+
+def cached(family: str, key: dict, run_dir: Path, rank: int, barrier, log, write, shared: bool = True) -> Path:
+    """The cache folder of a run's plain files: $SEQLAB_CACHE_DIR/FAMILY-KEY (shared by every run with the same
+    files and options; `shared=False` keeps it in the run) or RUN/prepared, KEY the hash of `key` (the files'
+    SHA-256 and the options that shape the data). On a miss rank 0 calls `write(folder, extra)` (the family's
+    prepare, `extra` for its manifest) while the other ranks wait at `barrier`; every family's training data
+    path goes through here."""
+    digest = content_key(key)
+    root = os.environ.get(CACHE_ENV)
+    folder = Path(root) / f"{family}-{digest}" if root and shared else Path(run_dir) / "prepared"
+    hit = (folder / MANIFEST).is_file() and _cache_key_of(folder) == digest
+    if not hit and rank == 0:
+        log(f"preparing the data once into {folder} (memory-mapped shards; later runs, --resume and every DDP "
+            "process read it from there)")
+        write(folder, {"cache_key": digest, "key": key})
+    barrier()
+    if hit:
+        log(f"prepared data: {folder} (from the cache)")
+    return folder
+
+
+def _cache_key_of(folder: Path) -> str:
+    try:
+        return json.loads((folder / MANIFEST).read_text(encoding="utf-8")).get("cache_key", "")
+    except (OSError, ValueError, AttributeError):
+        return ""
+
+
+def check_given(prepared: Prepared, given: list[tuple[str, str, str]]) -> None:
+    """Files named beside --data ((flag, path, split)) must be the ones the folder was prepared from (the first
+    source recorded for that split), by SHA-256."""
+    from seqlab.fileio import file_sha256
+
+    for flag, path, split in given:
+        recorded = prepared.manifest.get("sources", {}).get(split) or []
+        if path and recorded and recorded[0].get("sha256") and file_sha256(path, flag) != recorded[0]["sha256"]:
+            raise SeqlabError(f"{flag} {path} is not the file {prepared.folder} was prepared from "
+                              f"({recorded[0].get('path')}): leave {flag} out, or prepare again")

@@ -29,7 +29,6 @@ by every run, so a second run, a --resume and every DDP rank start without readi
 
 from __future__ import annotations
 
-import os
 import random
 import sys
 from collections import Counter
@@ -38,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from seqlab.data.prepare_text import Source, Workers, workers_for
-from seqlab.data.prepared import Prepared, Writer, content_key, disk_error, id_dtype, source_record
+from seqlab.data.prepared import Prepared, Writer, cached, disk_error, id_dtype, source_record
 from seqlab.data.prepared_items import ItemWriter
 from seqlab.data.text_features import FeatureExtractor, derive_lexicon, read_lexicon
 from seqlab.data.vocab import Vocab
@@ -57,7 +56,6 @@ from seqlab.fileio import check_input_file, file_sha256
 
 FAMILY = "classifier"
 SPLITS = (("train", "train", "training file"), ("dev", "dev", "development file"), ("test", "test", "test file"))
-CACHE_ENV = "SEQLAB_CACHE_DIR"
 SKIP = ("prepared", "class_weights", "metric")     # data options that are not for `seqlab prepare classifier`
 # the data options that shape the prepared documents (a cache key holds them all; --data takes them from it)
 SHAPING = ("format", "text_column", "label_column", "feature_columns", "header", "sst_classes", "phrases",
@@ -132,30 +130,11 @@ def for_run(config, run_dir: Path, rank: int, barrier, log) -> Prepared:
             raise SeqlabError(f"--data {data.prepared} holds no {need}; prepare it with seqlab prepare classifier"
                               f"{' --lm-features ...' if missing[0] == TOKENS else ''}")
         return prepared
-    key = cache_key(data, contents, config.train.seed)
-    digest = content_key(key)
-    shared = os.environ.get(CACHE_ENV)
-    folder = Path(shared) / f"{FAMILY}-{digest}" if shared else run_dir / "prepared"
-    hit = (folder / "manifest.json").is_file() and _key_of(folder) == digest
-    if not hit and rank == 0:
-        log(f"preparing the data once into {folder} (memory-mapped shards; later runs, --resume and every DDP "
-            "process read it from there)")
+    def write(folder: Path, extra: dict) -> None:
         write_prepared(data, folder, contents, config.train.seed, workers=0, overwrite=True,
-                       progress=config.train.progress, extra={"cache_key": digest, "key": key}, log=_quiet)
-    barrier()
-    prepared = open_prepared(folder)
-    if hit:
-        log(f"prepared data: {folder} (from the cache)")
-    return prepared
-
-
-def _key_of(folder: Path) -> str:
-    try:
-        import json
-
-        return json.loads((folder / "manifest.json").read_text(encoding="utf-8")).get("cache_key", "")
-    except (OSError, ValueError):
-        return ""
+                       progress=config.train.progress, extra=extra, log=_quiet)
+    return open_prepared(cached(FAMILY, cache_key(data, contents, config.train.seed), run_dir, rank, barrier, log,
+                                write))
 
 
 def _stderr(message: str) -> None:

@@ -11,12 +11,11 @@ run, a --resume and every DDP rank start without tokenizing again.
 
 from __future__ import annotations
 
-import os
 from importlib import resources
 from pathlib import Path
 
 from seqlab.data.prepare_text import Inserts, Source, TextOptions, prepare_text
-from seqlab.data.prepared import Prepared, content_key
+from seqlab.data.prepared import Prepared, cached, check_given
 from seqlab.data.tokenizers import Tokenizer, tokenizer_from_dict
 from seqlab.data.vocab import Vocab
 from seqlab.errors import SeqlabError
@@ -24,7 +23,6 @@ from seqlab.fileio import file_sha256
 
 FAMILY = "lm"
 SPLITS = (("train", "train"), ("valid", "valid"), ("test", "test"))        # (data option, split)
-CACHE_ENV = "SEQLAB_CACHE_DIR"
 SKIP = ("prepared", "canary", "canary_repeats")      # data options that are not for `seqlab prepare lm`
 
 
@@ -96,47 +94,28 @@ def for_run(config, run_dir: Path, resume: bool, hooks: list, rank: int, barrier
     data = config.data
     if data.prepared:
         prepared = open_prepared(data.prepared)
-        for option, name in SPLITS:
-            given = getattr(data, option)
-            recorded = prepared.manifest.get("sources", {}).get(name)
-            if given and recorded and recorded[0].get("sha256") and \
-                    file_sha256(given, f"{name} file") != recorded[0]["sha256"]:
-                raise SeqlabError(f"--{option} {given} is not the file {data.prepared} was prepared from "
-                                  f"({recorded[0].get('path')}): leave --{option} out, or prepare again")
+        check_given(prepared, [(f"--{option}", getattr(data, option), name) for option, name in SPLITS])
         return prepared
     splits = sources(data)                       # each file checked (missing, a folder) before it is hashed
-    key = cache_key(data, hooks)
-    digest = content_key(key)
-    shared = os.environ.get(CACHE_ENV)
-    folder = Path(shared) / f"{FAMILY}-{digest}" if shared and not hooks else run_dir / "prepared"
-    hit = (folder / "manifest.json").is_file() and _key_of(folder) == digest
-    if not hit and rank == 0:
+    wrote = []
+
+    def write(folder: Path, extra: dict) -> None:
+        wrote.append(folder)
         inserts = None
         if hooks:
             inserts = Inserts(place=lambda count: _place(hooks, run_dir, count, resume),
                               complete=lambda vocab: _complete(hooks, vocab), key=";".join(h.key for h in hooks))
-        log(f"preparing the data once into {folder} (memory-mapped shards; later runs, --resume and every DDP "
-            "process read it from there)")
         prepare_text(FAMILY, splits, text_options(data), folder, workers=0, overwrite=True, inserts=inserts,
-                     progress=config.train.progress, extra={"cache_key": digest, "key": key})
-    barrier()
+                     progress=config.train.progress, extra=extra)
+
+    # planted secrets live in their run only: its cache is RUN/prepared
+    folder = cached(FAMILY, cache_key(data, hooks), run_dir, rank, barrier, log, write, shared=not hooks)
     prepared = open_prepared(folder)
-    if hooks and (hit or rank != 0):             # the record of what was planted, drawn again (or read back)
+    if hooks and not wrote:                      # the record of what was planted, drawn again (or read back)
         lines = prepared.split("train").source_lines
         for hook in hooks:
             hook.placements(run_dir, lines, resume, write=rank == 0 and not resume)
-    if hit:
-        log(f"prepared data: {folder} (from the cache)")
     return prepared
-
-
-def _key_of(folder: Path) -> str:
-    try:
-        import json
-
-        return json.loads((folder / "manifest.json").read_text(encoding="utf-8")).get("cache_key", "")
-    except (OSError, ValueError):
-        return ""
 
 
 def _place(hooks: list, run_dir: Path, count: int, resume: bool) -> dict[int, str]:

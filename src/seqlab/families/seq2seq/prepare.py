@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections import Counter
 from itertools import chain
 from pathlib import Path
 from types import SimpleNamespace
 
 from seqlab.data.prepare_text import Workers, workers_for
-from seqlab.data.prepared import Prepared, Writer, content_key, disk_error, id_dtype, source_record
+from seqlab.data.prepared import Prepared, Writer, cached, disk_error, id_dtype, source_record
 from seqlab.data.prepared_items import ItemWriter
 from seqlab.data.stream import chunked
 from seqlab.data.tokenizers import make_tokenizer
@@ -44,7 +43,6 @@ from seqlab.fileio import file_sha256
 
 FAMILY = "seq2seq"
 SPLITS = ("train", "dev", "test")
-CACHE_ENV = "SEQLAB_CACHE_DIR"
 SKIP = ("prepared", "max_source_length", "max_target_length", "long_pairs")   # not for `seqlab prepare seq2seq`
 SHAPED = ("tokenizer", "source_tokenizer", "target_tokenizer", "shared_vocab", "bpe_vocab_size", "min_freq",
           "max_vocab")                                                         # the options that shape the ids
@@ -261,21 +259,11 @@ def for_run(config, run_dir: Path, given: PairVocabulary | None, rank: int, barr
         check_given_files(data, prepared)
         return prepared
     splits = splits_of(data)                     # each file checked (missing, a folder) before it is hashed
-    key = cache_key(splits, data, given if config.model.init_from else None)
-    digest = content_key(key)
-    shared = os.environ.get(CACHE_ENV)
-    folder = Path(shared) / f"{FAMILY}-{digest}" if shared else run_dir / "prepared"
-    hit = (folder / "manifest.json").is_file() and _key_of(folder) == digest
-    if not hit and rank == 0:
-        log(f"preparing the data once into {folder} (memory-mapped shards; later runs, --resume and every DDP "
-            "process read it from there)")
+    def write(folder: Path, extra: dict) -> None:
         write_prepared(splits, data, folder, workers=0, overwrite=True, progress=config.train.progress,
-                       vocabulary=given, extra={"cache_key": digest, "key": key})
-    barrier()
-    prepared = open_prepared(folder)
-    if hit:
-        log(f"prepared data: {folder} (from the cache)")
-    return prepared
+                       vocabulary=given, extra=extra)
+    key = cache_key(splits, data, given if config.model.init_from else None)
+    return open_prepared(cached(FAMILY, key, run_dir, rank, barrier, log, write))
 
 
 def check_given_files(data, prepared: Prepared) -> None:
@@ -290,10 +278,3 @@ def check_given_files(data, prepared: Prepared) -> None:
                 flag = f"--{split}" if files.paired else f"--{split}-{'src' if path == files.source else 'tgt'}"
                 raise SeqlabError(f"{flag} {path} is not the file {prepared.folder} was prepared from "
                                   f"({record.get('path')}): leave {flag} out, or prepare again")
-
-
-def _key_of(folder: Path) -> str:
-    try:
-        return json.loads((folder / "manifest.json").read_text(encoding="utf-8")).get("cache_key", "")
-    except (OSError, ValueError):
-        return ""

@@ -22,7 +22,6 @@ files' SHA-256 and the options that shape the items (`cache_key`): RUN/prepared,
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from collections.abc import Iterator
@@ -32,7 +31,7 @@ import numpy as np
 
 from seqlab.data.conll import Sentence, labelled_sentences
 from seqlab.data.prepare_text import SMALL, Workers
-from seqlab.data.prepared import Prepared, Writer, content_key, disk_error, id_dtype, source_record
+from seqlab.data.prepared import Prepared, Writer, cached, check_given, disk_error, id_dtype, source_record
 from seqlab.data.prepared_items import ItemWriter
 from seqlab.data.stream import LineReader
 from seqlab.data.tags import convert, detect_scheme, invalid_positions, is_entity_tag, looks_like_entity_tags
@@ -42,7 +41,6 @@ from seqlab.fileio import check_input_file, file_sha256
 
 FAMILY = "tagger"
 SPLITS = (("train", "train", "training file"), ("dev", "dev", "development file"), ("test", "test", "test file"))
-CACHE_ENV = "SEQLAB_CACHE_DIR"
 SKIP = ("prepared", "unk_replace", "lm_features")    # data options of training, not of `seqlab prepare tagger`
 SHAPED = ("format", "label_column", "scheme", "train_scheme", "min_freq", "max_vocab", "vectors", "vectors_limit")
 CHUNK = 1024                                         # sentences a worker checks and encodes at a time
@@ -315,35 +313,10 @@ def for_run(config, run_dir: Path, rank: int, barrier, log) -> Prepared:
     data = config.data
     if data.prepared:
         prepared = open_prepared(data.prepared)
-        for option, name, what in SPLITS:
-            given = getattr(data, option)
-            recorded = prepared.manifest.get("sources", {}).get(name)
-            if given and recorded and recorded[0].get("sha256") and \
-                    file_sha256(given, what) != recorded[0]["sha256"]:
-                raise SeqlabError(f"--{option} {given} is not the file {data.prepared} was prepared from "
-                                  f"({recorded[0].get('path')}): leave --{option} out, or prepare again")
+        check_given(prepared, [(f"--{option}", getattr(data, option), name) for option, name, _ in SPLITS])
         return prepared
     if not data.train or not data.dev:
         raise SeqlabError("a tagger needs --train and --dev files (or --data, a folder of seqlab prepare tagger)")
-    key = cache_key(data)
-    digest = content_key(key)
-    shared = os.environ.get(CACHE_ENV)
-    folder = Path(shared) / f"{FAMILY}-{digest}" if shared else run_dir / "prepared"
-    hit = (folder / "manifest.json").is_file() and _key_of(folder) == digest
-    if not hit and rank == 0:
-        log(f"preparing the data once into {folder} (memory-mapped shards; later runs, --resume and every DDP "
-            "process read it from there)")
-        prepare(data, folder, workers=0, overwrite=True, progress=config.train.progress,
-                extra={"cache_key": digest, "key": key}, log=log)
-    barrier()
-    prepared = open_prepared(folder)
-    if hit:
-        log(f"prepared data: {folder} (from the cache)")
-    return prepared
-
-
-def _key_of(folder: Path) -> str:
-    try:
-        return json.loads((folder / "manifest.json").read_text(encoding="utf-8")).get("cache_key", "")
-    except (OSError, ValueError):
-        return ""
+    def write(folder: Path, extra: dict) -> None:
+        prepare(data, folder, workers=0, overwrite=True, progress=config.train.progress, extra=extra, log=log)
+    return open_prepared(cached(FAMILY, cache_key(data), run_dir, rank, barrier, log, write))
