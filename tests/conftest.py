@@ -98,3 +98,22 @@ def serving(app):
     while not server.started and time.time() < deadline:
         time.sleep(0.02)
     return server, f"http://127.0.0.1:{port}"
+
+
+def run_seqlab(argv, capsys) -> tuple[int, str]:
+    """`seqlab ARGV` in this process: (exit status, stderr)."""
+    from seqlab.cli import main
+
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as stop:
+        code = stop.code
+    return code, capsys.readouterr().err
+
+
+def one_line_error(code: int, err: str, expect: str) -> None:
+    """Exit 2 and `expect` in the last line of stderr, without a traceback."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2, err
+    assert "Traceback" not in err
+    assert expect in lines[-1], lines[-1]

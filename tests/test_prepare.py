@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import TEST, TRAIN, VALID
+from conftest import TEST, TRAIN, VALID, one_line_error
+from conftest import run_seqlab as run
 from seqlab.cli import main
 from seqlab.data import prepare_text
 from seqlab.data.batching import StreamBatches, TokenStreamBatches, TokenWindowBatches, WindowBatches
@@ -28,20 +29,6 @@ SMALL_OPTIONS = ["--arch", "lstm", "--embedding-size", "16", "--hidden-size", "1
                  "--seq-len", "8", "--max-steps", "6", "--eval-every", "3", "--log-every", "1", "--no-progress",
                  "--threads", "1"]
 
-
-def run(argv, capsys) -> tuple[int, str]:
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as stop:
-        code = stop.code
-    return code, capsys.readouterr().err
-
-
-def one_line_error(code: int, err: str, expect: str) -> None:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 2, err
-    assert "Traceback" not in err
-    assert expect in lines[-1], lines[-1]
 
 
 def prepare(tmp_path, name="data", *extra, capsys=None, tokenizer="word"):

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import FIXTURES
+from conftest import FIXTURES, one_line_error
+from conftest import run_seqlab as run
 from seqlab.cli import main
 from seqlab.data import prepare_text
 from seqlab.data.prepared_items import Items
@@ -39,20 +40,6 @@ SMALL = ["--embedding-size", "8", "--hidden-size", "8", "--batch-size", "4", "--
          "--log-every", "1", "--no-progress", "--threads", "1"]
 VOLATILE = ("elapsed_s", "tokens_per_s", "mfu", "gflop_per_s", "time")
 
-
-def run(argv, capsys) -> tuple[int, str]:
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as stop:
-        code = stop.code
-    return code, capsys.readouterr().err
-
-
-def one_line_error(code: int, err: str, expect: str) -> None:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 2, err
-    assert "Traceback" not in err
-    assert expect in lines[-1], lines[-1]
 
 
 def records(run_dir, name):

@@ -16,6 +16,8 @@ import pytest
 import torch
 
 import seqlab
+from conftest import one_line_error
+from conftest import run_seqlab as run
 from seqlab.cli import main
 from seqlab.data import prepare_text
 from seqlab.data.prepared import Prepared
@@ -44,20 +46,6 @@ JSONL = {**{split: str(FIXTURES / f"{split}.jsonl") for split in ("train", "dev"
          "source_field": "email", "target_field": "subject"}
 TSV = {"train": str(FIXTURES / "train.tsv"), "dev": str(FIXTURES / "dev.tsv"), "format": "tsv"}
 
-
-def run(argv, capsys) -> tuple[int, str]:
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as stop:
-        code = stop.code
-    return code, capsys.readouterr().err
-
-
-def one_line_error(code: int, err: str, expect: str) -> None:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 2, err
-    assert "Traceback" not in err
-    assert expect in lines[-1], lines[-1]
 
 
 def flags(options: dict) -> list[str]:

@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import one_line_error
+from conftest import run_seqlab as run
 from seqlab.cli import main
 from seqlab.data.conll import Sentence, read_labelled
 from seqlab.data.tags import convert
@@ -29,20 +31,6 @@ POS = FIXTURES / "tagging.conllu"
 SMALL = ["--embedding-size", "8", "--hidden-size", "8", "--batch-size", "2", "--max-steps", "6", "--eval-every", "3",
          "--log-every", "1", "--no-progress", "--threads", "1"]
 
-
-def run(argv, capsys) -> tuple[int, str]:
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as stop:
-        code = stop.code
-    return code, capsys.readouterr().err
-
-
-def one_line_error(code: int, err: str, expect: str) -> None:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 2, err
-    assert "Traceback" not in err and len(lines) == 1, err
-    assert expect in lines[-1], lines[-1]
 
 
 @pytest.fixture
