@@ -70,6 +70,7 @@ def test_prepared_ids_are_the_in_memory_ids(tmp_path, kind):
     assert manifest["sources"]["train"][0]["sha256"] == __import__("hashlib").sha256(TRAIN.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow
 def test_workers_shards_and_formats_give_the_same_ids(tmp_path, monkeypatch):
     """Two worker processes over small blocks, shards of 1,000 ids, and the same text gzipped, as JSON lines and
     as Parquet: the same ids as one process reading the plain file."""
@@ -100,6 +101,7 @@ def test_workers_shards_and_formats_give_the_same_ids(tmp_path, monkeypatch):
         assert np.array_equal(np.concatenate([m[:] for m in tokens.map()]), expected)
 
 
+@pytest.mark.slow
 def test_training_from_a_prepared_folder_equals_training_from_the_files(tmp_path, capsys):
     folder = prepare(tmp_path)
     assert main(["train", "lm", "--data", str(folder), "--output", str(tmp_path / "a"), *SMALL_OPTIONS]) == 0

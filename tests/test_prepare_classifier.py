@@ -192,6 +192,7 @@ def test_batches_equal_the_in_memory_collate_and_each_rank_reads_its_rows(tmp_pa
         assert len(seen) == len(set(seen)) == 24 - 24 % 4
 
 
+@pytest.mark.slow
 def test_training_from_a_prepared_folder_equals_training_from_the_files(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("SEQLAB_CACHE_DIR", str(tmp_path / "cache"))
     options = ["--arch", "lstm", "--class-weights", "balanced", "--max-length", "5", *SMALL, "--max-steps", "2",

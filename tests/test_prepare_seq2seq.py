@@ -203,6 +203,7 @@ def train(**options) -> dict:
     return train_seq2seq(resolve_seq2seq_config(overrides=overrides, resume=resume), resume=resume)
 
 
+@pytest.mark.slow
 def test_training_from_a_prepared_folder_equals_training_from_the_files(tmp_path, capsys):
     assert main(["prepare", "seq2seq", *flags(ALIGNED), "--max-vocab", "20", "--output", str(tmp_path / "d"),
                  "--no-progress"]) == 0

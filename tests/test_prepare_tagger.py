@@ -133,6 +133,7 @@ def test_prepare_tagger_reads_each_rank_its_rows(tmp_path, monkeypatch):
     assert sorted(rank_reads[0] + rank_reads[1]) == list(range(len(prepared) - len(prepared) % 2))
 
 
+@pytest.mark.slow
 def test_training_from_a_prepared_tagger_folder_equals_training_from_the_files(tmp_path, ner_files, capsys,
                                                                                monkeypatch):
     monkeypatch.delenv("SEQLAB_CACHE_DIR")                              # the files' run caches in RUN/prepared
