@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from seqlab.data.prepared import Writer, disk_error, id_dtype, source_record
+from seqlab.data.prepared import Writer, id_dtype, source_record
 from seqlab.data.tokenizers import Tokenizer, make_tokenizer, tokenizer_from_dict
 from seqlab.data.vocab import EOS, UNK, Vocab
 from seqlab.errors import SeqlabError, os_error_reason, where
@@ -373,8 +373,7 @@ def prepare_text(family: str, splits: dict[str, Source], options: TextOptions, o
 
     output = Path(output)
     n = workers_for(workers, list(splits.values()))
-    writer = Writer(output, overwrite)
-    try:
+    with Writer(output, overwrite) as writer:      # removed on any error, nothing left half-written
         bar = tqdm(total=sum(s.size for s in splits.values()) + splits["train"].size, unit="B", unit_scale=True,
                    desc=f"preparing {output.name}", disable=not progress, mininterval=0.5)
         with bar:
@@ -395,12 +394,6 @@ def prepare_text(family: str, splits: dict[str, Source], options: TextOptions, o
                     "sources": {name: [source.record()] for name, source in splits.items()},
                     "splits": records, "workers": n}
         return writer.commit(manifest)
-    except OSError as error:
-        writer.abort()
-        raise disk_error(error, output) from None
-    except BaseException:
-        writer.abort()
-        raise
 
 
 def fit(source: Source, options: TextOptions, n: int, inserts: Inserts | None, bar) -> tuple:

@@ -187,6 +187,18 @@ class Writer:
     def abort(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
 
+    def __enter__(self) -> Writer:
+        return self
+
+    def __exit__(self, kind, error, traceback) -> None:
+        """On any error (a kill, Ctrl-C, a full disk) the hidden folder goes: nothing looks complete; an OSError
+        becomes the one-line message of `disk_error`."""
+        if error is None:
+            return
+        self.abort()
+        if isinstance(error, OSError):
+            raise disk_error(error, self.output) from None
+
 
 def check_output(output: Path, overwrite: bool) -> None:
     """Refuse to write over anything but a prepared folder (and that only with --overwrite)."""
@@ -391,6 +403,13 @@ class Prepared:
     @property
     def options(self) -> dict:
         return self.manifest.get("options", {})
+
+    def shaped(self, names) -> dict:
+        """The options `names` that shaped the prepared data, as its manifest records them."""
+        try:
+            return {name: self.options[name] for name in names}
+        except KeyError as error:
+            raise SeqlabError(f"{self.folder}/{MANIFEST} is damaged (no option {error}); prepare again") from None
 
     def split(self, name: str) -> Split | None:
         return self.splits.get(name)

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from seqlab.data.prepare_text import Source, Workers, workers_for
-from seqlab.data.prepared import Prepared, Writer, cached, disk_error, id_dtype, source_record
+from seqlab.data.prepared import Prepared, Writer, cached, id_dtype, source_record
 from seqlab.data.prepared_items import ItemWriter
 from seqlab.data.text_features import FeatureExtractor, derive_lexicon, read_lexicon
 from seqlab.data.vocab import Vocab
@@ -166,8 +166,7 @@ def write_prepared(data, output: str | Path, contents: tuple[str, ...], seed: in
         notes[kind] = message
         log(message)
 
-    writer = Writer(output, overwrite)
-    try:
+    with Writer(output, overwrite) as writer:      # removed on any error, nothing left half-written
         bar = tqdm(desc=f"preparing {output.name}", unit=" documents", disable=not progress, mininterval=0.5)
         with bar, Workers(n) as pool:
             held = _held_out(data, seed, note) if not data.dev else None
@@ -186,12 +185,6 @@ def write_prepared(data, output: str | Path, contents: tuple[str, ...], seed: in
         if vectors is not None:
             manifest["vectors"] = {"table": "vectors.npy", "found": "vectors_found.npy"}
         return writer.commit(manifest)
-    except OSError as error:
-        writer.abort()
-        raise disk_error(error, output) from None
-    except BaseException:
-        writer.abort()
-        raise
 
 
 def _training_documents(data):

@@ -63,7 +63,7 @@ def open_prepared(folder: str | Path) -> Prepared:
 
 def token_options(prepared: Prepared) -> dict:
     """The data options that shaped the prepared ids, as config values."""
-    return {k: prepared.options[k] for k in ("tokenizer", "bpe_vocab_size", "min_freq", "max_vocab", "reverse")}
+    return prepared.shaped(("tokenizer", "bpe_vocab_size", "min_freq", "max_vocab", "reverse"))
 
 
 def tokenizer_and_vocab(prepared: Prepared) -> tuple[Tokenizer, Vocab]:

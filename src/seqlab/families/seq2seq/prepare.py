@@ -31,7 +31,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from seqlab.data.prepare_text import Workers, workers_for
-from seqlab.data.prepared import Prepared, Writer, cached, disk_error, id_dtype, source_record
+from seqlab.data.prepared import Prepared, Writer, cached, id_dtype, source_record
 from seqlab.data.prepared_items import ItemWriter
 from seqlab.data.stream import chunked
 from seqlab.data.tokenizers import make_tokenizer
@@ -83,8 +83,7 @@ def write_prepared(splits: dict[str, PairFiles], data, output: str | Path, worke
     check_options(data)
     output = Path(output)
     n = workers_for(workers, [SimpleNamespace(size=files.size) for files in splits.values()])
-    writer = Writer(output, overwrite)
-    try:
+    with Writer(output, overwrite) as writer:      # removed on any error, nothing left half-written
         with Workers(n) as pool, tqdm(desc=f"preparing {output.name}", unit="pair", disable=not progress,
                                       mininterval=0.5) as bar:
             fitted = vocabulary is None
@@ -107,12 +106,6 @@ def write_prepared(splits: dict[str, PairFiles], data, output: str | Path, worke
                     "sources": {split: [source_record(path) for path in f.files] for split, f in splits.items()},
                     "splits": records}
         return writer.commit(manifest)
-    except OSError as error:
-        writer.abort()
-        raise disk_error(error, output) from None
-    except BaseException:
-        writer.abort()
-        raise
 
 
 def fit(train: PairFiles, data, pool: Workers) -> PairVocabulary:
@@ -213,10 +206,7 @@ def open_prepared(folder: str | Path) -> Prepared:
 
 def token_options(prepared: Prepared) -> dict:
     """The data options that shaped the prepared ids, as config values."""
-    try:
-        return {name: prepared.options[name] for name in SHAPED}
-    except KeyError as error:
-        raise SeqlabError(f"{prepared.folder}/manifest.json is damaged (no option {error}); prepare again") from None
+    return prepared.shaped(SHAPED)
 
 
 def split_name(prepared: Prepared, split: str) -> str:

@@ -31,7 +31,7 @@ import numpy as np
 
 from seqlab.data.conll import Sentence, labelled_sentences
 from seqlab.data.prepare_text import SMALL, Workers
-from seqlab.data.prepared import Prepared, Writer, cached, check_given, disk_error, id_dtype, source_record
+from seqlab.data.prepared import Prepared, Writer, cached, check_given, id_dtype, source_record
 from seqlab.data.prepared_items import ItemWriter
 from seqlab.data.stream import LineReader
 from seqlab.data.tags import convert, detect_scheme, invalid_positions, is_entity_tag, looks_like_entity_tags
@@ -64,8 +64,7 @@ def prepare(data, output: str | Path, workers: int = 0, overwrite: bool = False,
     size = sum(Path(path).stat().st_size for path in files.values())
     n = 1 if size < SMALL else max(1, workers or os.cpu_count() or 1)
     output = Path(output)
-    writer = Writer(output, overwrite)
-    try:
+    with Writer(output, overwrite) as writer:      # removed on any error, nothing left half-written
         bar = tqdm(total=None, unit=" sentences", desc=f"preparing {output.name}", disable=not progress,
                    mininterval=0.5)
         with bar:
@@ -87,12 +86,6 @@ def prepare(data, output: str | Path, workers: int = 0, overwrite: bool = False,
         if data.vectors:
             manifest["sources"]["vectors"] = [source_record(data.vectors)]
         return writer.commit(manifest)
-    except OSError as error:
-        writer.abort()
-        raise disk_error(error, output) from None
-    except BaseException:
-        writer.abort()
-        raise
 
 
 def sentences_of(path: str, data, what: str, bar=None) -> Iterator[Sentence]:
@@ -287,10 +280,7 @@ def open_prepared(folder: str | Path) -> Prepared:
 
 def shaped_options(prepared: Prepared) -> dict:
     """The data options that shaped the prepared items, as config values."""
-    try:
-        return {k: prepared.options[k] for k in SHAPED}
-    except KeyError as error:
-        raise SeqlabError(f"{prepared.folder}/manifest.json is damaged (no option {error}); prepare again") from None
+    return prepared.shaped(SHAPED)
 
 
 def cache_key(data) -> dict:
