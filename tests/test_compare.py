@@ -58,6 +58,7 @@ def test_compare_trains_every_architecture_under_one_token_budget(lm_compare):
     assert (lm_compare / "report.html").exists() and (lm_compare / "report.md").exists()
 
 
+@pytest.mark.slow
 def test_compare_a_finished_compare_is_kept_and_a_different_plan_is_refused(lm_compare, capsys):
     before = {arch: (lm_compare / "runs" / arch / "model.safetensors").stat().st_mtime_ns
               for arch in ("ffn", "lstm", "transformer")}
@@ -95,6 +96,7 @@ def test_compare_a_killed_compare_resumes_where_it_stopped(tmp_path):
     assert run_state(out / "runs" / "lstm") == "finished"
 
 
+@pytest.mark.slow
 def test_compare_other_tasks_and_the_report_command(tmp_path, capsys):
     tsv = str(FIXTURES / "classify" / "sentiment.tsv")
     out = tmp_path / "clf"
@@ -152,6 +154,7 @@ plain-gru: {encoder: gru}
 """
 
 
+@pytest.mark.slow
 def test_compare_variants_beside_recipes_under_an_epoch_budget(tmp_path):
     conllu = str(FIXTURES / "tagging.conllu")
     variants = tmp_path / "variants.yaml"
@@ -220,6 +223,7 @@ def test_compare_bad_variants_are_one_line_and_exit_2(tmp_path, capsys):
         assert message in err and len(err.strip().splitlines()) == 1, (argv, err)
 
 
+@pytest.mark.slow
 def test_compare_more_architectures_join_a_finished_comparison(lm_compare, tmp_path):
     import shutil
 

@@ -26,6 +26,7 @@ from seqlab.cli import main  # noqa: E402
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
+@pytest.mark.slow
 def test_compare_report_opens_offline_with_every_picture_drawn(tmp_path):
     out = tmp_path / "cmp"
     assert main(["compare", "lm", "--train", str(FIXTURES / "shakespeare_train.txt"), "--valid",
