@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+import torch
 from torch import Tensor, nn
 
 from seqlab.data.vocab import BOS
@@ -162,6 +163,21 @@ class LanguageModel(Model):
         if isinstance(state, tuple):
             return tuple(self.reorder_state(part, index) for part in state)
         return state.index_select(self.state_batch_dim, index)
+
+    def fits(self, prompt_length: int, steps: int) -> bool:
+        """Whether a row of `prompt_length` tokens can be decoded `steps` more in a merged batch
+        (`merge_states`): always, for a model that carries a state of any length."""
+        return True
+
+    def merge_states(self, states: list, room: int = 0):
+        """One decoding state of B rows from B states of one row each (`start` of B prompts, of any lengths,
+        read one by one): the search then steps every row at once, each as it would alone, for up to `room`
+        steps. Tensor states (and tuples of them) are joined along `state_batch_dim`; a model whose rows stand
+        at positions (the transformer's KV cache) says how it joins them."""
+        first = states[0]
+        if isinstance(first, tuple):
+            return tuple(self.merge_states([state[i] for state in states], room) for i in range(len(first)))
+        return torch.cat(states, dim=self.state_batch_dim)
 
 
 @dataclass

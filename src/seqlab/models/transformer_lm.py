@@ -39,6 +39,22 @@ class SlidingState:
         return SlidingState(self.cache, self.tokens.index_select(0, index), self.step_weights)
 
 
+@dataclass
+class RaggedState:
+    """The decoding state of rows whose prompts differ in length (`merge_states`): one KV cache in which row b's
+    keys and values sit right-aligned, after `pad[b]` empty slots its queries never attend; row b's next token
+    stands at position cache.length - pad[b]. Rows never slide (the batch is made of rows that fit in the
+    context, `fits`)."""
+
+    cache: KVCache
+    pad: Tensor                          # (B,) empty slots before each row's first cached token
+    step_weights: list | None = None
+
+    def reorder(self, index: Tensor) -> RaggedState:
+        self.cache.reorder(index)
+        return RaggedState(self.cache, self.pad.index_select(0, index), self.step_weights)
+
+
 class TransformerLM(LanguageModel):
     def __init__(self, config):
         super().__init__()
@@ -101,7 +117,9 @@ class TransformerLM(LanguageModel):
             self(prompt[:, :-1], cache)
         return SlidingState(cache, prompt[:, :-1], [block.step_weights() for block in self.blocks])
 
-    def step(self, tokens: Tensor, state: SlidingState, need_weights: bool = False):
+    def step(self, tokens: Tensor, state: SlidingState | RaggedState, need_weights: bool = False):
+        if isinstance(state, RaggedState):
+            return self.ragged_step(tokens, state), state, None
         history = torch.cat([state.tokens, tokens[:, None]], dim=1)             # (B, n + 1)
         cache = state.cache
         if cache.length < self.context_length and not self.training:
@@ -124,5 +142,48 @@ class TransformerLM(LanguageModel):
         logits, cache = self(keep, self.init_state(keep.size(0), keep.device))   # (B, context//2, V)
         return logits[:, -1], SlidingState(cache, keep, state.step_weights), None
 
-    def reorder_state(self, state: SlidingState, index: Tensor) -> SlidingState:
+    def reorder_state(self, state: SlidingState | RaggedState, index: Tensor) -> SlidingState | RaggedState:
         return state.reorder(index)
+
+    def fits(self, prompt_length: int, steps: int) -> bool:
+        """Whether a prompt of `prompt_length` tokens and `steps` more stay within the context, so that its row
+        can join a ragged batch (`merge_states`): a row that would slide is decoded alone."""
+        return prompt_length + steps <= self.context_length + 1
+
+    def merge_states(self, states: list[SlidingState], room: int = 0) -> RaggedState:
+        """B started states of one row each (prompts of any lengths) -> one `RaggedState`: each row's cached keys
+        and values copied right-aligned into a cache of the longest prompt's length + `room` positions; the keys
+        already carry their own positions (added before the projections, or rotated), so every row reads what it
+        read alone, and a key padding mask hides the empty slots."""
+        lengths = [state.cache.length for state in states]
+        P = max(lengths)
+        first = states[0].cache
+        L, _, nh, _, hs = first.keys.shape
+        cache = KVCache(L, len(states), nh, hs, P + room, first.keys.device, first.keys.dtype)
+        for b, (state, n) in enumerate(zip(states, lengths, strict=True)):
+            cache.keys[:, b, :, P - n:P] = state.cache.keys[:, 0, :, :n]           # (L, nh, n, hs)
+            cache.values[:, b, :, P - n:P] = state.cache.values[:, 0, :, :n]
+        cache.advance(P)
+        pad = torch.tensor([P - n for n in lengths], device=first.keys.device)      # (B,)
+        return RaggedState(cache, pad, states[0].step_weights)
+
+    def ragged_step(self, tokens: Tensor, state: RaggedState) -> Tensor:
+        """`step` of rows at their own positions: tokens (B,) -> logits (B, V); the cache is written and advanced."""
+        cache, pad = state.cache, state.pad
+        positions = cache.length - pad                                              # (B,)
+        if int(positions.max()) >= self.context_length:
+            raise SeqlabError(f"the transformer attends over at most {self.context_length} tokens; a row of this "
+                              "batch would slide past its context (decode it alone)")
+        weights = state.step_weights or [block.step_weights() for block in self.blocks]
+        x = self.embedding.weight.index_select(0, tokens)                           # E[w] (B, D)
+        rotation = None
+        if self.rotary:
+            rotation = self.blocks[0].attention.rotary.rows(positions)              # (B, 1, 1, hs/2) each
+        else:
+            x = x + self.positions(positions)                                       # E[w] + P, (B, D)
+        slots = torch.arange(cache.length + 1, device=tokens.device)                # (S,)
+        mask = (slots[None, :] >= pad[:, None])[:, None, None, :]                   # (B, 1, 1, S)
+        for layer, block in enumerate(self.blocks):
+            x = block.step(x, cache, layer, weights[layer], rotation, mask)         # (B, D)
+        cache.advance(1)
+        return self.output(self.final_norm(x))                                      # (B, V)

@@ -53,6 +53,11 @@ class Rotary(nn.Module):
         """(cos, sin) (hs/2,) of one position, for `rotate` (decoding one token at a time)."""
         return self.cos[position], self.sin[position]
 
+    def rows(self, positions: Tensor) -> tuple[Tensor, Tensor]:
+        """(cos, sin) (B, 1, 1, hs/2) of one position per row (B,), for `rotate` of (B, nh, 1, hs) (decoding rows
+        that stand at different positions: prompts of different lengths in one batch)."""
+        return self.cos[positions][:, None, None], self.sin[positions][:, None, None]
+
 
 def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """eq. 34 on the halves (x1, x2) of x's last dimension: [x1 cos - x2 sin ; x1 sin + x2 cos]."""
@@ -197,12 +202,14 @@ class MultiHeadAttention(nn.Module):
         return self.out(y)                                               # (B, T, D)
 
     def step(self, x: Tensor, cache: KVCache, layer: int, qkv: tuple | None = None,
-             out: tuple | None = None, rotation: tuple[Tensor, Tensor] | None = None) -> Tensor:
+             out: tuple | None = None, rotation: tuple[Tensor, Tensor] | None = None,
+             mask: Tensor | None = None) -> Tensor:
         """One new position per row after what `cache` holds, x (B, D) -> (B, D): `forward` of a one-token
         input in eval (no mask: the one query may see every cached key; no dropout), the same operations on
         the same values, called as functions; `qkv` and `out` are the (weight, bias) of W^Q W^K W^V and W^O,
         when the caller has them at hand; `rotation` the (cos, sin) of the position (`Rotary.at`), with rotary
-        embeddings (default: the cache's length). The cache is written, not advanced."""
+        embeddings (default: the cache's length); `mask` (B, 1, 1, S), True where a row may attend a cached key
+        (rows whose first slots are padding). The cache is written, not advanced."""
         B, D = x.shape
         qkv = F.linear(x, *(qkv or (self.qkv.weight, self.qkv.bias)))                     # (B, 3D)
         q, k, v = qkv.view(B, 3, self.num_heads, 1, self.head_size).unbind(1)            # (B, nh, 1, hs) each
@@ -213,7 +220,7 @@ class MultiHeadAttention(nn.Module):
             q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         k, v = cache.append(layer, k, v)                                                 # (B, nh, S, hs)
         if self.impl == "sdpa":
-            y = F.scaled_dot_product_attention(q, k, v)                                  # (B, nh, 1, hs)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)                  # (B, nh, 1, hs)
         else:
-            y, self.last_weights = scaled_dot_product_attention(q, k, v)
+            y, self.last_weights = scaled_dot_product_attention(q, k, v, mask)
         return F.linear(y.reshape(B, D), *(out or (self.out.weight, self.out.bias)))     # (B, D): W^O

@@ -120,18 +120,18 @@ class TransformerBlock(nn.Module):
                            (first.weight, first.bias), (second.weight, second.bias))
 
     def step(self, x: Tensor, cache: KVCache, layer: int, weights: StepWeights | None = None,
-             rotation: tuple[Tensor, Tensor] | None = None) -> Tensor:
+             rotation: tuple[Tensor, Tensor] | None = None, mask: Tensor | None = None) -> Tensor:
         """One new position per row, x (B, D) -> (B, D): `forward` of a one-token input in eval, the same
         operations on the same values, called as functions with `weights` (`step_weights()`) rather than
         through the block's sub-modules (a dozen calls): at this model size they cost more than the arithmetic.
         `MultiHeadAttention.step` writes the cache; `rotation` is `Rotary.at` of the position, with rotary
-        embeddings."""
+        embeddings; `mask` (B, 1, 1, S) the cached keys each row may attend (`MultiHeadAttention.step`)."""
         w = weights or self.step_weights()
         norm1, norm2 = w.norm1[0], w.norm2[0]
         if self.pre_norm:
-            x = x + self.attention.step(norm1(x, *w.norm1[1:]), cache, layer, w.qkv, w.out, rotation)
+            x = x + self.attention.step(norm1(x, *w.norm1[1:]), cache, layer, w.qkv, w.out, rotation, mask)
             return x + F.linear(self.activation(F.linear(norm2(x, *w.norm2[1:]), *w.ff1)), *w.ff2)
-        x = norm1(x + self.attention.step(x, cache, layer, w.qkv, w.out, rotation), *w.norm1[1:])
+        x = norm1(x + self.attention.step(x, cache, layer, w.qkv, w.out, rotation, mask), *w.norm1[1:])
         return norm2(x + F.linear(self.activation(F.linear(x, *w.ff1)), *w.ff2), *w.norm2[1:])   # (B, D)
 
 

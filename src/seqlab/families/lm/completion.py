@@ -1,0 +1,272 @@
+"""Completions: a language model's continuations of many prompts at once, each with its tokens' log probabilities
+and the reason it ended, as the HTTP API answers them (`/v1/generate`, `/v1/completions`).
+
+    completions = complete(lm, ["ROMEO:", "JULIET: O"], [SamplingOptions(max_tokens=8, greedy=True)] * 2)
+
+`complete` decodes prompts of different lengths in ONE batch, and each row is what the prompt alone gives
+(`TrainedLM.generate` with the same options: the same ids, greedy, beam or sampled with a seed):
+
+- each prompt is read alone (`model.start`, one row), and the started states are merged into one batch
+  (`model.merge_states`: an RNN's states side by side; a transformer's KV caches right-aligned, each row at its
+  own positions, with a key padding mask over the empty slots);
+- every step runs the batch once; each row's token is then chosen with its own options: rows that share the
+  processors (temperature, top-k, top-p) are processed together, and a row with a seed draws from its own
+  generator, seeded as `generate` seeds it, so its draws are the ones it would make alone;
+- a row leaves the batch when it has its `max_tokens` (or its </s>, with `stop_at_eos`);
+- rows that cannot join a batch are decoded alone: beam search (one prompt per search), and transformer rows
+  whose prompt and continuation would slide past the context.
+
+The log probabilities are the model's (natural log, the never-generated ids blocked, before any temperature or
+top-k/top-p), as `/v1/score` gives them. `complete_stream` yields one prompt's continuation piece by piece.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+
+from seqlab.data.vocab import EOS
+from seqlab.decoding import core
+from seqlab.decoding.options import SamplingOptions
+from seqlab.decoding.processors import BlockTokens, process, processors_for
+from seqlab.decoding.search import blocked_tokens, check_prompt, lm_beam_search, seeded
+from seqlab.errors import SeqlabError, SeqlabWarning
+
+
+@dataclass
+class Completion:
+    """One prompt's continuation: the ids the model read (`prompt_ids`, with the leading </s>), the generated
+    `ids`, their `text` and `tokens`, each id's natural-log probability under the model (`logprobs`), the
+    `top_logprobs` most likely tokens at each step (when asked), why it ended (`finish_reason`: "stop" at a
+    </s> with stop_at_eos, else "length") and what the prompt's reading warned of (unknown tokens)."""
+
+    prompt_ids: list[int]
+    ids: list[int]
+    text: str
+    tokens: list[str]
+    logprobs: list[float]
+    top_logprobs: list[dict[str, float]] | None = None
+    finish_reason: str = "length"
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Row:
+    """One prompt in a batch: its ids, options and generator, and what it has generated so far."""
+
+    prompt_ids: list[int]
+    options: SamplingOptions
+    warnings: list[str]
+    generator: torch.Generator | None = None
+    ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    top: list[dict[str, float]] = field(default_factory=list)
+    stopped: bool = False
+
+    @property
+    def done(self) -> bool:
+        return self.stopped or len(self.ids) >= self.options.max_tokens
+
+
+def read_prompt(trained, prompt: str) -> tuple[list[int], list[str]]:
+    """The prompt's ids (`TrainedLM.prompt_ids`) and the warnings its reading gave, as text for the caller
+    (not printed: a server tells its client, not its log)."""
+    if trained.reverse:
+        raise SeqlabError("this language model was trained with --reverse (it reads right to left): generation "
+                          "from it is not supported; generate with a left-to-right model")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SeqlabWarning)
+        ids = trained.prompt_ids(prompt)
+    return ids, [str(w.message) for w in caught if issubclass(w.category, SeqlabWarning)]
+
+
+@torch.inference_mode()
+def complete(trained, prompts: list[str], options: list[SamplingOptions] | SamplingOptions,
+             top_logprobs: int = 0) -> list[Completion]:
+    """The continuation of each prompt (its own `SamplingOptions`, or one for all), decoded in one batch; each
+    as `trained.generate(prompt, **options)` gives it alone, with its log probabilities and finish reason.
+    `top_logprobs` > 0 also gives the k most likely tokens at each step."""
+    if isinstance(options, SamplingOptions):
+        options = [options] * len(prompts)
+    if len(options) != len(prompts):
+        raise SeqlabError(f"{len(prompts)} prompts and {len(options)} options: give one per prompt")
+    model = trained.model
+    model.eval()
+    rows = []
+    for prompt, option in zip(prompts, options, strict=True):
+        ids, said = read_prompt(trained, prompt)
+        check_prompt(model, ids)
+        rows.append(Row(ids, option, said))
+    together = [r for r in rows if r.options.beam == 1 and r.options.max_tokens > 0
+                and model.fits(len(r.prompt_ids), r.options.max_tokens)]
+    for row in rows:
+        if row.options.beam > 1:
+            beam_row(trained, row)
+        elif row not in together and row.options.max_tokens > 0:
+            decode_rows(trained, [row], top_logprobs)
+    if together:
+        decode_rows(trained, together, top_logprobs)
+    return [finished(trained, row, top_logprobs) for row in rows]
+
+
+def decode_rows(trained, rows: list[Row], top_logprobs: int) -> None:
+    """Greedy or sampled decoding of `rows` as one batch until each has its tokens (`Row.done`)."""
+    for _ in decode_steps(trained, rows, top_logprobs):
+        pass
+
+
+def decode_steps(trained, rows: list[Row], top_logprobs: int) -> Iterator[None]:
+    """`decode_rows` one step per `next()` (the rows grow by one token each, until done)."""
+    model, device = trained.model, trained.device
+    states = [model.start(torch.tensor([row.prompt_ids], device=device)) for row in rows]     # each alone
+    room = max(row.options.max_tokens for row in rows)
+    state = states[0] if len(rows) == 1 else model.merge_states(states, room)
+    tokens = torch.tensor([row.prompt_ids[-1] for row in rows], device=device)                 # (B,)
+    for row in rows:
+        row.generator = None if row.options.greedy else seeded(row.options.seed, device)
+    block = blocked_tokens(model)
+    live = list(range(len(rows)))                            # the rows still in the batch, by index into `rows`
+    while live:
+        logits, state, _ = model.step(tokens, state)                                          # (n, V)
+        blocked = block(logits)                                                               # (n, V)
+        log_probs = torch.log_softmax(blocked, dim=-1)                                        # (n, V)
+        chosen = choose_rows(blocked, [rows[i] for i in live])                                # (n,)
+        picked = log_probs.gather(1, chosen[:, None])[:, 0].tolist()
+        tops = log_probs.topk(top_logprobs, dim=-1) if top_logprobs else None
+        keep = []
+        for j, (i, token) in enumerate(zip(live, chosen.tolist(), strict=True)):
+            row = rows[i]
+            row.ids.append(token)
+            row.logprobs.append(picked[j])
+            if tops is not None:
+                row.top.append({trained.vocab.tokens[t]: v for t, v in
+                                zip(tops.indices[j].tolist(), tops.values[j].tolist(), strict=True)})
+            row.stopped = row.options.stop_at_eos and token == EOS
+            if not row.done:
+                keep.append(j)
+        yield
+        if len(keep) < len(live):                            # finished rows leave the batch
+            if not keep:
+                return
+            index = torch.tensor(keep, device=device)
+            state = model.reorder_state(state, index)
+            chosen = chosen[index]
+            live = [live[j] for j in keep]
+        tokens = chosen
+
+
+def choose_rows(blocked: torch.Tensor, rows: list[Row]) -> torch.Tensor:
+    """Each row's next token (n,) from its blocked logits (n, V), as `generate` chooses it alone: rows with the
+    same processors are processed together; greedy rows take the argmax; a seeded row draws from its own
+    generator, the others share one draw from PyTorch's."""
+    chosen = torch.empty(len(rows), dtype=torch.long, device=blocked.device)
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for j, row in enumerate(rows):
+        o = row.options
+        groups[(o.greedy, o.temperature, o.top_k, o.top_p)].append(j)
+    for members in groups.values():
+        first = rows[members[0]].options
+        sample = not first.greedy
+        rest = [p for p in processors_for(first, sample) if p != BlockTokens()]      # the block is the model's
+        index = torch.tensor(members, device=blocked.device)
+        scores = process(blocked.index_select(0, index), rest)                          # (m, V)
+        if not sample:
+            chosen[index] = scores.argmax(dim=-1)
+            continue
+        probs = scores.softmax(dim=-1)                                                  # (m, V)
+        shared = [k for k, j in enumerate(members) if rows[j].generator is None]
+        for k, j in enumerate(members):
+            if rows[j].generator is not None:
+                chosen[j] = torch.multinomial(probs[k:k + 1], 1, generator=rows[j].generator)[0, 0]
+        if shared:
+            at = torch.tensor(shared, device=blocked.device)
+            chosen[index[at]] = torch.multinomial(probs.index_select(0, at), 1).squeeze(1)
+    return chosen
+
+
+def beam_row(trained, row: Row) -> None:
+    """A beam search's best continuation of one prompt (`generate_ids`' search), and its ids' log probabilities
+    under the model, read back one step each."""
+    (best,) = lm_beam_search(trained.model, row.prompt_ids, row.options, trained.device)
+    row.ids = list(core.best_continuation(best))
+    row.stopped = bool(best.finished)
+    row.logprobs = teacher_forced(trained, row.prompt_ids, row.ids)
+
+
+def teacher_forced(trained, prompt_ids: list[int], ids: list[int]) -> list[float]:
+    """The log probability of each of `ids` after the prompt and the ids before it (the blocked distribution)."""
+    model, device = trained.model, trained.device
+    if not ids:
+        return []
+    state = model.start(torch.tensor([prompt_ids], device=device))
+    block = blocked_tokens(model)
+    out = []
+    fed = torch.tensor([prompt_ids[-1]], device=device)
+    for token in ids:
+        logits, state, _ = model.step(fed, state)
+        out.append(float(torch.log_softmax(block(logits), dim=-1)[0, token]))
+        fed = torch.tensor([token], device=device)
+    return out
+
+
+def finished(trained, row: Row, top_logprobs: int) -> Completion:
+    """A decoded row as a `Completion`: its text as `generate` writes it (the </s> that ended it with stop_at_eos
+    not written), its tokens as the vocabulary spells them."""
+    text = "".join(core.text_pieces(row.ids, row.prompt_ids[1:], trained.detokenize, row.options.stop_at_eos,
+                                    whole=row.options.beam > 1))
+    return Completion(row.prompt_ids, row.ids, text, trained.vocab.decode(row.ids), row.logprobs,
+                      row.top if top_logprobs else None, "stop" if row.stopped else "length", row.warnings)
+
+
+@torch.inference_mode()
+def complete_stream(trained, prompt: str, options: SamplingOptions, top_logprobs: int = 0) -> Iterator[Completion]:
+    """One prompt's continuation as it is generated: a `Completion` per new piece of text (its ids, text and log
+    probabilities; a byte-level BPE id that ends half a character waits for the rest), the last one carrying the
+    finish reason. Beam search yields its continuation whole, once the search is over."""
+    ids, said = read_prompt(trained, prompt)
+    check_prompt(trained.model, ids)
+    row = Row(ids, options, said)
+    if options.beam > 1 or options.max_tokens == 0:
+        if options.beam > 1:
+            beam_row(trained, row)
+        yield finished(trained, row, top_logprobs)
+        return
+    trained.model.eval()
+    body = ids[1:]
+    shown = len(trained.detokenize(body)) if body else 0
+    sent = 0                                                  # ids already sent in a piece
+    for _ in decode_steps(trained, [row], top_logprobs):
+        shown_ids = row.ids[:-1] if row.stopped else row.ids  # the </s> that stops is not written
+        text = trained.detokenize(body + shown_ids)
+        if text.endswith("\ufffd") and not row.done:
+            continue
+        piece = text[shown:]
+        if not piece and not row.done:
+            continue
+        shown = len(text)
+        yield piece_of(trained, row, sent, piece, top_logprobs, last=row.done)
+        sent = len(row.ids)
+
+
+def piece_of(trained, row: Row, start: int, text: str, top_logprobs: int, last: bool) -> Completion:
+    ids = row.ids[start:]
+    return Completion(row.prompt_ids, ids, text, trained.vocab.decode(ids), row.logprobs[start:],
+                      row.top[start:] if top_logprobs else None,
+                      ("stop" if row.stopped else "length") if last else "", row.warnings if start == 0 else [])
+
+
+@torch.inference_mode()
+def prompt_logprobs(trained, prompt: str) -> tuple[list[str], list[float | None]]:
+    """The prompt's tokens as the text spells them (after the leading </s>; an unknown one is scored as <unk>) and
+    each one's log probability given the ones before it (the first one's given the line start </s>), for echoing
+    a prompt with its log probabilities."""
+    ids, _ = read_prompt(trained, prompt)
+    check_prompt(trained.model, ids)
+    lines = prompt.split("\n")
+    tokens = [t for k, line in enumerate(lines)
+              for t in [*trained.tokenizer.tokenize(line), *(["</s>"] if k < len(lines) - 1 else [])]]
+    return tokens, teacher_forced(trained, ids[:1], ids[1:])

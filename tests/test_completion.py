@@ -1,0 +1,124 @@
+"""Batched completions (`seqlab.families.lm.completion`): prompts of different lengths decoded in one batch give,
+row by row, what each prompt gives alone (`TrainedLM.generate`): greedy, seeded sampling, beam search, stop at
+</s>; for the RNNs, the window LM and the transformer (learned, sinusoidal and rotary positions, its rows at
+their own positions in one KV cache)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+import seqlab
+from conftest import tiny_config
+from seqlab.decoding.options import SamplingOptions
+from seqlab.families.lm.completion import complete, complete_stream, prompt_logprobs
+from seqlab.families.lm.pipeline import train_lm
+
+PROMPTS = ["ROMEO :", "", "JULIET : O Romeo , Romeo", "the", "First Citizen :\nBefore we proceed"]
+
+
+def trained_lm(tmp_path, arch: str, tokenizer: str = "word", **model):
+    config = tiny_config(tmp_path / arch, arch, tokenizer, max_steps=6)
+    if model:
+        config = dataclasses.replace(config, model=dataclasses.replace(config.model, **model))
+    train_lm(config)
+    return seqlab.load(config.train.output)
+
+
+@pytest.fixture(scope="module", params=["lstm", "gru", "ffn", "transformer", "rotary"])
+def lm(request, tmp_path_factory):
+    folder = tmp_path_factory.mktemp(request.param)
+    if request.param == "rotary":
+        return trained_lm(folder, "transformer", positions="rotary")
+    return trained_lm(folder, request.param)
+
+
+def alone(lm, prompt: str, options: SamplingOptions) -> str:
+    return lm.generate(prompt, **{f.name: getattr(options, f.name) for f in dataclasses.fields(options)})
+
+
+def test_a_batch_of_ragged_prompts_gives_what_each_prompt_gives_alone(lm):
+    options = [SamplingOptions(max_tokens=6, greedy=True), SamplingOptions(max_tokens=3, seed=7),
+               SamplingOptions(max_tokens=5, seed=11, temperature=0.7, top_k=5),
+               SamplingOptions(max_tokens=4, greedy=True, stop_at_eos=True),
+               SamplingOptions(max_tokens=6, seed=3, top_p=0.8)]
+    batch = complete(lm, PROMPTS, options)
+    for prompt, option, completion in zip(PROMPTS, options, batch, strict=True):
+        assert completion.text == alone(lm, prompt, option)
+        assert len(completion.ids) == len(completion.logprobs) <= option.max_tokens
+        assert all(lp <= 0 and math.isfinite(lp) for lp in completion.logprobs)
+        assert completion.finish_reason == ("stop" if completion.ids[-1:] == [2] and option.stop_at_eos
+                                            else "length")
+
+
+def test_greedy_log_probabilities_match_the_score_of_the_text(lm):
+    (one,) = complete(lm, ["ROMEO :"], SamplingOptions(max_tokens=5, greedy=True), top_logprobs=3)
+    (again,) = complete(lm, ["ROMEO :", "the"], SamplingOptions(max_tokens=5, greedy=True), top_logprobs=3)[:1]
+    assert one.ids == again.ids
+    assert one.logprobs == pytest.approx(again.logprobs, abs=1e-5)
+    for lp, top, token in zip(one.logprobs, one.top_logprobs, one.tokens, strict=True):
+        assert max(top.values()) == pytest.approx(lp, abs=1e-6) and top[token] == pytest.approx(lp, abs=1e-6)
+
+
+def test_beam_rows_are_decoded_alone_with_their_log_probabilities(lm):
+    option = SamplingOptions(max_tokens=4, beam=3)
+    (completion,) = complete(lm, ["ROMEO :"], [option])
+    assert completion.text == alone(lm, "ROMEO :", option)
+    assert len(completion.logprobs) == len(completion.ids)
+
+
+def test_the_stream_gives_the_whole_completion_piece_by_piece(lm):
+    option = SamplingOptions(max_tokens=7, seed=5)
+    pieces = list(complete_stream(lm, "JULIET :", option))
+    (whole,) = complete(lm, ["JULIET :"], option)
+    assert "".join(p.text for p in pieces) == whole.text
+    assert [i for p in pieces for i in p.ids] == whole.ids
+    assert pieces[-1].finish_reason == "length" and all(p.finish_reason == "" for p in pieces[:-1])
+
+
+def test_prompt_log_probabilities_are_the_scores_without_the_never_generated_ids(lm):
+    tokens, logprobs = prompt_logprobs(lm, "ROMEO : O")
+    scored = lm.score("ROMEO : O")[:-1]                         # the text's own </s> is not a prompt token
+    assert tokens == [t for t, _ in scored]
+    for echoed, (_, full) in zip(logprobs, scored, strict=True):    # the never-generated ids' mass is removed:
+        assert full - 1e-5 <= echoed <= full + 0.05                    # a little more for every real token
+
+
+def test_transformer_rows_that_would_slide_are_decoded_alone(tmp_path):
+    lm = trained_lm(tmp_path, "transformer")                   # context 16
+    long = " ".join(["the"] * 12)
+    options = SamplingOptions(max_tokens=9, greedy=True)        # 13 + 9 > 17: slides, so alone
+    batch = complete(lm, [long, "ROMEO :"], options)
+    assert [c.text for c in batch] == [alone(lm, long, options), alone(lm, "ROMEO :", options)]
+
+
+def test_unknown_prompt_tokens_are_told_not_printed(lm, recwarn):
+    (completion,) = complete(lm, ["zzqx unheard"], SamplingOptions(max_tokens=2, greedy=True))
+    assert completion.warnings and "zzqx" in completion.warnings[0]
+    assert not [w for w in recwarn if "zzqx" in str(w.message)]
+
+
+def test_merged_states_step_as_each_row_alone():
+    torch.manual_seed(0)
+    from seqlab.families.lm.config import LMConfig
+    from seqlab.models.lm import build_lm
+    for arch in ("lstm", "transformer"):
+        model = build_lm(LMConfig(arch=arch, vocab_size=30, embedding_size=8, hidden_size=8, num_layers=2,
+                                  num_heads=2, context=12 if arch == "transformer" else 0)).eval()
+        prompts = [torch.tensor([[2, 5, 6, 7, 8]]), torch.tensor([[2, 9]]), torch.tensor([[2, 4, 4]])]
+        merged = model.merge_states([model.start(p) for p in prompts], room=3)
+        fed = torch.tensor([p[0, -1] for p in prompts])
+        batch_logits = []
+        for _ in range(3):
+            logits, merged, _ = model.step(fed, merged)
+            batch_logits.append(logits)
+            fed = logits.argmax(-1)
+        for b, p in enumerate(prompts):
+            state, fed = model.start(p), p[:, -1]
+            for t in range(3):
+                logits, state, _ = model.step(fed, state)
+                assert torch.allclose(logits[0], batch_logits[t][b], atol=1e-5), (arch, b, t)
+                fed = logits.argmax(-1)
