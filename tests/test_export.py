@@ -18,6 +18,7 @@ import pytest
 pytest.importorskip("onnxruntime", reason="seqlab export needs onnxruntime (pip install 'seqlab[export]')")
 pytest.importorskip("onnx", reason="seqlab export needs onnx (pip install 'seqlab[export]')")
 import torch  # noqa: E402
+from test_export_readme import check_example, check_graphs  # noqa: E402
 
 import seqlab  # noqa: E402
 from conftest import FIXTURES, tiny_config  # noqa: E402
@@ -264,6 +265,14 @@ def test_export_runtime_does_each_task_as_the_pytorch_api(runs):
         assert got == expected and any(expected)
 
 
+@pytest.mark.parametrize("name", [*TRAINED, *(f"lm-{arch}" for arch in LMS)])
+def test_export_readme_example_prints_what_the_runtime_gives(runs, name):
+    """Each export's README.md: its numpy and onnxruntime example (tests/test_export_readme.py) prints the runtime's
+    output; its graphs describe themselves and pass the ONNX checker."""
+    check_example(runs[name].parent / "exports" / name)
+    check_graphs(runs[name].parent / "exports" / name)
+
+
 TORCH_FREE = """
 import sys
 from seqlab.export.runtime import load_export
@@ -294,7 +303,8 @@ def test_export_cli_end_to_end(runs, tmp_path, capsys):
     manifest = json.loads((out / "manifest.json").read_text())
     assert (manifest["task"], manifest["arch"], manifest["crf"]) == ("tagger", "lstm", True)
     assert manifest["graphs"]["tagger"]["inputs"] == ["words", "lengths", "chars"]
-    assert {"vocab.json", "labels.json", "chars.json", "config.json", "crf.json"} <= set(manifest["files"])
+    assert {"seqlab/vocab.json", "seqlab/labels.json", "seqlab/chars.json", "config.json", "crf.json", "README.md",
+            "vocab.txt", "labels.txt", "chars.txt"} <= set(manifest["files"])
     moved = shutil.move(str(out), str(tmp_path / "moved"))            # usable without the run directory
     sentence = ["John", "lives", "in", "Paris", "."]
     expected = [t for t, _ in seqlab.load(runs["ner-crf"]).tag(sentence)]

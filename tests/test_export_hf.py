@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from tokenizers import Tokenizer
 
 import seqlab
 from conftest import tiny_config
 from seqlab.cli import main
-from seqlab.data.vocab import EOS, PAD
+from seqlab.data.vocab import EOS, PAD, UNK
 from seqlab.decoding.search import SamplingOptions, generate_ids
 from seqlab.errors import SeqlabError
 from seqlab.families.lm.config import LMDataConfig, LMTrainConfig, LMTrainOptions
@@ -154,6 +155,33 @@ def test_export_hf_tokenizer_gives_seqlab_ids(runs, transformers, name):
     if name == "char":                                           # every character known: the text comes back
         assert tokenizer.decode(tokenizer(FOX * 2).input_ids) == "\n" + FOX * 2
         assert tokenizer("the ZOO").input_ids.count(1) == 3      # Z, O, O: <unk>, as in seqlab
+
+
+@pytest.mark.parametrize("name", ["bpe", "char", "word"])
+def test_export_hf_tokenizer_declares_the_special_tokens_config_sets(runs, name):
+    """bos, eos (the token of id 3: the line break), pad and unk, in tokenizer_config.json and special_tokens_map.json,
+    each the token of the id config.json gives; the `tokenizers` file alone gives seqlab's ids too."""
+    out, lm = exported(runs, name), seqlab.load(runs[name])
+    config = json.loads((out / "config.json").read_text())
+    tokenizer = Tokenizer.from_file(str(out / "tokenizer.json"))
+    for file in ("tokenizer_config.json", "special_tokens_map.json"):
+        declared = json.loads((out / file).read_text())
+        assert {tokenizer.token_to_id(declared[f"{kind}_token"]) for kind in ("bos", "eos")} == {config["eos_token_id"]}
+        assert config["bos_token_id"] == config["eos_token_id"] == EOS
+        assert tokenizer.token_to_id(declared["pad_token"]) == config["pad_token_id"] == PAD
+        assert tokenizer.token_to_id(declared["unk_token"]) == UNK
+    for text in TEXTS[:4]:
+        assert tokenizer.encode(text).ids == prompt_ids(lm, text), text
+
+
+@pytest.mark.parametrize("name", ["bpe", "char", "word"])
+def test_export_hf_auto_tokenizer_has_the_special_tokens(runs, transformers, name):
+    tokenizer = transformers.AutoTokenizer.from_pretrained(exported(runs, name))
+    config = json.loads((exported(runs, name) / "config.json").read_text())
+    assert (tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id, tokenizer.unk_token_id) == (
+        config["bos_token_id"], config["eos_token_id"], config["pad_token_id"], UNK)
+    assert tokenizer.eos_token == tokenizer.bos_token == ("</s>" if name == "word" else "\n")
+    assert (tokenizer.pad_token, tokenizer.unk_token) == ("<pad>", "<unk>")
 
 
 # ---------------------------------------------------------------------------- refusals and the command line

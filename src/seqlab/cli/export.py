@@ -49,5 +49,6 @@ def command(args: argparse.Namespace) -> int:
     manifest = json.loads(export_onnx(args.run, args.output, args.overwrite).read_text())
     graphs = ", ".join(graph["file"] for graph in manifest["graphs"].values())
     print(f"exported the {manifest['arch']} {manifest['task']} of {args.run} to {args.output}/ ({graphs}, "
-          "manifest.json); run it with seqlab.export.runtime.load_export")
+          "manifest.json, README.md: how to run it with onnxruntime and numpy alone); with seqlab: "
+          "seqlab.export.runtime.load_export")
     return 0

@@ -1,11 +1,13 @@
 """What a family's ONNX graphs are built with (its `graphs` part, driven by `seqlab.export.onnx`): `Graph`, the
 module every graph wraps a trained model in, `export_graph`, which traces one graph to a file with its named
-inputs and outputs and dynamic axes (opset 17), and `layers_first` for the recurrent states, which the graphs
-keep batch-first."""
+inputs and outputs and dynamic axes (opset 17), `layers_first` for the recurrent states, which the graphs
+keep batch-first, and `annotate`, which gives a written graph its description and metadata."""
 
 from __future__ import annotations
 
 import contextlib
+import inspect
+import json
 import os
 import sys
 import tempfile
@@ -57,10 +59,29 @@ def export_graph(module: nn.Module, args: tuple, path: Path, inputs: list[str], 
                  axes: dict[str, dict[int, str]]) -> dict:
     """One graph to `path` (the TorchScript-based exporter, `dynamo=False`: torch 2.13's default dynamo
     exporter needs onnxscript, which seqlab does not depend on, and the recurrent encoders' packed sequences
-    export as ONNX's own RNN ops with per-row lengths only through this one); its inputs and outputs."""
+    export as ONNX's own RNN ops with per-row lengths only through this one); its file, inputs and outputs,
+    and what it computes ("doc": the graph module's docstring, which `annotate` writes into the file)."""
     module.eval()
     with warnings.catch_warnings(), torch.no_grad(), quiet_stderr():
         warnings.simplefilter("ignore")                      # tracer warnings about Python-side shape checks
         torch.onnx.export(module, args, str(path), input_names=inputs, output_names=outputs,
                           dynamic_axes=axes, opset_version=OPSET, dynamo=False)
-    return {"file": path.name, "inputs": inputs, "outputs": outputs}
+    doc = inspect.cleandoc(type(module).__doc__ or "")
+    return {"file": path.name, "inputs": inputs, "outputs": outputs, "doc": doc}
+
+
+def annotate(path: Path, doc: str, metadata: dict) -> None:
+    """Describe the graph at `path` inside the file: its doc_string, seqlab as its producer, and `metadata`
+    as its metadata_props (values that are not strings as JSON). The weights stay where they are (an
+    external-data file, past 2 GB, is left untouched)."""
+    import onnx
+
+    from seqlab.version import __version__
+
+    model = onnx.load(str(path), load_external_data=False)
+    model.doc_string = doc
+    model.producer_name, model.producer_version = "seqlab", __version__
+    del model.metadata_props[:]
+    for key, value in metadata.items():
+        model.metadata_props.add(key=key, value=value if isinstance(value, str) else json.dumps(value))
+    onnx.save(model, str(path))

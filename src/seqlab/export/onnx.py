@@ -1,5 +1,6 @@
 """`seqlab export RUN --format onnx`: a trained run's inference graphs as ONNX files, with everything needed
-to run them without the run directory (`seqlab.export.runtime.load_export` runs them on onnxruntime).
+to run them without the run directory, and without seqlab (`seqlab.export.runtime.load_export` runs them on
+onnxruntime; the export's README.md shows how to with numpy and onnxruntime alone).
 
 Each family draws its own graphs (its `graphs` part: `seqlab.families.<name>.graphs`, whose docstrings say
 what each graph takes and gives): a classifier's scores, a tagger's emissions (and its CRF's scores), a
@@ -8,29 +9,41 @@ sequence axes are dynamic (opset 17), and every state and memory tensor is batch
 states are transposed inside the graphs), so beam search selects the rows of any of them with one index on
 axis 0.
 
-The export directory holds the .onnx files, manifest.json (task, arch, each graph's inputs and outputs,
-the seqlab, torch and opset versions), and the run's config.json and vocabulary, tokenizer and label files.
+The export directory holds:
+
+    *.onnx          the graphs, each with its doc_string, seqlab as producer, and metadata_props (family,
+                    arch, graph, vocabulary sizes, special ids, ...: the family's `metadata`)
+    README.md       what the folder holds, each graph's inputs and outputs (names, dtypes, shapes), what the
+                    scores are, how to tokenize, and an example in numpy and onnxruntime (`seqlab.export.readme`)
+    tokenizer and vocabulary files a user reads without seqlab (the family's `files`: a `tokenizers`
+                    tokenizer.json for BPE, vocab.txt and labels.txt of one token per line for the others)
+    config.json     the run's config, its absolute paths reduced to their file names
+    manifest.json   task, arch, each graph's inputs and outputs, every file, the seqlab, torch and opset
+                    versions, the run's directory name
+    seqlab/         the run's own vocabulary, tokenizer and label files, which seqlab's runtime reads
 """
 
 from __future__ import annotations
 
+import os
 import shutil
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 import torch
 from torch import nn
 
 from seqlab.errors import SeqlabError
 from seqlab.export import prepare_output
-from seqlab.export.graphs import OPSET
-from seqlab.export.manifest import FORMAT_VERSION
+from seqlab.export.graphs import OPSET, annotate
+from seqlab.export.manifest import FORMAT_VERSION, SEQLAB_FILES
+from seqlab.export.readme import write_readme
 from seqlab.fileio import atomic_write_json
 from seqlab.nn.attention import MultiHeadAttention
 from seqlab.nn.recurrent import RecurrentStack
 from seqlab.version import __version__
 
-# the run's files an export carries (those that exist): the vocabulary, tokenizer, labels and config
-RUN_FILES = ("config.json", "vocab.json", "tokenizer.json", "labels.json", "chars.json", "features.json")
+# the run's files seqlab's runtime reads (those that exist), copied into seqlab/: vocabulary, tokenizer, labels
+RUN_FILES = ("vocab.json", "tokenizer.json", "labels.json", "chars.json", "features.json")
 
 
 def prepare_for_export(model: nn.Module) -> None:
@@ -45,6 +58,24 @@ def prepare_for_export(model: nn.Module) -> None:
             module.impl = "textbook"
 
 
+def without_local_paths(value):
+    """`value` (config.json's JSON) with every absolute path (POSIX, Windows or ~) reduced to its file name: an
+    export says which files a run was trained on, not where they lay on the machine that trained it."""
+    if isinstance(value, dict):
+        return {key: without_local_paths(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [without_local_paths(item) for item in value]
+    if isinstance(value, str) and (value.startswith(("/", "~", "\\")) or PureWindowsPath(value).is_absolute()):
+        return PureWindowsPath(value).name if "\\" in value else PurePosixPath(value).name
+    return value
+
+
+def files_in(out: Path) -> list[str]:
+    """Every file under `out`, as sorted relative POSIX paths."""
+    return sorted(PurePosixPath(os.path.relpath(Path(folder) / name, out)).as_posix()
+                  for folder, _, names in os.walk(out) for name in names)
+
+
 def export_onnx(run_dir: str | Path, output: str | Path, overwrite: bool = False) -> Path:
     """Export the run's inference graphs to `output` (see the module's docstring); returns the manifest's path."""
     from seqlab.families.run_files import read_run_json
@@ -52,7 +83,8 @@ def export_onnx(run_dir: str | Path, output: str | Path, overwrite: bool = False
 
     family = run_family(Path(run_dir))
     graphs = family.part("graphs")
-    graphs.refuse(read_run_json(Path(run_dir)))
+    saved = read_run_json(Path(run_dir))
+    graphs.refuse(saved)
     try:
         import onnx  # noqa: F401  (torch.onnx.export writes through it)
     except ImportError:
@@ -63,13 +95,27 @@ def export_onnx(run_dir: str | Path, output: str | Path, overwrite: bool = False
     prepare_for_export(trained.model)
     trained.model.eval()
     drawn = graphs.export(trained, out)
+    (out / SEQLAB_FILES).mkdir()
     for name in RUN_FILES:
         if (run_dir / name).exists():
-            shutil.copyfile(run_dir / name, out / name)
-    manifest = {"format": "onnx", "format_version": FORMAT_VERSION, "task": family.name,
-                "arch": getattr(trained.config.model, family.arch_option), "graphs": drawn,
-                "files": sorted(p.name for p in out.iterdir()), "crf": (out / "crf.json").exists(),
+            shutil.copyfile(run_dir / name, out / SEQLAB_FILES / name)
+    atomic_write_json(out / "config.json", without_local_paths(saved))
+    described = graphs.files(trained, out)                         # {file: what it holds}, the plain ones
+    arch = getattr(trained.config.model, family.arch_option)
+    manifest = {"format": "onnx", "format_version": FORMAT_VERSION, "task": family.name, "arch": arch,
+                "graphs": drawn, "crf": (out / "crf.json").exists(),
                 "context": getattr(trained.model, "context_length", None), "seqlab_version": __version__,
-                "torch_version": torch.__version__, "opset": OPSET, "source_run": str(run_dir.resolve())}
+                "torch_version": torch.__version__, "opset": OPSET, "source_run": run_dir.resolve().name}
+    about = graphs.about(trained, manifest)
+    common = {"family": family.name, "arch": arch, **graphs.metadata(trained), "seqlab_version": __version__,
+              "source_run": manifest["source_run"]}
+    for name, graph in drawn.items():
+        doc = (f"{about['graphs'].get(name) or graph['doc']}\n\nThe {name} graph of {family.title} ({arch}) trained "
+               f"with seqlab, exported from the run {manifest['source_run']} by seqlab {__version__}; README.md beside "
+               "it says how to run it.")
+        del graph["doc"]
+        annotate(out / graph["file"], doc, {**common, "graph": name})
+    write_readme(out, family, manifest, described, about)
+    manifest["files"] = files_in(out)
     atomic_write_json(out / "manifest.json", manifest)
     return out / "manifest.json"

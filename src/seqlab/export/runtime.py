@@ -1,7 +1,8 @@
 """Running an ONNX export (`seqlab.export.onnx`) on onnxruntime: the whole task in numpy, without the run
 directory and without PyTorch (text <-> ids through seqlab's own tokenizers and vocabularies, read from the
-export's copies of the run's files by each family's torch-free `vocab` module). Importing this module and
-running an export never imports torch (tests/test_export.py checks it in a fresh process).
+export's copies of the run's files, its seqlab/ folder, by each family's torch-free `vocab` module). Importing this
+module and running an export never imports torch (tests/test_export.py checks it in a fresh process). An export
+reads only the files inside its folder (`seqlab.export.manifest.confine`).
 
     from seqlab.export.runtime import load_export
     tagger = load_export("exports/ner")               # an ExportedTagger

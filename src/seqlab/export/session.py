@@ -12,7 +12,7 @@ import numpy as np
 
 from seqlab.data.vocab import PAD
 from seqlab.errors import SeqlabError
-from seqlab.export.manifest import read_manifest
+from seqlab.export.manifest import read_manifest, seqlab_files
 from seqlab.families.run_files import read_run_json
 
 
@@ -30,12 +30,14 @@ class Exported:
 
     def __init__(self, export_dir: str | Path, threads: int = 0):
         """`threads`: onnxruntime's intra-op threads (0: its default). `config` is the run's config.json (a
-        dict: its "data", "model" and "train" groups)."""
+        dict: its "data", "model" and "train" groups); `files` the folder of the run's own tokenizer, vocabulary
+        and label files (seqlab/, or the export folder itself in an export of format 2)."""
         from seqlab.registry import FAMILIES
 
         ort = onnxruntime()
         self.dir = Path(export_dir)
         self.manifest = read_manifest(self.dir)
+        self.files = seqlab_files(self.dir, self.manifest)
         self.config = read_run_json(self.dir, FAMILIES.get(self.manifest.get("task")))
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads

@@ -17,7 +17,7 @@ class ExportedClassifier(Exported):
     def __init__(self, export_dir, threads: int = 0):
         super().__init__(export_dir, threads)
         data = self.config["data"]
-        self.vocabulary = read_document_vocabulary(self.dir, data["tokenizer"], data["lowercase"], data["ngrams"],
+        self.vocabulary = read_document_vocabulary(self.files, data["tokenizer"], data["lowercase"], data["ngrams"],
                                                    data["max_length"], data["truncate"])
 
     def encode(self, text: str) -> tuple[list[int] | None, list[float] | None]:

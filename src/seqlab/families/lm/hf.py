@@ -20,20 +20,26 @@ The weights go into GPT-2's Conv1D layout, (in, out), the transpose of nn.Linear
 attention's stacked W^Q, W^K, W^V (split in that order, heads consecutive within each, as GPT-2 splits
 its c_attn) become c_attn, W^O c_proj, the feedforward's two layers mlp.c_fc and mlp.c_proj.
 
-The tokenizer (`tokenizer.json` for the `tokenizers` library, and `tokenizer_config.json`) gives seqlab's
-ids for any text: `tokenizer(text).input_ids == seqlab.load(RUN).prompt_ids(text)`, `</s>` (id 3, the
-line break) first as seqlab starts every prompt, then each line's tokens with `</s>` for every "\\n"; with
-`add_special_tokens=False`, the same without the leading `</s>`. `decode` gives back the text as seqlab's
-`detokenize` does. Per tokenizer:
+The tokenizer (`tokenizer.json` for the `tokenizers` library, `tokenizer_config.json` and
+`special_tokens_map.json`) gives seqlab's ids for any text: `tokenizer(text).input_ids ==
+seqlab.load(RUN).prompt_ids(text)`, `</s>` (id 3, the line break) first as seqlab starts every prompt, then
+each line's tokens with `</s>` for every "\\n"; with `add_special_tokens=False`, the same without the leading
+`</s>`. `decode` gives back the text as seqlab's `detokenize` does. Per tokenizer:
 
-    bpe    seqlab's byte-level BPE model with its ids shifted past the five specials; each line is read
-           with a space before it (as seqlab reads it) by a Prepend normalizer, "\\n" being an added token
-           split off first so that every line gets its own
-    char   a WordLevel vocabulary over single characters (a Split pre-tokenizer), "\\n" an added token
+    bpe    seqlab's byte-level BPE model with its ids shifted past the five specials; each line that is not
+           empty is read with a space before it (as seqlab reads it: a Replace and a Prepend normalizer),
+           and each "\\n" on its own (a Split pre-tokenizer), whose byte piece Ċ is id 3
+    char   a WordLevel vocabulary over single characters (Split pre-tokenizers), "\\n" its id 3
     word   a WordLevel vocabulary over Python's `str.split()` words (the same whitespace characters), a
            line break read as the word `</s>`
-    For bpe and char the token of id 3 is "\\n" (a line break), for word it is `</s>`. The specials `<pad>`,
-    `<unk>` are declared but split like text (`split_special_tokens`), as seqlab reads "<pad>" in text.
+    For bpe and char the token of id 3 is "\\n" (a line break; also an added token, which the `tokenizers`
+    library splits off first), for word it is `</s>`.
+
+The special tokens are declared as config.json sets their ids: bos and eos the token of id 3, pad `<pad>`
+(0), unk `<unk>` (1). They are split like text (`split_special_tokens`), as seqlab reads "<pad>" in text:
+a line break gets its id 3 through the normalizer and pre-tokenizer, not as a special token (transformers 5
+makes every declared special token special, whatever tokenizer.json says). `decode(ids,
+skip_special_tokens=True)` therefore leaves out the line breaks (the eos token).
 """
 
 from __future__ import annotations
@@ -48,8 +54,12 @@ from torch import Tensor, nn
 from seqlab.data.vocab import EOS, PAD, SPECIALS, UNK
 from seqlab.errors import SeqlabError
 from seqlab.export import prepare_output
+from seqlab.export.tokens import bpe_state
 from seqlab.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text
 from seqlab.version import __version__
+
+BYTE_LEVEL_LINE_BREAK = "\u010a"       # "Ċ": byte 10 ("\\n") as a byte-level BPE piece
+LINE_BREAK_BYTE = "\ue00a"             # what tokenizer.json calls that piece's own id (see `hf_tokenizer`)
 
 # option -> the value GPT-2 has; the options a run must have been trained with
 GPT2_OPTIONS = {"norm_position": "pre", "activation": "gelu", "positions": "learned", "tie_weights": True,
@@ -139,9 +149,10 @@ def python_whitespace() -> str:
     return "[" + "".join(f"\\x{{{ord(c):x}}}" for c in map(chr, range(sys.maxunicode + 1)) if c.isspace()) + "]+"
 
 
-def hf_tokenizer(tokenizer, vocab):
-    """A `tokenizers.Tokenizer` that gives seqlab's ids (see the module's docstring)."""
-    from tokenizers import AddedToken, Regex, decoders, normalizers, pre_tokenizers, processors
+def hf_tokenizer(tokenizer, vocab) -> str:
+    """tokenizer.json, for the `tokenizers` library, of a `tokenizers.Tokenizer` that gives seqlab's ids (see
+    the module's docstring)."""
+    from tokenizers import Regex, decoders, normalizers, pre_tokenizers, processors
     from tokenizers import Tokenizer as HFTokenizer
     from tokenizers.models import WordLevel
 
@@ -150,17 +161,27 @@ def hf_tokenizer(tokenizer, vocab):
     if line_break == "\n":
         del ids["</s>"]
         ids["\n"] = EOS
+    each_line = pre_tokenizers.Split("\n", behavior="isolated")
     if tokenizer.kind == "bpe":
-        state = json.loads(tokenizer.hf.to_str())
-        state["model"]["vocab"] = ids            # seqlab's ids: the BPE model's own, shifted past the specials
+        state = bpe_state(tokenizer, vocab)      # seqlab's ids: the BPE model's own, shifted past the specials
+        # a line break is the byte piece Ċ, read as </s> (3); the byte's own id (a line never holds one, but a
+        # model may generate it) is a private-use character that the decoder turns into "\n"
+        ids[BYTE_LEVEL_LINE_BREAK], ids[LINE_BREAK_BYTE] = EOS, ids[BYTE_LEVEL_LINE_BREAK]
+        del ids["\n"]                           # at 3 too: put back into the file below
+        state["model"]["vocab"] = ids
         hf = HFTokenizer.from_str(json.dumps(state))
-        hf.normalizer = normalizers.Prepend(" ")                           # " " + line, as seqlab reads a line
-        hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        hf.decoder = decoders.Sequence([decoders.ByteLevel(),              # drop each line's leading space
-                                        decoders.Replace("\n ", "\n"), decoders.Strip(" ", 1, 0)])
+        # " " + each line that is not empty, as seqlab reads a line (the whole text's, when the line breaks are
+        # not split off first: transformers' eos token)
+        hf.normalizer = normalizers.Sequence([normalizers.Replace("\n", "\n "), normalizers.Prepend(" ")])
+        hf.pre_tokenizer = pre_tokenizers.Sequence([each_line, pre_tokenizers.Split(Regex("^ $"), behavior="removed"),
+                                                    pre_tokenizers.ByteLevel(add_prefix_space=False)])
+        hf.decoder = decoders.Sequence([decoders.Replace(LINE_BREAK_BYTE, "\n"), decoders.ByteLevel(),
+                                        decoders.Replace("\n ", "\n"),  # drop each line's leading space
+                                        decoders.Strip(" ", 1, 0)])
     elif tokenizer.kind == "char":
         hf = HFTokenizer(WordLevel(ids, unk_token=SPECIALS[UNK]))
-        hf.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")    # one character each
+        hf.pre_tokenizer = pre_tokenizers.Sequence([each_line, pre_tokenizers.Split(Regex("."),
+                                                                                     behavior="isolated")])
         hf.decoder = decoders.Fuse()                                                 # joined by nothing
     else:
         hf = HFTokenizer(WordLevel(ids, unk_token=SPECIALS[UNK]))
@@ -171,19 +192,31 @@ def hf_tokenizer(tokenizer, vocab):
         hf.decoder = decoders.Sequence([decoders.Replace(Regex("^</s>$"), "\n"), decoders.WordPiece(" ", False),
                                         decoders.Fuse(), decoders.Replace(" \n", "\n"),
                                         decoders.Replace("\n ", "\n")])
-    if line_break == "\n":               # split off before normalizing, so that each line is read on its own
-        hf.add_tokens([AddedToken("\n", normalized=False, special=False)])
     hf.post_processor = processors.TemplateProcessing(
         single=[line_break, "$A"], pair=[line_break, "$A", line_break, "$B"], special_tokens=[(line_break, EOS)])
-    return hf
+    state = json.loads(hf.to_str())
+    if line_break == "\n":
+        # split off first, so that each line is read on its own; its id is the model's (which the file's
+        # vocabulary of one token per id cannot hold beside the bpe's Ċ, hence added here)
+        state["model"]["vocab"]["\n"] = EOS
+        state["added_tokens"] = [{"id": EOS, "content": "\n", "single_word": False, "lstrip": False, "rstrip": False,
+                                  "normalized": False, "special": False}]
+    return json.dumps(state, indent=2)
 
 
-def tokenizer_config(context: int) -> dict:
-    """tokenizer_config.json: a fast tokenizer over tokenizer.json. Only input_ids and attention_mask go to the
-    model (GPT-2 would add the embedding of token_type_ids to its input)."""
+def special_tokens(kind: str) -> dict[str, str]:
+    """The tokenizer's special tokens as config.json sets their ids: bos and eos are id 3 (</s>, which is "\\n" in
+    tokenizer.json for bpe and char, where it is the line break), pad 0, unk 1."""
+    line_break = "</s>" if kind == "word" else "\n"
+    return {"bos_token": line_break, "eos_token": line_break, "unk_token": SPECIALS[UNK], "pad_token": SPECIALS[PAD]}
+
+
+def tokenizer_config(context: int, kind: str) -> dict:
+    """tokenizer_config.json: a fast tokenizer over tokenizer.json, its special tokens declared. Only input_ids
+    and attention_mask go to the model (GPT-2 would add the embedding of token_type_ids to its input)."""
     return {"tokenizer_class": "PreTrainedTokenizerFast", "model_input_names": ["input_ids", "attention_mask"],
-            "pad_token": SPECIALS[PAD], "unk_token": SPECIALS[UNK], "split_special_tokens": True,
-            "clean_up_tokenization_spaces": False, "padding_side": "left", "model_max_length": context}
+            **special_tokens(kind), "split_special_tokens": True, "clean_up_tokenization_spaces": False,
+            "padding_side": "left", "model_max_length": context}
 
 
 # ---------------------------------------------------------------------------- exporting
@@ -208,8 +241,9 @@ print(tokenizer.decode(out[0, 1:]))
   prompt, then the tokens of each line with `</s>` for each line break (`add_special_tokens=False` leaves out
   the first `</s>`); text the vocabulary lacks is `<unk>` (id 1) as in seqlab. `decode` writes `</s>` as a
   line break, as seqlab's `detokenize` does.
-- `</s>` is the model's eos token, so `generate` stops at the end of a line unless given `eos_token_id=None`;
-  seqlab goes on past line ends by default.
+- `</s>` is the model's eos (and bos) token, as the tokenizer declares it, so `generate` stops at the end of a
+  line unless given `eos_token_id=None`; seqlab goes on past line ends by default. `decode(ids,
+  skip_special_tokens=True)` leaves out the line breaks, the eos token.
 - GPT-2 reads at most n_positions = {context} tokens (prompt and continuation together); seqlab goes on
   past its context from its most recent {half} tokens.
 """
@@ -236,11 +270,11 @@ def export_hf(run_dir: str | Path, output: str | Path, overwrite: bool = False) 
     prepare_output(out, overwrite)
     atomic_write_json(out / "config.json", config)
     write_weights(out / "model.safetensors", gpt2_weights(model))
-    atomic_write_text(out / "tokenizer.json", hf_tokenizer(trained.tokenizer, trained.vocab).to_str(pretty=True))
-    atomic_write_json(out / "tokenizer_config.json", tokenizer_config(context))
-    atomic_write_json(out / "special_tokens_map.json", {"pad_token": SPECIALS[PAD], "unk_token": SPECIALS[UNK]})
+    atomic_write_text(out / "tokenizer.json", hf_tokenizer(trained.tokenizer, trained.vocab))
+    atomic_write_json(out / "tokenizer_config.json", tokenizer_config(context, trained.tokenizer.kind))
+    atomic_write_json(out / "special_tokens_map.json", special_tokens(trained.tokenizer.kind))
     atomic_write_text(out / "README.md", README.format(
-        version=__version__, run=run_dir.resolve(), unit=trained.tokenizer.unit, layers=model_config.num_layers,
+        version=__version__, run=run_dir.resolve().name, unit=trained.tokenizer.unit, layers=model_config.num_layers,
         width=model_config.embedding_size, heads=model_config.num_heads, context=context,
         half=max(1, context // 2), new_tokens=max(1, context // 2), loading=LOADING.format(out=out)))
     return out

@@ -54,7 +54,7 @@ class ExportedSeq2Seq(Exported):
         super().__init__(export_dir, threads)
         data = self.config["data"]
         self.arch = self.config["model"]["arch"]
-        self.vocabulary = read_pair_vocabulary(self.dir, self.arch == "lm", data["max_source_length"],
+        self.vocabulary = read_pair_vocabulary(self.files, self.arch == "lm", data["max_source_length"],
                                                data["max_target_length"])
         self.attends = "weights" in self.manifest["graphs"]["decoder_step"]["outputs"]
         self.start_token = SEP if self.arch == "lm" else BOS        # `Seq2SeqModel.start_token`

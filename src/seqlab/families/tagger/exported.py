@@ -54,7 +54,7 @@ def crf_marginals(emissions: np.ndarray, length: int, transitions: np.ndarray, s
 class ExportedTagger(Exported):
     def __init__(self, export_dir, threads: int = 0):
         super().__init__(export_dir, threads)
-        self.vocabulary, self.scheme, _ = read_tagger_vocabulary(self.dir)
+        self.vocabulary, self.scheme, _ = read_tagger_vocabulary(self.files)
         self.crf = None
         if self.manifest.get("crf"):
             crf = json.loads((self.dir / "crf.json").read_text())
