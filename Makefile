@@ -4,7 +4,7 @@ PYTHON ?= python3
 BIN = $(VENV)/bin
 DATA ?= ../shared/data
 
-.PHONY: install demo test test-slow test-browser lint bench clean
+.PHONY: install demo test test-slow test-browser lint bench clean docker docker-check
 
 install: $(VENV)/.installed
 
@@ -31,7 +31,18 @@ CHROMIUM ?= /usr/bin/chromium
 test-browser: install
 	@test -x $(CHROMIUM) || { echo "make test-browser needs Chromium at $(CHROMIUM): apt-get install chromium"; exit 2; }
 	$(BIN)/pip install -q -e '.[browser]'
-	SEQLAB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q tests/test_serve_page.py tests/test_compare_page.py
+	SEQLAB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q tests/test_serve_page.py tests/test_compare_page.py \
+		tests/test_serve_docs_page.py
+
+# the serving images (Dockerfile; needs a running Docker daemon): seqlab (run directories on CPU PyTorch) and
+# seqlab:onnx (ONNX exports, no PyTorch); docker-check serves a tiny export in seqlab:onnx until it is healthy
+IMAGE ?= seqlab
+docker:
+	docker build -t $(IMAGE) .
+	docker build --target onnx -t $(IMAGE):onnx .
+
+docker-check: install
+	bash .ci/container-check $(IMAGE):onnx
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks
