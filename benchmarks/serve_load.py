@@ -15,7 +15,15 @@ family, computed in this process beforehand), and it reads the server's resident
 batches of every size) and at the end. The classifier is also served with --max-batch 1 (each request alone)
 to measure what dynamic batching gains, and with a model thread on every core (the server's default leaves
 one core to its event loop) to measure what that gains; the language model's streamed generation is timed to
-its first token. Writes benchmarks/results/serve_load.json and .md.
+its first token.
+
+With --baseline-src SRC (the src/ folder of an earlier seqlab, e.g. a `git worktree` of an earlier commit) the
+generation load and the mixed load also run against that version's server, in the same run, so that the gain is
+a ratio measured side by side. The mixed load (--mixed, with --classifier and --seq2seq) sends one worst-case
+translation (4 sources of --max-chars characters, the largest beam and max_length the server accepts) and,
+while it runs, 1,000 classification requests at concurrency 8: their p50 / p99 latency, and what the
+translation got (the new server stops it at its --request-timeout). Writes benchmarks/results/serve_load.json
+and .md.
 """
 
 from __future__ import annotations
@@ -45,12 +53,13 @@ LIMITS = ["--max-chars", "2000", "--max-items", "16", "--max-body-bytes", "65536
 class Server:
     """`seqlab serve` in a subprocess on 127.0.0.1."""
 
-    def __init__(self, runs: list[str], threads: int, extra: list[str]):
+    def __init__(self, runs: list[str], threads: int, extra: list[str], src: str | None = None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        env = {**os.environ, "PYTHONPATH": str(Path(src).resolve())} if src else None       # an earlier seqlab
         self.process = subprocess.Popen([sys.executable, "-m", "seqlab", "serve", *runs, "--port", str(self.port),
                                          "--threads", str(threads), *LIMITS, *extra],
-                                        stderr=subprocess.PIPE, text=True)
+                                        stderr=subprocess.PIPE, text=True, env=env)
         deadline = time.time() + 300
         while time.time() < deadline:
             if self.process.poll() is not None:
@@ -128,7 +137,8 @@ async def run_load(url: str, family: dict, model: str, n: int, concurrency: int,
         return 1000 * latencies[min(len(latencies) - 1, int(q * len(latencies)))]
 
     return {"requests": n, "wall_s": wall, "requests_per_s": n / wall, "p50_ms": quantile(0.5),
-            "p95_ms": quantile(0.95), "p99_ms": quantile(0.99), "statuses": statuses, "wrong": wrong,
+            "p95_ms": quantile(0.95), "p99_ms": quantile(0.99), "max_ms": 1000 * latencies[-1],
+            "statuses": statuses, "wrong": wrong,
             "server_errors": sum(v for k, v in statuses.items() if k >= 500)}
 
 
@@ -144,6 +154,34 @@ async def first_token_ms(url: str, model: str, prompts: list[str], n: int) -> li
                         times.append(1000 * (time.perf_counter() - start))
                         break
     return times
+
+
+async def mixed_load(url: str, worst: dict, small: dict, model: str, n: int = 1000, concurrency: int = 8) -> dict:
+    """One worst-case translation and, while it runs, `n` classification requests at `concurrency`: the small
+    requests' latencies, and the worst one's status and time."""
+    worst_result = {}
+
+    async def worst_request(client: aiohttp.ClientSession) -> None:
+        start = time.perf_counter()
+        async with client.post("/v1/translate", json=worst) as response:
+            worst_result["status"], worst_result["answer"] = response.status, (await response.read())[:200]
+        worst_result["seconds"] = time.perf_counter() - start
+
+    async with aiohttp.ClientSession(url, timeout=aiohttp.ClientTimeout(total=1800)) as client:
+        task = asyncio.create_task(worst_request(client))
+        await asyncio.sleep(0.5)                                  # the worst case has started decoding
+        result = await run_load(url, small, model, n, concurrency, bad_share=0.0)
+        worst_result["running_when_small_ones_ended"] = not task.done()
+        await task
+    return {**result, "worst": worst_result}
+
+
+def worst_translation(model: str, limits: list[str], max_length: int, beam: int = 16) -> dict:
+    """The largest translation a server with `limits` accepts: 4 sources of --max-chars characters of words it
+    has never seen, the largest beam and max_length."""
+    chars = int(limits[limits.index("--max-chars") + 1])
+    source = " ".join(["zqxv"] * (chars // 5))[:chars]
+    return {"model": model, "text": [source] * 4, "beam": beam, "max_length": max_length}
 
 
 def families(args) -> dict[str, tuple[str, dict]]:
@@ -211,8 +249,17 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=0,
                         help="the server's model threads (0: its default, one per core but one)")
     parser.add_argument("--no-compare", action="store_true", help="skip the classifier with --max-batch 1")
+    parser.add_argument("--baseline-src", help="the src/ folder of an earlier seqlab: its server runs the generation "
+                        "and mixed loads too, side by side")
+    parser.add_argument("--mixed", action="store_true", help="the mixed load: one worst-case translation and 1,000 "
+                        "classifications (needs --classifier and --seq2seq)")
+    parser.add_argument("--max-length", type=int, default=1024, help="the worst-case translation's max_length "
+                        "(the server's limit)")
+    parser.add_argument("--request-timeout", type=float, default=10.0, help="the new server's --request-timeout")
+    parser.add_argument("--families", nargs="+", help="only these families' loads (generate, classify, ...)")
     args = parser.parse_args()
     specs = families(args)
+    loads = {f: v for f, v in specs.items() if not args.families or f in args.families}
     if not specs:
         parser.error("give at least one of --classifier, --tagger, --seq2seq, --lm")
     cores = len(os.sched_getaffinity(0))
@@ -225,17 +272,22 @@ def main() -> int:
                                                   if "classify" in specs and not args.no_compare else [])
     for setting, extra, server_threads in settings:
         wanted = specs if setting == "batched" else {"classify": specs["classify"]}
-        server = Server([run for run, _ in wanted.values()], server_threads, extra)
+        server = Server([run for run, _ in wanted.values()], server_threads,
+                        extra + ["--request-timeout", str(args.request_timeout)])
         device = f"{machine} (server: {server_threads or threads} model threads)"
         try:
             names = {run: Path(run).resolve().name for run, _ in wanted.values()}
             idle = resident_mb(server.process.pid)
             for family, (run, spec) in wanted.items():    # warm up: every family at every concurrency, so that
-                for concurrency in args.concurrency:      # the batches of every size have been seen once
+                if family not in loads:                   # the batches of every size have been seen once
+                    continue
+                for concurrency in args.concurrency:
                     n = 100 if family == "generate" else 500
                     asyncio.run(run_load(server.url, spec, names[run], n, concurrency, args.malformed, seed=1))
             before = resident_mb(server.process.pid)
             for family, (run, spec) in wanted.items():
+                if family not in loads:
+                    continue
                 n = args.generate_requests if family == "generate" else args.requests
                 for concurrency in args.concurrency:
                     result = asyncio.run(run_load(server.url, spec, names[run], n, concurrency, args.malformed))
@@ -251,6 +303,8 @@ def main() -> int:
                     records.append(record(**base, metric="wrong_answers", value=len(result["wrong"]),
                                           note=json.dumps(result["statuses"])))
                     write_records("serve_load", records, TITLE, notes=NOTES)      # as it goes: nothing lost
+            if setting == "batched" and args.mixed:
+                records += mixed_records(args, specs, names, server.url, device, "batched (this version)")
             if "generate" in wanted and setting == "batched":
                 run, spec = wanted["generate"]
                 times = asyncio.run(first_token_ms(server.url, names[run], spec["texts"], 100))
@@ -268,8 +322,62 @@ def main() -> int:
                                   device=device))
         finally:
             server.stop()
+    if args.baseline_src:
+        records += baseline(args, specs, threads, machine, records)
     write_records("serve_load", records, TITLE, notes=NOTES)
     return 0
+
+
+def mixed_records(args, specs: dict, names: dict, url: str, device: str, setting: str) -> list[dict]:
+    """The mixed load on the server at `url`, as records."""
+    (classifier, small), (translator, _) = specs["classify"], specs["translate"]
+    worst = worst_translation(names[translator], LIMITS, args.max_length)
+    result = asyncio.run(mixed_load(url, worst, small, names[classifier]))
+    print(json.dumps({"mixed": setting, **{k: v for k, v in result.items() if k not in ("wrong", "worst")},
+                      "worst": {k: str(v) for k, v in result["worst"].items()}}), flush=True)
+    base = dict(task="serve", dataset=Path(classifier).name, split="", arch="classify + 1 worst translation",
+                config=f"{setting}, concurrency 8", device=device, wall_s=round(result["wall_s"], 2))
+    worst_note = (f"worst case: 4 sources x {len(worst['text'][0])} chars, beam {worst['beam']}, max_length "
+                  f"{worst['max_length']}: {result['worst']['status']} after {result['worst']['seconds']:.1f} s")
+    return [*(record(**base, metric=m, value=round(result[m], 2))
+              for m in ("requests_per_s", "p50_ms", "p99_ms", "max_ms")),
+            record(**base, metric="wrong_answers", value=len(result["wrong"]), note=worst_note)]
+
+
+def baseline(args, specs: dict, threads: int, machine: str, records: list) -> list[dict]:
+    """The generation and mixed loads against the earlier version's server (`--baseline-src`), and the ratios."""
+    out = []
+    wanted = {f: specs[f] for f in ("generate", "classify", "translate") if f in specs}
+    server = Server([run for run, _ in wanted.values()], args.threads, [], src=args.baseline_src)
+    device = f"{machine} (server: {args.threads or threads} model threads)"
+    setting = f"earlier version ({Path(args.baseline_src).resolve().parent.name})"
+    try:
+        names = {run: Path(run).resolve().name for run, _ in wanted.values()}
+        if "generate" in wanted:
+            run, spec = wanted["generate"]
+            for concurrency in args.concurrency:                  # warm up, then the load
+                asyncio.run(run_load(server.url, spec, names[run], 100, concurrency, args.malformed, seed=1))
+            for concurrency in args.concurrency:
+                result = asyncio.run(run_load(server.url, spec, names[run], args.generate_requests, concurrency,
+                                              args.malformed))
+                print(json.dumps({"family": "generate", "setting": setting, "concurrency": concurrency,
+                                  **{k: v for k, v in result.items() if k != "wrong"}}), flush=True)
+                base = dict(task="serve", dataset=Path(run).name, split="", arch="generate",
+                            config=f"{setting}, concurrency {concurrency}", device=device,
+                            wall_s=round(result["wall_s"], 2))
+                out += [record(**base, metric=m, value=round(result[m], 2))
+                        for m in ("requests_per_s", "p50_ms", "p99_ms")]
+                now = [r for r in records if r["arch"] == "generate" and r["metric"] == "requests_per_s"
+                       and r["config"] == f"batched, concurrency {concurrency}"]
+                if now:
+                    out.append(record(**{**base, "config": f"this version / earlier, concurrency {concurrency}"},
+                                      metric="requests_per_s_ratio",
+                                      value=round(now[0]["value"] / result["requests_per_s"], 2)))
+        if args.mixed and "classify" in wanted and "translate" in wanted:
+            out += mixed_records(args, specs, names, server.url, device, setting)
+    finally:
+        server.stop()
+    return out
 
 
 if __name__ == "__main__":

@@ -81,6 +81,12 @@ def train_serve_runs(folder: Path, lr: float | None = None) -> dict[str, Path]:
     return {name: folder / name for name in ("lm", "ner", "sentiment", "de-en")}
 
 
+@pytest.fixture(scope="session")
+def serve_runs(tmp_path_factory) -> dict[str, Path]:
+    """`train_serve_runs` once for the whole session: the serve tests that only read the runs share them."""
+    return train_serve_runs(tmp_path_factory.mktemp("serve-runs"))
+
+
 def serving(app):
     """A real uvicorn server on 127.0.0.1 (a free port) in a thread: (server, base url)."""
     import socket

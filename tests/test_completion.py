@@ -108,8 +108,8 @@ def test_merged_states_step_as_each_row_alone():
     for arch in ("lstm", "transformer"):
         model = build_lm(LMConfig(arch=arch, vocab_size=30, embedding_size=8, hidden_size=8, num_layers=2,
                                   num_heads=2, context=12 if arch == "transformer" else 0)).eval()
-        prompts = [torch.tensor([[2, 5, 6, 7, 8]]), torch.tensor([[2, 9]]), torch.tensor([[2, 4, 4]])]
-        merged = model.merge_states([model.start(p) for p in prompts], room=3)
+        prompts = [torch.tensor([ids]) for ids in ([2, 5, 6, 7, 8], [2, 9], [2], [2, 4, 4])]
+        merged = model.start_rows([p[0] for p in prompts], room=3)     # LSTM: one packed pass; transformer: merged
         fed = torch.tensor([p[0, -1] for p in prompts])
         batch_logits = []
         for _ in range(3):
@@ -122,3 +122,15 @@ def test_merged_states_step_as_each_row_alone():
                 logits, state, _ = model.step(fed, state)
                 assert torch.allclose(logits[0], batch_logits[t][b], atol=1e-5), (arch, b, t)
                 fed = logits.argmax(-1)
+
+
+def test_a_batch_of_texts_scores_as_each_text_alone(lm):
+    from seqlab.families.lm.completion import score_texts
+    texts = ["ROMEO : O", "the king", "First Citizen :\nBefore we proceed any further", "x", " ".join(["the"] * 30)]
+    for text, scored in zip(texts, score_texts(lm, texts), strict=True):
+        alone_pairs = lm.score(text)
+        assert scored.tokens == [t for t, _ in alone_pairs]
+        assert scored.logprobs == pytest.approx([p for _, p in alone_pairs], abs=1e-4)
+        figures = lm.evaluate_text(text)
+        assert scored.figures["perplexity"] == pytest.approx(figures["perplexity"], rel=1e-4)
+        assert scored.figures["bits_per_char"] == pytest.approx(figures["bits_per_char"], rel=1e-4)

@@ -294,7 +294,7 @@ def test_serve_answers_with_a_copy_model_as_the_python_api_does(copy_run):
 
     client = TestClient(create_app([copy_run]))
     sources = ["der hund zebra sieht .", "der mann mag der katze ."]
-    model = client.get("/v1/models").json()["models"][0]["name"]
+    model = client.get("/v1/models").json()["data"][0]["id"]
     decoded = client.post("/v1/translate", json={"model": model, "text": sources, "beam": 2}).json()["results"]
     assert [d["text"] for d in decoded] == seqlab.load(copy_run).translate(sources, beam=2)
 

@@ -37,10 +37,13 @@ def kept(logits: torch.Tensor) -> set[int]:
 
 def reference_filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0,
                             top_p: float = 1.0) -> torch.Tensor:
-    """seqlab.decoding.filter_logits as it was before the processors replaced it (the reference)."""
+    """seqlab.decoding.filter_logits as it was before the processors replaced it (the reference), but for the
+    temperature, since applied to logits shifted to a row maximum of 0 (softmax(z / T) unchanged, and any
+    positive finite T kept finite: tests/test_strict_inputs.py)."""
     logits = logits.float().clone()
     logits[:, NEVER] = INF
-    logits = logits / temperature
+    if temperature != 1.0:
+        logits = (logits - logits.max(dim=-1, keepdim=True).values) / temperature
     if top_k and top_k < logits.size(-1):
         kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < kth, INF)
@@ -66,7 +69,8 @@ def test_decoding_processors_equal_the_old_filter_logits(temperature, top_k, top
     logits[:, NEVER] = 10.0
     expected = reference_filter_logits(logits, temperature, top_k, top_p)
     assert torch.equal(filter_logits(logits, temperature, top_k, top_p), expected)
-    composed = [BlockTokens(), Temperature(temperature), TopK(top_k or VOCAB)] + [TopP(top_p)] * (top_p < 1)
+    composed = [BlockTokens(), *[Temperature(temperature)] * (temperature != 1.0), TopK(top_k or VOCAB)] + \
+        [TopP(top_p)] * (top_p < 1)                       # a temperature of 1 shifts the row only: not applied
     torch.testing.assert_close(process(logits, composed), expected, rtol=1e-6, atol=0)
 
 
@@ -127,7 +131,9 @@ def test_decoding_temperature_divides_logits():
     allowed = [i for i in range(VOCAB) if i not in NEVER]
     for temperature in (0.5, 1.0, 2.0):
         out = filter_logits(logits, temperature=temperature)
-        torch.testing.assert_close(out[:, allowed], logits[:, allowed] / temperature)
+        top = logits[:, allowed].max(dim=-1, keepdim=True).values if temperature != 1.0 else 0   # shifted
+        torch.testing.assert_close(out[:, allowed], (logits[:, allowed] - top) / temperature)
+        torch.testing.assert_close(out.softmax(dim=-1)[:, allowed], (logits[:, allowed] / temperature).softmax(-1))
     original = torch.randn(2, VOCAB, generator=torch.Generator().manual_seed(2))
     assert torch.equal(logits, original)                                 # not modified in place
 

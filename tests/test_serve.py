@@ -13,16 +13,16 @@ pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
 import seqlab  # noqa: E402
-from conftest import serving, train_serve_runs  # noqa: E402
+from conftest import serving  # noqa: E402
 from seqlab.cli import main  # noqa: E402
 from seqlab.errors import SeqlabError  # noqa: E402
 from seqlab.serve import ServeLimits, create_app, load_runs  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, Path]:
-    """One tiny run of each task family."""
-    return train_serve_runs(tmp_path_factory.mktemp("serve"))
+def runs(serve_runs) -> dict[str, Path]:
+    """One tiny run of each task family (the session's, `conftest.serve_runs`)."""
+    return serve_runs
 
 
 @pytest.fixture(scope="module")
@@ -34,10 +34,11 @@ def client(runs) -> TestClient:
 
 def test_serve_lists_its_models_and_is_healthy(client, runs):
     assert client.get("/healthz").json() == {"status": "ok", "models": 4}
-    models = {m["name"]: m for m in client.get("/v1/models").json()["models"]}
+    models = {m["id"]: m for m in client.get("/v1/models").json()["data"]}
     assert {name: m["task"] for name, m in models.items()} == {"lm": "lm", "ner": "tagger",
                                                               "sentiment": "classifier", "de-en": "seq2seq"}
-    assert models["ner"]["endpoints"] == ["/v1/tag"] and models["lm"]["endpoints"] == ["/v1/generate", "/v1/score"]
+    assert models["ner"]["endpoints"] == ["/v1/tag"]
+    assert models["lm"]["endpoints"] == ["/v1/generate", "/v1/score", "/v1/completions"]
     assert models["lm"]["parameters"] == seqlab.load(runs["lm"]).model.num_parameters()
     final = [json.loads(line) for line in (runs["sentiment"] / "metrics.jsonl").read_text().splitlines()
              if json.loads(line).get("final")]
@@ -90,8 +91,9 @@ def test_serve_streams_generation_as_server_sent_events(client, runs):
                                                      "seed": 5, "stream": True}) as response:
         assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
         events = [line[len("data: "):] for line in response.iter_lines() if line.startswith("data: ")]
-    assert events[-1] == "[DONE]" and len(events) > 2
-    pieces = [json.loads(event)["text"] for event in events[:-1]]
+    assert events[-1] == "[DONE]" and len(events) > 3
+    assert json.loads(events[-2]) == {"text": "", "finish_reason": "length"}     # why it ended, then [DONE]
+    pieces = [json.loads(event)["text"] for event in events[:-2]]
     assert pieces == list(lm.stream("ROMEO:", max_tokens=10, seed=5))
 
 

@@ -77,13 +77,13 @@ def both(clients, path: str, body: dict) -> tuple[dict, dict]:
 
 
 def test_serve_onnx_lists_the_exports_as_the_torch_app_lists_the_runs(clients):
-    torch_models, onnx_models = ({m["name"]: m for m in c.get("/v1/models").json()["models"]} for c in clients)
+    torch_models, onnx_models = ({m["id"]: m for m in c.get("/v1/models").json()["data"]} for c in clients)
     assert onnx_models.keys() == torch_models.keys() == {"lm", "lm-lstm", "ner", "sentiment", "de-en",
                                                           "de-en-transformer", "de-en-lm"}
     for name, model in onnx_models.items():
         expected = torch_models[name]
-        assert (model["task"], model["arch"], model["endpoints"]) == (expected["task"], expected["arch"],
-                                                                      expected["endpoints"])
+        assert (model["task"], model["arch"]) == (expected["task"], expected["arch"])
+        assert model["endpoints"] == [e for e in expected["endpoints"] if e != "/v1/completions"]   # PyTorch's only
         assert model["parameters"] == expected["parameters"], name
         assert model["metrics"] == {}                          # an export carries no metrics.jsonl
         assert model["summary"].startswith(expected["summary"].split(" (")[0]) and "the ONNX export of" in \

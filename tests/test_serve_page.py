@@ -111,6 +111,7 @@ def test_serve_page_lists_the_models_with_their_tasks(page, url):
     assert page.get_attribute("#model-info", "title").startswith("a sequence-to-sequence model (gru")
     assert not page.is_visible("#sampling") and not page.is_visible("#key-form")
     page.select_option("#model", "lm")
+    assert page.locator("#action option").all_inner_texts() == ["generate", "score"]   # not OpenAI's completions
     assert page.is_visible("#temperature") and page.is_visible("#top-k") and page.is_visible("#seed")
     assert page.get_attribute("#text", "id") == page.get_attribute("label#text-label", "for")   # labelled
     assert any(u.endswith("/static/page.js") for u in page.requests)

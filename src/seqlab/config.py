@@ -9,6 +9,7 @@ group it belongs to (`model: {hidden_size: 650}`); the command line overrides th
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import sys
@@ -44,9 +45,16 @@ def file_fields(obj) -> list[str]:
     return [f.name for f in dataclasses.fields(obj) if f.metadata.get("file")]
 
 
+@functools.cache
+def type_hints(cls) -> dict:
+    """`typing.get_type_hints(cls)`, once per class: resolving the annotations is most of checking an options
+    object's fields, which the server does for every request."""
+    return typing.get_type_hints(cls)
+
+
 def field_type(cls, f: dataclasses.Field):
     """The base type of a field: int for `int | None`, etc."""
-    hint = typing.get_type_hints(cls)[f.name]
+    hint = type_hints(cls)[f.name]
     if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
         args = [a for a in typing.get_args(hint) if a is not type(None)]
         hint = args[0]
@@ -66,6 +74,36 @@ def field_default(f: dataclasses.Field):
 def flag_name(f: dataclasses.Field) -> str:
     """How messages name a field: its command-line option."""
     return f"--{f.metadata.get('flag') or f.name.replace('_', '-')}"
+
+
+class OptionError(SeqlabError):
+    """A refused option value, its message written once and naming the options as their caller names them:
+    `template` holds each option as `{field_name}`, and `flags` maps those fields to their command-line flags.
+    `str(error)` names the flags (`--top-p must be ...`: the command line, and the Python API, whose keywords
+    the flags spell); `in_api()` names the fields as a JSON request does (`top_p must be ...`), or as `api`
+    says for a field it maps (a request may lack the option: "" leaves it out)."""
+
+    def __init__(self, template: str, flags: dict[str, str], api: dict[str, str] | None = None):
+        self.template, self.flags, self.api = template, flags, api or {}
+        super().__init__(template.format(**flags))
+
+    @property
+    def option(self) -> str:
+        """The first option the message names (the field's name)."""
+        return next(iter(self.flags))
+
+    def in_api(self) -> str:
+        return self.template.format(**{name: self.api.get(name, name) for name in self.flags})
+
+    def __reduce__(self):                     # pickled (a worker's error) with its template, not its text
+        return type(self), (self.template, self.flags, self.api)
+
+
+def option_error(cls, template: str, *names: str) -> OptionError:
+    """An `OptionError` about the fields `names` of the config dataclass `cls` (`template` names them as
+    `{name}`)."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    return OptionError(template, {name: flag_name(fields[name]) for name in names})
 
 
 def range_text(metadata) -> str:
@@ -127,15 +165,16 @@ def value_problem(kind: type, metadata, value) -> str | None:
 
 def check_fields(obj) -> None:
     """Every field of a config dataclass holds a value of its type, within its range (numbers are
-    finite) and among its choices; raise a SeqlabError naming the option otherwise."""
-    hints = typing.get_type_hints(type(obj))
+    finite) and among its choices; raise an `OptionError` naming the option otherwise."""
+    hints = type_hints(type(obj))
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
         if value is None and type(None) not in typing.get_args(hints[f.name]):
-            raise SeqlabError(f"{flag_name(f)} needs a value (got none)")
+            raise OptionError(f"{{{f.name}}} needs a value (got none)", {f.name: flag_name(f)})
         problem = value_problem(field_type(type(obj), f), f.metadata, value)
         if problem:
-            raise SeqlabError(f"{flag_name(f)} {problem}")
+            raise OptionError(f"{{{f.name}}} " + problem.replace("{", "{{").replace("}", "}}"),
+                              {f.name: flag_name(f)})
 
 
 def inapplicable(obj, given) -> str | None:

@@ -43,6 +43,10 @@ def add_parser(commands) -> None:
     add_number(serve, Address, "port")
     serve.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every /v1 request "
                        f"(default: ${API_KEY_VARIABLE} when set, else none)")
+    serve.add_argument("--cors-origin", action="append", metavar="ORIGIN", help="let the web pages of ORIGIN "
+                       "(https://app.example.org, http://localhost:3000, or * for any) call the API from a browser "
+                       "(CORS; the Authorization and Content-Type headers allowed); repeat for more origins "
+                       "(default: none)")
     group = serve.add_argument_group("limits of one request")
     for f in dataclasses.fields(ServeLimits):
         add_number(group, ServeLimits, f.name)
@@ -83,14 +87,15 @@ def command(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(threads)
-    app = create_app(load_runs(args.runs, args.device, args.runtime, threads), limits, args.api_key)
+    app = create_app(load_runs(args.runs, args.device, args.runtime, threads), limits, args.api_key,
+                     cors_origins=args.cors_origin or ())
     models = ", ".join(f"{m.name} ({m.task})" for m in app.state.models.values())
     if args.host not in ("127.0.0.1", "localhost", "::1") and not (args.api_key or os.environ.get("SEQLAB_API_KEY")):
         warnings.warn(f"--host {args.host} serves every machine that can reach this one, without an API key "
                       "(--api-key)", stacklevel=1)
     print(f"seqlab: serving {models} on http://{args.host}:{args.port} (the API's page: /docs; Ctrl-C stops)",
           file=sys.stderr, flush=True)
-    import uvicorn
+    from seqlab.serve.server import serve
 
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    serve(app, args.host, args.port, limits)       # uvicorn, with the limits on headers and read times
     return 0

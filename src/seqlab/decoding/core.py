@@ -15,7 +15,8 @@ What lives here:
 - the processors' rules (`processor_plan`): the ids never generated (<pad>, <s>, <sep>) are blocked in every
   search; sampling also applies the temperature, then top-k, then top-p, each only where it changes
   something (greedy and beam search never need them: they do not change the argmax, and a beam ranks by
-  the model's own probabilities);
+  the model's own probabilities); their arithmetic at the extremes, the same in both runtimes
+  (`temperature_scale`, `nucleus_mass`);
 - greedy decoding and sampling (SLP 13.4, 9.2.3): `greedy_steps` feeds one token per step and yields the
   chosen tokens with their log probabilities; `greedy_outputs` ends each sentence at </s> or its limit;
   `continuation` is a language model's continuation of a prompt;
@@ -33,13 +34,16 @@ What lives here:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+import math
+import struct
+import threading
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Protocol
 
+from seqlab.config import OptionError
 from seqlab.data.vocab import EOS
-from seqlab.errors import SeqlabError
 
 
 @dataclass
@@ -95,6 +99,25 @@ class ModelDecoder:
         return self.model.reorder_state(state, index)
 
 
+# ------------------------------------------------------------------------------ between steps
+
+_hook = threading.local()
+
+
+def set_checkpoint(hook: Callable[[], None] | None) -> None:
+    """Make `hook` this thread's `checkpoint` (the server's scheduler: it stops work whose requests have gone,
+    and lets other waiting work run)."""
+    _hook.call = hook
+
+
+def checkpoint() -> None:
+    """Called by every search once per step: the thread's hook (`set_checkpoint`), if it has one, may raise to stop
+    the search there."""
+    hook = getattr(_hook, "call", None)
+    if hook is not None:
+        hook()
+
+
 # ------------------------------------------------------------------------------ rules
 
 
@@ -112,6 +135,32 @@ def processor_plan(options=None, sample: bool = False) -> list[tuple[str, float]
     if options.top_p < 1.0:
         plan.append(("top_p", options.top_p))
     return plan
+
+
+FLOAT32_TINY = 2.0**-126                      # float32's smallest normal number
+
+
+def temperature_scale(t: float) -> tuple[float, list[float]]:
+    """How every search divides float32 logits by a temperature t, for any positive finite t (1e-300 is 0 in
+    float32 and 1e308 inf, and z / t would be nan): as t = m 2^e with m in [0.5, 1) (`math.frexp`), z / m (m
+    rounded to float32), then times 2^-e in factors a float32 holds (2^-126 to 2^127: exact, but for an
+    overflow to -inf or an underflow to 0). Returns (m, factors). For a t and logits of float32's normal range
+    this is z / float32(t) to the last bit; on logits shifted to a row maximum of 0 (`Temperature`) the maximum
+    stays 0 and nothing is nan. Plain float32 arithmetic, so that PyTorch (any device) and numpy agree."""
+    m, e = math.frexp(t)
+    factors, k = [], -e
+    while k:
+        step = max(-126, min(127, k))
+        factors.append(2.0**step)
+        k -= step
+    return struct.unpack("f", struct.pack("f", m))[0], factors
+
+
+def nucleus_mass(p: float) -> float:
+    """The p a top-p rule compares float32 masses with: p itself, or float32's smallest normal number for a
+    smaller p (5e-324 is 0 in float32, and `mass >= 0` would keep no token at all). The same tokens either
+    way: the most likely token alone, since every other has at least its probability (1/V or more) before it."""
+    return max(p, FLOAT32_TINY)
 
 
 def normalized(score: float, length: int, alpha: float) -> float:
@@ -132,8 +181,8 @@ def output_limits(ops: Ops, lengths, max_length: int, room=None):
 
 def check_beam_width(beam: int, vocabulary: int, blocked: int) -> None:
     if beam > vocabulary - blocked:
-        raise SeqlabError(f"--beam {beam} is larger than the {vocabulary - blocked} tokens the model can "
-                          "produce; use a smaller beam")
+        raise OptionError(f"{{beam}} {beam} is larger than the {vocabulary - blocked} tokens the model can "
+                          "produce; use a smaller beam", {"beam": "--beam"})
 
 
 # ------------------------------------------------------------------------------ greedy decoding and sampling
@@ -148,6 +197,7 @@ def greedy_steps(decoder, ops: Ops, state, tokens, block: Callable, choose: Call
     never-generated tokens are blocked once per step (`block`), for the choice and the log probabilities
     alike."""
     while True:
+        checkpoint()
         logits, state, weights = decoder.step(tokens, state)                       # (B, V)
         blocked = block(logits)                                                    # (B, V)
         tokens = choose(blocked)                                                   # (B,)
@@ -236,6 +286,7 @@ def beam_steps(decoder, ops: Ops, state, tokens, limit, beam: int, length_penalt
         finished[b].append(Hypothesis(ids, score, normalized(score, n, length_penalty), ended, attn))
 
     for t in range(int(limit.max())):
+        checkpoint()
         logits, state, weights = decoder.step(tokens, state)
         V = logits.shape[-1]
         if t == 0 and ends_at_eos:
@@ -302,14 +353,17 @@ def lm_beam(decoder, ops: Ops, state, last, options, block: Callable, nbest: int
 
 
 def text_pieces(ids: Iterable[int], body: list[int], detokenize: Callable[[list[int]], str], stop_at_eos: bool,
-                whole: bool) -> Iterator[str]:
+                whole: bool) -> Generator[str, None, str]:
     """The continuation of a prompt (its ids `body`) as text, piece by piece as the generated `ids` come: the
     text each id adds (nothing while half a UTF-8 character waits for the rest, with byte-level BPE); the
-    first `</s>` ends it with `stop_at_eos`; `whole` (beam search, whose ids come at the end) yields it once."""
+    first `</s>` ends it with `stop_at_eos`; `whole` (beam search, whose ids come at the end) yields it once.
+    Returns why it ended: "stop" (that `</s>`) or "length" (the ids ran out)."""
     shown = len(detokenize(body)) if body else 0
     generated: list[int] = []
+    reason = "length"
     for token in ids:
         if stop_at_eos and token == EOS:
+            reason = "stop"
             break
         generated.append(token)
         if whole:
@@ -323,3 +377,4 @@ def text_pieces(ids: Iterable[int], body: list[int], detokenize: Callable[[list[
             yield piece
     if whole and generated:
         yield detokenize(body + generated)[shown:]
+    return reason

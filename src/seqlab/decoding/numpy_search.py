@@ -116,6 +116,18 @@ class Block:
 block = Block()
 
 
+def temperature(logits: np.ndarray, t: float) -> np.ndarray:
+    """(z - max z) / t as `Temperature` divides: float32 steps of `core.temperature_scale`, each row's maximum
+    exactly 0, no nan for any positive finite t."""
+    m, factors = core.temperature_scale(t)
+    logits = logits.astype(np.float32)
+    with np.errstate(over="ignore"):                     # a tiny t: below the maximum, -inf (as in PyTorch)
+        scaled = (logits - logits.max(axis=-1, keepdims=True)) / np.float32(m)    # (B, V), max 0
+        for factor in factors:
+            scaled = scaled * np.float32(factor)
+    return scaled
+
+
 def top_k(logits: np.ndarray, k: int) -> np.ndarray:
     """Every logit below the k-th largest of its row at -inf (`TopK`)."""
     V = logits.shape[-1]
@@ -131,13 +143,13 @@ def top_p(logits: np.ndarray, p: float) -> np.ndarray:
     ranked = np.take_along_axis(logits, order, axis=-1)
     probs = softmax(ranked)
     before = np.cumsum(probs, axis=-1) - probs                                 # mass of better tokens
-    ranked = np.where(before >= p, -np.inf, ranked).astype(logits.dtype)
+    ranked = np.where(before >= np.float32(core.nucleus_mass(p)), -np.inf, ranked).astype(logits.dtype)
     out = np.empty_like(logits)
     np.put_along_axis(out, order, ranked, axis=-1)
     return out
 
 
-PROCESSORS = {"temperature": lambda t: lambda z: z / np.float32(t), "top_k": lambda k: partial(top_k, k=k),
+PROCESSORS = {"temperature": lambda t: partial(temperature, t=t), "top_k": lambda k: partial(top_k, k=k),
               "top_p": lambda p: partial(top_p, p=p)}
 
 

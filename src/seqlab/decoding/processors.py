@@ -2,7 +2,7 @@
 (`seqlab.decoding.search`: greedy, sampling, beam) applies the same way before it chooses a token.
 
     BlockTokens   the ids that are never generated (<pad>, <s>, <sep>) get -inf
-    Temperature   z / τ: below 1 sharpens softmax(z / τ), above 1 flattens it
+    Temperature   (z - max z) / τ: below 1 sharpens softmax(z / τ), above 1 flattens it
     TopK          keep the k largest logits (the rest -inf)
     TopP          keep the smallest set of tokens whose probability reaches p (nucleus sampling,
                   Holtzman et al. 2020)
@@ -10,6 +10,9 @@
 `nucleus` is TopP's kept set as a mask, for a sampler that draws from the nucleus directly
 (`seqlab.decoding.search.sample_ids`): the same tokens, found by bisecting each row's probabilities rather than by
 sorting the whole vocabulary (a full sort of a batch of 33k-word rows is most of a CPU sampling step).
+
+Every positive finite temperature and every top-p in (0, 1] keep the arithmetic finite (`Temperature`,
+`core.nucleus_mass`); the numpy searches (`seqlab.decoding.numpy_search`) do the same float32 operations.
 
 Greedy decoding and beam search apply `BlockTokens` only (the others never change the argmax, and a
 beam ranks by the model's own probabilities); sampling applies them all, in the order above
@@ -25,7 +28,7 @@ import torch
 from torch import Tensor
 
 from seqlab.data.vocab import NEVER_GENERATED
-from seqlab.decoding.core import processor_plan
+from seqlab.decoding.core import nucleus_mass, processor_plan, temperature_scale
 
 
 @dataclass(frozen=True)
@@ -49,12 +52,22 @@ def id_tensor(ids: tuple[int, ...], device: torch.device) -> Tensor:
 
 @dataclass(frozen=True)
 class Temperature:
-    """z / τ: softmax(z / τ) is sharper for τ < 1, flatter for τ > 1."""
+    """(z - max z) / τ: softmax(z / τ) (the shift changes nothing in it) is sharper for τ < 1, flatter for τ > 1.
+
+    Shifted, each row's maximum is exactly 0 and the rest at most 0, and divided as `core.temperature_scale`
+    says, any positive finite τ keeps it so, without a nan (z / τ in float32 is nan for τ = 1e-300, which is 0
+    there, or 1e308, which is inf). As τ -> 0 every logit below the maximum goes to -inf (the argmax, ties
+    shared); as τ -> inf every one goes to 0 (uniform over the ids not blocked); the blocked ids stay -inf."""
 
     temperature: float
 
     def __call__(self, logits: Tensor) -> Tensor:
-        return logits / self.temperature                                       # (B, V)
+        m, factors = temperature_scale(self.temperature)
+        logits = logits.float()
+        scaled = (logits - logits.max(dim=-1, keepdim=True).values) / m        # (B, V), max 0
+        for factor in factors:
+            scaled = scaled * factor
+        return scaled
 
 
 @dataclass(frozen=True)
@@ -80,7 +93,7 @@ class TopP:
         sorted_logits, order = logits.sort(dim=-1, descending=True)            # (B, V)
         probs = sorted_logits.softmax(dim=-1)
         before = probs.cumsum(dim=-1) - probs                                  # mass of better tokens
-        sorted_logits = sorted_logits.masked_fill(before >= self.p, float("-inf"))
+        sorted_logits = sorted_logits.masked_fill(before >= nucleus_mass(self.p), float("-inf"))
         return torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
 
 
@@ -93,6 +106,7 @@ def nucleus(logits: Tensor, p: float, steps: int = 12) -> Tensor:
     `steps` bisections of each row's range of log probabilities leave a band [low, high) between an "out"
     threshold and an "in" one; only the few tokens in the band are sorted, and each is in while the mass
     above high plus the band's better tokens stays below p (TopP's rule, `before < p`)."""
+    p = nucleus_mass(p)
     log_probs = logits.float().log_softmax(dim=-1)                             # (B, V)
     probs = log_probs.exp()
     low = log_probs.masked_fill(log_probs == float("-inf"), 0.0).min(dim=-1, keepdim=True).values    # (B, 1)

@@ -28,7 +28,7 @@ from torch import Tensor
 from seqlab.data.vocab import EOS
 from seqlab.decoding import core
 from seqlab.decoding.core import Hypothesis, ModelDecoder, best_first  # noqa: F401  (re-exported)
-from seqlab.decoding.options import Sampling, SamplingOptions, SearchOptions  # noqa: F401  (re-exported)
+from seqlab.decoding.options import Sampling, SamplingOptions, SearchOptions, prompt_too_long  # noqa: F401  (re-exported)
 from seqlab.decoding.processors import NEVER_GENERATED, BlockTokens, nucleus, process, processors_for
 from seqlab.errors import SeqlabError
 
@@ -213,11 +213,11 @@ def beam_search(model, source: Tensor, lengths: Tensor, options: SearchOptions,
 
 
 def check_prompt(model, context: list[int]) -> None:
+    """A prompt (its ids, with the leading </s>) longer than the model's context is refused
+    (`options.prompt_too_long`: the command line's message names --truncate-prompt, a request's does not)."""
     window = model.context_length
     if window is not None and len(context) > window:
-        raise SeqlabError(f"the prompt is {len(context)} tokens (with the leading </s>), longer than the "
-                          f"model's context of {window} tokens; shorten it or keep its end "
-                          f"(--truncate-prompt)")
+        raise prompt_too_long(len(context), window)
 
 
 @torch.inference_mode()

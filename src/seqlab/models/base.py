@@ -164,6 +164,13 @@ class LanguageModel(Model):
             return tuple(self.reorder_state(part, index) for part in state)
         return state.index_select(self.state_batch_dim, index)
 
+    def start_rows(self, prompts: list[Tensor], room: int = 0):
+        """The decoding state of B prompts (each (T_b,), of any lengths) as one batch, for up to `room` more steps:
+        each read alone (`start`) and the states merged (`merge_states`). A model that can read them together
+        and give each its own state says how (the RNNs: one packed pass)."""
+        states = [self.start(prompt[None]) for prompt in prompts]
+        return states[0] if len(states) == 1 else self.merge_states(states, room)
+
     def fits(self, prompt_length: int, steps: int) -> bool:
         """Whether a row of `prompt_length` tokens can be decoded `steps` more in a merged batch
         (`merge_states`): always, for a model that carries a state of any length."""

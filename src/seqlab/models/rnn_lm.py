@@ -11,6 +11,7 @@ to the top layer's output, optionally with one mask per sequence (variational dr
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from seqlab.models.base import LanguageModel, build_output_layer
@@ -40,6 +41,27 @@ class RecurrentLM(LanguageModel):
         h, state = self.rnn(x, state)                                   # (B, T, H)
         h = dropout(h, self.dropout, self.training, self.variational)
         return self.output(h, output), state                            # (B, T, V) or (B, T, D)
+
+    def start_rows(self, prompts: list[Tensor], room: int = 0):
+        """B prompts (T_b,) read in one pass: all but each one's last token, right-padded and run as packed
+        sequences (`RecurrentStack` with lengths), so that each row's state is its own sequence's final state, as
+        `start` gives it alone. A prompt of one token has read nothing: its row keeps the initial state."""
+        if self.training or self.rnn.impl != "fused" or len(prompts) == 1:
+            return super().start_rows(prompts, room)
+        device = prompts[0].device
+        state = self.init_state(len(prompts), device)
+        rows = [b for b, prompt in enumerate(prompts) if len(prompt) > 1]
+        if not rows:
+            return state
+        lengths = torch.tensor([len(prompts[b]) - 1 for b in rows])                       # (R,)
+        padded = torch.zeros(len(rows), int(lengths.max()), dtype=torch.long, device=device)   # (R, T)
+        for r, b in enumerate(rows):
+            padded[r, :lengths[r]] = prompts[b][:-1]
+        _, read = self.rnn(self.embedding(padded), None, lengths)                          # (L, R, H) each
+        index = torch.tensor(rows, device=device)
+        if isinstance(state, tuple):
+            return tuple(s.index_copy(1, index, r) for s, r in zip(state, read, strict=True))
+        return state.index_copy(1, index, read)
 
     def step(self, tokens: Tensor, state, need_weights: bool = False):
         """tokens (B,) -> logits (B, V) of the next token, the new state, None: one step of the stack on

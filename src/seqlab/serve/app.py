@@ -26,22 +26,26 @@ import hmac
 import json
 import os
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+import seqlab.serve.compat as compat
 import seqlab.serve.schemas as schemas
+from seqlab.config import OptionError
 from seqlab.errors import SeqlabError
 from seqlab.registry import FAMILIES, load, run_family
 from seqlab.serve.batching import Batcher
 from seqlab.serve.limits import API_KEY_VARIABLE, ServeLimits
 from seqlab.serve.metrics import Metrics, MetricsMiddleware
+from seqlab.serve.openapi import add_docs
 from seqlab.serve.routes import Routes
+from seqlab.serve.scheduler import Cancelled, Scheduler, Watch
 from seqlab.serve.served import Served
 from seqlab.version import __version__
 
@@ -76,34 +80,33 @@ def load_runs(runs: Iterable[str | Path], device: str = "cpu", runtime: str = "t
 
 
 def create_app(runs: Iterable[str | Path] | dict[str, Served], limits: ServeLimits | None = None,
-               api_key: str | None = None, device: str = "cpu", runtime: str = "torch") -> FastAPI:
+               api_key: str | None = None, device: str = "cpu", runtime: str = "torch",
+               cors_origins: Iterable[str] = ()) -> FastAPI:
     """The app serving `runs` (run directories, export directories with `runtime="onnx"`, or models loaded
     already by `load_runs`). With `api_key` (or the SEQLAB_API_KEY environment variable) every /v1 request
-    needs `Authorization: Bearer KEY`."""
+    needs `Authorization: Bearer KEY`. `cors_origins`: the web origins ("https://app.example.org") whose pages
+    may call the API from a browser (CORS; none by default)."""
+    cors_origins = check_origins(cors_origins)
     models = runs if isinstance(runs, dict) else load_runs(runs, device, runtime)
     limits = limits or ServeLimits()
     api_key = api_key or os.environ.get(API_KEY_VARIABLE) or None
-    app = FastAPI(title="seqlab", version=__version__,
+    app = FastAPI(title="seqlab", version=__version__, docs_url=None, redoc_url=None,    # /docs: add_docs
                   description="The models of Jurafsky & Martin's SLP chapters, trained with seqlab, over HTTP.")
+    add_docs(app, secured=api_key is not None)          # the OpenAPI document true to the server, and /docs offline
     app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
-    metrics = Metrics({"/", "/healthz", "/metrics", "/v1/models", *(f"/v1/{e}" for family in FAMILIES.values()
-                                                                   for e in family.endpoints)})
+    app.add_middleware(KeyCheck, key=api_key)           # the key before anything reads a /v1 request's body
+    metrics = Metrics({"/", "/healthz", "/metrics", *schemas.OPENAI_ROUTES,
+                       *(f"/v1/{e}" for family in FAMILIES.values() for e in family.endpoints)})
     app.add_middleware(MetricsMiddleware, metrics=metrics)
-    inference = ThreadPoolExecutor(max_workers=1, thread_name_prefix="seqlab-inference")
+    app.add_middleware(Watch, timeout=limits.request_timeout)     # each /v1 request a job: its deadline, its client
+    inference = Scheduler()                                       # the one inference thread, shared fairly
+    app.state.scheduler = inference
     batcher = Batcher(lambda key, items: run_batch(models, key, items), limits.max_batch, limits.max_wait_ms / 1000,
                       inference, observe=lambda key, size: metrics.batch(f"/v1/{key[1]}", size))
     app.state.models, app.state.limits, app.state.metrics = models, limits, metrics
 
-    async def authorized(request: Request) -> None:       # async: a plain def would hop to a worker thread
-        if api_key is None:
-            return
-        given = request.headers.get("authorization", "")
-        if not (given.startswith("Bearer ") and hmac.compare_digest(given[7:].encode(), api_key.encode())):
-            raise HTTPException(401, "a valid API key is needed: send the header 'Authorization: Bearer KEY'",
-                                headers={"WWW-Authenticate": "Bearer"})
-
     add_error_handlers(app)
-    routes = Routes(models, limits, [Depends(authorized)], inference, batcher)
+    routes = Routes(models, limits, [], inference, batcher)       # the key: KeyCheck, before the routes
 
     @app.get("/healthz")
     def healthz() -> dict:
@@ -121,13 +124,25 @@ def create_app(runs: Iterable[str | Path] | dict[str, Served], limits: ServeLimi
     def prometheus() -> PlainTextResponse:
         return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4")
 
-    @app.get("/v1/models", response_model=schemas.ModelsResponse, dependencies=routes.dependencies)
-    def list_models() -> schemas.ModelsResponse:
-        return schemas.ModelsResponse(models=[m.info() for m in models.values()])
-
+    compat.add_routes(app, routes)                        # OpenAI's: GET /v1/models, POST /v1/completions
     for family in FAMILIES.values():                      # each family's endpoints
         family.part("serve").add_routes(app, routes)
+    if cors_origins:                                      # outermost: a preflight carries no key
+        app.add_middleware(CORSMiddleware, allow_origins=cors_origins, allow_methods=["GET", "POST"],
+                           allow_headers=["Authorization", "Content-Type"])
     return app
+
+
+def check_origins(origins: Iterable[str]) -> list[str]:
+    """CORS origins, each "*" or a scheme and host (and port) without a path: "https://app.example.org"."""
+    checked = []
+    for origin in origins:
+        scheme, _, host = origin.partition("://")
+        if origin != "*" and (scheme not in ("http", "https") or not host or "/" in host or host != host.strip()):
+            raise SeqlabError(f"--cors-origin {origin!r}: give an origin as a browser sends it, a scheme and host "
+                              "(and port) without a path, e.g. https://app.example.org or http://localhost:3000; or *")
+        checked.append(origin)
+    return checked
 
 
 def run_batch(models: dict[str, Served], key: tuple, items: list) -> list:
@@ -137,35 +152,98 @@ def run_batch(models: dict[str, Served], key: tuple, items: list) -> list:
     return FAMILIES[served.task].part("serve").run_batch(served.trained, key, items)
 
 
+def error_response(request: Request, status: int, message: str, param: str | None = None, code: str | None = None,
+                   headers: dict | None = None) -> JSONResponse:
+    """An error answer in the shape of the request's route (`schemas.error_body`)."""
+    return JSONResponse(schemas.error_body(request.url.path, status, message, param, code), status_code=status,
+                        headers=headers)
+
+
 def add_error_handlers(app: FastAPI) -> None:
-    """Every error as {"error": one line}: validation (422, malformed JSON 400), HTTP errors, SeqlabError (422)."""
+    """Every error as {"error": one line} (OpenAI's shape on its routes, `schemas.error_body`): validation (422,
+    malformed JSON 400), HTTP errors, SeqlabError (422)."""
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
         problem = error.errors()[0] if error.errors() else {}
         if problem.get("type") == "json_invalid":
-            return JSONResponse({"error": f"the body is not valid JSON ({problem.get('ctx', {}).get('error', '')})"},
-                                status_code=400)
-        where = ".".join(str(part) for part in problem.get("loc", ()) if part != "body") or "the body"
-        message = problem.get("msg", "invalid request")
-        if problem.get("type") == "missing":
-            message = "is required"
-        elif problem.get("type") == "extra_forbidden":
-            message = "is not a field of this request"
-        return JSONResponse({"error": f"{where}: {message}"}, status_code=422)
+            return error_response(request, 400, "the body is not valid JSON "
+                                                f"({problem.get('ctx', {}).get('error', '')})")
+        where, message = validation_problem(error.errors())
+        return error_response(request, 422, f"{where}: {message}", param=where if where != "the body" else None)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
-        return JSONResponse({"error": str(error.detail)}, status_code=error.status_code,
-                            headers=getattr(error, "headers", None))
+        return error_response(request, error.status_code, str(error.detail), headers=getattr(error, "headers", None))
 
     @app.exception_handler(SeqlabError)
     async def refused(request: Request, error: SeqlabError) -> JSONResponse:
-        return JSONResponse({"error": " ".join(str(error).split())}, status_code=422)
+        if isinstance(error, OptionError):        # the options as a request names them: top_p, not --top-p
+            return error_response(request, 422, error.in_api(), param=error.option)
+        return error_response(request, 422, str(error))
+
+    @app.exception_handler(Cancelled)
+    async def stopped(request: Request, error: Cancelled) -> JSONResponse:
+        if error.reason == "deadline":
+            limit = f" of {error.timeout:g} s" if error.timeout else ""
+            return error_response(request, 504, f"the request took longer than the server's limit{limit} "
+                                                "(request_timeout); its work was stopped", code="timeout")
+        return error_response(request, 499, "the client closed the connection; the work was stopped")
 
 
-class BodyTooLarge(Exception):
-    pass
+# what a strict field expects, by pydantic's error type: a value of another JSON type is refused, not converted
+EXPECTED = {"int_type": "an integer", "float_type": "a number", "bool_type": "true or false", "string_type": "a string",
+            "list_type": "a list", "dict_type": "an object"}
+# the tags pydantic puts in an error's location for the members of a union (`text: str | list[str]`)
+UNION_MEMBERS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
+                 "list[str]": "a list of strings", "none": "null"}
+
+
+def validation_problem(problems: list[dict]) -> tuple[str, str]:
+    """The first problem pydantic found in a request, as (where: the field's path or "the body", what is wrong
+    in words), the value named when it is short: "max_tokens", 'expects an integer, got "5"'. A union field's
+    members are not part of its path: a value no member takes is "text: expects a string or a list of
+    strings, got 5"; a value one member took further is named where that member stopped ("text.1")."""
+    def path(problem: dict) -> list:
+        return [part for part in problem.get("loc", ()) if part != "body" and part not in UNION_MEMBERS]
+
+    if not problems:
+        return "the body", "invalid request"
+    field = path(problems[0])[:1]
+    alike = [p for p in problems if path(p)[:1] == field]               # a union's members: one problem each
+    problem = max(alike, key=lambda p: len(path(p)))                    # the member that got furthest
+    where = ".".join(str(part) for part in path(problem)) or "the body"
+    kind, value = problem.get("type"), problem.get("input")
+    members = [part for p in alike for part in p.get("loc", ()) if part in UNION_MEMBERS]
+    if kind == "missing":
+        return where, "is required"
+    if kind == "extra_forbidden":
+        return where, "is not a field of this request"
+    if len(members) > 1 and len(path(problem)) == len(field):        # no member took the value
+        expected = " or ".join(UNION_MEMBERS[m] for m in members)
+        return where, f"expects {expected}, got {shown(value)}"
+    if kind in EXPECTED:
+        return where, f"expects {EXPECTED[kind]}, got {shown(value)}"
+    message = str(problem.get("msg", "invalid value")).replace("Input should be", "must be")
+    return where, message + (f", got {shown(value)}" if isinstance(value, (int, float, str)) else "")
+
+
+def shown(value) -> str:
+    """A request's value as JSON, cut short (`"5"`, `true`, `1e+308`), or its kind ("a list", "an object")."""
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+class BodyTooLarge(StarletteHTTPException):
+    """A body over the limit, found while the app reads it (a chunked body has no Content-Length): an HTTP
+    error, so that FastAPI's body parsing passes it on as the 413 it is (any other exception there is its 400)."""
+
+    def __init__(self, limit: int):
+        super().__init__(413, f"the body is over the limit of {limit:,} bytes")
 
 
 class BodyLimit:
@@ -181,9 +259,10 @@ class BodyLimit:
         length = dict(scope.get("headers") or ()).get(b"content-length")
         if length is not None:
             if not length.isdigit():
-                return await self.reply(send, 400, "the Content-Length header is not a number")
+                return await self.reply(send, 400, "the Content-Length header is not a number", scope["path"])
             if int(length) > self.limit:
-                return await self.reply(send, 413, f"the body is {int(length):,} bytes; the limit is {self.limit:,}")
+                return await self.reply(send, 413, f"the body is {int(length):,} bytes; the limit is {self.limit:,}",
+                                        scope["path"])
         received = 0
         started = False
 
@@ -193,7 +272,7 @@ class BodyLimit:
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.limit:
-                    raise BodyTooLarge
+                    raise BodyTooLarge(self.limit)
             return message
 
         async def sending(message):
@@ -203,13 +282,46 @@ class BodyLimit:
 
         try:
             await self.app(scope, counted, sending)
-        except BodyTooLarge:
+        except BodyTooLarge as error:          # read outside FastAPI's handlers (a middleware): answered here
             if not started:
-                await self.reply(send, 413, f"the body is over the limit of {self.limit:,} bytes")
+                await self.reply(send, 413, error.detail, scope["path"])
 
     @staticmethod
-    async def reply(send, status: int, message: str) -> None:
-        body = json.dumps({"error": message}).encode()
+    async def reply(send, status: int, message: str, path: str = "") -> None:
+        body = json.dumps(schemas.error_body(path, status, message)).encode()
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
+
+
+class KeyCheck:
+    """ASGI middleware: with an API key, a /v1 request without 'Authorization: Bearer KEY' gets 401 before
+    anything reads its body (so a malformed or huge body without the key is a 401 too). The page, /static,
+    /docs, /openapi.json, /healthz and /metrics stay open, and so does a CORS preflight (OPTIONS with
+    Access-Control-Request-Method: browsers send it without credentials)."""
+
+    message = "a valid API key is needed: send the header 'Authorization: Bearer KEY'"
+
+    def __init__(self, app, key: str | None):
+        self.app, self.key = app, None if key is None else key.encode()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or self.key is None or not self.guarded(scope) or self.allowed(scope):
+            return await self.app(scope, receive, send)
+        body = json.dumps(schemas.error_body(scope["path"], 401, self.message)).encode()
+        await send({"type": "http.response.start", "status": 401,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"www-authenticate", b"Bearer")]})
+        await send({"type": "http.response.body", "body": body})
+
+    @staticmethod
+    def guarded(scope) -> bool:
+        path = scope["path"]
+        preflight = scope["method"] == "OPTIONS" and any(k == b"access-control-request-method"
+                                                         for k, _ in scope["headers"])
+        return (path == "/v1" or path.startswith("/v1/")) and not preflight
+
+    def allowed(self, scope) -> bool:
+        given = next((value for name, value in scope["headers"] if name == b"authorization"), b"")
+        scheme, _, token = given.partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self.key)

@@ -18,11 +18,14 @@ from collections.abc import Callable, Hashable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
+from seqlab.serve.scheduler import CURRENT, Cancelled, Jobs, current_job
+
 
 @dataclass
 class Job:
     items: list
     future: asyncio.Future = field(repr=False)
+    request: object = None             # the request's `scheduler.Job`: a batch stops when all of its requests have
 
 
 class Batcher:
@@ -39,11 +42,14 @@ class Batcher:
 
     async def submit(self, key: Hashable, items: list) -> list:
         """The outputs of `items`, computed in a batch with whatever else is waiting under `key`."""
-        job = Job(list(items), asyncio.get_running_loop().create_future())
+        request = current_job()
+        job = Job(list(items), asyncio.get_running_loop().create_future(), request)
         self.queues[key].append(job)
         if key not in self.workers or self.workers[key].done():
             self.workers[key] = asyncio.create_task(self.drain(key))
-        return await job.future
+        if request is None:
+            return await job.future
+        return await request.wait(job.future)
 
     async def drain(self, key: Hashable) -> None:
         queue = self.queues[key]
@@ -53,8 +59,12 @@ class Batcher:
             jobs, count = [], 0
             while queue and (not jobs or count + len(queue[0].items) <= self.max_batch):
                 job = queue.popleft()
+                if job.future.done():                                    # its request has gone or timed out
+                    continue
                 jobs.append(job)
                 count += len(job.items)
+            if not jobs:
+                continue
             self.company[key] = len(jobs) > 1
             await self.run(key, jobs)
 
@@ -62,11 +72,16 @@ class Batcher:
         items = [item for job in jobs for item in job.items]
         if self.observe is not None:
             self.observe(key, len(items))
+        CURRENT.set(Jobs([job.request for job in jobs]) if all(job.request for job in jobs) else None)
         try:
             outputs = await asyncio.get_running_loop().run_in_executor(self.executor, self.work, key, items)
         except Exception as error:                                   # noqa: BLE001 - handed to each request
             if len(jobs) == 1:
                 settle(jobs[0], error=error)
+                return
+            if isinstance(error, Cancelled):                         # every request of the batch has stopped
+                for job in jobs:
+                    settle(job, error=error)
                 return
             for job in jobs:                                         # find the request that failed
                 await self.run(key, [job])

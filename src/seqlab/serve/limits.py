@@ -19,10 +19,23 @@ class ServeLimits:
     max_items: int = option(64, "most texts in one request", at_least=1)
     max_tokens: int = option(1024, "most tokens one generate request may ask for", at_least=1)
     max_beam: int = option(16, "largest beam a request may ask for", at_least=1)
+    max_length: int = option(1024, "most output tokens one translate or summarize request may ask for; their "
+                                   "default (2 x the source's + 10) is capped here too", at_least=1)
+    max_header_bytes: int = option(16 * 1024, "largest request head (its URL and header lines), in bytes: over it, "
+                                              "431 and the connection closed", at_least=1024)
+    max_headers: int = option(100, "most header lines in one request: over it, 431 and the connection closed",
+                              at_least=1)
+    header_timeout: float = option(10.0, "seconds a request's head may take to arrive (a new connection's first "
+                                         "request: from the connection's opening): then 408 and the connection "
+                                         "closed", above=0, at_most=3600)
+    body_timeout: float = option(30.0, "seconds a request's body may take to arrive after its head: then 408 and "
+                                       "the connection closed", above=0, at_most=3600)
     max_batch: int = option(32, "dynamic batching: most texts of concurrent requests to one model run in one "
                                 "forward pass (1: each request alone)", at_least=1)
     max_wait_ms: float = option(5.0, "dynamic batching: how long a request waits for others to join its batch "
                                      "while it is not full", at_least=0, at_most=1000)
+    request_timeout: float = option(60.0, "seconds a request may take, waiting included, before it is answered 504 "
+                                          "and its work stopped (0: no limit)", at_least=0, at_most=86400)
 
     def __post_init__(self):
         check_fields(self)

@@ -15,10 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import seqlab.serve.schemas as schemas
 from seqlab.errors import SeqlabError
 from seqlab.registry import FAMILIES
-from seqlab.serve.served import Served, final_metrics
+from seqlab.serve.served import Served
 
 
 def load_exports(exports: Iterable[str | Path], threads: int = 0) -> dict[str, Served]:
@@ -48,9 +47,14 @@ def load_exports(exports: Iterable[str | Path], threads: int = 0) -> dict[str, S
 
 @dataclass
 class OnnxServed(Served):
-    """A loaded export: GET /v1/models reads its task and arch from the manifest, and counts its parameters."""
+    """A loaded export: GET /v1/models reads its task and arch from the manifest, and counts its parameters.
+    It does not answer /v1/completions (`seqlab.serve.compat`), which runs on PyTorch."""
 
-    def info(self) -> schemas.ModelInfo:
-        return schemas.ModelInfo(name=self.name, task=self.task, arch=str(self.trained.manifest.get("arch", "")),
-                                 parameters=self.trained.parameters, endpoints=self.endpoints(),
-                                 metrics=final_metrics(self.run_dir), summary=self.summary)
+    def completes(self) -> bool:
+        return False
+
+    def arch(self) -> str:
+        return str(self.trained.manifest.get("arch", ""))
+
+    def parameters(self) -> int:
+        return self.trained.parameters

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from fastapi import HTTPException, Request
@@ -17,6 +16,7 @@ import seqlab.serve.schemas as schemas
 from seqlab.registry import FAMILIES
 from seqlab.serve.batching import Batcher
 from seqlab.serve.limits import ServeLimits
+from seqlab.serve.scheduler import Cancelled, Scheduler, current_job
 from seqlab.serve.served import Served
 
 
@@ -27,12 +27,15 @@ class Routes:
     models: dict[str, Served]
     limits: ServeLimits
     dependencies: list             # every /v1 endpoint's: the API key check
-    inference: ThreadPoolExecutor  # the one thread PyTorch is called from
+    inference: Scheduler           # the one thread PyTorch is called from, shared fairly
     batcher: Batcher               # `await batcher.submit((model, endpoint, *options), items)`
 
     async def infer(self, function: Callable, *args):
-        """`function(*args)` on the inference thread, awaited."""
-        return await asyncio.get_running_loop().run_in_executor(self.inference, function, *args)
+        """`function(*args)` on the inference thread, awaited (until the request's deadline, or its client goes:
+        then `scheduler.Cancelled`)."""
+        future = asyncio.get_running_loop().run_in_executor(self.inference, function, *args)
+        job = current_job()
+        return await (future if job is None else job.wait(future))
 
     def served(self, request: schemas.Request, endpoint: str) -> Served:
         """The request's model, checked to answer `endpoint`, and its texts checked against the limits."""
@@ -41,6 +44,9 @@ class Routes:
             raise HTTPException(404, f"no model named {request.model!r}; this server has "
                                      f"{', '.join(sorted(models))} (GET /v1/models)")
         model = models[request.model]
+        job = current_job()
+        if job is not None:
+            job.key = request.model                   # the scheduler's queue: one per model, taken in turn
         answered = FAMILIES[model.task].endpoints
         if endpoint not in answered:
             answers = " and ".join(f"POST /v1/{e}" for e in answered)
@@ -63,17 +69,49 @@ class Routes:
             raise HTTPException(422, f"beam {beam} is over the limit of {self.limits.max_beam}")
 
 
-async def events(first: str | None, pieces, request: Request, infer, close):
-    """Server-sent events: each piece of text as `data: {"text": ...}`, then `data: [DONE]`; a client that
-    goes away stops the generation: `close()` closes the generator on the inference thread, after the step
-    it may be running there (closing it from here while it runs would fail)."""
+# Every server-sent-event response's headers: no cache may keep the stream, and no proxy may buffer it (nginx
+# holds a response until it is whole unless told X-Accel-Buffering: no).
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+async def events(first, pieces, request: Request, infer, close):
+    """Server-sent events: each piece of text as `data: {"text": ...}`, then why the text ended, `data: {"text":
+    "", "finish_reason": "length" or "stop"}` ("stop": the model's </s> ended it, with stop_at_eos), then
+    `data: [DONE]`. A piece is a string, or an object with `text` and `finish_reason` (a `Completion`; the last
+    one's reason counts); a generator of strings may return the reason (the value of its StopIteration;
+    "length" when it returns none). A client that goes away stops the generation: `close()` closes the
+    generator on the inference thread, after the step it may be running there (closing it from here while it
+    runs would fail)."""
+    finish = {"reason": "length"}
+
+    def advance():
+        try:
+            return next(pieces)
+        except StopIteration as end:
+            if isinstance(end.value, str):
+                finish["reason"] = end.value
+            return None
+
     try:
         piece = first
         while piece is not None:
-            yield f"data: {json.dumps({'text': piece}, ensure_ascii=False)}\n\n"
+            text = piece if isinstance(piece, str) else piece.text
+            if getattr(piece, "finish_reason", None):
+                finish["reason"] = piece.finish_reason
+            if text:
+                yield f"data: {json.dumps({'text': text}, ensure_ascii=False)}\n\n"
             if await request.is_disconnected():
                 return
-            piece = await infer(next, pieces, None)
+            try:
+                piece = await infer(advance)
+            except Cancelled as stopped:                      # past the request's deadline (or its client gone)
+                if stopped.reason == "deadline":
+                    message = (f"the stream took longer than the server's limit of {stopped.timeout or 0:g} s "
+                               "(request_timeout); it was stopped")
+                    yield f"data: {json.dumps({'error': message})}\n\n"
+                    yield "data: [DONE]\n\n"
+                return
+        yield f"data: {json.dumps({'text': '', 'finish_reason': finish['reason']})}\n\n"
         yield "data: [DONE]\n\n"
     finally:
         close()

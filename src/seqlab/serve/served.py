@@ -5,11 +5,12 @@ answers are its family's (`seqlab.registry`)."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import seqlab.serve.schemas as schemas
 from seqlab.registry import FAMILIES
+from seqlab.serve.limits import ServeLimits
 
 
 @dataclass
@@ -24,15 +25,27 @@ class Served:
     title: str = ""          # how messages name the family: "a language model"
     summary: str = ""        # one sentence on the run (`seqlab.info.summary`)
 
-    def endpoints(self) -> list[str]:
-        """The endpoints it answers: its family's."""
-        return [f"/v1/{e}" for e in FAMILIES[self.task].endpoints]
+    def completes(self) -> bool:
+        """Whether it answers OpenAI's POST /v1/completions (`seqlab.serve.compat`): a model that generates."""
+        return FAMILIES[self.task].can("generate")
 
-    def info(self) -> schemas.ModelInfo:
-        arch = getattr(self.trained.config.model, FAMILIES[self.task].arch_option)
-        return schemas.ModelInfo(name=self.name, task=self.task, arch=str(arch),
-                                 parameters=self.trained.model.num_parameters(), endpoints=self.endpoints(),
-                                 metrics=final_metrics(self.run_dir), summary=self.summary)
+    def endpoints(self) -> list[str]:
+        """The endpoints it answers: its family's, and /v1/completions where it `completes`."""
+        return [f"/v1/{e}" for e in FAMILIES[self.task].endpoints] + (["/v1/completions"] if self.completes() else [])
+
+    def arch(self) -> str:
+        return str(getattr(self.trained.config.model, FAMILIES[self.task].arch_option))
+
+    def parameters(self) -> int:
+        return self.trained.model.num_parameters()
+
+    def info(self, limits: ServeLimits) -> schemas.ModelInfo:
+        """Its entry in GET /v1/models: OpenAI's fields (`created`: its directory's modification time), seqlab's,
+        and the server's `limits` on a request (every field of `ServeLimits`)."""
+        return schemas.ModelInfo(id=self.name, created=int(self.run_dir.stat().st_mtime), task=self.task,
+                                 arch=self.arch(), parameters=self.parameters(), endpoints=self.endpoints(),
+                                 metrics=final_metrics(self.run_dir), summary=self.summary,
+                                 limits={f.name: getattr(limits, f.name) for f in fields(ServeLimits)})
 
 
 def final_metrics(run_dir: Path) -> dict[str, dict]:

@@ -16,8 +16,10 @@ and the reason it ended, as the HTTP API answers them (`/v1/generate`, `/v1/comp
 - rows that cannot join a batch are decoded alone: beam search (one prompt per search), and transformer rows
   whose prompt and continuation would slide past the context.
 
-The log probabilities are the model's (natural log, the never-generated ids blocked, before any temperature or
-top-k/top-p), as `/v1/score` gives them. `complete_stream` yields one prompt's continuation piece by piece.
+The log probabilities are those of the distribution the search chooses from before any sampling processor: the
+model's, natural log, with the never-generated ids (<pad>, <s>, <sep>) blocked and so renormalised without them
+(`/v1/score` gives the model's over every id: a real token's figure here is a little higher, by what those ids
+held). `complete_stream` yields one prompt's continuation piece by piece.
 """
 
 from __future__ import annotations
@@ -122,15 +124,15 @@ def decode_rows(trained, rows: list[Row], top_logprobs: int) -> None:
 def decode_steps(trained, rows: list[Row], top_logprobs: int) -> Iterator[None]:
     """`decode_rows` one step per `next()` (the rows grow by one token each, until done)."""
     model, device = trained.model, trained.device
-    states = [model.start(torch.tensor([row.prompt_ids], device=device)) for row in rows]     # each alone
     room = max(row.options.max_tokens for row in rows)
-    state = states[0] if len(rows) == 1 else model.merge_states(states, room)
+    state = model.start_rows([torch.tensor(row.prompt_ids, device=device) for row in rows], room)   # (B rows)
     tokens = torch.tensor([row.prompt_ids[-1] for row in rows], device=device)                 # (B,)
     for row in rows:
         row.generator = None if row.options.greedy else seeded(row.options.seed, device)
     block = blocked_tokens(model)
     live = list(range(len(rows)))                            # the rows still in the batch, by index into `rows`
     while live:
+        core.checkpoint()
         logits, state, _ = model.step(tokens, state)                                          # (n, V)
         blocked = block(logits)                                                               # (n, V)
         log_probs = torch.log_softmax(blocked, dim=-1)                                        # (n, V)
@@ -207,6 +209,7 @@ def teacher_forced(trained, prompt_ids: list[int], ids: list[int]) -> list[float
     out = []
     fed = torch.tensor([prompt_ids[-1]], device=device)
     for token in ids:
+        core.checkpoint()
         logits, state, _ = model.step(fed, state)
         out.append(float(torch.log_softmax(block(logits), dim=-1)[0, token]))
         fed = torch.tensor([token], device=device)
@@ -270,3 +273,53 @@ def prompt_logprobs(trained, prompt: str) -> tuple[list[str], list[float | None]
     tokens = [t for k, line in enumerate(lines)
               for t in [*trained.tokenizer.tokenize(line), *(["</s>"] if k < len(lines) - 1 else [])]]
     return tokens, teacher_forced(trained, ids[:1], ids[1:])
+
+
+@dataclass
+class Scored:
+    """A text's tokens (as the text spells them, </s> at each line end), each one's natural-log probability under
+    the model, and the text's figures (`TrainedLM.evaluate_text`'s: perplexity, bits per character, ...)."""
+
+    tokens: list[str]
+    logprobs: list[float]
+    figures: dict
+
+
+@torch.inference_mode()
+def score_texts(trained, texts: list[str]) -> list[Scored]:
+    """`TrainedLM.score` and `evaluate_text` of many texts in one batch: the texts' id streams side by side, padded
+    at their ends (a causal model's scores of a row never read what follows it). A transformer's text longer than
+    its context is scored alone, over the overlapping windows `score` uses."""
+    from seqlab.data.readers import count_characters, encode_lines
+    from seqlab.families.lm.task import summarize
+
+    model, device = trained.model, trained.device
+    model.eval()
+    token_lines = [trained.tokenize(text) for text in texts]
+    streams = [encode_lines(lines, trained.vocab).tolist() for lines in token_lines]
+    window = model.context_length
+    together = [i for i, ids in enumerate(streams) if window is None or len(ids) <= window]
+    logprobs: dict[int, list[float]] = {}
+    if together:                                  # row b reads [</s>] + ids[:-1] and is scored on ids, as `score`
+        core.checkpoint()
+        T = max(len(streams[i]) for i in together)
+        inputs = torch.zeros(len(together), T, dtype=torch.long, device=device)                   # (B, T)
+        targets = torch.zeros(len(together), T, dtype=torch.long, device=device)                  # (B, T)
+        for b, i in enumerate(together):
+            ids = torch.tensor(streams[i], device=device)
+            inputs[b, 0], inputs[b, 1:len(ids)], targets[b, :len(ids)] = EOS, ids[:-1], ids
+        state = model.init_state(len(together), device) if window is None else None
+        logits, _ = model(inputs, state)                                                          # (B, T, V)
+        picked = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets[..., None])[..., 0]  # (B, T)
+        for b, i in enumerate(together):
+            logprobs[i] = picked[b, :len(streams[i])].tolist()
+    results = []
+    for i, text in enumerate(texts):
+        if i not in logprobs:                                     # longer than a transformer's context
+            pairs = trained.score(text)
+            logprobs[i] = [p for _, p in pairs]
+        tokens = [t for line in token_lines[i] for t in [*line, "</s>"]]
+        lines = trained.lines(text)
+        figures = summarize(-sum(logprobs[i]), len(logprobs[i]), count_characters(lines))
+        results.append(Scored(tokens, logprobs[i], figures))
+    return results

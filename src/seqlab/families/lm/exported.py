@@ -24,15 +24,15 @@ import numpy as np
 from seqlab.data.vocab import EOS, UNK
 from seqlab.decoding.core import text_pieces
 from seqlab.decoding.numpy_search import SamplingOptions, generate_ids, log_softmax
-from seqlab.errors import SeqlabError
+from seqlab.decoding.options import prompt_too_long
 from seqlab.export.session import Exported
-from seqlab.families.lm.vocab import detokenize_lines, read_tokenizer_and_vocab
+from seqlab.families.lm.vocab import detokenize_lines, read_tokenizer_and_vocab, unknown_tokens_note
 
 
 class ExportedLM(Exported):
     def __init__(self, export_dir, threads: int = 0):
         super().__init__(export_dir, threads)
-        self.tokenizer, self.vocab = read_tokenizer_and_vocab(self.dir)
+        self.tokenizer, self.vocab = read_tokenizer_and_vocab(self.files)
         self.arch = self.config["model"]["arch"]
         self.context = self.manifest.get("context")
         self.unit = self.tokenizer.unit
@@ -75,16 +75,21 @@ class ExportedLM(Exported):
 
     # ------------------------------------------------------------------ generation
 
-    def prompt_ids(self, prompt: str) -> list[int]:
-        """`</s>` (a line start) + the prompt's tokens, as `TrainedLM.prompt_ids`."""
+    def prompt_ids(self, prompt: str, truncate: bool = False, warn=None) -> list[int]:
+        """`</s>` (a line start) + the prompt's tokens, as `TrainedLM.prompt_ids` (unknown tokens told to `warn`,
+        when given); a prompt over the context is refused, or with `truncate` cut to its end."""
         tokens: list[str] = []
         lines = prompt.split("\n")
         for k, line in enumerate(lines):
             tokens += self.tokenizer.tokenize(line) + (["</s>"] if k < len(lines) - 1 else [])
+        note = unknown_tokens_note(tokens, self.vocab)
+        if note and warn is not None:
+            warn(note)
         ids = [EOS] + self.vocab.encode(tokens)
         if self.context is not None and len(ids) > self.context:
-            raise SeqlabError(f"the prompt is {len(ids)} tokens (with the leading </s>), longer than the model's "
-                              f"context of {self.context} tokens")
+            if not truncate:
+                raise prompt_too_long(len(ids), self.context)
+            ids = ids[-self.context:]
         return ids
 
     def detokenize(self, ids: list[int]) -> str:
@@ -96,18 +101,19 @@ class ExportedLM(Exported):
         return list(generate_ids(Decoder(self), self.started(context), context[-1],
                                  SamplingOptions(max_tokens=max_tokens, greedy=True)))
 
-    def stream(self, prompt: str, **options) -> Iterator[str]:
+    def stream(self, prompt: str, truncate_prompt: bool = False, warn=None, **options) -> Iterator[str]:
         """The continuation of `prompt` piece by piece, as `TrainedLM.stream` cuts it (options: those of
-        `SamplingOptions`); a bad option or a prompt over the context fails at the first `next()`."""
+        `SamplingOptions`, and `truncate_prompt` and `warn` as there); a bad option or a prompt over the context
+        fails at the first `next()`."""
         options = SamplingOptions(**options)
-        context = self.prompt_ids(prompt)
-        yield from text_pieces(generate_ids(Decoder(self), self.started(context), context[-1], options),
-                               context[1:], self.detokenize, options.stop_at_eos, options.beam > 1)
+        context = self.prompt_ids(prompt, truncate_prompt, warn)
+        return (yield from text_pieces(generate_ids(Decoder(self), self.started(context), context[-1], options),
+                               context[1:], self.detokenize, options.stop_at_eos, options.beam > 1))
 
-    def generate(self, prompt: str = "", max_tokens: int = 200) -> str:
-        """The greedy continuation of `prompt` as text (`TrainedLM.generate(prompt, greedy=True)`; `stream`
-        samples and beam-searches)."""
-        return "".join(self.stream(prompt, max_tokens=max_tokens, greedy=True))
+    def generate(self, prompt: str = "", max_tokens: int = 200, greedy: bool = True, **options) -> str:
+        """The continuation of `prompt` as text, greedy unless `greedy=False` (`TrainedLM.generate(prompt,
+        greedy=True)`); the other options are `stream`'s."""
+        return "".join(self.stream(prompt, max_tokens=max_tokens, greedy=greedy, **options))
 
     # ------------------------------------------------------------------ scoring
 

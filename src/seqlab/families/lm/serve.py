@@ -3,24 +3,31 @@ events) and POST /v1/score (each token's log probability, the text's perplexity 
 
 from __future__ import annotations
 
+import dataclasses
+
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from seqlab.serve.routes import Routes, events
+from seqlab.decoding.options import SamplingOptions
+from seqlab.serve.routes import SSE_HEADERS, Routes, events
 from seqlab.serve.schemas import Request as ModelRequest
-from seqlab.serve.schemas import TextsRequest
+from seqlab.serve.schemas import TextsRequest, option_field
 
 
 class GenerateRequest(ModelRequest):
     prompt: str = Field("", description="the text to continue (empty: start a new line)")
-    max_tokens: int = Field(50, ge=0, description="tokens to generate")
-    temperature: float = Field(1.0, gt=0, allow_inf_nan=False, description="softmax temperature")
-    top_k: int = Field(0, ge=0, description="sample among the k most likely tokens (0: all)")
-    top_p: float = Field(1.0, gt=0, le=1, allow_inf_nan=False, description="nucleus sampling: probability mass")
-    seed: int | None = Field(None, ge=0, lt=2**63, description="random seed for a repeatable sample")
+    max_tokens: int = option_field(SamplingOptions, "max_tokens", 50, "tokens to generate (at most the server's "
+                                   "limit: GET /v1/models)")
+    temperature: float = option_field(SamplingOptions, "temperature", description="softmax temperature: any "
+                                      "positive number (towards 0: the most likely token; large: uniform)")
+    top_k: int = option_field(SamplingOptions, "top_k", description="sample among the k most likely tokens (0: all)")
+    top_p: float = option_field(SamplingOptions, "top_p", description="nucleus sampling: probability mass (the most "
+                                "likely token is always kept)")
+    seed: int | None = option_field(SamplingOptions, "seed", description="random seed for a repeatable sample")
     greedy: bool = Field(False, description="always take the most likely token")
-    beam: int = Field(1, ge=1, description="beam search over this many hypotheses (1: sampling or greedy)")
+    beam: int = option_field(SamplingOptions, "beam", description="beam search over this many hypotheses (1: "
+                             "sampling or greedy; at most the server's limit: GET /v1/models)")
     stop_at_eos: bool = Field(False, description="stop at the first line end")
     stream: bool = Field(False, description="send the text piece by piece as server-sent events")
 
@@ -28,6 +35,8 @@ class GenerateRequest(ModelRequest):
 class GenerateResponse(BaseModel):
     model: str
     text: str = Field(description="the continuation (without the prompt)")
+    warnings: list[str] = Field([], description="what reading the prompt warned of (its tokens the vocabulary "
+                                "lacks, read as <unk>), for the client: the server does not log prompts")
 
 
 class TokenScore(BaseModel):
@@ -57,22 +66,41 @@ def add_routes(app: FastAPI, routes: Routes) -> None:
             raise HTTPException(422, f"max_tokens {body.max_tokens} is over the limit of {routes.limits.max_tokens}")
         routes.check_beam(body.beam)
         options = body.model_dump(exclude={"model", "prompt", "stream"})
-        pieces = model.trained.stream(body.prompt, **options)
+        if not body.stream:                      # gathered with concurrent requests into one batch (`run_batch`)
+            sampling = SamplingOptions(**options)    # checked here: a bad one is this request's 422, not its batch's
+            (text, said), = await routes.batcher.submit((body.model, "generate"), [(body.prompt, sampling)])
+            return GenerateResponse(model=body.model, text=text, warnings=said)
+        pieces = model.trained.stream(body.prompt, warn=lambda note: None, **options)    # not logged
         first = await routes.infer(next, pieces, None)            # the options and the prompt fail here, as a 4xx
-        if not body.stream:
-            rest = await routes.infer(lambda: "".join(pieces))
-            return GenerateResponse(model=body.model, text=(first or "") + rest)
         return StreamingResponse(events(first, pieces, request, routes.infer,
                                         lambda: routes.inference.submit(pieces.close)),
-                                 media_type="text/event-stream")
+                                 media_type="text/event-stream", headers=SSE_HEADERS)
 
     @app.post("/v1/score", response_model=ScoreResponse, dependencies=routes.dependencies)
     async def score(body: TextsRequest) -> ScoreResponse:
-        lm = routes.served(body, "score").trained
+        routes.served(body, "score")
+        scored = await routes.batcher.submit((body.model, "score"), body.texts())     # batched with others' texts
+        return ScoreResponse(model=body.model, results=[
+            ScoreResult(tokens=[TokenScore(token=t, logprob=p) for t, p in pairs], perplexity=figures["perplexity"],
+                        bits_per_char=figures.get("bits_per_char")) for pairs, figures in scored])
 
-        def scored(text: str) -> ScoreResult:
-            figures = lm.evaluate_text(text)
-            return ScoreResult(tokens=[TokenScore(token=t, logprob=p) for t, p in lm.score(text)],
-                               perplexity=figures["perplexity"], bits_per_char=figures.get("bits_per_char"))
 
-        return ScoreResponse(model=body.model, results=[await routes.infer(scored, t) for t in body.texts()])
+def run_batch(trained, key: tuple, items: list) -> list:
+    """One batch of the gathered requests (`seqlab.serve.batching`): for "completions", the choices of
+    /v1/completions requests of one shape (`seqlab.serve.compat.generate`); for "generate", (prompt, options) pairs ->
+    (text, warnings) each, decoded together (`TrainedLM.complete`: each row what the prompt gives alone); for
+    "score", texts -> (token log probabilities, figures) each, scored together. An ONNX export's runtime runs
+    them one by one."""
+    if key[1] == "completions":                  # /v1/completions: key = (model, endpoint, top, tokens, echo, n)
+        from seqlab.serve.compat import generate
+
+        return generate(trained, [p for p, _ in items], [o for _, o in items], *key[2:])
+    if key[1] == "generate":
+        if hasattr(trained, "complete"):
+            return [(c.text, c.warnings) for c in trained.complete([p for p, _ in items], [o for _, o in items])]
+        said: list[list[str]] = [[] for _ in items]             # the prompts' warnings, for the clients
+        return [(trained.generate(prompt, warn=notes.append, **dataclasses.asdict(options)), notes)
+                for (prompt, options), notes in zip(items, said, strict=True)]
+    if hasattr(trained, "score_texts"):
+        return [(list(zip(s.tokens, s.logprobs, strict=True)), s.figures) for s in trained.score_texts(items)]
+    return [(trained.score(text), trained.evaluate_text(text)) for text in items]

@@ -4,7 +4,7 @@ bits per character, each token's log probability) and continues prompts (greedy,
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
@@ -21,7 +21,7 @@ from seqlab.errors import SeqlabError, SeqlabWarning
 from seqlab.families.lm import FAMILY
 from seqlab.families.lm.config import LMTrainConfig
 from seqlab.families.lm.task import evaluate_lm, summarize
-from seqlab.families.lm.vocab import detokenize_lines, reverse_lines
+from seqlab.families.lm.vocab import detokenize_lines, reverse_lines, unknown_tokens_note
 from seqlab.families.run_files import FromRun
 
 
@@ -147,19 +147,20 @@ class TrainedLM(FromRun):
         tokens = [t for line in token_lines for t in [*line, "</s>"]]
         return list(zip(tokens, logprobs, strict=True))
 
-    def prompt_ids(self, prompt: str, truncate: bool = False) -> list[int]:
-        """`</s>` (a line start) + the prompt's tokens; unknown tokens become <unk> with a warning."""
+    def prompt_ids(self, prompt: str, truncate: bool = False, warn: Callable[[str], None] | None = None) -> list[int]:
+        """`</s>` (a line start) + the prompt's tokens; unknown tokens become <unk> with a warning, given to
+        `warn` (a server's: for its client, not its log) or by default `warnings.warn` (a SeqlabWarning)."""
         lines = prompt.split("\n")
         tokens: list[str] = []
         for k, line in enumerate(lines):
             tokens.extend(self.tokenizer.tokenize(line))
             if k < len(lines) - 1:
                 tokens.append("</s>")
-        unknown = sorted({t for t in tokens if t not in self.vocab})
-        if unknown:
-            shown = ", ".join(repr(t) for t in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
-            warnings.warn(f"{len(unknown)} prompt token type(s) are not in the vocabulary and are read as "
-                          f"<unk>: {shown}", SeqlabWarning, stacklevel=2)
+        note = unknown_tokens_note(tokens, self.vocab)
+        if note and warn is not None:
+            warn(note)
+        elif note:
+            warnings.warn(note, SeqlabWarning, stacklevel=2)
         ids = [EOS] + self.vocab.encode(tokens)
         window = self.model.context_length
         if truncate and window is not None and len(ids) > window:
@@ -170,19 +171,41 @@ class TrainedLM(FromRun):
         """Ids -> text, `</s>` as a line break."""
         return detokenize_lines(self.tokenizer, self.vocab, ids)
 
-    def stream(self, prompt: str, truncate_prompt: bool = False, **options) -> Iterator[str]:
+    def stream(self, prompt: str, truncate_prompt: bool = False, warn: Callable[[str], None] | None = None,
+               **options) -> Iterator[str]:
         """Yield the continuation of `prompt` piece by piece as it is generated (`SamplingOptions` lists the
         options). Generation goes on past line ends (`</s>`, written as line breaks) until `max_tokens`;
         `stop_at_eos=True` stops at the first one. With `beam` > 1, beam search finds the continuation of
         highest (length-normalised) log probability, yielded whole once the search is over. A --reverse
-        model is refused (at the first piece, as bad options are)."""
+        model is refused (at the first piece, as bad options are). `warn` takes what reading the prompt warns
+        of (`prompt_ids`)."""
         if self.reverse:
             raise SeqlabError("this language model was trained with --reverse (it reads right to left): "
                               "generation from it is not supported; generate with a left-to-right model")
         sampling = SamplingOptions(**options)
-        context = self.prompt_ids(prompt, truncate_prompt)
-        yield from text_pieces(generate_ids(self.model, context, sampling, self.device), context[1:], self.detokenize,
-                               sampling.stop_at_eos, sampling.beam > 1)
+        context = self.prompt_ids(prompt, truncate_prompt, warn)
+        ids = generate_ids(self.model, context, sampling, self.device)
+        return (yield from text_pieces(ids, context[1:], self.detokenize, sampling.stop_at_eos, sampling.beam > 1))
+
+    def complete(self, prompts: list[str], options: list[dict | SamplingOptions] | dict | SamplingOptions,
+                 top_logprobs: int = 0) -> list:
+        """The continuations of many prompts decoded in one batch, each what `generate` gives it alone, as
+        `Completion`s (text, ids, tokens, log probabilities, finish reason, warnings): see
+        `seqlab.families.lm.completion`. `options`: one `SamplingOptions` (or dict of them) per prompt, or one
+        for all."""
+        from seqlab.families.lm.completion import complete
+
+        def made(o):
+            return o if isinstance(o, SamplingOptions) else SamplingOptions(**o)
+
+        options = [made(o) for o in options] if isinstance(options, list) else made(options)
+        return complete(self, prompts, options, top_logprobs)
+
+    def score_texts(self, texts: list[str]) -> list:
+        """`score` and `evaluate_text` of many texts in one batch (`seqlab.families.lm.completion.score_texts`)."""
+        from seqlab.families.lm.completion import score_texts
+
+        return score_texts(self, texts)
 
     def generate(self, prompt: str = "", **options) -> str:
         """The prompt's continuation as one string (see `SamplingOptions` for the options: `max_tokens`,

@@ -40,3 +40,13 @@ def reverse_lines(lines: list[str]) -> list[str]:
     """The text read right to left: the last line first, each line's characters backwards, so that the
     stream `a b </s> c d </s>` becomes `d c </s> b a </s>` (the backward LM of Akbik et al. 2018, sec. 2.1)."""
     return [line[::-1] for line in reversed(lines)]
+
+
+def unknown_tokens_note(tokens: list[str], vocab: Vocab) -> str | None:
+    """What a prompt's reading warns of, or None: its token types the vocabulary lacks (read as <unk>), the
+    first five named."""
+    unknown = sorted({t for t in tokens if t not in vocab})
+    if not unknown:
+        return None
+    shown = ", ".join(repr(t) for t in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
+    return f"{len(unknown)} prompt token type(s) are not in the vocabulary and are read as <unk>: {shown}"

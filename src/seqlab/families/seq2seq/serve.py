@@ -4,17 +4,22 @@ same decoding options decoded in one batch."""
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel, Field
 
+from seqlab.data.parallel import Pair
+from seqlab.decoding.options import SearchOptions
+from seqlab.errors import SeqlabError
 from seqlab.serve.routes import Routes
-from seqlab.serve.schemas import TextsRequest
+from seqlab.serve.schemas import TextsRequest, option_field
 
 
 class DecodeRequest(TextsRequest):
-    beam: int = Field(5, ge=1, description="beam size (1: greedy)")
-    max_length: int = Field(0, ge=0, description="most output tokens (0: the model's rule)")
-    length_penalty: float = Field(1.0, ge=0, allow_inf_nan=False, description="rank by log p / length^alpha")
+    beam: int = option_field(SearchOptions, "beam", 5, "beam size (1: greedy)")
+    max_length: int = option_field(SearchOptions, "max_length", description="most output tokens (0: the model's "
+                                   "rule)")
+    length_penalty: float = option_field(SearchOptions, "length_penalty", description="rank by log p / "
+                                         "length^alpha (at most 10)")
     attention: bool = Field(False, description="return each output token's attention over the source tokens")
 
 
@@ -37,7 +42,10 @@ def add_routes(app: FastAPI, routes: Routes) -> None:
     async def decode(body: DecodeRequest, endpoint: str) -> DecodeResponse:
         routes.served(body, endpoint)
         routes.check_beam(body.beam)
-        key = (body.model, endpoint, body.beam, body.max_length, body.length_penalty, body.attention)
+        cap = routes.limits.max_length                  # the default, 2 x the source + 10, is capped too (run_batch)
+        if body.max_length > cap:
+            raise HTTPException(422, f"max_length {body.max_length} is over the limit of {cap}")
+        key = (body.model, endpoint, body.beam, body.max_length, body.length_penalty, body.attention, cap)
         outputs = await routes.batcher.submit(key, body.texts())
         return DecodeResponse(model=body.model, results=[
             DecodeResult(text=o.text, tokens=o.tokens, score=o.score,
@@ -56,7 +64,28 @@ def add_routes(app: FastAPI, routes: Routes) -> None:
 
 def run_batch(trained, key: tuple, items: list) -> list:
     """One decoding of the gathered texts of a batch: `key` is (model, endpoint, beam, max_length,
-    length_penalty, attention)."""
-    _, _, beam, max_length, length_penalty, attention = key
-    return trained.generate(items, beam=beam, max_length=max_length, length_penalty=length_penalty,
-                            attention=attention)
+    length_penalty, attention, cap). With max_length 0 each text gets the model's rule, 2 x its source + 10
+    tokens within what the decoder holds, but at most `cap` (the server's limit): the texts whose rule is
+    over it are decoded with max_length `cap`."""
+    _, _, beam, max_length, length_penalty, attention, cap = key
+    limits = [max_length] * len(items) if max_length else default_lengths(trained, items, cap)
+    if len(set(limits)) > 1:        # both kinds: decoded in two groups, so the texts are numbered here
+        empty = [i for i, text in enumerate(items) if not text.strip()]
+        if empty:
+            raise SeqlabError(f"input {empty[0] + 1} of {len(items)} is empty; there is nothing to decode")
+    outputs: list = [None] * len(items)
+    for limit in sorted(set(limits)):
+        group = [i for i, each in enumerate(limits) if each == limit]
+        decoded = trained.generate([items[i] for i in group], beam=beam, max_length=limit,
+                                   length_penalty=length_penalty, attention=attention)
+        for i, output in zip(group, decoded, strict=True):
+            outputs[i] = output
+    return outputs
+
+
+def default_lengths(trained, texts: list[str], cap: int) -> list[int]:
+    """Each text's max_length for the model's rule capped at `cap`: 0 (the rule) where 2 x its source + 10
+    tokens (`seqlab.decoding.core.output_limits`) is within the cap, else the cap."""
+    vocabulary = trained.vocabulary                       # the sources as the model reads them: truncated to its limit
+    encoded = vocabulary.encode([Pair(text, None, i + 1) for i, text in enumerate(texts)], "input", "input")
+    return [0 if 2 * len(e.source) + 10 <= cap else cap for e in encoded]

@@ -50,7 +50,7 @@ async function failure(response) {
   let message = `${response.status} ${response.statusText}`;
   try {
     const body = await response.json();
-    if (body && body.error) message = body.error;
+    if (body && body.error) message = body.error.message || body.error;      // OpenAI's shape on /v1/models
   } catch (_) { /* not JSON: keep the status line */ }
   return new ApiError(message, response.status);
 }
@@ -75,13 +75,13 @@ async function loadModels() {
     throw await failure(response);
   }
   if (!response.ok) throw await failure(response);
-  const { models } = await response.json();
+  const { data } = await response.json();                          // OpenAI's list: {"object": "list", "data": [...]}
   const select = $("model");
   select.replaceChildren();
   state.models = {};
-  for (const m of models) {
-    state.models[m.name] = m;
-    select.append(el("option", { value: m.name }, `${m.name} (${m.task})`));
+  for (const m of data) {
+    state.models[m.id] = m;
+    select.append(el("option", { value: m.id }, `${m.id} (${m.task})`));
   }
   selectModel();
 }
@@ -93,7 +93,7 @@ function selectModel() {
   action.replaceChildren();
   for (const endpoint of model.endpoints) {
     const name = endpoint.split("/").pop();
-    action.append(el("option", { value: name }, name));
+    if (name in TEXT_LABELS) action.append(el("option", { value: name }, name));  // the ones this page draws
   }
   const figures = Object.entries(model.metrics.test || model.metrics.valid || {})
     .filter(([, v]) => typeof v === "number" && !Number.isInteger(v)).slice(0, 3)     // figures, not counts
@@ -153,7 +153,7 @@ async function run(event) {
 }
 
 // Generation streams as server-sent events over a POST, so it is read with fetch and a ReadableStream
-// (EventSource only does GET): `data: {"text": ...}` events, then `data: [DONE]`.
+// (EventSource only does GET): `data: {"text": ...}` events, the last with its "finish_reason", then `data: [DONE]`.
 async function generate(model, prompt) {
   const body = { model, prompt, stream: true, max_tokens: number("max-tokens") ?? 60,
     temperature: number("temperature") ?? 1, top_k: number("top-k") ?? 0 };

@@ -1,0 +1,578 @@
+"""OpenAI's API beside seqlab's own, so that the clients and tools built on it work unchanged:
+
+    client = OpenAI(base_url="http://127.0.0.1:8000/v1", api_key="KEY or anything")
+    client.models.list()                                   # GET /v1/models: every model, seqlab's fields too
+    client.completions.create(model="lm", prompt="ROMEO:", max_tokens=20, temperature=0)
+
+- GET /v1/models and GET /v1/models/{id}: OpenAI's {"object": "list", "data": [...]} (`Served.info`);
+- POST /v1/completions (OpenAI's legacy text completions) for the models that generate (`Served.completes`):
+  one prompt or a list, `n` choices each, sampled (`temperature`, `top_p`, `seed`) or greedy (`temperature` 0),
+  cut at `stop` strings, streamed as server-sent events, with the tokens' log probabilities (`logprobs`,
+  `echo`) and the `usage`. The continuations are the family's `completion` part's (`complete`, one batch for
+  every choice; `complete_stream`, one choice at a time), the Python API's own.
+
+What OpenAI's protocol has and these models cannot do is refused naming the field, never ignored: a 400 for
+`best_of` above 1, `logit_bias`, the presence and frequency penalties and `suffix`, a 422 for a token-id prompt;
+`user` is accepted and unused; chat completions and embeddings get a 404 saying so. Errors on these routes are
+OpenAI's {"error": {"message", "type", "param", "code"}} (`schemas.error_body`), so that the official client
+raises NotFoundError, BadRequestError, ... with the message.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
+
+import seqlab.serve.schemas as schemas
+from seqlab.decoding.options import SamplingOptions
+from seqlab.errors import SeqlabError
+from seqlab.registry import FAMILIES
+from seqlab.serve.routes import SSE_HEADERS, Routes
+from seqlab.serve.scheduler import Cancelled, current_job
+from seqlab.serve.served import Served
+
+# OpenAI's routes this server does not answer, and why: a 404 in OpenAI's shape, so that the client shows it
+NOT_SERVED = {"/v1/chat/completions": "the models continue text, they are not chat models: use POST /v1/completions",
+              "/v1/embeddings": "the models give no embeddings"}
+MAX_STOPS = 4                 # OpenAI's limit on stop strings
+MAX_LOGPROBS = 5              # OpenAI's limit on `logprobs`
+LINE_END = "</s>"             # how a language model's vocabulary spells a line end
+
+
+class Refused(Exception):
+    """A request this protocol refuses: an error answer in OpenAI's shape naming the field (`param`)."""
+
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.param, self.code = status, message, param, code
+
+
+# ------------------------------------------------------------------------------ the request and the answer
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    include_usage: bool = Field(False, description="send one more chunk before [DONE], with the request's usage "
+                                                   "and no choices")
+
+
+def texts(value, what: str):
+    """A prompt or stop field's value, checked to be a string or a list of strings (a token-id list is refused:
+    the text is what the model's tokenizer reads)."""
+    if isinstance(value, list) and value and all(isinstance(v, (int, list)) and not isinstance(v, bool)
+                                                 for v in value):
+        raise PydanticCustomError("token_ids", f"token-id arrays are not supported: send the {what} as text (a "
+                                               "string or a list of strings)")
+    if value is not None and not isinstance(value, str) and not (
+            isinstance(value, list) and all(isinstance(v, str) for v in value)):
+        raise PydanticCustomError("texts", "must be a string or a list of strings")
+    return value
+
+
+class CompletionRequest(BaseModel):
+    """POST /v1/completions: OpenAI's text completion request. A field of null takes its default."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)      # a misspelt field, or "5" for 5, is an error
+
+    model: str = Field(description="the run directory's name (GET /v1/models)")
+    prompt: str | list[str] = Field("", description="the text to continue, or a list of texts (each gets `n` "
+                                                    "choices); empty: start a new line")
+    max_tokens: int | None = Field(16, ge=0, description="tokens to generate for each choice (at most the server's "
+                                                         "max_tokens)")
+    temperature: float | None = Field(1.0, ge=0, le=2, allow_inf_nan=False,
+                                      description="softmax temperature; 0: greedy (always the most likely token)")
+    top_p: float | None = Field(1.0, ge=0, le=1, allow_inf_nan=False,
+                                description="nucleus sampling: sample among the most likely tokens holding this "
+                                            "probability; 0: greedy")
+    n: int | None = Field(1, ge=1, description="choices for each prompt (prompts x n at most the server's max_items)")
+    stop: str | list[str] | None = Field(None, description=f"up to {MAX_STOPS} strings: a choice ends before the "
+                                                           "first one it produces (finish_reason \"stop\")")
+    seed: int | None = Field(None, ge=0, lt=2**63, description="random seed: a repeatable sample; with n > 1, "
+                                                               "choice k of each prompt uses seed + k")
+    stream: bool | None = Field(False, description="send the text as server-sent events, piece by piece")
+    stream_options: StreamOptions | None = None
+    logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS,
+                                 description="give each token's log probability, and the most likely tokens at "
+                                             "each step (this many, and the token chosen)")
+    echo: bool | None = Field(False, description="put the prompt before the continuation (and with logprobs, its "
+                                                 "tokens' log probabilities)")
+    best_of: int | None = Field(None, ge=1, description="refused above 1 (ask for n choices)")
+    logit_bias: dict[str, float] | None = Field(None, description="refused unless empty")
+    presence_penalty: float | None = Field(None, ge=-2, le=2, description="refused unless 0")
+    frequency_penalty: float | None = Field(None, ge=-2, le=2, description="refused unless 0")
+    suffix: str | None = Field(None, description="refused unless empty: the models continue text, never insert it")
+    user: str | None = Field(None, description="accepted and unused")
+
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def prompt_as_text(cls, value):
+        return "" if value is None else texts(value, "prompt")
+
+    @field_validator("stop", mode="before")
+    @classmethod
+    def stop_as_text(cls, value):
+        return texts(value, "stop strings")
+
+    def prompts(self) -> list[str]:
+        return [self.prompt] if isinstance(self.prompt, str) else list(self.prompt)
+
+    def stops(self) -> list[str]:
+        return [] if self.stop is None else [self.stop] if isinstance(self.stop, str) else list(self.stop)
+
+
+class Logprobs(BaseModel):
+    """OpenAI's legacy log probabilities of a choice's tokens."""
+
+    tokens: list[str] = Field(description="the tokens as the model's vocabulary spells them (</s>: a line end)")
+    token_logprobs: list[float | None] = Field(description="each token's natural-log probability given the ones "
+                                                           "before it (the first prompt token's: null)")
+    top_logprobs: list[dict[str, float] | None] = Field(description="the `logprobs` most likely tokens at each "
+                                                                    "step, and the token chosen")
+    text_offset: list[int] = Field(description="where each token's text begins in the choice's text")
+
+
+class Choice(BaseModel):
+    text: str
+    index: int
+    logprobs: Logprobs | None = None
+    finish_reason: Literal["stop", "length"] | None = Field(description='"stop": a stop string ended it; "length": '
+                                                                        "max_tokens did")
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = Field(description="the prompts' tokens (each prompt once, whatever n)")
+    completion_tokens: int = Field(description="the tokens generated, up to the end of a stop string")
+    total_tokens: int
+
+
+class CompletionResponse(BaseModel):
+    """OpenAI's text completion, or one chunk of its stream."""
+
+    id: str
+    object: Literal["text_completion"] = "text_completion"
+    created: int
+    model: str
+    choices: list[Choice]
+    usage: Usage | None = None
+    warnings: list[str] = Field([], description="seqlab's own: what reading the prompts warned of (tokens the "
+                                                "vocabulary lacks, read as <unk>)")
+
+
+# ------------------------------------------------------------------------------ the routes
+
+
+def add_routes(app: FastAPI, routes: Routes) -> None:
+    """GET /v1/models, GET /v1/models/{model_id} and POST /v1/completions."""
+
+    @app.exception_handler(Refused)
+    async def refused(request: Request, error: Refused) -> JSONResponse:       # only OpenAI's routes raise it
+        return JSONResponse(schemas.error_body(schemas.OPENAI_ROUTES[0], error.status, error.message, error.param,
+                                               error.code), status_code=error.status)
+
+    for path, why in NOT_SERVED.items():
+        app.post(path, include_in_schema=False)(not_served(f"POST {path} is not served here: {why}"))
+
+    @app.get("/v1/models", response_model=schemas.ModelsResponse, dependencies=routes.dependencies)
+    def list_models() -> schemas.ModelsResponse:
+        return schemas.ModelsResponse(data=[m.info(routes.limits) for m in routes.models.values()])
+
+    @app.get("/v1/models/{model_id}", response_model=schemas.ModelInfo, dependencies=routes.dependencies)
+    def retrieve_model(model_id: str) -> schemas.ModelInfo:
+        return find(routes.models, model_id).info(routes.limits)
+
+    @app.post("/v1/completions", response_model=CompletionResponse, dependencies=routes.dependencies,
+              responses={200: {"content": {"text/event-stream": {}}}})
+    async def completions(body: CompletionRequest, request: Request):
+        served = completing(routes, body)
+        prompts, options = body.prompts(), choice_options(body)
+        asked = [(p, o) for p in prompts for o in options]                  # choice i: prompt i // n, option i % n
+        answer = Answer(body)
+        if body.stream:
+            return await stream(routes, request, served.trained, asked, answer)
+        # gathered with concurrent requests of the same shape into one batch (the family's serve `run_batch`)
+        key = (body.model, "completions", answer.top, answer.tokens, answer.want_logprobs and body.echo, len(options))
+        pieces = await routes.batcher.submit(key, asked)
+        return answer.whole(pieces, body.echo)
+
+
+def not_served(message: str) -> Callable[[], None]:
+    def route() -> None:
+        raise Refused(404, message, code="unsupported_endpoint")
+
+    return route
+
+
+def find(models: dict[str, Served], name: str) -> Served:
+    if name not in models:
+        raise Refused(404, f"no model named {name!r}; this server has {', '.join(sorted(models))} (GET /v1/models)",
+                      "model", "model_not_found")
+    return models[name]
+
+
+def completing(routes: Routes, body: CompletionRequest) -> Served:
+    """The request's model, checked to answer /v1/completions, and the request checked against the server's
+    limits and what the models can do."""
+    served = find(routes.models, body.model)
+    job = current_job()
+    if job is not None:
+        job.key = body.model                          # the scheduler's queue: one per model, taken in turn
+    if not served.completes():
+        family = FAMILIES[served.task]
+        if family.can("generate"):
+            raise Refused(400, f"model {body.model!r} is served from an ONNX export (--runtime onnx), which does not "
+                               "answer /v1/completions: use POST /v1/generate, or serve its run directory",
+                          "model", "unsupported_model")
+        answers = " and ".join(f"POST /v1/{e}" for e in family.endpoints)
+        raise Refused(400, f"model {body.model!r} is {served.title or 'a ' + served.task + ' model'}, which does not "
+                           f"answer /v1/completions (a language model's): use {answers}", "model",
+                      "unsupported_model")
+    unsupported = [("best_of", body.best_of not in (None, 1), "only 1 is supported (each choice is one sample): ask "
+                                                              "for n choices"),
+                   ("logit_bias", bool(body.logit_bias), "is not supported"),
+                   ("presence_penalty", body.presence_penalty not in (None, 0), "is not supported (only 0)"),
+                   ("frequency_penalty", body.frequency_penalty not in (None, 0), "is not supported (only 0)"),
+                   ("suffix", bool(body.suffix), "is not supported: the models continue text, they do not insert it")]
+    for name, given, why in unsupported:
+        if given:
+            raise Refused(400, f"{name} {why}", name, "unsupported_parameter")
+    if body.stream_options is not None and not body.stream:
+        raise Refused(400, "stream_options is only allowed with stream: true", "stream_options")
+    limits = routes.limits
+    max_tokens = 16 if body.max_tokens is None else body.max_tokens
+    if max_tokens > limits.max_tokens:
+        raise Refused(422, f"max_tokens {max_tokens} is over the server's limit of {limits.max_tokens}", "max_tokens")
+    prompts, n = body.prompts(), body.n or 1
+    if not prompts:
+        raise Refused(422, "prompt is an empty list: give a string or a non-empty list of strings", "prompt")
+    if len(prompts) * n > limits.max_items:
+        raise Refused(422, f"{len(prompts)} prompt(s) x n {n} = {len(prompts) * n} choices; the server's limit is "
+                           f"{limits.max_items} (max_items)", "n" if n > 1 else "prompt")
+    for i, prompt in enumerate(prompts):
+        if len(prompt) > limits.max_chars:
+            raise Refused(422, f"prompt {i + 1} has {len(prompt):,} characters; the server's limit is "
+                               f"{limits.max_chars:,} (max_chars)", "prompt")
+    stops = body.stops()
+    if len(stops) > MAX_STOPS:
+        raise Refused(422, f"{len(stops)} stop strings; at most {MAX_STOPS}", "stop")
+    if "" in stops:
+        raise Refused(422, "stop: an empty string would stop before the first token; drop it", "stop")
+    if body.seed is not None and body.seed + n - 1 >= 2**63:
+        raise Refused(422, f"seed {body.seed}: with n {n} the choices use seeds up to seed + {n - 1}, which must "
+                           "stay below 2**63", "seed")
+    return served
+
+
+def choice_options(body: CompletionRequest) -> list[SamplingOptions]:
+    """The `SamplingOptions` of the n choices of a prompt: greedy at temperature 0 (or top_p 0), else sampled,
+    choice k with seed + k; stop strings are cut here, not by the model (a line end is text like any other)."""
+    n = body.n or 1
+    temperature = 1.0 if body.temperature is None else body.temperature
+    top_p = 1.0 if body.top_p is None else body.top_p
+    max_tokens = 16 if body.max_tokens is None else body.max_tokens
+    if temperature == 0 or top_p == 0:
+        return [SamplingOptions(max_tokens=max_tokens, greedy=True)] * n
+    return [SamplingOptions(temperature=temperature, top_p=top_p, max_tokens=max_tokens,
+                            seed=None if body.seed is None else body.seed + k) for k in range(n)]
+
+
+# ------------------------------------------------------------------------------ on the inference thread
+
+
+@dataclass
+class Piece:
+    """Text of one choice and, with logprobs, its tokens: what one answer or one chunk carries."""
+
+    text: str = ""
+    tokens: list[str] = field(default_factory=list)
+    logprobs: list[float | None] = field(default_factory=list)
+    top: list[dict[str, float] | None] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)        # where each token's text begins in `text`
+    ids: int = 0                                            # tokens generated (the usage counts them)
+    prompt_tokens: int = 0
+    finish_reason: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    def extend(self, other: Piece) -> None:
+        shift = len(self.text)
+        self.text += other.text
+        self.tokens += other.tokens
+        self.logprobs += other.logprobs
+        self.top += other.top
+        self.offsets += [shift + at for at in other.offsets]
+
+
+def generate(trained, prompts: list[str], options: list[SamplingOptions], top: int, tokens: bool,
+             echo_scores: bool, n: int) -> list[tuple[Piece, Piece]]:
+    """Every choice at once (prompt i's n choices are rows i*n .. i*n+n-1), decoded in one batch by the family's
+    `complete`: for each, its prompt (`echo_piece`; with `echo_scores`, its tokens' log probabilities) and its
+    continuation (with `tokens`, its tokens' details: `continuation`)."""
+    completion = family_part(trained)
+    done = completion.complete(trained, prompts, options, top_logprobs=top)
+    echoed = {i: echo_piece(trained, prompts[i], echo_scores) for i in range(0, len(prompts), n)}
+    return [(echoed[i - i % n], continuation(trained, c, tokens, trained.vocab.decode(c.prompt_ids[1:])))
+            for i, c in enumerate(done)]
+
+
+def choice_stream(trained, prompt: str, option: SamplingOptions, top: int, tokens: bool) -> Iterator[Piece]:
+    """One choice's continuation piece by piece (the family's `complete_stream`), with `tokens` each with its
+    tokens' details (`continuation`)."""
+    completion = family_part(trained)
+    before: list[str] | None = None
+    for made in completion.complete_stream(trained, prompt, option, top_logprobs=top):
+        if before is None:
+            before = trained.vocab.decode(made.prompt_ids[1:])
+        piece = continuation(trained, made, tokens, before)
+        before += made.tokens
+        yield piece
+
+
+def family_part(trained):
+    """The family's `completion` part (its `complete` and `complete_stream`)."""
+    return FAMILIES[trained.family.name].part("completion")
+
+
+def continuation(trained, made, tokens: bool, before: list[str]) -> Piece:
+    """A `Completion` (or one piece of it) as a `Piece`: with `tokens`, its tokens, their log probabilities, the
+    most likely tokens at each step (and the one chosen) and where each token's text begins (`before`: the tokens
+    before them), for `logprobs`, and to cut at a stop string and count the tokens up to it."""
+    piece = Piece(made.text, ids=len(made.ids), prompt_tokens=len(made.prompt_ids) - 1,
+                  finish_reason=made.finish_reason, warnings=list(made.warnings))
+    if tokens:
+        piece.tokens, piece.logprobs = list(made.tokens), list(made.logprobs)
+        tops = made.top_logprobs or [{} for _ in made.tokens]
+        piece.top = [{**best, token: logprob} for best, token, logprob in zip(tops, made.tokens, made.logprobs,
+                                                                              strict=True)]
+        piece.offsets = text_offsets(trained.tokenizer.detokenize, made.tokens, before)
+    return piece
+
+
+def echo_piece(trained, prompt: str, logprobs: bool) -> Piece:
+    """The prompt as a choice's text begins with it (`echo`): with `logprobs`, its tokens as the text spells them
+    and their log probabilities, the first one's null (OpenAI's: no token before it)."""
+    if not logprobs:
+        return Piece(prompt)
+    tokens, scores = family_part(trained).prompt_logprobs(trained, prompt)
+    scores = [None, *scores[1:]] if scores else []
+    return Piece(prompt, list(tokens), scores, [None if s is None else {t: s} for t, s in zip(tokens, scores,
+                                                                                               strict=True)],
+                 text_offsets(trained.tokenizer.detokenize, tokens, []))
+
+
+def text_offsets(detokenize: Callable[[list[str]], str], tokens: list[str], before: list[str]) -> list[int]:
+    """Where the text of each of `tokens` begins in the text they add to that of `before` (the tokens before
+    them), `</s>` a line break: a token's text is what it adds to its line (a word's space included), as
+    `seqlab.decoding.core.text_pieces` cuts a continuation (half a UTF-8 character, "\ufffd", counts as none)."""
+    ends = [i for i, token in enumerate(before) if token == LINE_END]
+    line = list(before[ends[-1] + 1:] if ends else before)
+    start = -len(detokenize(line).rstrip("\ufffd"))          # where the text after `before` begins
+    offsets = []
+    for token in tokens:
+        written = detokenize(line)
+        offsets.append(start + len(written.rstrip("\ufffd")))
+        if token == LINE_END:
+            start += len(written) + 1
+            line = []
+        else:
+            line.append(token)
+    return offsets
+
+
+# ------------------------------------------------------------------------------ stop strings
+
+
+class StopCut:
+    """A choice's continuation as its pieces come, cut before the first stop string: `add` gives what may be sent
+    now (text that may begin a stop string is held back until the next piece tells), `stopped` once a stop
+    string has appeared (nothing of it is sent), `rest` what is left at the end."""
+
+    def __init__(self, stops: list[str]):
+        self.stops = stops
+        self.text = ""                  # the continuation so far (cut at the stop string, once found)
+        self.sent = 0                   # characters of it given out
+        self.waiting = Piece()          # the tokens not given out yet (offsets in `text`)
+        self.starts: list[int] = []     # every token's offset, for the usage
+        self.generated = 0              # tokens generated
+        self.stop_end: int | None = None
+
+    @property
+    def stopped(self) -> bool:
+        return self.stop_end is not None
+
+    def add(self, piece: Piece) -> Piece:
+        if self.stopped:
+            return Piece()
+        begin = len(self.text)
+        self.text += piece.text
+        self.generated += piece.ids
+        self.starts += [begin + at for at in piece.offsets]
+        self.waiting.tokens += piece.tokens
+        self.waiting.logprobs += piece.logprobs
+        self.waiting.top += piece.top
+        self.waiting.offsets += [begin + at for at in piece.offsets]
+        found = [(at, at + len(stop)) for stop in self.stops if (at := self.text.find(stop, self.sent)) >= 0]
+        if found:
+            at, self.stop_end = min(found)
+            self.text = self.text[:at]
+            return self.give(at)
+        held = max((k for stop in self.stops for k in range(1, len(stop))
+                    if self.text.endswith(stop[:k]) and len(self.text) - k >= self.sent), default=0)
+        return self.give(len(self.text) - held)
+
+    def rest(self) -> Piece:
+        return self.give(len(self.text))
+
+    def give(self, end: int) -> Piece:
+        """The text up to `end` not given out yet, with the tokens that begin before `end` (at the end, all)."""
+        waiting, every = self.waiting, end == len(self.text) and not self.stopped
+        take = [i for i, at in enumerate(waiting.offsets) if at < end or every]
+        out = Piece(self.text[self.sent:end], [waiting.tokens[i] for i in take], [waiting.logprobs[i] for i in take],
+                    [waiting.top[i] for i in take], [waiting.offsets[i] - self.sent for i in take])
+        keep = [] if self.stopped else [i for i in range(len(waiting.offsets)) if i not in set(take)]
+        self.waiting = Piece(tokens=[waiting.tokens[i] for i in keep], logprobs=[waiting.logprobs[i] for i in keep],
+                             top=[waiting.top[i] for i in keep], offsets=[waiting.offsets[i] for i in keep])
+        self.sent = end
+        return out
+
+    def usage(self) -> int:
+        """The tokens generated, up to the one that ends the stop string."""
+        if not self.stopped or not self.starts:
+            return self.generated
+        return sum(1 for at in self.starts if at < self.stop_end)
+
+
+# ------------------------------------------------------------------------------ answers
+
+
+class Answer:
+    """How the answer to one request is written: its id and time, and each choice's logprobs and usage."""
+
+    def __init__(self, body: CompletionRequest):
+        self.body = body
+        self.id, self.created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
+        self.want_logprobs = body.logprobs is not None
+        self.top = body.logprobs or 0
+        self.stops = body.stops()
+        self.tokens = self.want_logprobs or bool(self.stops)     # each token's details: given, or to cut at a stop
+
+    def whole(self, pieces: list[tuple[Piece, Piece]], echo: bool) -> CompletionResponse:
+        choices, prompt_tokens, completion_tokens, warnings = [], 0, 0, []
+        n = self.body.n or 1
+        for index, (echoed, made) in enumerate(pieces):
+            cut = StopCut(self.stops)
+            text = cut.add(made)
+            text.extend(cut.rest())
+            if echo:
+                echoed = Piece(echoed.text, list(echoed.tokens), list(echoed.logprobs), list(echoed.top),
+                               list(echoed.offsets))
+                echoed.extend(text)
+                text = echoed
+            choices.append(Choice(text=text.text, index=index, logprobs=self.logprobs(text),
+                                  finish_reason="stop" if cut.stopped else made.finish_reason or "length"))
+            completion_tokens += cut.usage()
+            if index % n == 0:
+                prompt_tokens += made.prompt_tokens
+                warnings += made.warnings
+        return CompletionResponse(id=self.id, created=self.created, model=self.body.model, choices=choices,
+                                  usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                                              total_tokens=prompt_tokens + completion_tokens), warnings=warnings)
+
+    def logprobs(self, piece: Piece) -> Logprobs | None:
+        if not self.want_logprobs:
+            return None
+        return Logprobs(tokens=piece.tokens, token_logprobs=piece.logprobs, top_logprobs=piece.top,
+                        text_offset=piece.offsets)
+
+    def chunk(self, index: int, piece: Piece, offset: int, finish_reason: str | None = None) -> str:
+        """One server-sent event: a piece of choice `index`, its tokens' offsets moved to `offset` (where the piece
+        begins in the choice's text)."""
+        moved = Piece(piece.text, piece.tokens, piece.logprobs, piece.top, [offset + at for at in piece.offsets])
+        choice = Choice(text=piece.text, index=index, logprobs=self.logprobs(moved), finish_reason=finish_reason)
+        return event(CompletionResponse(id=self.id, created=self.created, model=self.body.model, choices=[choice],
+                                        warnings=piece.warnings))
+
+    def usage_chunk(self, prompt_tokens: int, completion_tokens: int) -> str:
+        return event(CompletionResponse(id=self.id, created=self.created, model=self.body.model, choices=[],
+                                        usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                                                    total_tokens=prompt_tokens + completion_tokens)))
+
+
+def event(answer: BaseModel) -> str:
+    return f"data: {json.dumps(answer.model_dump(), ensure_ascii=False)}\n\n"
+
+
+def error_event(status: int, message: str) -> str:
+    """An error in the middle of a stream, as an event of OpenAI's error (the official client raises it)."""
+    body = schemas.error_body(schemas.OPENAI_ROUTES[0], status, message)
+    return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+
+
+async def stream(routes: Routes, request: Request, trained, asked: list[tuple[str, SamplingOptions]],
+                 answer: Answer) -> StreamingResponse:
+    """The choices as server-sent events, one after the other: each choice's pieces as OpenAI's chunks (the
+    prompt first with echo), its last chunk with its finish_reason; then with stream_options.include_usage a
+    chunk of the usage; then `data: [DONE]`. Every choice is started (its prompt read, its first piece made)
+    before the answer begins, so that a prompt the model refuses is a 4xx, not a broken stream."""
+    echo, n = answer.body.echo, answer.body.n or 1
+    streams = [choice_stream(trained, prompt, option, answer.top, answer.tokens) for prompt, option in asked]
+
+    def close() -> None:
+        for pieces in streams:
+            routes.inference.submit(pieces.close)
+
+    try:
+        firsts = [await routes.infer(next, pieces, None) for pieces in streams]
+        echoed = {i: await routes.infer(echo_piece, trained, asked[i][0], answer.want_logprobs)
+                  for i in range(0, len(asked), n)} if echo else {}
+    except BaseException:
+        close()
+        raise
+
+    async def events():
+        prompt_tokens = completion_tokens = 0
+        try:
+            for index, (pieces, piece) in enumerate(zip(streams, firsts, strict=True)):
+                cut, offset, finish = StopCut(answer.stops), 0, "length"
+                if echo:                                       # the prompt first
+                    yield answer.chunk(index, echoed[index - index % n], 0)
+                    offset = len(echoed[index - index % n].text)
+                if index % n == 0 and piece is not None:
+                    prompt_tokens += piece.prompt_tokens
+                while piece is not None:
+                    finish = piece.finish_reason or finish
+                    out = cut.add(piece)
+                    out.warnings = piece.warnings
+                    if out.text or out.warnings or (out.tokens and answer.want_logprobs):
+                        yield answer.chunk(index, out, offset)
+                        offset += len(out.text)
+                    if cut.stopped or await request.is_disconnected():
+                        break
+                    piece = await routes.infer(next, pieces, None)
+                if await request.is_disconnected():
+                    return
+                last = cut.rest()
+                completion_tokens += cut.usage()
+                yield answer.chunk(index, last, offset, "stop" if cut.stopped else finish)
+            if answer.body.stream_options is not None and answer.body.stream_options.include_usage:
+                yield answer.usage_chunk(prompt_tokens, completion_tokens)
+            yield "data: [DONE]\n\n"
+        except SeqlabError as error:              # past the answer's start: an error event, as OpenAI's streams send
+            yield error_event(422, str(error))
+        except Cancelled as error:
+            if error.reason == "deadline":
+                limit = f" of {error.timeout:g} s" if error.timeout else ""
+                yield error_event(504, f"the request took longer than the server's limit{limit} (request_timeout); "
+                                       "its work was stopped")
+        finally:
+            close()
+
+    return StreamingResponse(events(), media_type="text/event-stream", headers=SSE_HEADERS)
