@@ -52,6 +52,21 @@ def test_a_long_item_lets_other_queues_run_at_each_step():
     scheduler.shutdown()
 
 
+def test_a_long_item_lets_its_own_models_short_items_run_too():
+    scheduler = Scheduler()
+    job = Job()
+    job.key = "translator"
+    token = CURRENT.set(job)
+    slow = scheduler.submit(steps, 300, 0.002, [])              # ~0.6 s
+    time.sleep(0.05)
+    start = time.perf_counter()
+    fast = scheduler.submit(time.perf_counter)                  # the same model's queue
+    CURRENT.reset(token)
+    assert fast.result(timeout=10) - start < 0.1 and not slow.done()
+    assert slow.result(timeout=10) == 300
+    scheduler.shutdown()
+
+
 def test_work_past_its_deadline_stops_at_the_next_step():
     scheduler = Scheduler()
     done: list = []

@@ -11,8 +11,9 @@ call `seqlab.decoding.core.checkpoint()` once per step, which the scheduler answ
 
 - raising `Cancelled` when every request the item serves has gone (its client disconnected) or is past its
   deadline (`--request-timeout`): the decoding stops there, and its memory is freed;
-- running the items waiting in the other queues, one per queue (at most one level deep: an item run there does
-  not itself run others), so that a classification waits one decoding step, not the whole decoding.
+- running the items waiting, one of each queue (its own model's too; at most one level deep: an item run there
+  does not itself run others), so that a classification, or a short translation by the same model, waits one
+  decoding step, not the whole decoding.
 
 Each HTTP request under /v1 is a `Job` (`Watch`, an ASGI middleware, makes it and watches its connection): its
 model (`Job.key`, set when the route finds the model), its deadline, and whether its client has gone. An item
@@ -144,12 +145,12 @@ class Scheduler(Executor):
 
     # ---- the inference thread's side
 
-    def take(self, skip: str | None = None) -> Item | None:
-        """The next item, the queues taken in turn (the queue taken goes to the back); `skip`: a queue not to
-        take from. Called with the lock held."""
+    def take(self) -> Item | None:
+        """The next item, the queues taken in turn (the queue taken goes to the back). Called with the lock
+        held."""
         for key in list(self.queues):
             queue = self.queues[key]
-            if key == skip or not queue:
+            if not queue:
                 continue
             item = queue.popleft()
             self.queues.move_to_end(key)
@@ -195,8 +196,8 @@ class Scheduler(Executor):
             self.local.item = outer
 
     def checkpoint(self) -> None:
-        """Called by the searches once per step on this thread: stop a cancelled item; let the other queues'
-        waiting items run, one each (not from an item already run here)."""
+        """Called by the searches once per step on this thread: stop a cancelled item; let the waiting items run,
+        one of each queue, its own model's included (not from an item already run here: one level deep)."""
         item = getattr(self.local, "item", None)
         if item is None:
             return
@@ -206,11 +207,10 @@ class Scheduler(Executor):
                 raise Cancelled(reason, item.job.timeout)
         if self.local.depth > 1 or not self.queues:
             return
-        own = getattr(item.job, "key", "") or ""
         with self.lock:
             turn = []
             for _ in range(len(self.queues)):
-                other = self.take(skip=own)
+                other = self.take()
                 if other is None:
                     break
                 turn.append(other)
