@@ -5,10 +5,12 @@
 Each run is loaded once through the registry (`seqlab.load`) and named by its directory's name. The
 endpoints are the task families' (each family's `serve` part adds its own: a language model answers
 /v1/generate and /v1/score, a tagger /v1/tag, a classifier /v1/classify, a sequence-to-sequence model
-/v1/translate and /v1/summarize); this module holds what they share.
-Inference runs on one thread of its own (`seqlab-inference`), so a slow request does not block the event
-loop, and PyTorch is called from one thread only: from the many threads of a pool, each thread grew its own
-memory (allocator arenas, OpenMP teams) and the server's memory kept growing under load.
+/v1/translate and /v1/summarize; OpenAI's GET /v1/models and POST /v1/completions are `seqlab.serve.compat`'s);
+this module holds what they share.
+Inference runs on one thread of its own (`seqlab.serve.scheduler`: a queue per model taken in turn, every search
+yielding at each step, work stopped at the request's deadline or when its client goes), so a slow request does
+not block the event loop, and PyTorch is called from one thread only: from the many threads of a pool, each
+thread grew its own memory (allocator arenas, OpenMP teams) and the server's memory kept growing under load.
 
 With `runtime="onnx"` the directories are ONNX exports (`seqlab export RUN --format onnx`), served on
 onnxruntime without PyTorch on the request path (`seqlab.serve.onnx`).
@@ -17,7 +19,9 @@ Every problem with a request is a 4xx answer with one line, {"error": "..."}, an
 malformed JSON (400), an unknown or misspelt field or a value out of range (422), a body, text, list,
 max_tokens or beam over the limits (413 for the body, 422 for the rest), an unknown model (404), an
 endpoint the model's family does not answer (400), a missing or wrong API key (401), and anything the
-model refuses (a prompt longer than its context, ...: 422).
+model refuses (a prompt longer than its context, ...: 422), a request past --request-timeout (504). On the
+OpenAI-compatible routes the error is OpenAI's {"error": {"message", "type", "param", "code"}}
+(`schemas.error_body`).
 """
 
 from __future__ import annotations
