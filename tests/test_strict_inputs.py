@@ -433,6 +433,8 @@ def test_strict_server_tells_the_client_of_unknown_prompt_tokens_and_does_not_lo
     streamed = client.post("/v1/generate", json={"model": "lm", "prompt": f"{UNKNOWN}!", "max_tokens": 3,
                                                  "stream": True})
     assert streamed.status_code == 200
+    first = json.loads(streamed.text.split("\n\n")[0].removeprefix("data: "))
+    assert first["text"] == "" and UNKNOWN in first["warnings"][0]          # the stream tells them first
     logged = capfd.readouterr()
     assert UNKNOWN not in logged.err + logged.out and "<unk>" not in logged.err
 

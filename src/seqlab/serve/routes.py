@@ -74,10 +74,11 @@ class Routes:
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
-async def events(first, pieces, request: Request, infer, close):
+async def events(first, pieces, request: Request, infer, close, warnings: list[str] | None = None):
     """Server-sent events: each piece of text as `data: {"text": ...}`, then why the text ended, `data: {"text":
     "", "finish_reason": "length" or "stop"}` ("stop": the model's </s> ended it, with stop_at_eos), then
-    `data: [DONE]`. A piece is a string, or an object with `text` and `finish_reason` (a `Completion`; the last
+    `data: [DONE]`; `warnings` (the prompt's unknown tokens), when there are any, come first as `data: {"text": "",
+    "warnings": [...]}`. A piece is a string, or an object with `text` and `finish_reason` (a `Completion`; the last
     one's reason counts); a generator of strings may return the reason (the value of its StopIteration;
     "length" when it returns none). A client that goes away stops the generation: `close()` closes the
     generator on the inference thread, after the step it may be running there (closing it from here while it
@@ -93,6 +94,8 @@ async def events(first, pieces, request: Request, infer, close):
             return None
 
     try:
+        if warnings:                                          # what reading the prompt warned of, first
+            yield f"data: {json.dumps({'text': '', 'warnings': warnings}, ensure_ascii=False)}\n\n"
         piece = first
         while piece is not None:
             text = piece if isinstance(piece, str) else piece.text

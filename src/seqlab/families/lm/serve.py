@@ -70,10 +70,11 @@ def add_routes(app: FastAPI, routes: Routes) -> None:
             sampling = SamplingOptions(**options)    # checked here: a bad one is this request's 422, not its batch's
             (text, said), = await routes.batcher.submit((body.model, "generate"), [(body.prompt, sampling)])
             return GenerateResponse(model=body.model, text=text, warnings=said)
-        pieces = model.trained.stream(body.prompt, warn=lambda note: None, **options)    # not logged
+        said: list[str] = []                                       # the prompt's warnings: told, not logged
+        pieces = model.trained.stream(body.prompt, warn=said.append, **options)
         first = await routes.infer(next, pieces, None)            # the options and the prompt fail here, as a 4xx
         return StreamingResponse(events(first, pieces, request, routes.infer,
-                                        lambda: routes.inference.submit(pieces.close)),
+                                        lambda: routes.inference.submit(pieces.close), warnings=said),
                                  media_type="text/event-stream", headers=SSE_HEADERS)
 
     @app.post("/v1/score", response_model=ScoreResponse, dependencies=routes.dependencies)
