@@ -63,11 +63,14 @@ def test_greedy_log_probabilities_match_the_score_of_the_text(lm):
         assert max(top.values()) == pytest.approx(lp, abs=1e-6) and top[token] == pytest.approx(lp, abs=1e-6)
 
 
-def test_beam_rows_are_decoded_alone_with_their_log_probabilities(lm):
-    option = SamplingOptions(max_tokens=4, beam=3)
-    (completion,) = complete(lm, ["ROMEO :"], [option])
-    assert completion.text == alone(lm, "ROMEO :", option)
-    assert len(completion.logprobs) == len(completion.ids)
+def test_beam_searches_of_ragged_prompts_run_together_and_find_what_each_finds_alone(lm):
+    options = [SamplingOptions(max_tokens=4, beam=3), SamplingOptions(max_tokens=2, beam=3),
+               SamplingOptions(max_tokens=5, beam=3, stop_at_eos=True), SamplingOptions(max_tokens=3, beam=2),
+               SamplingOptions(max_tokens=4, greedy=True)]
+    prompts = ["ROMEO :", "the", "JULIET : O", "", "KING"]
+    for prompt, option, completion in zip(prompts, options, complete(lm, prompts, options), strict=True):
+        assert completion.text == alone(lm, prompt, option)
+        assert len(completion.logprobs) == len(completion.ids)
 
 
 def test_the_stream_gives_the_whole_completion_piece_by_piece(lm):

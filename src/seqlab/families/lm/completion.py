@@ -13,8 +13,9 @@ and the reason it ended, as the HTTP API answers them (`/v1/generate`, `/v1/comp
   processors (temperature, top-k, top-p) are processed together, and a row with a seed draws from its own
   generator, seeded as `generate` seeds it, so its draws are the ones it would make alone;
 - a row leaves the batch when it has its `max_tokens` (or its </s>, with `stop_at_eos`);
-- rows that cannot join a batch are decoded alone: beam search (one prompt per search), and transformer rows
-  whose prompt and continuation would slide past the context.
+- beam searches that share the beam, the length penalty and stop_at_eos run as one search over their prompts
+  (`core.beam_steps`, the search of one prompt's `lm_beam`);
+- transformer rows whose prompt and continuation would slide past the context are decoded alone.
 
 The log probabilities are those of the distribution the search chooses from before any sampling processor: the
 model's, natural log, with the never-generated ids (<pad>, <s>, <sep>) blocked and so renormalised without them
@@ -33,8 +34,10 @@ import torch
 
 from seqlab.data.vocab import EOS
 from seqlab.decoding import core
+from seqlab.decoding.core import best_first
 from seqlab.decoding.options import SamplingOptions
 from seqlab.decoding.processors import BlockTokens, process, processors_for
+from seqlab.decoding.search import beam_steps as search_beam_steps
 from seqlab.decoding.search import blocked_tokens, check_prompt, lm_beam_search, seeded
 from seqlab.errors import SeqlabError, SeqlabWarning
 
@@ -103,15 +106,21 @@ def complete(trained, prompts: list[str], options: list[SamplingOptions] | Sampl
         ids, said = read_prompt(trained, prompt)
         check_prompt(model, ids)
         rows.append(Row(ids, option, said))
-    together = [r for r in rows if r.options.beam == 1 and r.options.max_tokens > 0
-                and model.fits(len(r.prompt_ids), r.options.max_tokens)]
+    batched = {id(r) for r in rows if r.options.max_tokens > 0 and model.fits(len(r.prompt_ids), r.options.max_tokens)}
+    together = [r for r in rows if r.options.beam == 1 and id(r) in batched]
+    beams: dict[tuple, list[Row]] = defaultdict(list)         # beam searches that can run side by side
     for row in rows:
-        if row.options.beam > 1:
+        o = row.options
+        if o.beam > 1 and id(row) in batched:
+            beams[(o.beam, o.length_penalty, o.stop_at_eos)].append(row)
+        elif o.beam > 1:
             beam_row(trained, row)
-        elif row not in together and row.options.max_tokens > 0:
+        elif id(row) not in batched and o.max_tokens > 0:
             decode_rows(trained, [row], top_logprobs)
     if together:
         decode_rows(trained, together, top_logprobs)
+    for group in beams.values():
+        beam_rows(trained, group)
     return [finished(trained, row, top_logprobs) for row in rows]
 
 
@@ -188,6 +197,26 @@ def choose_rows(blocked: torch.Tensor, rows: list[Row]) -> torch.Tensor:
             at = torch.tensor(shared, device=blocked.device)
             chosen[index[at]] = torch.multinomial(probs.index_select(0, at), 1).squeeze(1)
     return chosen
+
+
+def beam_rows(trained, rows: list[Row]) -> None:
+    """The beam searches of prompts that share the beam, the length penalty and stop_at_eos, run as one search over
+    B sentences (`core.beam_steps`, the search `lm_beam` runs on one prompt): each row's best continuation, as
+    `beam_row` finds it alone, and its ids' log probabilities."""
+    if len(rows) == 1:
+        return beam_row(trained, rows[0])
+    model, device = trained.model, trained.device
+    o = rows[0].options
+    state = model.start_rows([torch.tensor(row.prompt_ids, device=device) for row in rows],
+                             max(row.options.max_tokens for row in rows))
+    last = torch.tensor([row.prompt_ids[-1] for row in rows], device=device)                  # (B,)
+    limit = torch.tensor([row.options.max_tokens for row in rows])                            # (B,)
+    found = search_beam_steps(model, state, last, limit, o.beam, o.length_penalty, ends_at_eos=o.stop_at_eos)
+    for row, hypotheses in zip(rows, found, strict=True):
+        (best,) = best_first(hypotheses, 1)
+        row.ids = list(core.best_continuation(best))
+        row.stopped = bool(best.finished)
+        row.logprobs = teacher_forced(trained, row.prompt_ids, row.ids)
 
 
 def beam_row(trained, row: Row) -> None:
