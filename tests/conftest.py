@@ -87,6 +87,17 @@ def serve_runs(tmp_path_factory) -> dict[str, Path]:
     return train_serve_runs(tmp_path_factory.mktemp("serve-runs"))
 
 
+def headless_chromium(executable: Path):
+    """Chromium at `executable` (Debian's: no browser download) launched headless through Playwright, for the page
+    tests' `browser` fixtures (yield from it)."""
+    from playwright import sync_api
+
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(executable), args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
 def serving(app):
     """A real uvicorn server on 127.0.0.1 (a free port) in a thread: (server, base url)."""
     import socket

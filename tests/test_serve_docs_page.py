@@ -27,7 +27,7 @@ if not CHROMIUM.is_file():
 
 import httpx  # noqa: E402
 
-from conftest import FIXTURES, serving  # noqa: E402
+from conftest import FIXTURES, headless_chromium, serving  # noqa: E402
 from seqlab.cli import main  # noqa: E402
 from seqlab.serve import create_app, load_runs  # noqa: E402
 
@@ -52,10 +52,7 @@ def server(request, models):
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        yield browser
-        browser.close()
+    yield from headless_chromium(CHROMIUM)
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ if not CHROMIUM.is_file():
                 allow_module_level=True)
 
 import seqlab  # noqa: E402
-from conftest import serving, train_serve_runs  # noqa: E402
+from conftest import headless_chromium, serving, train_serve_runs  # noqa: E402
 from seqlab.serve import ServeLimits, create_app, load_runs  # noqa: E402
 
 
@@ -62,10 +62,7 @@ def url(runs):
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        yield browser
-        browser.close()
+    yield from headless_chromium(CHROMIUM)
 
 
 def open_page(browser, url: str):
