@@ -172,10 +172,12 @@ def best_first(hypotheses: list[Hypothesis], nbest: int) -> list[Hypothesis]:
     return sorted(hypotheses, key=lambda h: -h.normalized)[:nbest]
 
 
-def output_limits(ops: Ops, lengths, max_length: int, room=None):
-    """Each sentence's output limit (B,): `max_length`, or 2 x its source length + 10, within what the
-    decoder can hold (`room`, (B,) or None: a transformer's positions)."""
+def output_limits(ops: Ops, lengths, max_length: int, room=None, cap: int = 0):
+    """Each sentence's output limit (B,): `max_length`, or 2 x its source length + 10 (at most `cap`, when one is
+    given), within what the decoder can hold (`room`, (B,) or None: a transformer's positions)."""
     limit = ops.full_like(lengths, max_length) if max_length else 2 * lengths + 10
+    if cap and not max_length:
+        limit = ops.minimum(limit, ops.full_like(lengths, cap))
     return limit if room is None else ops.minimum(limit, ops.clamp_min(room, 1))
 
 

@@ -219,10 +219,11 @@ def beam_steps(decoder, state, tokens: np.ndarray, limit: np.ndarray, beam: int,
                            need_weights, lengths)
 
 
-def max_lengths(lengths: np.ndarray, max_length: int = 0, room: np.ndarray | None = None) -> np.ndarray:
-    """Each sentence's output limit (B,): `max_length`, or 2 x its source length + 10, within `room`
-    (`core.output_limits`)."""
-    return core.output_limits(OPS, np.asarray(lengths, np.int64), max_length, room)
+def max_lengths(lengths: np.ndarray, max_length: int = 0, room: np.ndarray | None = None,
+                cap: int = 0) -> np.ndarray:
+    """Each sentence's output limit (B,): `max_length`, or 2 x its source length + 10 (at most `cap`), within
+    `room` (`core.output_limits`)."""
+    return core.output_limits(OPS, np.asarray(lengths, np.int64), max_length, room, cap)
 
 
 def decode(decoder, state, lengths: np.ndarray, limit: np.ndarray, start_token: int,

@@ -72,6 +72,8 @@ class SearchOptions(Sampling):
                              "model's limit)", at_least=0, below=INT64)
     length_penalty: float = option(1.0, "rank beam hypotheses by log p / length^alpha (0: raw log p)", at_least=0,
                                    at_most=10)
+    length_cap: int = option(0, "with max_length 0, the most output tokens the rule (2 x the source length + 10) may "
+                             "give (0: no cap; seqlab serve's --max-length)", at_least=0, below=INT64)
     sample: bool = option(False, "sample each token (with beam 1)")
     nbest: int = option(1, "beam search: hypotheses returned per sentence", at_least=1, below=INT64)
 

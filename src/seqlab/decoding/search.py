@@ -102,7 +102,7 @@ def max_lengths(lengths: Tensor, options: SearchOptions, model) -> Tensor:
     """Each sentence's output limit (B,): --max-length, or 2 x its source length + 10, within what the
     decoder can hold (`model.target_room`)."""
     return core.output_limits(TorchOps(lengths.device), lengths, options.max_length,
-                              model.target_room(lengths)).cpu()
+                              model.target_room(lengths), options.length_cap).cpu()
 
 
 # ------------------------------------------------------------------------------ choosing a token

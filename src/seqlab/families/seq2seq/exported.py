@@ -84,13 +84,13 @@ class ExportedSeq2Seq(Exported):
         v = self.vocabulary
         return v.target_tokenizer.detokenize(v.target_vocab.decode(ids))
 
-    def limits(self, lengths: np.ndarray, max_length: int = 0) -> np.ndarray:
+    def limits(self, lengths: np.ndarray, max_length: int = 0, cap: int = 0) -> np.ndarray:
         """Each source's most output tokens, </s> included (B,), as `seqlab.decoding.search.max_lengths`: max_length
-        or 2 x the source length + 10, within what the decoder can hold."""
+        or 2 x the source length + 10 (at most `cap`), within what the decoder can hold."""
         lengths = np.asarray(lengths, np.int64)
         P = self.config["model"]["max_positions"]
         room = {"transformer": np.full_like(lengths, P), "lm": P - lengths}.get(self.arch)
-        return max_lengths(lengths, max_length, room)
+        return max_lengths(lengths, max_length, room, cap)
 
     # ------------------------------------------------------------------ the step interface
 
@@ -137,12 +137,13 @@ class ExportedSeq2Seq(Exported):
 
     def generate(self, texts: list[str], beam: int = 5, max_length: int = 0, length_penalty: float = 1.0,
                  sample: bool = False, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
-                 seed: int | None = None, batch_size: int = 64, attention: bool = False) -> list[Output]:
+                 seed: int | None = None, batch_size: int = 64, attention: bool = False,
+                 length_cap: int = 0) -> list[Output]:
         """Decode each text (`TrainedSeq2Seq.generate`): beam search (beam > 1), greedy (beam 1) or sampling
         (sample=True); sources over the model's limit keep their first tokens; an empty text is refused."""
         sources = self.source_ids(texts)
         options = SearchOptions(beam=beam, max_length=max_length, length_penalty=length_penalty, sample=sample,
-                                temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+                                temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, length_cap=length_cap)
         words = self.vocabulary.source_tokens(texts)      # the attention map's columns, as the text has them
         need_weights = attention and self.attends
         results: list[Output | None] = [None] * len(texts)
@@ -166,7 +167,7 @@ class ExportedSeq2Seq(Exported):
         memory = self.encode(sources)
         lengths = memory["lengths"]
         return decode(SourceDecoder(self), (memory, self.start(memory)), lengths,
-                      self.limits(lengths, options.max_length), self.start_token, options,
+                      self.limits(lengths, options.max_length, options.length_cap), self.start_token, options,
                       need_weights and self.attends)
 
     def greedy(self, sources: list[list[int]], max_length: int = 0, attention: bool = False) -> list[Decoded]:

@@ -7,9 +7,7 @@ from __future__ import annotations
 from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel, Field
 
-from seqlab.data.parallel import Pair
 from seqlab.decoding.options import SearchOptions
-from seqlab.errors import SeqlabError
 from seqlab.serve.routes import Routes
 from seqlab.serve.schemas import TextsRequest, option_field
 
@@ -42,7 +40,7 @@ def add_routes(app: FastAPI, routes: Routes) -> None:
     async def decode(body: DecodeRequest, endpoint: str) -> DecodeResponse:
         routes.served(body, endpoint)
         routes.check_beam(body.beam)
-        cap = routes.limits.max_length                  # the default, 2 x the source + 10, is capped too (run_batch)
+        cap = routes.limits.max_length                  # the default, 2 x the source + 10, is capped too
         if body.max_length > cap:
             raise HTTPException(422, f"max_length {body.max_length} is over the limit of {cap}")
         key = (body.model, endpoint, body.beam, body.max_length, body.length_penalty, body.attention, cap)
@@ -53,11 +51,11 @@ def add_routes(app: FastAPI, routes: Routes) -> None:
                          attention=o.attention if body.attention else None)
             for o in outputs])
 
-    @app.post("/v1/translate", response_model=DecodeResponse, dependencies=routes.dependencies)
+    @app.post("/v1/translate", response_model=DecodeResponse)
     async def translate(body: DecodeRequest) -> DecodeResponse:
         return await decode(body, "translate")
 
-    @app.post("/v1/summarize", response_model=DecodeResponse, dependencies=routes.dependencies)
+    @app.post("/v1/summarize", response_model=DecodeResponse)
     async def summarize(body: DecodeRequest) -> DecodeResponse:
         return await decode(body, "summarize")
 
@@ -65,27 +63,7 @@ def add_routes(app: FastAPI, routes: Routes) -> None:
 def run_batch(trained, key: tuple, items: list) -> list:
     """One decoding of the gathered texts of a batch: `key` is (model, endpoint, beam, max_length,
     length_penalty, attention, cap). With max_length 0 each text gets the model's rule, 2 x its source + 10
-    tokens within what the decoder holds, but at most `cap` (the server's limit): the texts whose rule is
-    over it are decoded with max_length `cap`."""
+    tokens within what the decoder holds, at most `cap` (the server's limit: `SearchOptions.length_cap`)."""
     _, _, beam, max_length, length_penalty, attention, cap = key
-    limits = [max_length] * len(items) if max_length else default_lengths(trained, items, cap)
-    if len(set(limits)) > 1:        # both kinds: decoded in two groups, so the texts are numbered here
-        empty = [i for i, text in enumerate(items) if not text.strip()]
-        if empty:
-            raise SeqlabError(f"input {empty[0] + 1} of {len(items)} is empty; there is nothing to decode")
-    outputs: list = [None] * len(items)
-    for limit in sorted(set(limits)):
-        group = [i for i, each in enumerate(limits) if each == limit]
-        decoded = trained.generate([items[i] for i in group], beam=beam, max_length=limit,
-                                   length_penalty=length_penalty, attention=attention)
-        for i, output in zip(group, decoded, strict=True):
-            outputs[i] = output
-    return outputs
-
-
-def default_lengths(trained, texts: list[str], cap: int) -> list[int]:
-    """Each text's max_length for the model's rule capped at `cap`: 0 (the rule) where 2 x its source + 10
-    tokens (`seqlab.decoding.core.output_limits`) is within the cap, else the cap."""
-    vocabulary = trained.vocabulary                       # the sources as the model reads them: truncated to its limit
-    encoded = vocabulary.encode([Pair(text, None, i + 1) for i, text in enumerate(texts)], "input", "input")
-    return [0 if 2 * len(e.source) + 10 <= cap else cap for e in encoded]
+    return trained.generate(items, beam=beam, max_length=max_length, length_penalty=length_penalty,
+                            attention=attention, length_cap=cap)

@@ -53,17 +53,19 @@ class TrainedSeq2Seq(FromRun):
     def generate(self, texts: list[str], beam: int = 5, max_length: int = 0, length_penalty: float = 1.0,
                  sample: bool = False, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
                  seed: int | None = None, batch_size: int = 64, attention: bool = False,
-                 long_source: str = "truncate", progress: bool | None = False, what: str = "input") -> list[Output]:
+                 long_source: str = "truncate", progress: bool | None = False, what: str = "input",
+                 length_cap: int = 0) -> list[Output]:
         """Decode each text: beam search (beam > 1), greedy (beam 1) or sampling (sample=True). Sources
         longer than the model's limit are truncated with a warning (long_source="truncate") or refused
-        ("reject"); an empty text is refused."""
+        ("reject"); an empty text is refused. `length_cap` > 0 caps the default output length (max_length 0)."""
         empty = [i for i, t in enumerate(texts) if not t.strip()]
         if empty:
             raise SeqlabError(f"{what} {empty[0] + 1} of {len(texts)} is empty; there is nothing to decode")
         return self.generate_pairs([Pair(t, None, i + 1) for i, t in enumerate(texts)],
                                    SearchOptions(beam=beam, max_length=max_length, length_penalty=length_penalty,
                                                  sample=sample, temperature=temperature, top_k=top_k, top_p=top_p,
-                                                 seed=seed), batch_size, attention, long_source, progress, what)
+                                                 seed=seed, length_cap=length_cap),
+                                   batch_size, attention, long_source, progress, what)
 
     @torch.no_grad()
     def generate_pairs(self, pairs: list[Pair], options: SearchOptions, batch_size: int = 64,
