@@ -37,6 +37,7 @@ from seqlab.export import prepare_output
 from seqlab.export.graphs import OPSET, annotate
 from seqlab.export.manifest import FORMAT_VERSION, SEQLAB_FILES
 from seqlab.export.readme import write_readme
+from seqlab.export.tokens import special_ids
 from seqlab.fileio import atomic_write_json
 from seqlab.nn.attention import MultiHeadAttention
 from seqlab.nn.recurrent import RecurrentStack
@@ -107,8 +108,8 @@ def export_onnx(run_dir: str | Path, output: str | Path, overwrite: bool = False
                 "context": getattr(trained.model, "context_length", None), "seqlab_version": __version__,
                 "torch_version": torch.__version__, "opset": OPSET, "source_run": run_dir.resolve().name}
     about = graphs.about(trained, manifest)
-    common = {"family": family.name, "arch": arch, **graphs.metadata(trained), "seqlab_version": __version__,
-              "source_run": manifest["source_run"]}
+    common = {"family": family.name, "arch": arch, **graphs.metadata(trained), "special_ids": special_ids(),
+              "seqlab_version": __version__, "source_run": manifest["source_run"]}
     for name, graph in drawn.items():
         doc = (f"{about['graphs'].get(name) or graph['doc']}\n\nThe {name} graph of {family.title} ({arch}) trained "
                f"with seqlab, exported from the run {manifest['source_run']} by seqlab {__version__}; README.md beside "

@@ -13,11 +13,14 @@ The family's part comes from its `graphs.about(trained, manifest)`, a dict:
     example    Python: a complete program, about 20 to 40 lines, that reads this folder's files by name and
                prints what `prints` says; tests/test_export_readme.py runs it against seqlab's runtime
     prints     Markdown: what the example prints
-    needs      the packages the example imports
+
+The packages the example needs are those it imports (`needs`).
 """
 
 from __future__ import annotations
 
+import re
+import sys
 from pathlib import Path
 
 from seqlab.fileio import atomic_write_text
@@ -54,6 +57,12 @@ def signature(path: Path) -> tuple[str, list[tuple[str, str, str, str]]]:
     return model.doc_string.split("\n\n")[0].replace("\n", " "), rows
 
 
+def needs(example: str) -> list[str]:
+    """The packages an example imports, Python's own left out, in the order it imports them."""
+    imported = re.findall(r"^(?:import|from) (\w+)", example, re.M)
+    return list(dict.fromkeys(name for name in imported if name not in sys.stdlib_module_names))
+
+
 def cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -82,10 +91,10 @@ def readme(out: Path, family, manifest: dict, files: dict[str, str], about: dict
                   "|---|---|---|---|---|",
                   *(f"| {kind} | `{value}` | {dtype} | {shape} | {cell(about['meanings'].get(value, ''))} |"
                     for kind, value, dtype, shape in rows), ""]
-    needs = " ".join(about["needs"])
+    packages = needs(about["example"])
     lines += ["## What the scores are", "", about["scores"], "", "## Tokenizing text", "", about["tokenize"], "",
-              "## Example", "", f"With {', '.join(about['needs'][:-1])} and {about['needs'][-1]} alone (`pip install "
-              f"{needs}`), no seqlab: run it "
+              "## Example", "", f"With {', '.join(packages[:-1])} and {packages[-1]} alone (`pip install "
+              f"{' '.join(packages)}`), no seqlab: run it "
               "in this folder, whose files it reads by name.", "", "```python", about["example"].strip("\n"), "```", "",
               about["prints"], ""]
     return "\n".join(lines)

@@ -19,7 +19,8 @@ from seqlab.data.vocab import SPECIALS, Vocab
 from seqlab.errors import SeqlabError
 from seqlab.fileio import atomic_write_text
 
-READ_TOKENS = 'open("{path}", encoding="utf-8", newline="").read().split("\\n")[:-1]'
+# how an example reads a file of `write_tokens` (`token_list`, `TOKEN_LIST_NOTE`), {path} a Python expression
+READ_TOKENS = 'open({path}, encoding="utf-8", newline="").read().split("\\n")[:-1]'
 
 
 def write_tokens(path: Path, tokens: list[str]) -> None:
@@ -70,10 +71,9 @@ def special_ids() -> dict[str, int]:
 
 def token_list(path: str) -> str:
     """How an example reads a file of `write_tokens` into a list (the token of id i at index i)."""
-    return READ_TOKENS.format(path=path)
+    return READ_TOKENS.format(path=f'"{path}"')
 
 
 TOKEN_LINES = "one token per line, the line number (from 0) its id"
-TOKEN_LIST_NOTE = ("one token per line, the line number (from 0) its id; read it with `open(path, encoding=\"utf-8\", "
-                   "newline=\"\").read().split(\"\\n\")[:-1]` (a token may be a space or a character that "
-                   "`splitlines` would take for a line end)")
+TOKEN_LIST_NOTE = (f"{TOKEN_LINES}; read it with `{READ_TOKENS.format(path='path')}` (a token may be a space or a "
+                   "character that `splitlines` would take for a line end)")

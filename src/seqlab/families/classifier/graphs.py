@@ -21,7 +21,7 @@ from torch import Tensor
 from seqlab.errors import SeqlabError
 from seqlab.export.graphs import Graph, export_graph
 from seqlab.export.readme import commented
-from seqlab.export.tokens import TOKEN_LINES, TOKEN_LIST_NOTE, special_ids, token_list, write_tokens
+from seqlab.export.tokens import TOKEN_LINES, TOKEN_LIST_NOTE, token_list, write_tokens
 
 
 class ClassifierGraph(Graph):
@@ -85,7 +85,7 @@ def metadata(trained) -> dict:
     return {"scores": "one logit: sigmoid gives the second class's probability" if sigmoid else
             "logits: softmax gives each class's probability", "labels": v.labels,
             "vocab_size": len(v.words) if v.words is not None else 0,
-            "features": v.features.names if v.features is not None else [], "special_ids": special_ids()}
+            "features": v.features.names if v.features is not None else []}
 
 
 def about(trained, manifest: dict) -> dict:
@@ -126,8 +126,7 @@ def about(trained, manifest: dict) -> dict:
             "axes": {"B": "the texts of a batch", "T": "the tokens of the longest"},
             "meanings": meanings, "scores": scores, "tokenize": tokenize, "example": example(v, c),
             "prints": f"It prints the class of each of {TEXTS!r} and its probability (to 4 places), as `seqlab "
-                      "classify` gives them.",
-            "needs": ["numpy", "onnxruntime"]}
+                      "classify` gives them."}
 
 
 def example(v, c) -> str:
@@ -152,7 +151,7 @@ def example(v, c) -> str:
                   f"NEGATIONS = {json.dumps(sorted(NEGATIONS))}", f"PRONOUNS = {json.dumps(sorted(PRONOUNS))}"]
         if f.num_columns:
             lines += [commented(f"COLUMNS = [0.0] * {f.num_columns}", "each text's numeric columns, as in training")]
-    lines += ['session = ort.InferenceSession("classifier.onnx")', f"texts = {TEXTS!r}".replace("'", '"'), "", "",
+    lines += ['session = ort.InferenceSession("classifier.onnx")', f"texts = {json.dumps(TEXTS)}", "", "",
               "def tokens(text):",
               f'    """A text\'s tokens, as seqlab reads it (--tokenizer {v.tokenizer})."""',
               *(["    text = text.lower()"] if v.lowercase else []),

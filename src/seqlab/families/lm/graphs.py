@@ -23,11 +23,11 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from seqlab.data.vocab import EOS
+from seqlab.data.vocab import EOS, NEVER_GENERATED
 from seqlab.errors import SeqlabError
 from seqlab.export.graphs import Graph, export_graph, layers_first
 from seqlab.export.readme import commented
-from seqlab.export.tokens import TOKEN_LINES, TOKEN_LIST_NOTE, special_ids, token_list, write_tokens
+from seqlab.export.tokens import TOKEN_LINES, TOKEN_LIST_NOTE, token_list, write_tokens
 from seqlab.families.lm.hf import hf_tokenizer
 from seqlab.fileio import atomic_write_text
 
@@ -112,7 +112,7 @@ def files(trained, out: Path) -> dict[str, str]:
 def metadata(trained) -> dict:
     """metadata_props of the step graph."""
     return {"scores": "logits: log_softmax gives the next token's log-probabilities", "vocab_size": len(trained.vocab),
-            "tokenizer": trained.tokenizer.kind, "special_ids": special_ids(),
+            "tokenizer": trained.tokenizer.kind,
             "context": getattr(trained.model, "context_length", None) or 0}
 
 
@@ -165,8 +165,7 @@ def about(trained, manifest: dict) -> dict:
             "example": example(arch, kind, m, context),
             "prints": f"It prints the ids of the greedy continuation of \"{PROMPT}\" ({NEW_TOKENS} tokens), then the "
                       "prompt and its continuation as text: what seqlab gives (`seqlab generate RUN --prompt "
-                      f"\"{PROMPT}\" --greedy --max-tokens {NEW_TOKENS}` continues it so).",
-            "needs": ["numpy", "onnxruntime", *(["tokenizers"] if kind == "bpe" else [])]}
+                      f"\"{PROMPT}\" --greedy --max-tokens {NEW_TOKENS}` continues it so)."}
 
 
 def example(arch: str, kind: str, m, context: int | None) -> str:
@@ -210,7 +209,7 @@ def example(arch: str, kind: str, m, context: int | None) -> str:
                   "    return logits[0]"]
     lines += ["", "", "for token in ids[:-1]:", "    step(token)", "logits, generated = step(ids[-1]), []",
               commented(f"for _ in range({NEW_TOKENS}):", "greedy: the most likely next token,"),
-              commented("    logits[[0, 2, 4]] = -np.inf", "never <pad>, <s> or <sep>"),
+              commented(f"    logits[{list(NEVER_GENERATED)}] = -np.inf", "never <pad>, <s> or <sep>"),
               "    generated.append(int(logits.argmax()))",
               "    logits = step(generated[-1])",
               "print(generated)"]

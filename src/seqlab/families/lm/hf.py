@@ -149,6 +149,11 @@ def python_whitespace() -> str:
     return "[" + "".join(f"\\x{{{ord(c):x}}}" for c in map(chr, range(sys.maxunicode + 1)) if c.isspace()) + "]+"
 
 
+def line_break_token(kind: str) -> str:
+    """The tokenizer's token of id 3 (seqlab's </s>): "\\n", the line break, for bpe and char; `</s>` for word."""
+    return "</s>" if kind == "word" else "\n"
+
+
 def hf_tokenizer(tokenizer, vocab) -> str:
     """tokenizer.json, for the `tokenizers` library, of a `tokenizers.Tokenizer` that gives seqlab's ids (see
     the module's docstring)."""
@@ -156,8 +161,8 @@ def hf_tokenizer(tokenizer, vocab) -> str:
     from tokenizers import Tokenizer as HFTokenizer
     from tokenizers.models import WordLevel
 
-    ids = {token: i for i, token in enumerate(vocab.tokens)}
-    line_break = "</s>" if tokenizer.kind == "word" else "\n"       # the token of id 3
+    ids = dict(vocab.index)
+    line_break = line_break_token(tokenizer.kind)
     if line_break == "\n":
         del ids["</s>"]
         ids["\n"] = EOS
@@ -207,7 +212,7 @@ def hf_tokenizer(tokenizer, vocab) -> str:
 def special_tokens(kind: str) -> dict[str, str]:
     """The tokenizer's special tokens as config.json sets their ids: bos and eos are id 3 (</s>, which is "\\n" in
     tokenizer.json for bpe and char, where it is the line break), pad 0, unk 1."""
-    line_break = "</s>" if kind == "word" else "\n"
+    line_break = line_break_token(kind)
     return {"bos_token": line_break, "eos_token": line_break, "unk_token": SPECIALS[UNK], "pad_token": SPECIALS[PAD]}
 
 

@@ -34,11 +34,11 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from seqlab.data.vocab import BOS, SEP
+from seqlab.data.vocab import BOS, NEVER_GENERATED, SEP
 from seqlab.errors import SeqlabError
 from seqlab.export.graphs import Graph, export_graph, layers_first
 from seqlab.export.readme import commented
-from seqlab.export.tokens import TOKEN_LINES, TOKEN_LIST_NOTE, bpe_tokenizer, special_ids, token_list, write_tokens
+from seqlab.export.tokens import TOKEN_LINES, TOKEN_LIST_NOTE, bpe_tokenizer, token_list, write_tokens
 from seqlab.fileio import atomic_write_text
 from seqlab.models.base import EncoderDecoderState
 
@@ -201,7 +201,9 @@ def files(trained, out: Path) -> dict[str, str]:
     """The tokenizer and vocabulary files of both sides: {file: what it holds}."""
     described = {}
     for side, (name, tokenizer, vocab) in side_files(trained.vocabulary).items():
-        sides = "source and target" if name in described or not name.startswith(side) else side
+        if name in described:                     # shared: the source side wrote it
+            continue
+        sides = side if name.startswith(side) else "source and target"
         if tokenizer.kind == "bpe":
             atomic_write_text(out / name, bpe_tokenizer(tokenizer, vocab).to_str(pretty=True))
             described[name] = (f"the {sides} side's Hugging Face `tokenizers` tokenizer (byte-level BPE): "
@@ -218,7 +220,7 @@ def metadata(trained) -> dict:
     return {"scores": "logits of the next target token: log_softmax gives its log-probabilities",
             "source_vocab_size": len(v.source_vocab), "target_vocab_size": len(v.target_vocab),
             "source_tokenizer": v.source_tokenizer.kind, "target_tokenizer": v.target_tokenizer.kind,
-            "special_ids": special_ids(), "max_positions": trained.config.model.max_positions}
+            "max_positions": trained.config.model.max_positions}
 
 
 def about(trained, manifest: dict) -> dict:
@@ -281,9 +283,7 @@ def about(trained, manifest: dict) -> dict:
             "meanings": meanings, "scores": scores, "tokenize": text,
             "example": example(trained, files, sample),
             "prints": f"It prints the ids of the greedy output for {json.dumps(sample)}, then its text: what seqlab "
-                      "gives (`seqlab translate RUN --beam 1`).",
-            "needs": ["numpy", "onnxruntime",
-                      *(["tokenizers"] if "bpe" in (v.source_tokenizer.kind, v.target_tokenizer.kind) else [])]}
+                      "gives (`seqlab translate RUN --beam 1`)."}
 
 
 def graph_docs(arch: str, attends: bool) -> dict[str, str]:
@@ -362,7 +362,7 @@ def example(trained, files: dict, sample: str) -> str:
                   "    out = dict(zip(outputs, decoder.run(None, {name: values[name] for name in inputs})))",
                   '    state = {name: out["next_" + name] for name in state}',
                   '    logits = out["logits"][0]']
-    lines += [commented("    logits[[0, 2, 4]] = -np.inf", "never <pad>, <s> or <sep>"),
+    lines += [commented(f"    logits[{list(NEVER_GENERATED)}] = -np.inf", "never <pad>, <s> or <sep>"),
               "    token = int(logits.argmax())",
               commented("    if token == 3:", "</s>: the end"),
               "        break",

@@ -12,6 +12,7 @@ files a user reads without seqlab, `metadata` gives the graphs' metadata_props a
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
@@ -20,7 +21,7 @@ from torch import Tensor
 from seqlab.errors import SeqlabError
 from seqlab.export.graphs import Graph, export_graph
 from seqlab.export.readme import commented
-from seqlab.export.tokens import TOKEN_LINES, TOKEN_LIST_NOTE, special_ids, token_list, write_tokens
+from seqlab.export.tokens import TOKEN_LINES, TOKEN_LIST_NOTE, token_list, write_tokens
 from seqlab.fileio import atomic_write_json
 
 
@@ -84,7 +85,7 @@ def metadata(trained) -> dict:
     return {"scores": "emissions" + (" of a CRF (crf.json)" if trained.model.crf is not None else
                                      ": softmax over the last axis gives each tag's probability"),
             "vocab_size": len(v.words), "labels": v.labels, "scheme": trained.scheme,
-            "char_vocab_size": len(v.chars) if v.chars is not None else 0, "special_ids": special_ids()}
+            "char_vocab_size": len(v.chars) if v.chars is not None else 0}
 
 
 def about(trained, manifest: dict) -> dict:
@@ -119,8 +120,7 @@ def about(trained, manifest: dict) -> dict:
             "axes": {"B": "the sentences of a batch", "T": "the words of the longest", "C": "the characters of the "
                      "longest word"},
             "meanings": meanings, "scores": scores, "tokenize": tokenize, "example": example(v, crf),
-            "prints": f"It prints the tags of {' '.join(SENTENCE)!r}, one per word, as `seqlab tag` gives them.",
-            "needs": ["numpy", "onnxruntime"]}
+            "prints": f"It prints the tags of {' '.join(SENTENCE)!r}, one per word, as `seqlab tag` gives them."}
 
 
 def example(v, crf: bool) -> str:
@@ -131,7 +131,7 @@ def example(v, crf: bool) -> str:
              f"labels = {token_list('labels.txt')}",
              "index = {word: i for i, word in enumerate(vocab)}",
              'session = ort.InferenceSession("tagger.onnx")',
-             f"sentence = {SENTENCE!r}".replace("'", '"'),
+             f"sentence = {json.dumps(SENTENCE)}",
              commented(f"words = np.array([[{lookup} for w in sentence]], np.int64)", "(1, T): <unk> is 1"),
              'feeds = {"words": words, "lengths": np.array([len(sentence)], np.int64)}']
     if v.chars is not None:
