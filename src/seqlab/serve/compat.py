@@ -29,7 +29,7 @@ from typing import Literal
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 import seqlab.serve.schemas as schemas
@@ -113,6 +113,12 @@ class CompletionRequest(BaseModel):
     suffix: str | None = Field(None, description="refused unless empty: the models continue text, never insert it")
     user: str | None = Field(None, description="accepted and unused")
 
+    @field_validator("max_tokens", "temperature", "top_p", "n", "stream", "echo", mode="before")
+    @classmethod
+    def null_as_default(cls, value, info: ValidationInfo):
+        """A null takes the field's default (OpenAI's), so that the rest reads the value as it is."""
+        return cls.model_fields[info.field_name].default if value is None else value
+
     @field_validator("prompt", mode="before")
     @classmethod
     def prompt_as_text(cls, value):
@@ -176,21 +182,21 @@ def add_routes(app: FastAPI, routes: Routes) -> None:
 
     @app.exception_handler(Refused)
     async def refused(request: Request, error: Refused) -> JSONResponse:       # only OpenAI's routes raise it
-        return JSONResponse(schemas.error_body(schemas.OPENAI_ROUTES[0], error.status, error.message, error.param,
+        return JSONResponse(schemas.error_body(request.url.path, error.status, error.message, error.param,
                                                error.code), status_code=error.status)
 
     for path, why in NOT_SERVED.items():
         app.post(path, include_in_schema=False)(not_served(f"POST {path} is not served here: {why}"))
 
-    @app.get("/v1/models", response_model=schemas.ModelsResponse, dependencies=routes.dependencies)
+    @app.get("/v1/models", response_model=schemas.ModelsResponse)
     def list_models() -> schemas.ModelsResponse:
         return schemas.ModelsResponse(data=[m.info(routes.limits) for m in routes.models.values()])
 
-    @app.get("/v1/models/{model_id}", response_model=schemas.ModelInfo, dependencies=routes.dependencies)
+    @app.get("/v1/models/{model_id}", response_model=schemas.ModelInfo)
     def retrieve_model(model_id: str) -> schemas.ModelInfo:
         return find(routes.models, model_id).info(routes.limits)
 
-    @app.post("/v1/completions", response_model=CompletionResponse, dependencies=routes.dependencies,
+    @app.post("/v1/completions", response_model=CompletionResponse,
               responses={200: {"content": {"text/event-stream": {}}}})
     async def completions(body: CompletionRequest, request: Request):
         served = completing(routes, body)
@@ -202,7 +208,7 @@ def add_routes(app: FastAPI, routes: Routes) -> None:
         # gathered with concurrent requests of the same shape into one batch (the family's serve `run_batch`)
         key = (body.model, "completions", answer.top, answer.tokens, answer.want_logprobs and body.echo, len(options))
         pieces = await routes.batcher.submit(key, asked)
-        return answer.whole(pieces, body.echo)
+        return answer.whole(pieces)
 
 
 def not_served(message: str) -> Callable[[], None]:
@@ -248,10 +254,10 @@ def completing(routes: Routes, body: CompletionRequest) -> Served:
     if body.stream_options is not None and not body.stream:
         raise Refused(400, "stream_options is only allowed with stream: true", "stream_options")
     limits = routes.limits
-    max_tokens = 16 if body.max_tokens is None else body.max_tokens
-    if max_tokens > limits.max_tokens:
-        raise Refused(422, f"max_tokens {max_tokens} is over the server's limit of {limits.max_tokens}", "max_tokens")
-    prompts, n = body.prompts(), body.n or 1
+    if body.max_tokens > limits.max_tokens:
+        raise Refused(422, f"max_tokens {body.max_tokens} is over the server's limit of {limits.max_tokens}",
+                      "max_tokens")
+    prompts, n = body.prompts(), body.n
     if not prompts:
         raise Refused(422, "prompt is an empty list: give a string or a non-empty list of strings", "prompt")
     if len(prompts) * n > limits.max_items:
@@ -275,14 +281,10 @@ def completing(routes: Routes, body: CompletionRequest) -> Served:
 def choice_options(body: CompletionRequest) -> list[SamplingOptions]:
     """The `SamplingOptions` of the n choices of a prompt: greedy at temperature 0 (or top_p 0), else sampled,
     choice k with seed + k; stop strings are cut here, not by the model (a line end is text like any other)."""
-    n = body.n or 1
-    temperature = 1.0 if body.temperature is None else body.temperature
-    top_p = 1.0 if body.top_p is None else body.top_p
-    max_tokens = 16 if body.max_tokens is None else body.max_tokens
-    if temperature == 0 or top_p == 0:
-        return [SamplingOptions(max_tokens=max_tokens, greedy=True)] * n
-    return [SamplingOptions(temperature=temperature, top_p=top_p, max_tokens=max_tokens,
-                            seed=None if body.seed is None else body.seed + k) for k in range(n)]
+    if body.temperature == 0 or body.top_p == 0:
+        return [SamplingOptions(max_tokens=body.max_tokens, greedy=True)] * body.n
+    return [SamplingOptions(temperature=body.temperature, top_p=body.top_p, max_tokens=body.max_tokens,
+                            seed=None if body.seed is None else body.seed + k) for k in range(body.n)]
 
 
 # ------------------------------------------------------------------------------ on the inference thread
@@ -318,9 +320,10 @@ def generate(trained, prompts: list[str], options: list[SamplingOptions], top: i
     continuation (with `tokens`, its tokens' details: `continuation`)."""
     completion = family_part(trained)
     done = completion.complete(trained, prompts, options, top_logprobs=top)
-    echoed = {i: echo_piece(trained, prompts[i], echo_scores) for i in range(0, len(prompts), n)}
-    return [(echoed[i - i % n], continuation(trained, c, tokens, trained.vocab.decode(c.prompt_ids[1:])))
-            for i, c in enumerate(done)]
+    firsts = range(0, len(prompts), n)                      # each prompt's first choice
+    echoed = {i: echo_piece(trained, prompts[i], echo_scores) for i in firsts}
+    before = {i: trained.vocab.decode(done[i].prompt_ids[1:]) if tokens else [] for i in firsts}
+    return [(echoed[i - i % n], continuation(trained, c, tokens, before[i - i % n])) for i, c in enumerate(done)]
 
 
 def choice_stream(trained, prompt: str, option: SamplingOptions, top: int, tokens: bool) -> Iterator[Piece]:
@@ -330,9 +333,10 @@ def choice_stream(trained, prompt: str, option: SamplingOptions, top: int, token
     before: list[str] | None = None
     for made in completion.complete_stream(trained, prompt, option, top_logprobs=top):
         if before is None:
-            before = trained.vocab.decode(made.prompt_ids[1:])
+            before = trained.vocab.decode(made.prompt_ids[1:]) if tokens else []
         piece = continuation(trained, made, tokens, before)
-        before += made.tokens
+        if tokens:
+            before += made.tokens
         yield piece
 
 
@@ -464,18 +468,14 @@ class Answer:
         self.stops = body.stops()
         self.tokens = self.want_logprobs or bool(self.stops)     # each token's details: given, or to cut at a stop
 
-    def whole(self, pieces: list[tuple[Piece, Piece]], echo: bool) -> CompletionResponse:
+    def whole(self, pieces: list[tuple[Piece, Piece]]) -> CompletionResponse:
         choices, prompt_tokens, completion_tokens, warnings = [], 0, 0, []
-        n = self.body.n or 1
+        n = self.body.n
         for index, (echoed, made) in enumerate(pieces):
             cut = StopCut(self.stops)
-            text = cut.add(made)
-            text.extend(cut.rest())
-            if echo:
-                echoed = Piece(echoed.text, list(echoed.tokens), list(echoed.logprobs), list(echoed.top),
-                               list(echoed.offsets))
-                echoed.extend(text)
-                text = echoed
+            text = Piece()                                  # a new one: the prompt's n choices share `echoed`
+            for part in ([echoed] if self.body.echo else []) + [cut.add(made), cut.rest()]:
+                text.extend(part)
             choices.append(Choice(text=text.text, index=index, logprobs=self.logprobs(text),
                                   finish_reason="stop" if cut.stopped else made.finish_reason or "length"))
             completion_tokens += cut.usage()
@@ -483,8 +483,7 @@ class Answer:
                 prompt_tokens += made.prompt_tokens
                 warnings += made.warnings
         return CompletionResponse(id=self.id, created=self.created, model=self.body.model, choices=choices,
-                                  usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                                              total_tokens=prompt_tokens + completion_tokens), warnings=warnings)
+                                  usage=usage(prompt_tokens, completion_tokens), warnings=warnings)
 
     def logprobs(self, piece: Piece) -> Logprobs | None:
         if not self.want_logprobs:
@@ -502,8 +501,12 @@ class Answer:
 
     def usage_chunk(self, prompt_tokens: int, completion_tokens: int) -> str:
         return event(CompletionResponse(id=self.id, created=self.created, model=self.body.model, choices=[],
-                                        usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                                                    total_tokens=prompt_tokens + completion_tokens)))
+                                        usage=usage(prompt_tokens, completion_tokens)))
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> Usage:
+    return Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                 total_tokens=prompt_tokens + completion_tokens)
 
 
 def event(answer: BaseModel) -> str:
@@ -512,7 +515,7 @@ def event(answer: BaseModel) -> str:
 
 def error_event(status: int, message: str) -> str:
     """An error in the middle of a stream, as an event of OpenAI's error (the official client raises it)."""
-    body = schemas.error_body(schemas.OPENAI_ROUTES[0], status, message)
+    body = schemas.error_body("/v1/completions", status, message)
     return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
 
 
@@ -522,7 +525,7 @@ async def stream(routes: Routes, request: Request, trained, asked: list[tuple[st
     prompt first with echo), its last chunk with its finish_reason; then with stream_options.include_usage a
     chunk of the usage; then `data: [DONE]`. Every choice is started (its prompt read, its first piece made)
     before the answer begins, so that a prompt the model refuses is a 4xx, not a broken stream."""
-    echo, n = answer.body.echo, answer.body.n or 1
+    echo, n = answer.body.echo, answer.body.n
     streams = [choice_stream(trained, prompt, option, answer.top, answer.tokens) for prompt, option in asked]
 
     def close() -> None:
