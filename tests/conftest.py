@@ -87,6 +87,17 @@ def serve_runs(tmp_path_factory) -> dict[str, Path]:
     return train_serve_runs(tmp_path_factory.mktemp("serve-runs"))
 
 
+def page_test_chromium() -> Path:
+    """Debian's Chromium (SEQLAB_CHROMIUM names another) for a page test module, which is skipped without it or
+    without Playwright (pip install -e '.[browser]')."""
+    chromium = Path(os.environ.get("SEQLAB_CHROMIUM", "/usr/bin/chromium"))
+    pytest.importorskip("playwright.sync_api", reason="the page tests need Playwright: pip install -e '.[browser]'")
+    if not chromium.is_file():
+        pytest.skip(f"the page tests need Chromium at {chromium}: apt-get install chromium (or set SEQLAB_CHROMIUM)",
+                    allow_module_level=True)
+    return chromium
+
+
 def headless_chromium(executable: Path):
     """Chromium at `executable` (Debian's: no browser download) launched headless through Playwright, for the page
     tests' `browser` fixtures (yield from it)."""

@@ -14,37 +14,36 @@ from pathlib import Path
 
 import pytest
 
-CHROMIUM = Path(os.environ.get("SEQLAB_CHROMIUM", "/usr/bin/chromium"))
-sync_api = pytest.importorskip("playwright.sync_api",
-                               reason="the page tests need Playwright: pip install -e '.[browser]'")
-if not CHROMIUM.is_file():
-    pytest.skip(f"the page tests need Chromium at {CHROMIUM}: apt-get install chromium (or set SEQLAB_CHROMIUM)",
-                allow_module_level=True)
+from conftest import headless_chromium, page_test_chromium
+
+CHROMIUM = page_test_chromium()                  # skips the module without Playwright or Chromium
 
 from seqlab.cli import main  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
+@pytest.fixture(scope="module")
+def browser():
+    yield from headless_chromium(CHROMIUM)
+
+
 @pytest.mark.slow
-def test_compare_report_opens_offline_with_every_picture_drawn(tmp_path):
+def test_compare_report_opens_offline_with_every_picture_drawn(tmp_path, browser):
     out = tmp_path / "cmp"
     assert main(["compare", "lm", "--train", str(FIXTURES / "shakespeare_train.txt"), "--valid",
                  str(FIXTURES / "shakespeare_valid.txt"), "--archs", "gru", "transformer", "--budget-tokens", "400",
                  "--size", "tiny", "--batch-size", "4", "--seq-len", "10", "--no-progress", "--output", str(out)]) == 0
     report = out / "report.html"
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1100, "height": 900})
-        requests, errors = [], []
-        page.on("request", lambda request: requests.append(request.url))
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        page.goto(report.as_uri())
-        page.wait_for_load_state("load")
-        images = page.eval_on_selector_all("img", "imgs => imgs.map(i => [i.naturalWidth, i.src.slice(0, 22)])")
-        assert len(images) >= 4 and all(width > 0 and src == "data:image/png;base64," for width, src in images)
-        assert all(url == report.as_uri() or url.startswith("data:") for url in requests), requests
-        assert errors == [] and "winner" in page.inner_text("body").lower()
-        if os.environ.get("SEQLAB_REPORT_SCREENSHOT"):
-            page.screenshot(path=os.environ["SEQLAB_REPORT_SCREENSHOT"], full_page=False)
-        browser.close()
+    page = browser.new_page(viewport={"width": 1100, "height": 900})
+    requests, errors = [], []
+    page.on("request", lambda request: requests.append(request.url))
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(report.as_uri())
+    page.wait_for_load_state("load")
+    images = page.eval_on_selector_all("img", "imgs => imgs.map(i => [i.naturalWidth, i.src.slice(0, 22)])")
+    assert len(images) >= 4 and all(width > 0 and src == "data:image/png;base64," for width, src in images)
+    assert all(url == report.as_uri() or url.startswith("data:") for url in requests), requests
+    assert errors == [] and "winner" in page.inner_text("body").lower()
+    if os.environ.get("SEQLAB_REPORT_SCREENSHOT"):
+        page.screenshot(path=os.environ["SEQLAB_REPORT_SCREENSHOT"], full_page=False)

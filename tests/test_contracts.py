@@ -292,7 +292,7 @@ def test_every_family_provides_every_part_of_the_contract():
         assert callable(family.part("graphs").export) and callable(family.part("graphs").refuse)
         assert issubclass(family.part("exported").RUNTIME, Exported)
         app = FastAPI()
-        family.part("serve").add_routes(app, Routes({}, None, [], None, None))
+        family.part("serve").add_routes(app, Routes({}, None, None, None))
         assert {route.path for route in app.routes if route.path.startswith("/v1/")} == {
             f"/v1/{endpoint}" for endpoint in family.endpoints}
         cards = family.part("cards")

@@ -11,23 +11,16 @@ It skips without them; SEQLAB_CHROMIUM names another Chromium.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
-CHROMIUM = Path(os.environ.get("SEQLAB_CHROMIUM", "/usr/bin/chromium"))
+from conftest import page_test_chromium
 
 pytest.importorskip("fastapi")
-sync_api = pytest.importorskip("playwright.sync_api",
-                               reason="the page tests need Playwright: pip install -e '.[browser]'")
-if not CHROMIUM.is_file():
-    pytest.skip(f"the page tests need Chromium at {CHROMIUM}: apt-get install chromium (or set SEQLAB_CHROMIUM)",
-                allow_module_level=True)
+CHROMIUM = page_test_chromium()                  # skips the module without Playwright or Chromium
 
 import httpx  # noqa: E402
 
-from conftest import FIXTURES, headless_chromium, serving  # noqa: E402
+from conftest import FIXTURES, headless_chromium, serving  # noqa: E402, I001
 from seqlab.cli import main  # noqa: E402
 from seqlab.serve import create_app, load_runs  # noqa: E402
 

@@ -16,15 +16,12 @@ from pathlib import Path
 
 import pytest
 
-CHROMIUM = Path(os.environ.get("SEQLAB_CHROMIUM", "/usr/bin/chromium"))
+from conftest import page_test_chromium
+
 SCREENSHOT = os.environ.get("SEQLAB_PAGE_SCREENSHOT")
 
 pytest.importorskip("fastapi")
-sync_api = pytest.importorskip("playwright.sync_api",
-                               reason="the page tests need Playwright: pip install -e '.[browser]'")
-if not CHROMIUM.is_file():
-    pytest.skip(f"the page tests need Chromium at {CHROMIUM}: apt-get install chromium (or set SEQLAB_CHROMIUM)",
-                allow_module_level=True)
+CHROMIUM = page_test_chromium()                  # skips the module without Playwright or Chromium
 
 import seqlab  # noqa: E402
 from conftest import headless_chromium, serving, train_serve_runs  # noqa: E402

@@ -110,7 +110,7 @@ def create_app(runs: Iterable[str | Path] | dict[str, Served], limits: ServeLimi
     app.state.models, app.state.limits, app.state.metrics = models, limits, metrics
 
     add_error_handlers(app)
-    routes = Routes(models, limits, [], inference, batcher)       # the key: KeyCheck, before the routes
+    routes = Routes(models, limits, inference, batcher)           # the API key: KeyCheck, before the routes
 
     @app.get("/healthz")
     def healthz() -> dict:
@@ -263,10 +263,10 @@ class BodyLimit:
         length = dict(scope.get("headers") or ()).get(b"content-length")
         if length is not None:
             if not length.isdigit():
-                return await self.reply(send, 400, "the Content-Length header is not a number", scope["path"])
+                return await send_error(send, scope["path"], 400, "the Content-Length header is not a number")
             if int(length) > self.limit:
-                return await self.reply(send, 413, f"the body is {int(length):,} bytes; the limit is {self.limit:,}",
-                                        scope["path"])
+                return await send_error(send, scope["path"], 413,
+                                        f"the body is {int(length):,} bytes; the limit is {self.limit:,}")
         received = 0
         started = False
 
@@ -288,14 +288,17 @@ class BodyLimit:
             await self.app(scope, counted, sending)
         except BodyTooLarge as error:          # read outside FastAPI's handlers (a middleware): answered here
             if not started:
-                await self.reply(send, 413, error.detail, scope["path"])
+                await send_error(send, scope["path"], 413, error.detail)
 
-    @staticmethod
-    async def reply(send, status: int, message: str, path: str = "") -> None:
-        body = json.dumps(schemas.error_body(path, status, message)).encode()
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
+
+async def send_error(send, path: str, status: int, message: str, headers: tuple = ()) -> None:
+    """An error answer sent by an ASGI middleware, before the app (and its exception handlers) sees the request,
+    in the route's shape (`schemas.error_body`)."""
+    body = json.dumps(schemas.error_body(path, status, message)).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *headers]})
+    await send({"type": "http.response.body", "body": body})
 
 
 class KeyCheck:
@@ -312,11 +315,7 @@ class KeyCheck:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or self.key is None or not self.guarded(scope) or self.allowed(scope):
             return await self.app(scope, receive, send)
-        body = json.dumps(schemas.error_body(scope["path"], 401, self.message)).encode()
-        await send({"type": "http.response.start", "status": 401,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                                (b"www-authenticate", b"Bearer")]})
-        await send({"type": "http.response.body", "body": body})
+        await send_error(send, scope["path"], 401, self.message, ((b"www-authenticate", b"Bearer"),))
 
     @staticmethod
     def guarded(scope) -> bool:

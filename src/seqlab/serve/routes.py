@@ -26,7 +26,6 @@ class Routes:
 
     models: dict[str, Served]
     limits: ServeLimits
-    dependencies: list             # every /v1 endpoint's: the API key check
     inference: Scheduler           # the one thread PyTorch is called from, shared fairly
     batcher: Batcher               # `await batcher.submit((model, endpoint, *options), items)`
 

@@ -139,10 +139,6 @@ class Scheduler(Executor):
         if wait and threading.current_thread() is not self.thread:
             self.thread.join(timeout=30)
 
-    def waiting(self) -> int:
-        with self.lock:
-            return sum(len(q) for q in self.queues.values())
-
     # ---- the inference thread's side
 
     def take(self) -> Item | None:

@@ -13,9 +13,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# The routes that speak OpenAI's protocol (`seqlab.serve.compat`): their errors are OpenAI's
-# {"error": {"message", "type", "param", "code"}}; every other route's are {"error": "one line"}.
-OPENAI_ROUTES = ("/v1/models", "/v1/completions")
+# The routes that speak OpenAI's protocol (`seqlab.serve.compat`; the last two answer only why they are not
+# served): their errors are OpenAI's {"error": {"message", "type", "param", "code"}}; every other route's are
+# {"error": "one line"}.
+OPENAI_ROUTES = ("/v1/models", "/v1/completions", "/v1/chat/completions", "/v1/embeddings")
 
 OPENAI_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                       404: "not_found_error", 408: "timeout_error", 413: "invalid_request_error",

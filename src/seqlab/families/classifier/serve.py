@@ -24,7 +24,7 @@ class ClassifyResponse(BaseModel):
 def add_routes(app: FastAPI, routes: Routes) -> None:
     """POST /v1/classify."""
 
-    @app.post("/v1/classify", response_model=ClassifyResponse, dependencies=routes.dependencies)
+    @app.post("/v1/classify", response_model=ClassifyResponse)
     async def classify(body: TextsRequest) -> ClassifyResponse:
         routes.served(body, "classify")
         predictions = await routes.batcher.submit((body.model, "classify"), body.texts())

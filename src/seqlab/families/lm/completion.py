@@ -25,7 +25,6 @@ held). `complete_stream` yields one prompt's continuation piece by piece.
 
 from __future__ import annotations
 
-import warnings
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -39,7 +38,7 @@ from seqlab.decoding.options import SamplingOptions
 from seqlab.decoding.processors import BlockTokens, process, processors_for
 from seqlab.decoding.search import beam_steps as search_beam_steps
 from seqlab.decoding.search import blocked_tokens, check_prompt, lm_beam_search, seeded
-from seqlab.errors import SeqlabError, SeqlabWarning
+from seqlab.errors import SeqlabError
 
 
 @dataclass
@@ -80,13 +79,9 @@ class Row:
 def read_prompt(trained, prompt: str) -> tuple[list[int], list[str]]:
     """The prompt's ids (`TrainedLM.prompt_ids`) and the warnings its reading gave, as text for the caller
     (not printed: a server tells its client, not its log)."""
-    if trained.reverse:
-        raise SeqlabError("this language model was trained with --reverse (it reads right to left): generation "
-                          "from it is not supported; generate with a left-to-right model")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", SeqlabWarning)
-        ids = trained.prompt_ids(prompt)
-    return ids, [str(w.message) for w in caught if issubclass(w.category, SeqlabWarning)]
+    trained.check_generates()
+    said: list[str] = []
+    return trained.prompt_ids(prompt, warn=said.append), said
 
 
 @torch.inference_mode()

@@ -58,7 +58,7 @@ class ScoreResponse(BaseModel):
 def add_routes(app: FastAPI, routes: Routes) -> None:
     """POST /v1/generate and /v1/score."""
 
-    @app.post("/v1/generate", response_model=GenerateResponse, dependencies=routes.dependencies,
+    @app.post("/v1/generate", response_model=GenerateResponse,
               responses={200: {"content": {"text/event-stream": {}}}})
     async def generate(body: GenerateRequest, request: Request):
         model = routes.served(body, "generate")
@@ -77,7 +77,7 @@ def add_routes(app: FastAPI, routes: Routes) -> None:
                                         lambda: routes.inference.submit(pieces.close), warnings=said),
                                  media_type="text/event-stream", headers=SSE_HEADERS)
 
-    @app.post("/v1/score", response_model=ScoreResponse, dependencies=routes.dependencies)
+    @app.post("/v1/score", response_model=ScoreResponse)
     async def score(body: TextsRequest) -> ScoreResponse:
         routes.served(body, "score")
         scored = await routes.batcher.submit((body.model, "score"), body.texts())     # batched with others' texts

@@ -171,6 +171,12 @@ class TrainedLM(FromRun):
         """Ids -> text, `</s>` as a line break."""
         return detokenize_lines(self.tokenizer, self.vocab, ids)
 
+    def check_generates(self) -> None:
+        """Refuse generation from a --reverse model (it reads right to left)."""
+        if self.reverse:
+            raise SeqlabError("this language model was trained with --reverse (it reads right to left): "
+                              "generation from it is not supported; generate with a left-to-right model")
+
     def stream(self, prompt: str, truncate_prompt: bool = False, warn: Callable[[str], None] | None = None,
                **options) -> Iterator[str]:
         """Yield the continuation of `prompt` piece by piece as it is generated (`SamplingOptions` lists the
@@ -179,9 +185,7 @@ class TrainedLM(FromRun):
         highest (length-normalised) log probability, yielded whole once the search is over. A --reverse
         model is refused (at the first piece, as bad options are). `warn` takes what reading the prompt warns
         of (`prompt_ids`)."""
-        if self.reverse:
-            raise SeqlabError("this language model was trained with --reverse (it reads right to left): "
-                              "generation from it is not supported; generate with a left-to-right model")
+        self.check_generates()
         sampling = SamplingOptions(**options)
         context = self.prompt_ids(prompt, truncate_prompt, warn)
         ids = generate_ids(self.model, context, sampling, self.device)

@@ -33,7 +33,7 @@ class TagResponse(BaseModel):
 def add_routes(app: FastAPI, routes: Routes) -> None:
     """POST /v1/tag."""
 
-    @app.post("/v1/tag", response_model=TagResponse, dependencies=routes.dependencies)
+    @app.post("/v1/tag", response_model=TagResponse)
     async def tag(body: TextsRequest) -> TagResponse:
         tagger = routes.served(body, "tag").trained
         sentences = [text.split() for text in body.texts()]
