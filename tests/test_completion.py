@@ -14,6 +14,7 @@ import torch
 import seqlab
 from conftest import tiny_config
 from seqlab.decoding.options import SamplingOptions
+from seqlab.errors import SeqlabError
 from seqlab.families.lm.completion import complete, complete_stream, prompt_logprobs
 from seqlab.families.lm.pipeline import train_lm
 
@@ -125,6 +126,52 @@ def test_merged_states_step_as_each_row_alone():
                 logits, state, _ = model.step(fed, state)
                 assert torch.allclose(logits[0], batch_logits[t][b], atol=1e-5), (arch, b, t)
                 fed = logits.argmax(-1)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru", "rnn"])
+def test_final_states_of_ragged_rows_are_each_rows_alone(cell):
+    """`RecurrentStack.final_states` (the segments between row ends) gives what `forward` gives each row alone, to
+    float rounding: rows of every length order, equal lengths, a row of length 0 (the initial state), two layers."""
+    from seqlab.nn.recurrent import RecurrentStack
+    torch.manual_seed(0)
+    stack = RecurrentStack(cell, 6, 10, num_layers=2).eval()
+    lengths = [5, 1, 7, 5, 0, 3]
+    x = torch.randn(len(lengths), 7, 6)
+    with torch.inference_mode():
+        got = stack.final_states(x, lengths)
+        for b, n in enumerate(lengths):
+            want = stack(x[b:b + 1, :n])[1] if n else stack.init_state(1)
+            for g, w in zip(got if cell == "lstm" else [got], want if cell == "lstm" else [want], strict=True):
+                assert torch.allclose(g[:, b:b + 1], w, rtol=0, atol=1e-6), (b, n)
+    with pytest.raises(SeqlabError, match="unidirectional"):
+        RecurrentStack(cell, 6, 10, bidirectional=True).final_states(x, lengths)
+
+
+def test_prompts_are_read_on_the_read_threads_and_give_the_same_completions(lm, monkeypatch):
+    """The server's inference thread reads a batch's prompts on every core (`core.set_read_threads`): the steps keep
+    the thread count they had, and every completion is the same as on one thread."""
+    from seqlab.decoding import core
+    options = [SamplingOptions(max_tokens=4, seed=3), SamplingOptions(max_tokens=4, greedy=True),
+               SamplingOptions(max_tokens=3, beam=2), SamplingOptions(max_tokens=3, beam=2)]
+    prompts = ["ROMEO : O", "the king", "JULIET :", "First Citizen"]
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        one = complete(lm, prompts, options)
+        seen = []
+        start_rows = type(lm.model).start_rows
+        monkeypatch.setattr(type(lm.model), "start_rows",
+                            lambda self, *a, **k: seen.append(torch.get_num_threads()) or start_rows(self, *a, **k))
+        core.set_read_threads(2)
+        two = complete(lm, prompts, options)
+        assert torch.get_num_threads() == 1
+    finally:
+        core.set_read_threads(0)
+        torch.set_num_threads(before)
+    assert seen == [2, 2]                                   # the sampled/greedy batch and the beam batch
+    for a, b in zip(one, two, strict=True):
+        assert (a.ids, a.text) == (b.ids, b.text)
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-6)
 
 
 def test_a_batch_of_texts_scores_as_each_text_alone(lm):

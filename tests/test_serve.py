@@ -165,9 +165,11 @@ def test_serve_refuses_bad_runs_and_options(runs, tmp_path, capsys):
         main(["serve", str(runs["lm"]), "--port", "70000"])
 
 
-@pytest.mark.parametrize("given, expected", [([], None), (["--threads", "1"], 1)])
-def test_serve_leaves_a_core_to_the_event_loop(runs, monkeypatch, given, expected):
-    """By default the models run on one thread per core but one (the event loop needs a core of its own)."""
+@pytest.mark.parametrize("given, expected, read", [([], None, None), (["--threads", "1"], 1, None),
+                                                   (["--read-threads", "3"], None, 3)])
+def test_serve_leaves_a_core_to_the_event_loop(runs, monkeypatch, given, expected, read):
+    """By default the models run on one thread per core but one (the event loop needs a core of its own), and a
+    batch's prompts are read on every core (--read-threads)."""
     import socket
 
     import uvicorn
@@ -178,13 +180,15 @@ def test_serve_leaves_a_core_to_the_event_loop(runs, monkeypatch, given, expecte
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     seen = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(threads=torch.get_num_threads(), **kw))
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(threads=torch.get_num_threads(),
+                                                                      read=app.state.scheduler.read_threads, **kw))
     before = torch.get_num_threads()
     try:
         assert main(["serve", str(runs["sentiment"]), "--port", str(port), *given]) == 0
     finally:
         torch.set_num_threads(before)
     assert seen["threads"] == (expected or max(1, available_cores() - 1))
+    assert seen["read"] == (read or available_cores())
     assert seen["host"] == "127.0.0.1" and seen["port"] == port
 
 

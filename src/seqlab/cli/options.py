@@ -113,6 +113,10 @@ class CommandOptions:
     """The numeric options several commands share (each command adds those it takes, with its own help)."""
 
     threads: int = option(0, "CPU threads for PyTorch (0: PyTorch's choice: one per core)", at_least=0)
+    read_threads: int = option(0, "CPU threads for reading a batch of prompts (generate, completions, score): one "
+                                  "wide kernel call per layer, where every core pays, while the token-by-token steps "
+                                  "keep --threads (0: every core; on 2 cores it answers about 1.3 times the generate "
+                                  "requests at concurrency 32, benchmarks/results/serve_load.md)", at_least=0)
     batch_size: int = option(64, "inputs per batch", at_least=1)
     chunk_size: int = option(CHUNK_SIZE, "inputs read, sorted into batches by length, processed and written at a "
                              f"time (at most {CHUNK_CHARS // 2 ** 20}M characters): memory grows with it, not with "

@@ -11,10 +11,10 @@ import sys
 import warnings
 from dataclasses import dataclass
 
-from seqlab.cli.options import Parser, add_number, add_runtime_options
+from seqlab.cli.options import CommandOptions, Parser, add_number, add_runtime_options
 from seqlab.config import option
 from seqlab.errors import SeqlabError
-from seqlab.serve.limits import API_KEY_VARIABLE, ServeLimits
+from seqlab.serve.limits import API_KEY_VARIABLE, ServeLimits, available_cores  # noqa: F401  (re-exported)
 
 
 @dataclass
@@ -53,18 +53,11 @@ def add_parser(commands) -> None:
     add_runtime_options(serve, "CPU threads for the models (0: one per core but one, which is left to the server's "
                                "event loop: on 2 cores that nearly doubles the requests answered per second, "
                                "benchmarks/results/serve_load.md)")
+    add_number(serve, CommandOptions, "read_threads")
     serve.add_argument("--runtime", choices=("torch", "onnx"), default="torch",
                        help="torch: run directories on PyTorch; onnx: export directories (seqlab export RUN --format "
                        "onnx) on onnxruntime, --threads for each graph, without PyTorch in the server (default: torch)")
     serve.set_defaults(handler=command)
-
-
-def available_cores() -> int:
-    """The CPU cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:                                       # macOS, Windows
-        return os.cpu_count() or 1
 
 
 def command(args: argparse.Namespace) -> int:
@@ -88,7 +81,7 @@ def command(args: argparse.Namespace) -> int:
 
         torch.set_num_threads(threads)
     app = create_app(load_runs(args.runs, args.device, args.runtime, threads), limits, args.api_key,
-                     cors_origins=args.cors_origin or ())
+                     cors_origins=args.cors_origin or (), read_threads=args.read_threads)
     models = ", ".join(f"{m.name} ({m.task})" for m in app.state.models.values())
     if args.host not in ("127.0.0.1", "localhost", "::1") and not (args.api_key or os.environ.get("SEQLAB_API_KEY")):
         warnings.warn(f"--host {args.host} serves every machine that can reach this one, without an API key "
@@ -96,6 +89,7 @@ def command(args: argparse.Namespace) -> int:
     print(f"seqlab: serving {models} on http://{args.host}:{args.port} (the API's page: /docs; Ctrl-C stops)",
           file=sys.stderr, flush=True)
     from seqlab.serve.server import serve
+
 
     serve(app, args.host, args.port, limits)       # uvicorn, with the limits on headers and read times
     return 0

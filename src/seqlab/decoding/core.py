@@ -110,6 +110,18 @@ def set_checkpoint(hook: Callable[[], None] | None) -> None:
     _hook.call = hook
 
 
+def set_read_threads(threads: int) -> None:
+    """Make this thread read a batch's prompts (`seqlab.decoding.search.reading`) on `threads` CPU threads (0: on
+    as many as the rest of its work). The server's inference thread reads on every core: reading B prompts is one
+    wide kernel call per layer, where a second core pays, while a step of a few rows is too small to share."""
+    _hook.read_threads = threads
+
+
+def read_threads() -> int:
+    """This thread's `set_read_threads` (0: not set)."""
+    return getattr(_hook, "read_threads", 0)
+
+
 def checkpoint() -> None:
     """Called by every search once per step: the thread's hook (`set_checkpoint`), if it has one, may raise to stop
     the search there."""

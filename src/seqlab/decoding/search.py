@@ -19,6 +19,7 @@ language models' generation; prompted completion, 9.4.1); beam search (SLP 13.4,
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from functools import partial
 
@@ -128,6 +129,21 @@ def choose_tokens(logits: Tensor, processors: list, sample: bool,
 def choose(logits: Tensor, options: SamplingOptions, generator: torch.Generator | None = None) -> Tensor:
     """The next token (B,) from the last position's logits (B, V), as `options` say (greedy or sampled)."""
     return choose_tokens(logits, processors_for(options, sample=not options.greedy), not options.greedy, generator)
+
+
+@contextmanager
+def reading() -> Iterator[None]:
+    """Around the reading of a batch's prompts (or texts): PyTorch's CPU threads set to this thread's read threads
+    (`core.set_read_threads`, when set), then back. Each row's figures are the same on any number of threads."""
+    threads, before = core.read_threads(), torch.get_num_threads()
+    if not threads or threads == before:
+        yield
+        return
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def seeded(seed: int | None, device) -> torch.Generator | None:

@@ -45,7 +45,7 @@ from seqlab.config import OptionError
 from seqlab.errors import SeqlabError
 from seqlab.registry import FAMILIES, load, run_family
 from seqlab.serve.batching import Batcher
-from seqlab.serve.limits import API_KEY_VARIABLE, ServeLimits
+from seqlab.serve.limits import API_KEY_VARIABLE, ServeLimits, available_cores
 from seqlab.serve.metrics import Metrics, MetricsMiddleware
 from seqlab.serve.openapi import add_docs
 from seqlab.serve.routes import Routes
@@ -85,11 +85,12 @@ def load_runs(runs: Iterable[str | Path], device: str = "cpu", runtime: str = "t
 
 def create_app(runs: Iterable[str | Path] | dict[str, Served], limits: ServeLimits | None = None,
                api_key: str | None = None, device: str = "cpu", runtime: str = "torch",
-               cors_origins: Iterable[str] = ()) -> FastAPI:
+               cors_origins: Iterable[str] = (), read_threads: int = 0) -> FastAPI:
     """The app serving `runs` (run directories, export directories with `runtime="onnx"`, or models loaded
     already by `load_runs`). With `api_key` (or the SEQLAB_API_KEY environment variable) every /v1 request
     needs `Authorization: Bearer KEY`. `cors_origins`: the web origins ("https://app.example.org") whose pages
-    may call the API from a browser (CORS; none by default)."""
+    may call the API from a browser (CORS; none by default). `read_threads`: the CPU threads that read a batch's
+    prompts (0: every core; `seqlab.decoding.core.set_read_threads`)."""
     cors_origins = check_origins(cors_origins)
     models = runs if isinstance(runs, dict) else load_runs(runs, device, runtime)
     limits = limits or ServeLimits()
@@ -103,7 +104,7 @@ def create_app(runs: Iterable[str | Path] | dict[str, Served], limits: ServeLimi
                        *(f"/v1/{e}" for family in FAMILIES.values() for e in family.endpoints)})
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(Watch, timeout=limits.request_timeout)     # each /v1 request a job: its deadline, its client
-    inference = Scheduler()                                       # the one inference thread, shared fairly
+    inference = Scheduler(read_threads=read_threads or available_cores())   # one inference thread, shared fairly
     app.state.scheduler = inference
     batcher = Batcher(lambda key, items: run_batch(models, key, items), limits.max_batch, limits.max_wait_ms / 1000,
                       inference, observe=lambda key, size: metrics.batch(f"/v1/{key[1]}", size))

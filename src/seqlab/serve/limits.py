@@ -3,11 +3,20 @@ framework imported)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from seqlab.config import check_fields, option
 
 API_KEY_VARIABLE = "SEQLAB_API_KEY"       # the API key, when --api-key is not given
+
+
+def available_cores() -> int:
+    """The CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:                                       # macOS, Windows
+        return os.cpu_count() or 1
 
 
 @dataclass

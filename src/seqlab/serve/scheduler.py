@@ -110,7 +110,8 @@ class Item:
 class Scheduler(Executor):
     """One thread running the work items, a queue per model taken in turn (see the module's docstring)."""
 
-    def __init__(self, name: str = "seqlab-inference"):
+    def __init__(self, name: str = "seqlab-inference", read_threads: int = 0):
+        self.read_threads = read_threads            # the CPU threads reading a batch's prompts (0: as the rest)
         self.queues: OrderedDict[str, deque[Item]] = OrderedDict()
         self.lock = threading.Condition()
         self.closed = False
@@ -157,6 +158,7 @@ class Scheduler(Executor):
 
     def loop(self) -> None:
         core.set_checkpoint(self.checkpoint)
+        core.set_read_threads(self.read_threads)
         self.local.depth = 0
         while True:
             with self.lock:

@@ -37,7 +37,7 @@ from seqlab.decoding.core import best_first
 from seqlab.decoding.options import SamplingOptions
 from seqlab.decoding.processors import BlockTokens, process, processors_for
 from seqlab.decoding.search import beam_steps as search_beam_steps
-from seqlab.decoding.search import blocked_tokens, check_prompt, lm_beam_search, seeded
+from seqlab.decoding.search import blocked_tokens, check_prompt, lm_beam_search, reading, seeded
 from seqlab.errors import SeqlabError
 
 
@@ -129,7 +129,8 @@ def decode_steps(trained, rows: list[Row], top_logprobs: int) -> Iterator[None]:
     """`decode_rows` one step per `next()` (the rows grow by one token each, until done)."""
     model, device = trained.model, trained.device
     room = max(row.options.max_tokens for row in rows)
-    state = model.start_rows([torch.tensor(row.prompt_ids, device=device) for row in rows], room)   # (B rows)
+    with reading():
+        state = model.start_rows([torch.tensor(row.prompt_ids, device=device) for row in rows], room)  # (B rows)
     tokens = torch.tensor([row.prompt_ids[-1] for row in rows], device=device)                 # (B,)
     for row in rows:
         row.generator = None if row.options.greedy else seeded(row.options.seed, device)
@@ -185,9 +186,10 @@ def choose_rows(blocked: torch.Tensor, rows: list[Row]) -> torch.Tensor:
             continue
         probs = scores.softmax(dim=-1)                                                  # (m, V)
         shared = [k for k, j in enumerate(members) if rows[j].generator is None]
-        for k, j in enumerate(members):
-            if rows[j].generator is not None:
-                chosen[j] = torch.multinomial(probs[k:k + 1], 1, generator=rows[j].generator)[0, 0]
+        own = [k for k, j in enumerate(members) if rows[j].generator is not None]
+        if own:                                               # each seeded row's draw from its own generator
+            draws = [torch.multinomial(probs[k:k + 1], 1, generator=rows[members[k]].generator) for k in own]
+            chosen[index[torch.tensor(own, device=blocked.device)]] = torch.cat(draws)[:, 0]
         if shared:
             at = torch.tensor(shared, device=blocked.device)
             chosen[index[at]] = torch.multinomial(probs.index_select(0, at), 1).squeeze(1)
@@ -202,8 +204,9 @@ def beam_rows(trained, rows: list[Row]) -> None:
         return beam_row(trained, rows[0])
     model, device = trained.model, trained.device
     o = rows[0].options
-    state = model.start_rows([torch.tensor(row.prompt_ids, device=device) for row in rows],
-                             max(row.options.max_tokens for row in rows))
+    with reading():
+        state = model.start_rows([torch.tensor(row.prompt_ids, device=device) for row in rows],
+                                 max(row.options.max_tokens for row in rows))
     last = torch.tensor([row.prompt_ids[-1] for row in rows], device=device)                  # (B,)
     limit = torch.tensor([row.options.max_tokens for row in rows])                            # (B,)
     found = search_beam_steps(model, state, last, limit, o.beam, o.length_penalty, ends_at_eos=o.stop_at_eos)
@@ -333,7 +336,8 @@ def score_texts(trained, texts: list[str]) -> list[Scored]:
             ids = torch.tensor(streams[i], device=device)
             inputs[b, 0], inputs[b, 1:len(ids)], targets[b, :len(ids)] = EOS, ids[:-1], ids
         state = model.init_state(len(together), device) if window is None else None
-        logits, _ = model(inputs, state)                                                          # (B, T, V)
+        with reading():
+            logits, _ = model(inputs, state)                                                      # (B, T, V)
         picked = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets[..., None])[..., 0]  # (B, T)
         for b, i in enumerate(together):
             logprobs[i] = picked[b, :len(streams[i])].tolist()
