@@ -14,7 +14,6 @@ import torch
 import seqlab
 from conftest import tiny_config
 from seqlab.decoding.options import SamplingOptions
-from seqlab.errors import SeqlabError
 from seqlab.families.lm.completion import complete, complete_stream, prompt_logprobs
 from seqlab.families.lm.pipeline import train_lm
 
@@ -126,25 +125,6 @@ def test_merged_states_step_as_each_row_alone():
                 logits, state, _ = model.step(fed, state)
                 assert torch.allclose(logits[0], batch_logits[t][b], atol=1e-5), (arch, b, t)
                 fed = logits.argmax(-1)
-
-
-@pytest.mark.parametrize("cell", ["lstm", "gru", "rnn"])
-def test_final_states_of_ragged_rows_are_each_rows_alone(cell):
-    """`RecurrentStack.final_states` (the segments between row ends) gives what `forward` gives each row alone, to
-    float rounding: rows of every length order, equal lengths, a row of length 0 (the initial state), two layers."""
-    from seqlab.nn.recurrent import RecurrentStack
-    torch.manual_seed(0)
-    stack = RecurrentStack(cell, 6, 10, num_layers=2).eval()
-    lengths = [5, 1, 7, 5, 0, 3]
-    x = torch.randn(len(lengths), 7, 6)
-    with torch.inference_mode():
-        got = stack.final_states(x, lengths)
-        for b, n in enumerate(lengths):
-            want = stack(x[b:b + 1, :n])[1] if n else stack.init_state(1)
-            for g, w in zip(got if cell == "lstm" else [got], want if cell == "lstm" else [want], strict=True):
-                assert torch.allclose(g[:, b:b + 1], w, rtol=0, atol=1e-6), (b, n)
-    with pytest.raises(SeqlabError, match="unidirectional"):
-        RecurrentStack(cell, 6, 10, bidirectional=True).final_states(x, lengths)
 
 
 def test_prompts_are_read_on_the_read_threads_and_give_the_same_completions(lm, monkeypatch):

@@ -43,11 +43,10 @@ class RecurrentLM(LanguageModel):
         return self.output(h, output), state                            # (B, T, V) or (B, T, D)
 
     def start_rows(self, prompts: list[Tensor], room: int = 0):
-        """B prompts (T_b,) read in one pass: all but each one's last token, right-padded and run in segments that
-        end where a row ends (`RecurrentStack.final_states`), so that each row's state is its own sequence's final
-        state, as `start` gives it alone. A prompt of one token has read nothing: its row keeps the initial
-        state."""
-        if self.training or self.rnn.impl != "fused" or self.rnn.directions != 1 or len(prompts) == 1:
+        """B prompts (T_b,) read in one pass: all but each one's last token, right-padded and run as packed
+        sequences (`RecurrentStack` with lengths), so that each row's state is its own sequence's final state, as
+        `start` gives it alone. A prompt of one token has read nothing: its row keeps the initial state."""
+        if self.training or self.rnn.impl != "fused" or len(prompts) == 1:
             return super().start_rows(prompts, room)
         device = prompts[0].device
         state = self.init_state(len(prompts), device)
@@ -58,7 +57,7 @@ class RecurrentLM(LanguageModel):
         padded = torch.zeros(len(rows), int(lengths.max()), dtype=torch.long, device=device)   # (R, T)
         for r, b in enumerate(rows):
             padded[r, :lengths[r]] = prompts[b][:-1]
-        read = self.rnn.final_states(self.embedding(padded), lengths.tolist())               # (L, R, H) each
+        _, read = self.rnn(self.embedding(padded), None, lengths)                          # (L, R, H) each
         index = torch.tensor(rows, device=device)
         if isinstance(state, tuple):
             return tuple(s.index_copy(1, index, r) for s, r in zip(state, read, strict=True))

@@ -104,43 +104,6 @@ class RecurrentStack(nn.Module):
             return x, (torch.cat([s[0] for s in final]), torch.cat([s[1] for s in final]))
         return x, torch.cat(final)                                        # (L*dirs, B, H)
 
-    def final_states(self, x: Tensor, lengths: list[int]):
-        """x (B, T, I) right-padded, row b's sequence its first `lengths[b]` positions -> each row's final state
-        alone (the layout of `init_state`), without the outputs: what reading B prompts needs. The rows run
-        longest first in segments that end where the next row ends: a segment runs the rows still going over
-        its positions, every layer in turn, carrying each layer's state to the next segment, so no row reads
-        padding and every call is a plain sequence on the fused kernel (oneDNN's on CPU): each row's state is the
-        one `forward` gives it alone, to float rounding (bit for bit on the one-layer LSTM of `make demo`, where
-        the packed kernel differs in the last bits), and as fast as the packed kernel, whose outputs are not
-        needed. Unidirectional fused stacks only."""
-        if self.directions != 1 or self.impl != "fused":
-            raise SeqlabError("final_states runs unidirectional fused stacks")
-        order = sorted(range(len(lengths)), key=lambda b: -lengths[b])          # longest first
-        ends = [lengths[b] for b in order]
-        x = x[torch.tensor(order, device=x.device)]                              # (B, T, I)
-        state = self.init_state(x.size(0), x.device, x.dtype)
-        lstm = self.cell == "lstm"
-        t, n = 0, len(order)                                                     # rows [0, n) still going
-        while n:
-            end = ends[n - 1]
-            if end > t:
-                seg = x[:n, t:end]                                               # (n, end - t, I)
-                for l, layer in enumerate(self.layers):
-                    if lstm:
-                        seg, (h, c) = layer(seg, (state[0][l:l + 1, :n], state[1][l:l + 1, :n]))
-                        state[0][l:l + 1, :n], state[1][l:l + 1, :n] = h, c
-                    else:
-                        seg, h = layer(seg, state[l:l + 1, :n])
-                        state[l:l + 1, :n] = h
-                t = end
-            while n and ends[n - 1] == end:                                      # the rows that end here
-                n -= 1
-        inverse = torch.empty(len(order), dtype=torch.long, device=x.device)
-        inverse[torch.tensor(order, device=x.device)] = torch.arange(len(order), device=x.device)
-        if lstm:
-            return state[0][:, inverse], state[1][:, inverse]
-        return state[:, inverse]                                                 # (L, B, H)
-
     def step(self, x: Tensor, state=None):
         """One time step, x (B, I) -> the top layer's output (B, H) and the new state: `forward` of a
         one-token sequence (what generation feeds), on PyTorch's single-step cells (`torch.lstm_cell`, ...)
