@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -267,3 +268,33 @@ def test_cli_kill_during_training_leaves_a_good_checkpoint(tmp_path):
                  str(json.loads(load_tensors(run / "checkpoint.safetensors")[1]["trainer"])["step"] + 2),
                  "--no-progress"]) == 0
     assert all(name.startswith(".") for name in leftovers)
+
+
+def every_parser(parser):
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from every_parser(sub)
+
+
+def test_no_command_takes_an_abbreviated_option(capsys):
+    """argparse would read `--dev b.txt` as `--device b.txt` (a prefix of one option): no parser of any command
+    takes abbreviations."""
+    from seqlab.cli import build_parser, serve
+    parsers = [*every_parser(build_parser()), *every_parser(serve.parser())]
+    assert len(parsers) > 20
+    assert [p.prog for p in parsers if p.allow_abbrev] == []
+    with pytest.raises(SystemExit) as stopped:
+        build_parser().parse_args(["train", "lm", "--devi", "cpu"])
+    assert stopped.value.code == 2 and "unrecognized arguments: --devi" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("family, dest", [("lm", "valid"), ("tagger", "dev"), ("classifier", "dev"),
+                                          ("seq2seq", "dev")])
+def test_every_family_takes_dev_and_the_lm_keeps_valid(family, dest):
+    from seqlab.cli import build_parser
+    args = build_parser().parse_args(["train", family, "--train", "a.txt", "--dev", "b.txt"])
+    assert getattr(args, dest) == "b.txt" and "device" not in vars(args)
+    if family == "lm":
+        assert build_parser().parse_args(["train", "lm", "--valid", "c.txt"]).valid == "c.txt"

@@ -45,8 +45,8 @@ def test_serve_lists_its_models_and_is_healthy(client, runs):
     assert models["sentiment"]["metrics"]["valid"]["accuracy"] == final[-1]["accuracy"]
     parameters = seqlab.load(runs["sentiment"]).model.num_parameters()
     assert models["sentiment"]["summary"] == (f"a classifier (lstm, {parameters:,} parameters) trained for "
-                                              f"{final[-1]['step']} steps on classify/sentiment.tsv; valid accuracy "
-                                              f"{final[-1]['accuracy']:.2f}")
+                                              f"{final[-1]['trained_steps']} steps on classify/sentiment.tsv; valid "
+                                              f"accuracy {final[-1]['accuracy']:.2f}")
     lm = models["lm"]["summary"]
     assert lm.startswith("a language model (transformer") and "perplexity" in lm
     assert "/v1/translate" in client.get("/openapi.json").json()["paths"]

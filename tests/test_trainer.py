@@ -200,6 +200,77 @@ def test_trainer_time_budget_stops_training_soon_after_it_is_spent(tmp_path, mon
     assert 1 < len(steps) < 30 and steps[-1] < 1000
 
 
+def test_trainer_final_records_name_the_step_of_the_best_weights(tmp_path, capsys):
+    """The summary at the end reports the best weights (step 10's), says so, and takes their validation figures
+    from the evaluation that chose them instead of evaluating again."""
+    task = FakeTask([3.0, 2.0, 2.5, 2.6])
+    config = TrainConfig(output=str(tmp_path), epochs=4, progress=False, log_every=1)     # 5 steps an epoch
+    Trainer(task, FakeModel(), config, tmp_path, torch.device("cpu")).fit()
+    final = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()][-1]
+    assert final["final"] and final["split"] == "valid"
+    assert (final["step"], final["trained_steps"], final["loss"]) == (10, 20, 2.0)
+    assert task.evaluations == 4
+    assert "the best weights, of step 10 (of 20 trained):" in capsys.readouterr().out
+
+
+class FakeClock:
+    """Time that passes only when the task works: a training step takes 1 s, an evaluation 5 s."""
+
+    def __init__(self, monkeypatch, task):
+        self.now = 0.0
+        monkeypatch.setattr(trainer_module.time, "time", lambda: self.now)
+        loss, evaluate = task.loss, task.evaluate
+        task.loss = lambda *a: (self.tick(1.0), loss(*a))[1]
+        task.evaluate = lambda *a: (self.tick(5.0), evaluate(*a))[1]
+
+    def tick(self, seconds):
+        self.now += seconds
+
+
+def learning_rates(run_dir: Path) -> list[float]:
+    return [json.loads(line)["lr"] for line in (run_dir / "train_log.jsonl").read_text().splitlines()]
+
+
+def test_trainer_time_cap_stops_the_run_without_bending_the_schedule(tmp_path, monkeypatch):
+    """With --max-time the rates are those of the same run without it, step for step (the schedule follows the
+    steps, not the clock), and the run ends within one evaluation of the cap."""
+    runs = {}
+    for name, max_time in (("free", 0.0), ("capped", 60.0)):
+        task = FakeTask([3.0])
+        clock = FakeClock(monkeypatch, task)
+        config = TrainConfig(output=str(tmp_path / name), epochs=20, max_time=max_time, progress=False, log_every=1)
+        Trainer(task, FakeModel(), config, tmp_path / name, torch.device("cpu")).fit()
+        runs[name] = learning_rates(tmp_path / name)
+        if max_time:
+            assert clock.now <= max_time + 5.0                  # the cap, and at most one evaluation past it
+    assert len(runs["free"]) == 100 and len(runs["capped"]) == 30     # 6 epochs of 5 steps and an evaluation
+    assert runs["capped"] == runs["free"][:len(runs["capped"])]
+
+
+def test_trainer_time_schedule_fixes_the_step_count_from_measured_speed(tmp_path, monkeypatch, capsys):
+    """--time-schedule measures 17 steps (1 s each, the evaluations among them not counted) and one evaluation
+    (5 s) once, at step 20 (40 s spent: 20 steps, 3 evaluations and the measuring one), and fixes the steps that
+    fit in the 20 s left: the evaluation due at step 20, 5 steps and the evaluation at step 25 (a 6th step would
+    need one more evaluation, for the stop: 21 s). The cosine runs over those 25 steps, the run ends by its steps
+    within the cap, and the checkpoint keeps the count."""
+    from seqlab.fileio import safetensors_metadata
+    task = FakeTask([3.0])
+    clock = FakeClock(monkeypatch, task)
+    config = TrainConfig(output=str(tmp_path), epochs=20, max_time=60.0, time_schedule=True, min_lr=1e-4,
+                         progress=False, log_every=1)
+    trainer = Trainer(task, FakeModel(), config, tmp_path, torch.device("cpu"))
+    trainer.fit()
+    rates = learning_rates(tmp_path)
+    assert trainer.total_steps == len(rates) == 25 and clock.now <= 60.0
+    assert trainer.time_schedule == {"total_steps": 25, "seconds_per_step": 1.0, "seconds_per_evaluation": 5.0,
+                                     "max_time": 60.0, "at_step": 20}
+    assert rates[-1] == pytest.approx(Schedule("cosine", 1e-3, 25, min_lr=1e-4).lr(24, 4))
+    assert rates[-1] < rates[20] < rates[0]
+    saved = json.loads(safetensors_metadata(tmp_path / "checkpoint.safetensors")["trainer"])
+    assert saved["time_schedule"]["total_steps"] == 25
+    assert "--time-schedule: the schedule fixed at 25 steps" in capsys.readouterr().out
+
+
 def test_trainer_batch_must_split_over_processes(tmp_path, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "3")
     with pytest.raises(SeqlabError, match="divisible"):

@@ -35,7 +35,7 @@ DATA_SHOWN = ("tokenizer", "format")
 # the files a run keeps its vocabularies in
 VOCABULARY_FILES = ("tokenizer.json", "vocab.json", "labels.json", "chars.json", "features.json")
 # figures of a metrics record that are bookkeeping, not scores
-BOOKKEEPING = ("step", "epoch", "split", "final", "best", "lr", "elapsed_s", "train_loss")
+BOOKKEEPING = ("step", "trained_steps", "epoch", "split", "final", "best", "lr", "elapsed_s", "train_loss")
 # the safetensors header keys that are not the best weights' figure
 HEADER_KEYS = ("format", "format_version", "sha256", "step")
 LABEL_WIDTH = 12

@@ -130,6 +130,7 @@ def model_details(run_dir: Path, info: dict, config) -> dict:
         "tokens_per_s": tokens / elapsed if tokens and elapsed else None,
         "best": {"metric": info["progress"]["metric"],
                  "step": (info["progress"]["best"] or {}).get("step")},
+        "time_schedule": trainer.get("time_schedule"),      # --time-schedule: the step count fixed from the time
     }
 
 

@@ -47,6 +47,11 @@ def to_markdown(card: dict) -> str:
             ("epochs", _number(details["epochs"])), ("tokens seen", _number(details["tokens_seen"])),
             ("tokens / s", _number(details["tokens_per_s"], 3)),
             ("best weights", f"{details['best']['metric'] or '-'} at step {_number(details['best']['step'])}")]
+    fixed = details.get("time_schedule")
+    if fixed:
+        rows.append(("schedule", f"{_number(fixed['total_steps'])} steps, fixed at step {fixed['at_step']} from "
+                                 f"--max-time {fixed['max_time']:g} s: {fixed['seconds_per_step']:g} s a step and "
+                                 f"{fixed['seconds_per_evaluation']:g} s an evaluation, measured once"))
     out += [_row(k, str(v).replace("|", "\\|")) for k, v in rows]
     out += ["", "Trains again with:", "", "```", details["command"], "```", "",
             "<details><summary>The resolved configuration (config.json)</summary>", "", "```json",

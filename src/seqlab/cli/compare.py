@@ -62,7 +62,8 @@ def add_parser(commands) -> None:
         add_options(task, pipeline.groups["model"], "model (every architecture it acts on)",
                     skip=(*pipeline.derived, family.arch_option))
         add_options(task, pipeline.groups["train"], "training (every architecture)",
-                    skip=("output", "max_time", "max_tokens", "resume"), defaults=pipeline.train_defaults)
+                    skip=("output", "max_time", "max_tokens", "time_schedule", "resume"),
+                    defaults=pipeline.train_defaults)
     compare.set_defaults(handler=command)
 
 

@@ -18,7 +18,12 @@ from seqlab.errors import SeqlabError
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with one-line errors: `seqlab train lm: error: argument --lr: must be positive, got -1`."""
+    """argparse with one-line errors: `seqlab train lm: error: argument --lr: must be positive, got -1`, and
+    no abbreviated options: `--dev` must not be taken for `--device` (its subcommands' parsers are Parsers too)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")

@@ -6,8 +6,10 @@ budget, each into an ordinary run directory, then one report (`seqlab.compare.re
 
 The budget is the same for every architecture: wall time (`--budget 5m`, evaluation included) or training
 tokens (`--budget-tokens N`: what the loss is summed over, documents for a classifier); each run's cosine
-schedule decays over it (`--max-time` / `--max-tokens` of `seqlab train`), so no model is cut off at a high
-learning rate. Each architecture has a recipe that works without tuning (the ones the benchmark tables found:
+schedule decays over it, so no model is cut off at a high learning rate: over the tokens (`--max-tokens` of
+`seqlab train`), or over the step count that the time fits, fixed once from the first steps' measured speed
+(`--max-time` with `--time-schedule`: the schedule never follows the clock itself).
+Each architecture has a recipe that works without tuning (the ones the benchmark tables found:
 `configs/ptb-compare-*.yaml` for language models, the tagging and classification tables' settings), at sizes
 chosen so that the models have similar parameter counts (`--size tiny|small|medium`). Options the user
 gives (the task's data options, and any model or training option) apply to every architecture they act on.
@@ -84,7 +86,7 @@ def recipe(task: str, arch: str, size: str) -> dict:
 
 
 VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-SET_BY_COMPARE = ("output", "max_time", "max_tokens", "resume")
+SET_BY_COMPARE = ("output", "max_time", "max_tokens", "time_schedule", "resume")
 
 
 def check_variants(task: str, variants: dict | None, source: str = "variants") -> dict:
@@ -158,8 +160,9 @@ def run_config(task: str, arch: str, size: str, given: dict, budget: dict, outpu
     groups = pipeline.option_groups
     options = {**options, **given, **own}
     base = {k: v for k, v in options.items() if k in groups}
+    timed = {"time_schedule": True} if "max_time" in budget else {}     # the step count fixed from the time, once
     config = pipeline.resolve(None, {**base, "output": str(output), "epochs": given.get("epochs", EPOCHS_UNDER_BUDGET),
-                                     **budget}, resume=False)
+                                     **budget, **timed}, resume=False)
     return config
 
 

@@ -153,8 +153,8 @@ class Schedule:
         self.factor = 1.0           # the plateau schedule's accumulated decay
 
     def lr(self, step: int, epoch: int, spent: float = 0.0) -> float:
-        """The rate at `step`; `spent` is the share of a time or token budget used so far: the cosine
-        decays over whichever of the steps and the budget runs out first."""
+        """The rate at `step`; `spent` is the share of a token budget used so far: the cosine decays over
+        whichever of the steps and the tokens runs out first (never over the clock: see `Trainer`)."""
         warmup = min(1.0, (step + 1) / self.warmup_steps) if self.warmup_steps else 1.0
         if self.kind == "cosine":
             steps = max(0, step - self.warmup_steps) / max(1, self.total_steps - self.warmup_steps)

@@ -47,6 +47,8 @@ from seqlab.training.output_loss import FUSED_OUTPUT
 from seqlab.training.plots import plot_curves
 from seqlab.training.task import Task
 
+PROBE_STEPS = 20        # --time-schedule: the steps timed (from the 4th: the first ones warm up) to fix the schedule
+
 
 @dataclass
 class TrainConfig:
@@ -56,8 +58,12 @@ class TrainConfig:
     output: str = option("runs/run", "run directory for the config, vocabulary, checkpoints and metrics")
     epochs: int = option(10, "passes over the training data", at_least=1)
     max_steps: int = option(0, "stop after this many optimizer steps (0: no limit)", at_least=0)
-    max_time: float = option(0.0, "a time budget: stop after this many seconds of training, evaluation included "
-                                  "(0: no limit); the cosine schedule decays over it", at_least=0)
+    max_time: float = option(0.0, "a time cap: stop after this many seconds of training, evaluation included, "
+                                  "within one evaluation (0: no limit); the schedule follows the steps, never the "
+                                  "clock (see --time-schedule)", at_least=0)
+    time_schedule: bool = option(False, "with --max-time: fix the schedule's length from it, once: the first "
+                                        "steps' and an evaluation's measured times set the step count that fits "
+                                        "(seqlab compare's time budget)")
     max_tokens: int = option(0, "a data budget: stop after this many training tokens, what the loss is summed over "
                                 "(documents for a classifier; 0: no limit); the cosine schedule decays over it",
                              at_least=0)
@@ -169,6 +175,7 @@ class Position:
     step: int = 0             # optimizer steps taken
     tokens: int = 0           # training tokens seen
     best: float | None = None
+    best_step: int = 0        # the step of the best weights (model.safetensors)
     bad_evals: int = 0
     elapsed: float = 0.0      # training seconds before this process started
 
@@ -200,6 +207,10 @@ class Trainer:
         self.schedule = Schedule(config.schedule, config.lr, self.total_steps, config.warmup_steps,
                                  config.lr_decay, config.decay_start, config.min_lr)
         self.position = Position()
+        self.time_schedule: dict | None = None         # --time-schedule: the step count fixed and what it rests on
+        self._eval_seconds = 0.0                       # the last validation evaluation's time (the cap's margin)
+        self._evals_seconds = 0.0                      # all of this session's evaluations' time
+        self._best_eval: tuple[int, dict] | None = None   # (step, figures) of the best weights, evaluated here
         self.state = None
         self.is_main = self.rank == 0
         if self.is_main:
@@ -217,7 +228,8 @@ class Trainer:
                    disable=not (cfg.progress and self.is_main), mininterval=0.5)
         self._utilisation = self._measure_utilisation() if pos.step < self.total_steps else None
         self._start = self._mark_time = time.time()
-        self._spent = self._budget_spent()                          # of a budget, by an earlier session
+        self._spent = self._tokens_spent()                          # of a token budget, by an earlier session
+        self._probe_start = None                                     # --time-schedule: when the timed steps began
         self._mark_tokens = pos.tokens
         self._window = [torch.zeros((), device=self.device), 0]      # loss sum, tokens since the last log
         self._since_eval = [0.0, 0]                                  # the same since the last evaluation
@@ -247,8 +259,10 @@ class Trainer:
             group = [batches[pos.batch + j] for j in range(cfg.accumulate)]
             lr = self._optimizer_step(train_model, group)
             bar.update(1)
-            self._spent = self._budget_spent()
-            stop = pos.step >= self.total_steps or self._spent >= 1
+            if self.config.time_schedule and self.config.max_time and self.time_schedule is None:
+                self._fix_schedule(bar)
+            self._spent = self._tokens_spent()
+            stop = pos.step >= self.total_steps or self._budget_spent() >= 1
             if pos.step % cfg.log_every == 0 or stop:
                 bar.set_postfix(self._log(lr))
             at_epoch_end = pos.batch // cfg.accumulate >= steps_in_epoch
@@ -260,17 +274,71 @@ class Trainer:
             if stop or at_epoch_end:
                 return stop
 
+    def _tokens_spent(self) -> float:
+        """The share of the --max-tokens budget spent (0 without one): the cosine schedule's progress when it
+        runs ahead of the steps'. Never the clock's: a time cap stops the run, it does not bend the schedule."""
+        return self.position.tokens / self.config.max_tokens if self.config.max_tokens else 0.0
+
     def _budget_spent(self) -> float:
         """The share of the --max-time / --max-tokens budget spent (the larger of the two; 0 with neither), the
-        same on every process (their mean under DDP), so that all stop at the same step."""
+        same on every process (their mean under DDP), so that all stop at the same step. The time counts what
+        stopping now still costs, the last evaluation's time for the evaluation at the stop and as much again
+        for the test data's, so that the run ends within one evaluation of the cap."""
         cfg, pos = self.config, self.position
-        shares = ([(pos.elapsed + time.time() - self._start) / cfg.max_time] if cfg.max_time else []) + \
+        ending = self._eval_seconds * (2 if self.task.test_data is not None else 1)
+        shares = ([(pos.elapsed + time.time() - self._start + ending) / cfg.max_time] if cfg.max_time else []) + \
                  ([pos.tokens / cfg.max_tokens] if cfg.max_tokens else [])
         if not shares:
             return 0.0
         if self.world > 1:
             return distributed.all_reduce_sum([max(shares)], self.device)[0] / self.world
         return max(shares)
+
+    def _fix_schedule(self, bar) -> None:
+        """--time-schedule: once PROBE_STEPS steps are done (timed from the 4th of this session: the first ones
+        warm up; the evaluations among them not counted), time one evaluation and fix the step count whose steps
+        and evaluations fit in what is left of --max-time (the evaluation at the stop and the test data's
+        included); from then on the schedule follows those steps like any other, and the cap still stops the
+        run. Measured once, on the main process (the others take its figures), said in the log, kept in the
+        checkpoint (a resumed run keeps the count) and in the model card."""
+        cfg, pos = self.config, self.position
+        if self._probe_start is None:
+            if pos.step >= 3:
+                self._probe_start = (time.time(), pos.step, self._evals_seconds)
+            return
+        started, first, evaluating = self._probe_start
+        if pos.step - first < PROBE_STEPS - 3 or pos.step >= self.total_steps:
+            return
+        per_step = (time.time() - started - (self._evals_seconds - evaluating)) / (pos.step - first)
+        began = time.time()
+        self.evaluate(self.task.valid_data)
+        per_eval = time.time() - began
+        left = cfg.max_time - (pos.elapsed + time.time() - self._start)
+        interval = cfg.eval_every or self.steps_per_epoch
+        test = per_eval if self.task.test_data is not None else 0.0
+
+        def cost(more: int) -> float:         # `more` steps, the evaluations due from this step on, the stop's
+            last = pos.step + more
+            evaluations = last // interval - (pos.step - 1) // interval + (last % interval != 0)
+            return more * per_step + evaluations * per_eval + test
+
+        more = max(0, math.floor(left / (per_step + per_eval / interval))) + interval
+        while more > 0 and cost(more) > left:
+            more -= 1
+        fixed = {"total_steps": min(self.total_steps, pos.step + more), "seconds_per_step": round(per_step, 4),
+                 "seconds_per_evaluation": round(per_eval, 3), "max_time": cfg.max_time, "at_step": pos.step}
+        self._set_time_schedule(distributed.broadcast_object(fixed if self.is_main else None))
+        bar.total = self.total_steps
+        bar.refresh()
+        if self.is_main:
+            tqdm.write(f"--time-schedule: the schedule fixed at {self.total_steps:,} steps, what fits in --max-time "
+                       f"{cfg.max_time:g} s at {per_step:.3f} s a step (steps {first + 1}-{pos.step}) and "
+                       f"{per_eval:.1f} s an evaluation, measured once; the cap still stops the run")
+
+    def _set_time_schedule(self, fixed: dict) -> None:
+        self.time_schedule = fixed
+        self.total_steps = fixed["total_steps"]
+        self.schedule.total_steps = max(1, self.total_steps)
 
     def _wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         """The module the loop calls: DDP around the model under torchrun, compiled on request."""
@@ -412,7 +480,10 @@ class Trainer:
         self._check_finite()
         train_loss = self._since_eval[0] / self._since_eval[1] if self._since_eval[1] else None
         self._since_eval = [0.0, 0]
+        began = time.time()
         metrics = self.evaluate(task.valid_data)
+        self._eval_seconds = time.time() - began
+        self._evals_seconds += self._eval_seconds
         value = metrics[task.metric]
         if not math.isfinite(value):
             raise SeqlabError(f"evaluation at step {pos.step} gave a {task.metric} of {value}: the model's outputs "
@@ -420,7 +491,7 @@ class Trainer:
                               "from the last checkpoint or start again with --overwrite")
         improved = pos.best is None or (value < pos.best if task.lower_is_better else value > pos.best)
         if improved:
-            pos.best, pos.bad_evals = value, 0
+            pos.best, pos.best_step, pos.bad_evals = value, pos.step, 0
         else:
             pos.bad_evals += 1
         self.schedule.evaluated(improved)
@@ -439,6 +510,8 @@ class Trainer:
             plot_curves(self.run_dir)
             tqdm.write(task.describe(record))
         self._last_eval = (pos.step, metrics) if improved else None
+        if improved:
+            self._best_eval = (pos.step, metrics)
         self._emit({"event": "evaluate", **record})
         early_stop = bool(self.config.patience) and pos.bad_evals >= self.config.patience
         if early_stop and self.is_main:
@@ -461,8 +534,9 @@ class Trainer:
                 tensors[f"rng.{kind}.{rank}"] = value
         pos = self.position
         trainer = {"epoch": pos.epoch, "batch": pos.batch, "step": pos.step, "tokens": pos.tokens,
-                   "best": pos.best, "bad_evals": pos.bad_evals, "elapsed": elapsed,
+                   "best": pos.best, "best_step": pos.best_step, "bad_evals": pos.bad_evals, "elapsed": elapsed,
                    "schedule": self.schedule.state_dict(), "world": self.world,
+                   "time_schedule": self.time_schedule,
                    "state_is_tuple": isinstance(state, tuple)}
         if self.is_main:
             save_tensors(self.run_dir / "checkpoint.safetensors", tensors,
@@ -483,6 +557,9 @@ class Trainer:
         pos.epoch, pos.batch = trainer["epoch"], trainer["batch"]
         pos.step, pos.tokens = trainer["step"], trainer["tokens"]
         pos.best, pos.bad_evals, pos.elapsed = trainer["best"], trainer["bad_evals"], trainer["elapsed"]
+        pos.best_step = trainer.get("best_step", pos.step)      # a checkpoint of an earlier seqlab: not recorded
+        if trainer.get("time_schedule"):
+            self._set_time_schedule(trainer["time_schedule"])
         parts = [tensors[f"state.{i}"] for i in range(len([k for k in tensors if k.startswith("state.")]))]
         if parts:
             dim = self.model.state_batch_dim
@@ -505,22 +582,32 @@ class Trainer:
         distributed.barrier()
 
     def _finish(self) -> dict:
-        """Reload the best weights and report valid (and test) with them."""
+        """Reload the best weights and report valid (and test) with them. The final records carry the step of
+        those weights ("step"; the steps trained are "trained_steps"), so that the summary names the evaluation
+        that chose them."""
+        pos = self.position
         best = self.run_dir / "model.safetensors"
         distributed.barrier()
-        if self._last_eval is not None and self._last_eval[0] == self.position.step:
+        weights_step = pos.step
+        if self._last_eval is not None and self._last_eval[0] == pos.step:
             results = {"valid": self._last_eval[1]}      # the model holds the best weights: evaluated already
         else:
             if distributed.broadcast_object(best.exists() if self.is_main else None):
                 if self.is_main:                # rank 0's file, sent to every process (nodes need not share disks)
                     load_model(best, self.model)
                 distributed.broadcast_module(self.model)
-            results = {"valid": self.evaluate(self.task.valid_data)}
+                weights_step = pos.best_step
+            if self._best_eval is not None and self._best_eval[0] == weights_step:
+                results = {"valid": self._best_eval[1]}  # evaluated when they were the best: the same figures
+            else:
+                results = {"valid": self.evaluate(self.task.valid_data)}
         if self.task.test_data is not None:
             results["test"] = self.evaluate(self.task.test_data)
         if self.is_main:
+            if weights_step != pos.step:
+                tqdm.write(f"the best weights, of step {weights_step} (of {pos.step} trained):")
             for split, metrics in results.items():
-                record = {"step": self.position.step, "split": split, "final": True, **metrics}
+                record = {"step": weights_step, "trained_steps": pos.step, "split": split, "final": True, **metrics}
                 append_line(self.run_dir / "metrics.jsonl", json.dumps(record))
                 tqdm.write(self.task.describe(record))
             plot_curves(self.run_dir)

@@ -27,7 +27,8 @@ class LMDataConfig:
                                "read from memory-mapped shards instead of --train/--valid/--test", flag="data")
     train: str = option("", "training text file (default: the bundled Tiny Shakespeare, first 90%); .gz, .jsonl "
                             "and .parquet too (--text-column)", file=True)
-    valid: str = option("", "validation text file (default with the bundled corpus: its last 10%)", file=True)
+    valid: str = option("", "validation (development) text file (default with the bundled corpus: its last 10%)",
+                        flag="dev", file=True)
     test: str = option("", "test text file, scored with the best weights at the end", file=True)
     text_column: str = option("text", "the text field of .jsonl records and the text column of .parquet files")
     tokenizer: str = option("char", "tokens: characters, whitespace words (PTB, wikitext) or BPE",
