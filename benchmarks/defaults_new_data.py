@@ -71,6 +71,7 @@ class Run:
     role: str          # default (the new default), before (the old default), recipe (the tuned recipe)
     options: list[str]
     what: str          # the run in words
+    epochs: int | None = None     # this run's epochs, where not the task's EPOCHS (the few-epoch rows)
 
 
 RUNS = {
@@ -95,15 +96,29 @@ RUNS = {
     "lm-default-bpe": Run("lm", "default", ["--tokenizer", "bpe"], "the defaults with --tokenizer bpe"),
     "lm-recipe": Run("lm", "recipe", ["--config", "configs/wikitext2-lstm-tied-short.yaml"],
                      "the wikitext-2 recipe (wikitext2-lstm-tied-short, words)"),
+    **{f"ner-{name}-{epochs}": Run("ner", role, options, f"{what}, {epochs} epochs", epochs)
+       for epochs in (3, 5) for name, role, options, what in (
+           ("default", "default", [], "seqlab train tagger defaults (a CRF for entity tags, Adam 5e-3)"),
+           ("before", "before", ["--no-crf", "--lr", "0.002"], "the old default: per-token softmax, Adam 2e-3"),
+           ("crf", "before", ["--lr", "0.002"], "a CRF at the old default's Adam 2e-3"),
+           ("recipe", "recipe", ["--config", "configs/conll2003-ner-bilstm-crf-char.yaml"],
+            "the CoNLL NER recipe (conll2003-ner-bilstm-crf-char)"))},
+    **{f"pos-{name}-{epochs}": Run("pos", role, options, f"{what}, {epochs} epochs", epochs)
+       for epochs in (3, 5) for name, role, options, what in (
+           ("default", "default", [], "seqlab train tagger defaults (Adam 5e-3)"),
+           ("before", "before", ["--lr", "0.002"], "the old default: Adam 2e-3"),
+           ("recipe", "recipe", ["--config", "configs/ud-pos-bilstm-char.yaml"],
+            "the UD POS recipe (ud-pos-bilstm-char)"))},
     "seq2seq-default": Run("seq2seq", "default", [], "seqlab train seq2seq defaults (LSTM, no attention)"),
     "seq2seq-recipe": Run("seq2seq", "recipe", ["--config", "configs/multi30k-gru-dot.yaml"],
                           "the Multi30k de-en recipe (multi30k-gru-dot)"),
 }
 # the CPU budget: every run of a task trains this many epochs (None: its own default or recipe's number)
-EPOCHS = {"tagging": 10, "classification": None, "lm": 4, "seq2seq": 1}
-DATASETS = {"tagging": "conll2003", "classification": "davidson_hate_speech", "lm": "multi30k", "seq2seq": "multi30k"}
+EPOCHS = {"tagging": 10, "classification": None, "lm": 4, "seq2seq": 1, "ner": None, "pos": None}
+DATASETS = {"tagging": "conll2003", "classification": "davidson_hate_speech", "lm": "multi30k", "seq2seq": "multi30k",
+            "ner": "conll2003", "pos": "ud_english_ewt"}
 COMMANDS = {"tagging": ["train", "tagger"], "classification": ["train", "classifier"], "lm": ["train", "lm"],
-            "seq2seq": ["train", "seq2seq"]}
+            "seq2seq": ["train", "seq2seq"], "ner": ["train", "tagger"], "pos": ["train", "tagger"]}
 
 
 # ---------------------------------------------------------------------------- data
@@ -135,6 +150,15 @@ def data_options(task: str, data_dir: Path, work: Path) -> tuple[list[str], dict
         return ["--train", str(folder / "train.txt"), "--dev", str(folder / "valid.txt"), "--test",
                 str(folder / "test.txt"), "--format", "conll", "--label-column", "1"], {
             "data": "conll2003 train / valid / test, column 1 (POS, Penn Treebank tags)"}
+    if task == "ner":
+        folder = data_dir / "conll2003"
+        return ["--train", str(folder / "train.txt"), "--dev", str(folder / "valid.txt"), "--test",
+                str(folder / "test.txt"), "--format", "conll"], {
+            "data": "conll2003 train / valid / test, the NER column (IOB1 in the files, trained as IOB2)"}
+    if task == "pos":
+        folder = data_dir / "ud_english_ewt"
+        return ["--train", str(folder / "en_ewt-ud-train.conllu"), "--dev", str(folder / "en_ewt-ud-dev.conllu"),
+                "--test", str(folder / "en_ewt-ud-test.conllu")], {"data": "UD English-EWT train / dev / test, UPOS"}
     if task == "classification":
         split = davidson_split(data_dir, work / "davidson")
         return ["--train", str(work / "davidson" / "train.jsonl"), "--dev", str(work / "davidson" / "dev.jsonl"),
@@ -163,8 +187,11 @@ def figures(task: str, output: Path, data_dir: Path, threads: int) -> tuple[str,
     final = {m["split"]: m for m in map(json.loads, (output / "metrics.jsonl").read_text().splitlines())
              if m.get("final")}
     model = seqlab.load(output)
-    if task == "tagging":
+    if task in ("tagging", "pos"):
         return describe_tagger(model.config), {s: {"accuracy": m["accuracy"]} for s, m in final.items()}
+    if task == "ner":
+        return describe_tagger(model.config), {s: {"f1": m["f1"], "accuracy": m["accuracy"]}
+                                               for s, m in final.items()}
     if task == "classification":
         return describe_classifier(model.config), {s: {"accuracy": m["accuracy"], "macro_f1": m["macro_f1"]}
                                                    for s, m in final.items()}
@@ -187,7 +214,8 @@ def run_one(name: str, data_dir: Path, work: Path, threads: int) -> list[dict]:
     spec = RUNS[name]
     output = work / name
     data, note = data_options(spec.task, data_dir, work)
-    budget = ["--epochs", str(EPOCHS[spec.task])] if EPOCHS[spec.task] else []
+    epochs = spec.epochs or EPOCHS[spec.task]
+    budget = ["--epochs", str(epochs)] if epochs else []
     command = [*COMMANDS[spec.task], *spec.options, *data, *budget, "--output", str(output), "--overwrite",
                "--threads", str(threads), "--no-progress"]
     print("seqlab " + " ".join(command), file=sys.stderr, flush=True)
@@ -201,14 +229,16 @@ def run_one(name: str, data_dir: Path, work: Path, threads: int) -> list[dict]:
     periodic = [m for m in map(json.loads, (output / "metrics.jsonl").read_text().splitlines()) if not m.get("final")]
     model = seqlab.load(output)
     speed = round(statistics.median(r["tokens_per_s"] for r in log), 1) if log else None   # the trainer's units
-    speeds = {"tagging": {"tokens_per_s": speed}, "lm": {"tokens_per_s": speed},
+    speeds = {"tagging": {"tokens_per_s": speed}, "ner": {"tokens_per_s": speed}, "pos": {"tokens_per_s": speed},
+              "lm": {"tokens_per_s": speed},
               "classification": {"tokens_per_s": None, "docs_per_s_training": speed},
               "seq2seq": {"tokens_per_s": None, "target_tokens_per_s_training": speed}}[spec.task]
     common = {"task": spec.task, "dataset": DATASETS[spec.task], "arch": arch, "config": name,
               "params": model.model.num_parameters(), **speeds,
               "wall_s": round(wall, 1), "device": device_name("cpu"), "epochs": periodic[-1]["epoch"],
               "role": spec.role, "run": spec.what, "seqlab_command": "seqlab " + " ".join(command),
-              "budget": f"{EPOCHS[spec.task]} epochs for every {spec.task} run" if EPOCHS[spec.task] else
+              "budget": f"{spec.epochs} epochs, default and recipe alike" if spec.epochs else
+              f"{EPOCHS[spec.task]} epochs for every {spec.task} run" if EPOCHS[spec.task] else
               "the run's own number of epochs", **note}
     if spec.task == "lm":
         common["unit"] = model.unit
@@ -218,7 +248,8 @@ def run_one(name: str, data_dir: Path, work: Path, threads: int) -> list[dict]:
 
 # ---------------------------------------------------------------------------- the summary table
 
-MAIN_METRIC = {"tagging": "accuracy", "classification": "macro_f1", "lm": "bits_per_char", "seq2seq": "bleu_tok_lc"}
+MAIN_METRIC = {"tagging": "accuracy", "classification": "macro_f1", "lm": "bits_per_char", "seq2seq": "bleu_tok_lc",
+               "ner": "f1", "pos": "accuracy"}
 
 
 def summary(records: list[dict]) -> str:

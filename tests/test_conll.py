@@ -49,6 +49,43 @@ def test_conllu_bad_id_and_whitespace_token_are_refused(tmp_path):
         read_conllu(path)
 
 
+EXPECTED_ID = "expected a word index (1, 2, ...), a range (1-2) or an empty node (1.1)"
+
+
+def conllu_rows(*ids: str) -> str:
+    """A CoNLL-U sentence after a comment line, one token per ID (line 2 holds the first)."""
+    return "# sent_id = 1\n" + "".join(f"{i}\tw{n}\t_\tNOUN\t_\t_\t_\t_\t_\t_\n" for n, i in enumerate(ids))
+
+
+def test_conllu_ids_restart_in_each_sentence_and_ranges_and_empty_nodes_stay_legal(tmp_path):
+    path = tmp_path / "en.conllu"
+    path.write_text(conllu_rows("0.1", "1", "2-3", "2", "3", "3.1", "3.2", "4") + "\n" + conllu_rows("1", "2"))
+    sentences = read_labelled(path, "conllu")
+    assert [s.tokens for s in sentences] == [["w1", "w3", "w4", "w7"], ["w0", "w1"]]
+
+
+@pytest.mark.parametrize("ids, line, message", [
+    (("1", "3"), 3, "token ID 3 after 1: IDs must count 1, 2, 3 within a sentence (expected 2)"),
+    (("0", "1"), 2, "token ID 0 at the start of a sentence: IDs must count 1, 2, 3 within a sentence (expected 1)"),
+    (("2", "3"), 2, "token ID 2 at the start of a sentence: IDs must count 1, 2, 3 within a sentence (expected 1)"),
+    (("1", "2", "2"), 4, "token ID 2 after 2: IDs must count 1, 2, 3 within a sentence (expected 3)"),
+    (("1", "2", "0"), 4, "token ID 0 after 2: IDs must count 1, 2, 3 within a sentence (expected 3)"),
+    (("1", "2", "1"), 4, "token ID 1 after 2: IDs must count 1, 2, 3 within a sentence (expected 3; is the blank "
+                         "line that ends a sentence missing before it?)"),
+    (("1", "2-3", "3"), 4, "token ID 3 after 1: IDs must count 1, 2, 3 within a sentence (expected 2)"),
+    (("1", "x"), 3, f"the ID column holds 'x', {EXPECTED_ID}"),
+    (("1", "2-"), 3, f"the ID column holds '2-', {EXPECTED_ID}"),
+    (("1", "2.x"), 3, f"the ID column holds '2.x', {EXPECTED_ID}"),
+    (("1", "\u00b2"), 3, f"the ID column holds '\u00b2', {EXPECTED_ID}"),       # a digit to str.isdigit, not an ID
+])
+def test_conllu_ids_that_do_not_count_up_are_refused_with_their_line(tmp_path, ids, line, message):
+    path = tmp_path / "en.conllu"
+    path.write_text(conllu_rows("1", "2") + "\n" + conllu_rows(*ids))      # its line `line` is line + 4 of the file
+    with pytest.raises(SeqlabError) as refused:
+        read_labelled(path, "conllu", what="training file")
+    assert str(refused.value) == f"training file {path}:{line + 4}: {message}"      # and no hint of another format
+
+
 def test_conll_reads_last_column_and_ignores_docstart():
     sentences = read_conll(FIXTURES / "ner.conll")
     assert len(sentences) == 4

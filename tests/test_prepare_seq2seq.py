@@ -75,7 +75,8 @@ def parquet_copy(tmp_path: Path, split: str) -> str:
     {**JSONL, "tokenizer": "char", "shared_vocab": True},
     {**ALIGNED, "shared_vocab": True, "tokenizer": "bpe", "bpe_vocab_size": 300},
     {**ALIGNED, "source_tokenizer": "char", "min_freq": 3},
-], ids=["word", "bpe", "char-shared", "bpe-shared", "char-word"])
+    {**ALIGNED, "tokenizer": "moses", "target_lang": "de", "min_freq": 2},
+], ids=["word", "bpe", "char-shared", "bpe-shared", "char-word", "moses"])
 def test_prepared_pairs_are_the_in_memory_pairs(tmp_path, options):
     folder = seqlab.prepare("seq2seq", tmp_path / "d", progress=False, **options)
     data = Seq2SeqDataConfig(**options)

@@ -79,3 +79,32 @@ def test_tagger_invalid_gold_sequence_is_reported_with_its_line_and_scored_like_
     err = capsys.readouterr().err
     assert "broken.conll:3: 'I-ORG' breaks the IOB2 scheme; read as conlleval reads it" in err
     assert result["f1"] == 100.0               # conlleval reads I-ORG after O as the start of an ORG entity
+
+
+def test_tagger_defaults_are_the_tuned_recipes_and_entity_tags_get_a_crf(tmp_path, capsys):
+    """The defaults train what the tuned recipes train (configs/ud-pos-bilstm-char.yaml for plain tags,
+    conll2003-ner-bilstm-crf-char.yaml for entity tags: benchmarks/results/defaults_new_data.md measures them
+    against the old defaults at 3 and 5 epochs); the transformer encoder keeps its own rate and warm-up; a CRF is
+    on for entity tags and off for plain ones unless asked."""
+    from seqlab.config import to_dict
+    given = {"train": "a", "dev": "b"}
+    default, pos = to_dict(resolve_tagger_config(overrides=given)), to_dict(
+        resolve_tagger_config(FIXTURES.parents[1] / "configs" / "ud-pos-bilstm-char.yaml", overrides=given))
+    assert default["data"].pop("label_column") == "" and pos["data"].pop("label_column") == "upos"   # upos either way
+    assert default == pos
+    configs = FIXTURES.parents[1] / "configs"
+    ner = to_dict(resolve_tagger_config(configs / "conll2003-ner-bilstm-crf-char.yaml", overrides=given))
+    default = to_dict(resolve_tagger_config(overrides={**given, "format": "conll"}))
+    assert default["model"].pop("crf") is None and ner["model"].pop("crf") is True                 # None: auto
+    assert default == ner
+    transformer = resolve_tagger_config(overrides={**given, "encoder": "transformer"}).train
+    assert (transformer.lr, transformer.warmup_steps) == (1e-3, 500)
+    assert resolve_tagger_config(overrides={**given, "encoder": "transformer", "lr": 3e-3}).train.lr == 3e-3
+    ner_file, pos_file = str(FIXTURES / "ner.conll"), str(FIXTURES / "tagging.conllu")
+    for data, crf, options in ((ner_file, True, {"format": "conll"}), (pos_file, False, {}),
+                               (ner_file, False, {"format": "conll", "crf": False})):
+        run = tmp_path / f"run-{crf}-{len(options)}"
+        train_tagger(resolve_tagger_config(overrides={"train": data, "dev": data, "output": str(run),
+                                                      "max_steps": 2, "progress": False, **options}))
+        assert (seqlab.load(run).model.crf is not None) == crf
+        assert seqlab.load(run).config.model.crf is crf                  # config.json holds what was chosen

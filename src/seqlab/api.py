@@ -9,6 +9,7 @@ run through them), which is why this step lives here and not in the training loo
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,7 +21,16 @@ from seqlab.training import distributed
 def train(task: str, config, resume: bool = False, overwrite: bool = False,
           callback: Callable[[dict], None] | None = None) -> dict:
     """Train `config` (the config of the family named `task`) and write the run's model card; return the final
-    figures. The --card-notes file is read before training, so a missing or empty one costs no training time."""
+    figures. The --card-notes file is read before training, so a missing or empty one costs no training time. A
+    resume of a finished run (`finished_run`) trains nothing and writes nothing: it says so and returns the figures
+    the run ended with."""
+    from seqlab.training.trainer import final_figures, finished_run
+
+    done = finished_run(config.train.output, config.train) if resume else None
+    if done is not None:
+        if distributed.world()[0] == 0:
+            print(done, file=sys.stderr)
+        return final_figures(config.train.output)
     notes = read_card_notes(config.train.card_notes) if config.train.card_notes else None
     results = family(task).pipeline.train(config, resume=resume, overwrite=overwrite, callback=callback)
     if distributed.world()[0] == 0:

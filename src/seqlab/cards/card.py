@@ -102,7 +102,10 @@ def weights_digest(run_dir: Path) -> str | None:
 
 
 def model_details(run_dir: Path, info: dict, config) -> dict:
-    """Task, architecture, sizes, configuration, versions, dates, device and how long training took."""
+    """Task, architecture, sizes, configuration, versions, dates, device and how long training took: the wall
+    time from each session's start (the command's clock, `seqlab.progress.command_clock`) to its last
+    checkpoint, and of it the start-up (to the first step: the data, the vocabulary, the model); tokens/s is
+    of the training time alone. A run from before seqlab recorded the start-up has no start-up figure."""
     from seqlab.config import to_dict
 
     trainer = {}
@@ -113,7 +116,10 @@ def model_details(run_dir: Path, info: dict, config) -> dict:
         except ValueError:
             trainer = {}
     environment = read_environment(run_dir)
-    elapsed = trainer.get("elapsed", info["progress"]["wall_time_s"])
+    elapsed = trainer.get("elapsed", info["progress"]["wall_time_s"])      # training (evaluations included)
+    startup = trainer.get("startup")
+    if not isinstance(startup, (int, float)) or not isinstance(elapsed, (int, float)):
+        startup = None
     tokens = trainer.get("tokens")
     sessions = environment.get("sessions", [])
     return {
@@ -125,7 +131,8 @@ def model_details(run_dir: Path, info: dict, config) -> dict:
         "trained": sessions[0]["started"][:10] if sessions else None,
         "sessions": sessions,
         "device": sessions[-1]["device"] if sessions else None,
-        "wall_time_s": elapsed, "steps": info["progress"]["steps"], "epochs": info["progress"]["epochs"],
+        "wall_time_s": elapsed + startup if startup is not None else elapsed, "startup_s": startup,
+        "steps": info["progress"]["steps"], "epochs": info["progress"]["epochs"],
         "tokens_seen": tokens,
         "tokens_per_s": tokens / elapsed if tokens and elapsed else None,
         "best": {"metric": info["progress"]["metric"],

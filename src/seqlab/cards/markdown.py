@@ -28,6 +28,13 @@ def _duration(seconds) -> str:
     return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min {secs:02d} s" if minutes else f"{seconds:.1f} s"
 
 
+def _wall_time(details: dict) -> str:
+    """`5 min 12 s, of which start-up 41.0 s` (a card of an earlier seqlab: the duration alone)."""
+    startup = details.get("startup_s")
+    return _duration(details["wall_time_s"]) + (f", of which start-up {_duration(startup)}"
+                                                if isinstance(startup, (int, float)) else "")
+
+
 def to_markdown(card: dict) -> str:
     """The card as Markdown, the sections of Mitchell et al. (2019) in their order."""
     details, data, evaluation = card["model_details"], card["training_data"], card["evaluation"]
@@ -43,7 +50,7 @@ def to_markdown(card: dict) -> str:
             ("sizes and options", sizes), ("parameters", _number(details["parameters"])),
             ("vocabulary", ", ".join(f"{k} {_number(v)}" for k, v in details["vocabulary"].items()) or "-"),
             ("trained", details["trained"] or "-"), ("device", details["device"] or "- (not recorded)"),
-            ("wall time", _duration(details["wall_time_s"])), ("steps", _number(details["steps"])),
+            ("wall time", _wall_time(details)), ("steps", _number(details["steps"])),
             ("epochs", _number(details["epochs"])), ("tokens seen", _number(details["tokens_seen"])),
             ("tokens / s", _number(details["tokens_per_s"], 3)),
             ("best weights", f"{details['best']['metric'] or '-'} at step {_number(details['best']['step'])}")]

@@ -34,6 +34,7 @@ def command(args: argparse.Namespace) -> int:
     """`seqlab train TASK`: `seqlab.api.train` (the pipeline trains, then the run's model card is written)."""
     from seqlab.api import train
     from seqlab.families.runs import RESUME_OR_OVERWRITE
+    from seqlab.training.trainer import finished_run
 
     found = family(args.task)
     pipeline = found.pipeline
@@ -41,6 +42,11 @@ def command(args: argparse.Namespace) -> int:
     if args.resume and args.overwrite:
         raise SeqlabError(RESUME_OR_OVERWRITE)
     config = pipeline.resolve(args.config, overrides, resume=args.resume)
+    finished = finished_run(config.train.output, config.train) if args.resume else None
+    if finished is not None:                  # nothing to train: weights, metrics and card stay as they are
+        if int(os.environ.get("RANK", 0)) == 0:
+            print(finished, file=sys.stderr)
+        return 0
     train(found.name, config, resume=args.resume, overwrite=args.overwrite)
     output = config.train.output
     if int(os.environ.get("RANK", 0)) == 0:

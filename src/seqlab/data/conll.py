@@ -8,23 +8,29 @@
     2.1   _      ...               <- skipped     <blank>  ends the sentence
     <blank> ends the sentence
 
-Every malformed line is refused with the file and line number. A sentence remembers the line of its
-first token, so later messages (an invalid tag sequence, an unknown tag) can point at it. The
-readers work on the lines of a `seqlab.data.stream.LineReader` and hand on one sentence at a time
-(`conllu_sentences`, `conll_sentences`), so that a file of any size is read in bounded memory;
-`read_conllu` and friends collect them into a list.
+Every malformed line is refused with the file and line number, among them word IDs that do not count
+1, 2, 3, ... within a sentence (a gap, a repeat, an ID 0: often a lost line, or a lost blank line
+between two sentences). A sentence remembers the line of its first token, so later messages (an
+invalid tag sequence, an unknown tag) can point at it. The readers work on the lines of a
+`seqlab.data.stream.LineReader` and hand on one sentence at a time (`conllu_sentences`,
+`conll_sentences`), so that a file of any size is read in bounded memory; `read_conllu` and friends
+collect them into a list.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from seqlab.data.sniff import FORMAT, FormatOption, hinted
 from seqlab.data.stream import Line, LineReader, refuse_cut
 from seqlab.errors import SeqlabError, place
 
 CONLLU_COLUMNS = ("id", "form", "lemma", "upos", "xpos", "feats", "head", "deprel", "deps", "misc")
+WORD_ID = re.compile(r"[0-9]+")                             # 1, 2, 3, ...: the words, in order
+SKIPPED_ID = re.compile(r"[0-9]+-[0-9]+|[0-9]+\.[0-9]+")    # a multiword range (1-2), an empty node (1.1)
 FORMATS = ("conllu", "conll")
 
 
@@ -85,10 +91,11 @@ def read_labelled(path: str | Path, fmt: str, label_column: str | int | None = N
 
 
 def labelled_sentences(lines: Iterable[Line] | None, fmt: str, label_column: str | int | None, path, what: str,
-                       keep_tokens: int = 0):
+                       keep_tokens: int = 0, option: FormatOption | None = FORMAT):
     """The sentences of `lines` (a LineReader) in either format, one at a time; with lines None, a
     function of the lines (the options are checked at once). `keep_tokens` > 0: a sentence keeps its
-    first `keep_tokens` tokens, and counts the others, checked, in `Sentence.dropped`."""
+    first `keep_tokens` tokens, and counts the others, checked, in `Sentence.dropped`. A refused file
+    that the other format reads says so, naming `option` (`seqlab.data.sniff`; None: it does not)."""
     if fmt == "conllu":
         column = conllu_column("upos" if label_column is None else label_column)
         read = lambda lines: conllu_sentences(lines, column, path, what, keep_tokens)       # noqa: E731
@@ -100,17 +107,37 @@ def labelled_sentences(lines: Iterable[Line] | None, fmt: str, label_column: str
         read = lambda lines: conll_sentences(lines, index, 0, path, what, keep_tokens)      # noqa: E731
     else:
         raise SeqlabError(f"--format {fmt!r} is not known; use one of {', '.join(FORMATS)}")
+
+    def other(name: str):
+        read_other = labelled_sentences(None, name, None, path, what, option=None)
+        return _not_conllu(read_other) if name == "conll" else read_other
+    read = hinted(read, fmt, FORMATS, other, path, option)
     return read if lines is None else read(lines)
+
+
+def _not_conllu(read):
+    """conll as a sniff reads a file's first lines: refused when the first token line holds 10 tab-separated
+    fields. That is CoNLL-U's shape, which the CoNLL reader reads too (as 10 whitespace-separated columns),
+    and a hint must not send a CoNLL-U file with one bad line (an ID out of order) to it."""
+    def checked(lines: Iterable[Line]) -> Iterator[Sentence]:
+        lines = list(lines)                                 # a sniff's few lines
+        first = next((line for line in lines if line.text.strip() and not line.text.startswith(("#", "-DOCSTART-"))),
+                     None)
+        if first is not None and len(first.text.split("\t")) == len(CONLLU_COLUMNS):
+            raise SeqlabError(f"line {first.number}: 10 tab-separated columns, as in CoNLL-U")
+        yield from read(lines)
+    return checked
 
 
 def conllu_sentences(lines: Iterable[Line], column: int, path, what: str, keep_tokens: int = 0) -> Iterator[Sentence]:
     """The sentences of CoNLL-U lines, labelled from `column` (see `read_conllu`), one at a time."""
     sentence = _Builder(keep_tokens)
-    count = 0
+    count = previous = 0                                    # previous: the sentence's last word ID
     for line in lines:
         number, text = line.number, line.text.rstrip("\r")
         refuse_cut(line, place(what, path, number), "CoNLL-U")
         if not text.strip():
+            previous = 0
             if sentence.tokens:
                 yield sentence.done()
                 count += 1
@@ -122,11 +149,12 @@ def conllu_sentences(lines: Iterable[Line], column: int, path, what: str, keep_t
             raise SeqlabError(f"{place(what, path, number)}: expected 10 tab-separated CoNLL-U columns, "
                               f"found {len(fields)} in {_excerpt(text)}")
         token_id = fields[0]
-        if "-" in token_id or "." in token_id:              # multiword range or empty node
+        if SKIPPED_ID.fullmatch(token_id):                 # multiword range or empty node
             continue
-        if not token_id.isdigit():
+        if not WORD_ID.fullmatch(token_id):
             raise SeqlabError(f"{place(what, path, number)}: the ID column holds {token_id!r}, expected "
                               "a word index (1, 2, ...), a range (1-2) or an empty node (1.1)")
+        previous = _next_id(int(token_id), previous, path, number, what)
         form, label = fields[1], fields[column]
         _check_token(form, path, number, what)
         if not label.strip():
@@ -197,6 +225,16 @@ class _Builder:
         sentence = Sentence(self.tokens, self.labels, self.first, self.dropped, self.numbers)
         self.tokens, self.labels, self.numbers, self.dropped = [], [], [], 0
         return sentence
+
+
+def _next_id(token_id: int, previous: int, path, number: int, what: str) -> int:
+    """`token_id` when it follows `previous` (0 at a sentence's start): word IDs count 1, 2, 3, ..."""
+    if token_id == previous + 1:
+        return token_id
+    after = f"after {previous}" if previous else "at the start of a sentence"
+    lost_blank = "; is the blank line that ends a sentence missing before it?" if token_id == 1 else ""
+    raise SeqlabError(f"{place(what, path, number)}: token ID {token_id} {after}: IDs must count 1, 2, 3 within "
+                      f"a sentence (expected {previous + 1}{lost_blank})")
 
 
 def _check_token(form: str, path, number: int, what: str) -> None:

@@ -26,10 +26,14 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from seqlab.data.sniff import FORMAT, FormatOption, hinted
 from seqlab.data.stream import Line, LineReader, refuse_cut
 from seqlab.errors import SeqlabError, place
 
 FORMATS = ("tsv", "csv", "jsonl", "labeled-lines", "sst-tree")
+# the order in which a refused file is tried in the other formats (`seqlab.data.sniff`): the strictest first,
+# as labeled-lines reads nearly any line with a space in it (a JSON record, a tree)
+SNIFF_ORDER = ("jsonl", "sst-tree", "tsv", "csv", "labeled-lines")
 
 
 @dataclass
@@ -63,9 +67,11 @@ def read_documents(path: str | Path, fmt: str, columns: Columns | None = None, w
 
 
 def document_reader(fmt: str, columns: Columns | None = None, path="", what: str = "file", labelled: bool = True,
-                    sst_classes: int = 5, phrases: bool = False) -> Callable[[Iterable[Line]], Iterator[Document]]:
+                    sst_classes: int = 5, phrases: bool = False, formats: tuple[str, ...] = FORMATS,
+                    option: FormatOption | None = FORMAT) -> Callable[[Iterable[Line]], Iterator[Document]]:
     """A function from the lines of a file (a LineReader) to its documents, one at a time; the options
-    are checked at once."""
+    are checked at once. A refused file that another of `formats` (the family's) reads says so, naming
+    `option` (`seqlab.data.sniff`; None: it does not)."""
     if fmt not in FORMATS:
         raise SeqlabError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
     if fmt == "sst-tree" and sst_classes not in (2, 5):
@@ -88,7 +94,28 @@ def document_reader(fmt: str, columns: Columns | None = None, path="", what: str
             yield document
         if not count:
             raise SeqlabError(f"{place(what, path)} holds no documents")
-    return read
+
+    def other(name: str) -> Callable[[Iterable[Line]], Iterator[Document]]:
+        read_other = document_reader(name, columns, path, what, labelled, sst_classes, option=None)
+        return _plain_labels(read_other) if name == "labeled-lines" else read_other
+    return hinted(read, fmt, [name for name in SNIFF_ORDER if name in formats], other, path, option)
+
+
+NOT_IN_A_LABEL = frozenset("\"'{}[](),\t")     # what a "label" taken from a JSON record, a table row or a tree holds
+
+
+def _plain_labels(read: Callable[[Iterable[Line]], Iterator[Document]]
+                  ) -> Callable[[Iterable[Line]], Iterator[Document]]:
+    """labeled-lines as a sniff reads it: a label holding a quote, a bracket, a comma or a tab is refused.
+    The reader takes the first word of nearly any line for a label (`{"text":` of a JSON record, `0<TAB>a`
+    of a TSV row), and a hint must not send a file of another format, or of the right one with a misnamed
+    column, to it."""
+    def checked(lines: Iterable[Line]) -> Iterator[Document]:
+        for document in read(lines):
+            if NOT_IN_A_LABEL & set(document.label or ""):
+                raise SeqlabError(f"line {document.line}: {document.label!r} is not a plain label")
+            yield document
+    return checked
 
 
 def read_texts(path: str | Path, what: str = "input file") -> list[Document]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from seqlab.data.documents import Columns, document_reader, text_documents
+from seqlab.data.sniff import FORMAT, FormatOption
 from seqlab.data.stream import Line, LineReader
 from seqlab.errors import SeqlabError
 
@@ -75,12 +76,14 @@ def read_paired(path: str | Path, fmt: str, source_field: str = "source", target
 
 
 def paired_reader(fmt: str, source_field: str = "source", target_field: str = "target", path="",
-                  what: str = "file", with_targets: bool = True) -> Callable[[Iterable[Line]], Iterator[Pair]]:
-    """A function from the lines of a file of pairs (a LineReader) to its pairs, one at a time."""
+                  what: str = "file", with_targets: bool = True,
+                  option: FormatOption | None = FORMAT) -> Callable[[Iterable[Line]], Iterator[Pair]]:
+    """A function from the lines of a file of pairs (a LineReader) to its pairs, one at a time. A refused
+    file that the other format reads says so, naming `option` (`seqlab.data.sniff`; None: it does not)."""
     if fmt not in PAIRED_FORMATS:
         raise SeqlabError(f"--format {fmt!r}: a file of pairs is one of {', '.join(PAIRED_FORMATS)}")
     read = document_reader(fmt, Columns(source_field, target_field, label_is_text=True), path, what,
-                           labelled=with_targets)
+                           labelled=with_targets, formats=PAIRED_FORMATS, option=option)
 
     def pairs(lines: Iterable[Line]) -> Iterator[Pair]:
         for d in read(lines):

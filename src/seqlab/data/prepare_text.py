@@ -367,15 +367,14 @@ def prepare_text(family: str, splits: dict[str, Source], options: TextOptions, o
                  workers: int = 0, overwrite: bool = False, inserts: Inserts | None = None,
                  progress: bool = True, extra: dict | None = None, shard_ids: int | None = None) -> Path:
     """Write a prepared folder of `splits` (train first) to `output` (see the module docstring); return it."""
-    from tqdm.auto import tqdm
-
     from seqlab.data.prepared import SHARD_IDS
+    from seqlab.progress import progress_bar
 
     output = Path(output)
     n = workers_for(workers, list(splits.values()))
     with Writer(output, overwrite) as writer:      # removed on any error, nothing left half-written
-        bar = tqdm(total=sum(s.size for s in splits.values()) + splits["train"].size, unit="B", unit_scale=True,
-                   desc=f"preparing {output.name}", disable=not progress, mininterval=0.5)
+        bar = progress_bar(None, progress, total=sum(s.size for s in splits.values()) + splits["train"].size,
+                           unit="B", unit_scale=True, desc=f"preparing {output.name}", mininterval=0.5)
         with bar:
             tokenizer, vocab, train_lines, placed = fit(splits["train"], options, n, inserts, bar)
             dtype = id_dtype(len(vocab))

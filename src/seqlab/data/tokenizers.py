@@ -1,4 +1,4 @@
-"""Characters, whitespace words and BPE subwords behind one interface, each saved as JSON.
+"""Characters, whitespace words, BPE subwords and Moses words (raw text) behind one interface, each saved as JSON.
 
 A tokenizer turns one line (without its newline) into token strings and back. The end of a line is
 the vocabulary's `</s>`, added by the caller (see `seqlab.data.readers.encode_lines`): one `</s>`
@@ -132,6 +132,38 @@ class BPETokenizer(Tokenizer):
                 "state": json.loads(self.hf.to_str())}
 
 
+class MosesTokenizer(Tokenizer):
+    """Raw text split as Moses's `tokenizer.perl -a -no-escape -l LANG` splits it, with sacremoses (the port
+    fairseq and Hugging Face use): punctuation apart from words (`dog.` -> `dog .`), numbers whole (`5,300.50`),
+    the language's abbreviations whole (en `U.S.`, de `z.B.`), English clitics as `doesn 't`, French and
+    Italian elisions as `l' homme`, hyphens as `well @-@ known`. `detokenize` is Moses's detokenizer for the
+    language, so decoded tokens come back as ordinary text (`dog .` -> `dog.`).
+
+    Other languages than en, fr and it have their apostrophes split (`geht ' s`); a language without a Moses list
+    of abbreviations keeps those of every list."""
+
+    kind, unit, joiner = "moses", "word", " "
+
+    def __init__(self, lang: str = "en"):
+        try:
+            from sacremoses import MosesDetokenizer
+            from sacremoses import MosesTokenizer as Moses
+        except ImportError:
+            raise SeqlabError("the moses tokenizer needs the sacremoses package: pip install sacremoses") from None
+
+        self.lang = lang
+        self._tokenizer, self._detokenizer = Moses(lang), MosesDetokenizer(lang)
+
+    def tokenize(self, line: str) -> list[str]:
+        return self._tokenizer.tokenize(line, aggressive_dash_splits=True, escape=False)
+
+    def detokenize(self, tokens: list[str]) -> str:
+        return self._detokenizer.detokenize(tokens, unescape=False)
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "lang": self.lang}
+
+
 def _prefix_space(line: str) -> str:
     """The line as the byte-level pre-tokenizer must see it for `detokenize` to give it back.
 
@@ -143,11 +175,18 @@ def _prefix_space(line: str) -> str:
 
 
 TOKENIZERS = {"char": CharTokenizer, "word": WordTokenizer, "bpe": BPETokenizer}
+# tokenizers by a language's rules, for families that tokenize a line at a time through `tokenize`
+# (sequence to sequence); the language model's prepare reads words and characters its own way, so it
+# offers TOKENIZERS only
+RULE_TOKENIZERS = {"moses": MosesTokenizer}
 
 
-def make_tokenizer(kind: str, bpe_vocab_size: int = 8000) -> Tokenizer:
+def make_tokenizer(kind: str, bpe_vocab_size: int = 8000, lang: str = "en") -> Tokenizer:
+    """A tokenizer of `kind`; `bpe_vocab_size` for bpe, `lang` (a language code) for moses."""
+    if kind == "moses":
+        return MosesTokenizer(lang)
     if kind not in TOKENIZERS:
-        raise SeqlabError(f"unknown tokenizer {kind!r}: choose one of {', '.join(TOKENIZERS)}")
+        raise SeqlabError(f"unknown tokenizer {kind!r}: choose one of {', '.join([*TOKENIZERS, *RULE_TOKENIZERS])}")
     return BPETokenizer(bpe_vocab_size) if kind == "bpe" else TOKENIZERS[kind]()
 
 
@@ -155,6 +194,8 @@ def tokenizer_from_dict(data: dict) -> Tokenizer:
     kind = data.get("kind")
     if kind == "bpe":
         return BPETokenizer(data["vocab_size"], data["min_frequency"], state=json.dumps(data["state"]))
+    if kind == "moses":
+        return MosesTokenizer(data.get("lang", "en"))
     if kind not in TOKENIZERS:
         raise SeqlabError(f"unknown tokenizer kind {kind!r} in tokenizer.json")
     return TOKENIZERS[kind]()

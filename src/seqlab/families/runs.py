@@ -20,6 +20,7 @@ from seqlab.errors import DAMAGED, SeqlabError, SeqlabWarning, os_error_reason
 from seqlab.families.contract import Family
 from seqlab.families.run_files import read_run_json
 from seqlab.fileio import atomic_write_json, file_sha256, remove_stale_temporaries  # noqa: F401  (file_sha256: re-exported)
+from seqlab.progress import command_clock
 from seqlab.training import distributed
 from seqlab.training.checkpoint import FORMAT_VERSION, load_model, load_tensors
 from seqlab.training.trainer import check_precision, configure_threads, resolve_device
@@ -40,8 +41,11 @@ def refuse_fused_output(train, what: str) -> None:
 
 
 def log(message: str) -> None:
-    """A progress message on stderr, from rank 0 only."""
+    """A progress message on stderr, from rank 0 only, after what stdout holds (the trainer's `tqdm.write`
+    lines keep their place in a log that gets both)."""
     if distributed.world()[0] == 0:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
         print(message, file=sys.stderr, flush=True)
 
 
@@ -51,13 +55,14 @@ def train_in_run(config, resume: bool, overwrite: bool, work: Callable) -> dict:
 
     `config` is the task's whole config (its `train` group names the run directory). Its input files
     become absolute paths, so that --resume reads the same files from any folder, and --resume refuses
-    a file whose SHA-256 differs from the one recorded when the run started."""
+    a file whose SHA-256 differs from the one recorded when the run started. The command's clock
+    (`seqlab.progress.command_clock`) starts here: the model card's start-up counts from it."""
     run_dir = Path(config.train.output)
     if resume and overwrite:
         raise SeqlabError(RESUME_OR_OVERWRITE)
     device = resolve_device(config.train.device)
     check_precision(device, config.train.precision)
-    with RunLock(run_dir) if distributed.world()[0] == 0 else contextlib.nullcontext():
+    with command_clock(), RunLock(run_dir) if distributed.world()[0] == 0 else contextlib.nullcontext():
         if not resume:
             config = dataclasses.replace(config, data=absolute_files(config.data))
         check_run_dir(run_dir, resume, overwrite)

@@ -271,10 +271,9 @@ def audit_bias(run_dir: str | Path, pairs_path: str | Path, output: str | Path |
     crows_pairs.json, .md and .png into `output` (default: RUN/audits/), each atomically, with a progress
     bar over the pairs (`progress` None: when stderr is a terminal; False: none). Returns the result and
     {kind: path}."""
-    from tqdm.auto import tqdm
-
     from seqlab.fileio import check_writable
     from seqlab.harms import check_audited
+    from seqlab.progress import progress_bar
     from seqlab.registry import load
 
     check_audited(run_dir, "bias")
@@ -282,8 +281,8 @@ def audit_bias(run_dir: str | Path, pairs_path: str | Path, output: str | Path |
     output = Path(output) if output is not None else Path(run_dir) / "audits"
     check_writable(output, "output folder", folder=True)
     trained = load(run_dir, device)
-    with tqdm(total=len(pairs), unit="pair", desc="CrowS-Pairs", leave=False, dynamic_ncols=True,
-              disable=True if progress is False else None) as bar:
+    with progress_bar(None, progress, total=len(pairs), unit="pair", desc="CrowS-Pairs", leave=False,
+                      dynamic_ncols=True) as bar:
         result = crows_pairs(trained, pairs_path, seed, resamples, lambda done, total: bar.update(1), pairs)
     result = {"run": str(run_dir), **result,
               "command": shlex.join(["seqlab", "audit", "bias", str(run_dir), "--pairs", str(pairs_path),

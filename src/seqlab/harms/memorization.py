@@ -48,12 +48,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from seqlab.data.readers import read_lines
 from seqlab.data.vocab import EOS, PAD
 from seqlab.errors import SeqlabError
 from seqlab.fileio import atomic_write_json, atomic_write_text
+from seqlab.progress import progress_bar
 
 NAME = "memorization"
 TOP = 100                       # the samples of each ranking tested (Carlini et al. 2021 inspect 100)
@@ -236,7 +236,7 @@ def rank(scores: list[dict], ranking: str) -> list[int]:
 # ---------------------------------------------------------------------------- the model, batched
 
 def _bar(progress: bool | None, total: int, desc: str, unit: str):
-    return tqdm(total=total, desc=desc, unit=unit, leave=False, disable=True if progress is False else None)
+    return progress_bar(None, progress, total=total, desc=desc, unit=unit, leave=False)
 
 
 @torch.no_grad()

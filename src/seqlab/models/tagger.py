@@ -86,7 +86,9 @@ class TaggerConfig:
                                        "sublayer (pre)", choices=("post", "pre"), when={"encoder": ("transformer",)})
     lm_feature_size: int = option(0, "width of the contextual string embeddings of the --lm-features LMs "
                                      "(set from them; 0: none)", at_least=0)
-    crf: bool = option(False, "a linear-chain CRF output layer (Viterbi decoding) instead of per-token softmax")
+    crf: bool | None = option(None, "a linear-chain CRF output layer (Viterbi decoding) instead of per-token "
+                                    "softmax (default: on for entity tags such as B-PER / I-PER, whose spans it "
+                                    "keeps valid and which it learns faster, off for plain tags such as POS)")
     rnn_impl: str = option("fused", "recurrent encoders: fused kernels or the textbook cells",
                            choices=("fused", "textbook"), when={"encoder": ("rnn", "lstm", "gru")})
 

@@ -8,7 +8,8 @@ Two kinds of file, each written atomically (seqlab.fileio.atomic_write):
 
 Each file carries a SHA-256 of its tensors in the header; loading recomputes it, so a truncated or
 damaged file is refused with a clear message instead of loading garbage. Tied parameters (one tensor
-under two names) are stored once.
+under two names) are stored once. The same tensors and metadata give the same bytes in every process
+(`safetensors_bytes`), so a file's SHA-256 identifies the weights.
 """
 
 from __future__ import annotations
@@ -41,7 +42,26 @@ def save_tensors(path: str | Path, tensors: dict[str, torch.Tensor], metadata: d
     tensors = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
     header = {"format": "seqlab", "format_version": str(FORMAT_VERSION), "sha256": tensor_digest(tensors)}
     header.update({k: v if isinstance(v, str) else json.dumps(v) for k, v in (metadata or {}).items()})
-    atomic_write_bytes(path, st_save(tensors, metadata=header))
+    atomic_write_bytes(path, safetensors_bytes(tensors, header))
+
+
+def safetensors_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> bytes:
+    """A safetensors file of `tensors` and `metadata` whose bytes depend on nothing else: the same in every
+    process. safetensors writes its `__metadata__` from a Rust HashMap, whose order changes from one call
+    to the next (its hash keys are random), so the same weights got a different header, hence a different
+    SHA-256, at each run; here the header is written again with the metadata keys sorted. The tensors keep
+    the order and offsets safetensors gave them (by dtype, then name: already the same in every process).
+
+        file = 8-byte little-endian N | header: N bytes of JSON, space-padded to a multiple of 8 | tensor data
+    """
+    data = st_save(tensors, metadata=metadata)
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + size])
+    if "__metadata__" in header:
+        header["__metadata__"] = dict(sorted(header["__metadata__"].items()))
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+    text += b" " * (-len(text) % 8)                      # the tensor data starts 8-byte aligned, as safetensors' own
+    return len(text).to_bytes(8, "little") + text + data[8 + size:]
 
 
 def load_tensors(path: str | Path) -> tuple[dict[str, torch.Tensor], dict]:

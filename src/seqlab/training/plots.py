@@ -7,6 +7,9 @@ from pathlib import Path
 
 from seqlab.fileio import atomic_write
 
+# scores (percent) a task records at each evaluation beside its loss, drawn on a second axis: key -> label
+SCORES = {"greedy_bleu": "BLEU (greedy, dev sample)", "greedy_rougeL": "ROUGE-L (greedy, dev sample)"}
+
 
 def plot_curves(run_dir: str | Path, metric_label: str = "loss (nats per token)") -> Path | None:
     """Read train_log.jsonl and metrics.jsonl from a run directory and draw curves.png."""
@@ -28,7 +31,18 @@ def plot_curves(run_dir: str | Path, metric_label: str = "loss (nats per token)"
     ax.set_xlabel("optimizer step")
     ax.set_ylabel(metric_label)
     ax.grid(alpha=0.3)
-    ax.legend()
+    handles, labels = ax.get_legend_handles_labels()
+    scored = [(key, label) for key, label in SCORES.items() if any(key in r for r in evals)]
+    top = ax
+    if scored:
+        right = top = ax.twinx()                    # drawn over `ax`: the legend goes on it
+        for (key, label), color in zip(scored, ("C2", "C3"), strict=False):
+            points = [r for r in evals if key in r and not r.get("final")]
+            right.plot([r["step"] for r in points], [r[key] for r in points], "s--", color=color, label=label, lw=1.5)
+        right.set_ylabel("score (%)")
+        more = right.get_legend_handles_labels()
+        handles, labels = handles + more[0], labels + more[1]
+    top.legend(handles, labels)
     ax.set_title(run_dir.name)
     fig.tight_layout()
     return save_png(fig, run_dir / "curves.png")

@@ -18,6 +18,7 @@ import functools
 import json
 import math
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,8 +29,9 @@ from tqdm.auto import tqdm
 
 from seqlab.config import check_fields, option
 from seqlab.errors import SeqlabError
-from seqlab.fileio import append_line, atomic_write_text
+from seqlab.fileio import append_line, atomic_write_text, safetensors_metadata
 from seqlab.models.base import Model
+from seqlab.progress import progress_bar, startup_seconds
 from seqlab.training import distributed, flops
 from seqlab.training.checkpoint import (
     load_model,
@@ -46,6 +48,14 @@ from seqlab.training.optim import OPTIMIZERS, SCHEDULES, Schedule, make_optimize
 from seqlab.training.output_loss import FUSED_OUTPUT
 from seqlab.training.plots import plot_curves
 from seqlab.training.task import Task
+
+
+def say(line: str) -> None:
+    """A line of the run's story on stdout (evaluations, notices), flushed at once so that it keeps its place among
+    the progress lines of stderr when both go to one log."""
+    tqdm.write(line)
+    sys.stdout.flush()
+
 
 PROBE_STEPS = 20        # --time-schedule: the steps timed (from the 4th: the first ones warm up) to fix the schedule
 
@@ -178,6 +188,7 @@ class Position:
     best_step: int = 0        # the step of the best weights (model.safetensors)
     bad_evals: int = 0
     elapsed: float = 0.0      # training seconds before this process started
+    startup: float = 0.0      # start-up seconds (command start to first step) of the sessions before this one
 
 
 class Trainer:
@@ -222,12 +233,18 @@ class Trainer:
         """Train to `max_steps` / `epochs` (or early stopping); return the best weights' figures."""
         cfg, pos = self.config, self.position
         if resume:
+            finished = distributed.broadcast_object(finished_run(self.run_dir, cfg) if self.is_main else None)
+            if finished is not None:          # nothing to train, and its final records are written: touch nothing
+                if self.is_main:
+                    say(finished)
+                return distributed.broadcast_object(final_figures(self.run_dir) if self.is_main else None)
             self._restore()
         train_model = self._wrap(self.model)
-        bar = tqdm(total=self.total_steps, initial=pos.step, unit="step", dynamic_ncols=True,
-                   disable=not (cfg.progress and self.is_main), mininterval=0.5)
+        bar = progress_bar(None, cfg.progress and self.is_main, total=self.total_steps, initial=pos.step,
+                           desc="training", unit="step", dynamic_ncols=True, mininterval=0.5)
         self._utilisation = self._measure_utilisation() if pos.step < self.total_steps else None
         self._start = self._mark_time = time.time()
+        self._startup = startup_seconds(self._start)                # this session's: the command's start to here
         self._spent = self._tokens_spent()                          # of a token budget, by an earlier session
         self._probe_start = None                                     # --time-schedule: when the timed steps began
         self._mark_tokens = pos.tokens
@@ -236,7 +253,7 @@ class Trainer:
         self._finite = torch.ones((), dtype=torch.bool, device=self.device)   # every loss and norm so far
         self._last_eval: tuple[int, dict] | None = None              # (step, figures) if they were the best
         self.task.progress = None if cfg.progress and self.is_main else False
-        stop = pos.step >= self.total_steps
+        stop = pos.step >= self.total_steps or bool(cfg.patience and pos.bad_evals >= cfg.patience)
         self.model.train()
         if cfg.keep_memory and self.device.type == "cpu":
             keep_freed_memory()
@@ -331,7 +348,7 @@ class Trainer:
         bar.total = self.total_steps
         bar.refresh()
         if self.is_main:
-            tqdm.write(f"--time-schedule: the schedule fixed at {self.total_steps:,} steps, what fits in --max-time "
+            say(f"--time-schedule: the schedule fixed at {self.total_steps:,} steps, what fits in --max-time "
                        f"{cfg.max_time:g} s at {per_step:.3f} s a step (steps {first + 1}-{pos.step}) and "
                        f"{per_eval:.1f} s an evaluation, measured once; the cap still stops the run")
 
@@ -460,7 +477,7 @@ class Trainer:
             return None
         value, measured = flops.peak(self.device, flops.precision_dtype(self.device, cfg.precision))
         if self.is_main:
-            tqdm.write(f"model FLOPs: {counted / units / 1e6:,.2f} M per {task.unit} (forward and backward, counted "
+            say(f"model FLOPs: {counted / units / 1e6:,.2f} M per {task.unit} (forward and backward, counted "
                        f"from the products' shapes); peak "
                        f"{value / 1e9:,.1f} GFLOP/s{' (measured now, cached for the next runs)' if measured else ''}")
         return counted / units, value
@@ -508,14 +525,14 @@ class Trainer:
         self._save_checkpoint(elapsed)
         if self.is_main:
             plot_curves(self.run_dir)
-            tqdm.write(task.describe(record))
+            say(task.describe(record))
         self._last_eval = (pos.step, metrics) if improved else None
         if improved:
             self._best_eval = (pos.step, metrics)
         self._emit({"event": "evaluate", **record})
         early_stop = bool(self.config.patience) and pos.bad_evals >= self.config.patience
         if early_stop and self.is_main:
-            tqdm.write(f"early stopping: {pos.bad_evals} evaluations without improvement")
+            say(f"early stopping: {pos.bad_evals} evaluations without improvement")
         return early_stop
 
     def _save_checkpoint(self, elapsed: float) -> None:
@@ -535,6 +552,7 @@ class Trainer:
         pos = self.position
         trainer = {"epoch": pos.epoch, "batch": pos.batch, "step": pos.step, "tokens": pos.tokens,
                    "best": pos.best, "best_step": pos.best_step, "bad_evals": pos.bad_evals, "elapsed": elapsed,
+                   "startup": pos.startup + self._startup,
                    "schedule": self.schedule.state_dict(), "world": self.world,
                    "time_schedule": self.time_schedule,
                    "state_is_tuple": isinstance(state, tuple)}
@@ -557,6 +575,7 @@ class Trainer:
         pos.epoch, pos.batch = trainer["epoch"], trainer["batch"]
         pos.step, pos.tokens = trainer["step"], trainer["tokens"]
         pos.best, pos.bad_evals, pos.elapsed = trainer["best"], trainer["bad_evals"], trainer["elapsed"]
+        pos.startup = trainer.get("startup", 0.0)              # a checkpoint of an earlier seqlab: not recorded
         pos.best_step = trainer.get("best_step", pos.step)      # a checkpoint of an earlier seqlab: not recorded
         if trainer.get("time_schedule"):
             self._set_time_schedule(trainer["time_schedule"])
@@ -570,7 +589,7 @@ class Trainer:
             if f"rng.cuda.{self.rank}" in tensors and self.device.type == "cuda":
                 torch.cuda.set_rng_state(tensors[f"rng.cuda.{self.rank}"], self.device)
         elif self.is_main:
-            tqdm.write(f"resuming with {self.world} processes instead of {trainer['world']}: "
+            say(f"resuming with {self.world} processes instead of {trainer['world']}: "
                        "dropout masks will differ from the uninterrupted run")
         if self.is_main:   # forget records written after the checkpoint (the run died after writing them)
             for name in ("metrics.jsonl", "train_log.jsonl"):
@@ -605,11 +624,11 @@ class Trainer:
             results["test"] = self.evaluate(self.task.test_data)
         if self.is_main:
             if weights_step != pos.step:
-                tqdm.write(f"the best weights, of step {weights_step} (of {pos.step} trained):")
+                say(f"the best weights, of step {weights_step} (of {pos.step} trained):")
             for split, metrics in results.items():
                 record = {"step": weights_step, "trained_steps": pos.step, "split": split, "final": True, **metrics}
                 append_line(self.run_dir / "metrics.jsonl", json.dumps(record))
-                tqdm.write(self.task.describe(record))
+                say(self.task.describe(record))
             plot_curves(self.run_dir)
         self._emit({"event": "finish", **results})
         return results
@@ -617,6 +636,64 @@ class Trainer:
     def _emit(self, event: dict) -> None:
         if self.callback is not None and self.is_main:
             self.callback(event)
+
+
+def finished_run(run_dir: str | Path, config: TrainConfig) -> str | None:
+    """Why `--resume` of the run in `run_dir` with the options `config` has nothing to do: its last session
+    ended with its final records (metrics.jsonl, at the checkpoint's step) and a limit that stopped it still
+    holds. One line that names the limits and how to train further; None when a resume has work to do (more
+    steps under a raised limit, or the final records of a run killed before it wrote them)."""
+    trainer = _checkpoint_position(run_dir)
+    if trainer is None or not final_figures(run_dir):
+        return None
+    step, fixed = trainer["step"], trainer.get("time_schedule")
+    if fixed and step >= fixed["total_steps"]:
+        return (f"{run_dir}: training already finished at step {step:,}, the length --time-schedule fixed, which a "
+                "resumed run keeps; nothing to do, the run is unchanged (train longer in a new run)")
+    epoch, bad_evals, tokens, elapsed = (trainer.get(k, 0) for k in ("epoch", "bad_evals", "tokens", "elapsed"))
+    reached = {}                                        # the limit to raise -> how it stopped the run
+    if config.max_steps and step >= config.max_steps:
+        reached["--max-steps"] = f"--max-steps {config.max_steps:,} reached"
+    if epoch >= config.epochs:
+        reached["--epochs"] = f"--epochs {config.epochs} done"
+    if config.patience and bad_evals >= config.patience:
+        reached["--patience"] = f"stopped early after {bad_evals} evaluations without improvement"
+    if config.max_tokens and tokens >= config.max_tokens:
+        reached["--max-tokens"] = f"--max-tokens {config.max_tokens:,} spent"
+    if config.max_time and elapsed >= config.max_time:
+        reached["--max-time"] = f"--max-time {config.max_time:g} s spent"
+    if not reached:
+        return None
+    return (f"{run_dir}: training already finished at step {step:,} ({'; '.join(reached.values())}); nothing to "
+            f"do, the run is unchanged. To train it further, --resume with a higher {' and '.join(reached)}")
+
+
+def final_figures(run_dir: str | Path) -> dict:
+    """The figures of the final records (metrics.jsonl) written when training ended at the checkpoint's step,
+    {split: figures} as `Trainer.fit` returns them; {} when training has not ended there."""
+    trainer = _checkpoint_position(run_dir)
+    try:
+        lines = (Path(run_dir) / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return {}
+    results = {}
+    for line in lines if trainer is not None else []:
+        with contextlib.suppress(json.JSONDecodeError):
+            record = json.loads(line)
+            if (isinstance(record, dict) and record.get("final") and record.get("split")
+                    and record.get("trained_steps") == trainer["step"]):
+                results[record["split"]] = {k: v for k, v in record.items()
+                                            if k not in ("step", "trained_steps", "split", "final")}
+    return results
+
+
+def _checkpoint_position(run_dir: str | Path) -> dict | None:
+    """The trainer's position written in the run's checkpoint.safetensors (its header alone); None without one."""
+    try:
+        trainer = json.loads(safetensors_metadata(Path(run_dir) / "checkpoint.safetensors")["trainer"])
+    except (KeyError, json.JSONDecodeError):
+        return None
+    return trainer if isinstance(trainer, dict) and isinstance(trainer.get("step"), int) else None
 
 
 def _record_step(line: str) -> float:

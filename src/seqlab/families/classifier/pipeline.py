@@ -70,6 +70,7 @@ from seqlab.families.runs import (
 )
 from seqlab.fileio import atomic_write_json
 from seqlab.models.classifier import Classifier
+from seqlab.progress import Reading, data_files
 from seqlab.training import distributed
 from seqlab.training.plots import plot_confusion
 from seqlab.training.trainer import Trainer
@@ -105,6 +106,7 @@ def _train(config: ClassifierTrainConfig, run_dir: Path, device, resume: bool, o
             data = dataclasses.replace(data, max_length=limit)
             config = dataclasses.replace(config, data=data)
     rank = distributed.world()[0]
+    reading = Reading(data_files(data), log)        # hashing, preparing or opening them can take minutes
     prepared = for_run(config, run_dir, rank, distributed.barrier, log)
     notes = prepared.manifest.get("notes", {})
     for kind in ("holdout", "lexicon" if model_config.arch == "features" else "vectors"):
@@ -154,6 +156,7 @@ def _train(config: ClassifierTrainConfig, run_dir: Path, device, resume: bool, o
         model if lm_features else None) for split in splits)
     dev = dev.read(range(len(dev)))                 # evaluation holds its documents (LM features: once)
     test = test.read(range(len(test))) if test is not None else None
+    reading.done(f"{len(train):,} training documents")
     torch.manual_seed(config.train.seed + rank)
     sizes = ", ".join(f"{label} {counts[label]:,}" for label in vocabulary.labels)
     log(f"{len(train):,} training documents ({sizes}); "

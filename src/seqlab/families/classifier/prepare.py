@@ -151,7 +151,7 @@ def _quiet(message: str) -> None:
 def write_prepared(data, output: str | Path, contents: tuple[str, ...], seed: int, workers: int = 0,
                    overwrite: bool = False, progress: bool = True, extra: dict | None = None, log=_stderr) -> Path:
     """The prepared folder of `data`'s splits, keeping `contents`; the documents held out by `seed`."""
-    from tqdm.auto import tqdm
+    from seqlab.progress import progress_bar
 
     if not data.train or not (data.dev or data.dev_fraction):
         raise SeqlabError("a classifier needs --train and --dev files (or --dev-fraction to hold out part of the "
@@ -167,7 +167,7 @@ def write_prepared(data, output: str | Path, contents: tuple[str, ...], seed: in
         log(message)
 
     with Writer(output, overwrite) as writer:      # removed on any error, nothing left half-written
-        bar = tqdm(desc=f"preparing {output.name}", unit=" documents", disable=not progress, mininterval=0.5)
+        bar = progress_bar(None, progress, desc=f"preparing {output.name}", unit=" documents", mininterval=0.5)
         with bar, Workers(n) as pool:
             held = _held_out(data, seed, note) if not data.dev else None
             vocabulary, vectors, labels = _fit(data, contents, held, pool, note)

@@ -13,13 +13,13 @@ from collections import Counter
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from seqlab.data.batching import RowBatch, length_batches
 from seqlab.errors import SeqlabError
 from seqlab.families.classifier.vocab import DocBatch, DocumentVocabulary, EncodedDoc, Truncation  # noqa: F401  (re-exported)
 from seqlab.metrics import classification_scores
 from seqlab.nn.lm_features import LM_FEATURE_DTYPE
+from seqlab.progress import progress_bar
 
 
 def with_lm_features(model, items: list[EncodedDoc], batch_size: int = 32) -> list[EncodedDoc]:
@@ -201,8 +201,7 @@ class ClassificationTask:
         confusion = torch.zeros(K, K, dtype=torch.long)
         loss_sum, documents = 0.0, 0
         golds, predictions = [], []
-        for batch in tqdm(batches, desc="evaluating", unit="batch", leave=False,
-                          disable=True if self.progress is False else None):
+        for batch in progress_bar(batches, self.progress, desc="evaluating", unit="batch", leave=False):
             batch = batch.rows(rows.start or 0, rows.stop if rows.stop is not None else len(batch.labels))
             if not len(batch.labels):
                 continue

@@ -11,11 +11,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from seqlab.data.batching import length_batches
 from seqlab.data.documents import Document, document_reader, text_documents
 from seqlab.data.limits import DEFAULT_MAX_TOKENS, InputLimit
+from seqlab.data.sniff import EVALUATED
 from seqlab.data.stream import CHUNK_SIZE, LineReader, chunked, interactive
 from seqlab.errors import SeqlabError, place
 from seqlab.families.classifier import FAMILY
@@ -109,7 +109,7 @@ class TrainedClassifier(FromRun):
                 documents = text_documents(lines, path, what)
             else:
                 documents = document_reader(input_format, data.columns, path, what, labelled=False,
-                                            sst_classes=data.sst_classes)(lines)
+                                            sst_classes=data.sst_classes, option=None)(lines)
             for chunk in chunked(documents, chunk_size, *interactive(lines, batch_size),
                                  chars=lambda d: len(d.text)):
                 unlabelled = [dataclasses.replace(d, label=None) for d in chunk]
@@ -137,12 +137,13 @@ class TrainedClassifier(FromRun):
         what = "evaluation file"
         data = self.config.data
         limit = self.input_limit(max_input_length, long_input)
-        read = document_reader(fmt or data.format, data.columns, path, what, sst_classes=data.sst_classes)
+        read = document_reader(fmt or data.format, data.columns, path, what, sst_classes=data.sst_classes,
+                               option=EVALUATED)
         task = ClassificationTask(self.vocabulary, [], [], None, batch_size=1, eval_batch_size=128, seed=0,
                                   metric=data.metric)
         task.keep_predictions = on_predictions is not None
         totals: dict = {}
-        bar = tqdm(desc="evaluating", unit="document", leave=False, disable=True if progress is False else None)
+        bar = progress_bar(None, progress, desc="evaluating", unit="document", leave=False)
         with LineReader(path, what, limit.chars, stdin=False) as lines, bar:
             for chunk in chunked(read(lines), chunk_size, chars=lambda d: len(d.text)):
                 encoded = with_lm_features(self.model, self._encode_within(chunk, limit, lines.place, path, what))

@@ -34,6 +34,7 @@ from seqlab.families.lm.vocab import read_tokenizer_and_vocab
 from seqlab.families.runs import check_sizes, load_best, log, start_run, train_in_run
 from seqlab.fileio import atomic_write_json
 from seqlab.models.lm import build_lm
+from seqlab.progress import Reading, data_files
 from seqlab.training import distributed
 from seqlab.training.trainer import Trainer
 
@@ -54,6 +55,7 @@ def _train_lm(config, run_dir, device, resume, overwrite, callback) -> dict:
     hooks = text_hooks(data, config.train.seed)      # --canary: secrets planted in the training text
     if not data.train and not data.prepared:
         log("no --train given: using the bundled Tiny Shakespeare (its first 90% to train, the rest to validate)")
+    reading = Reading(data_files(data), log)        # hashing, preparing or opening them can take minutes
     prepared = for_run(config, run_dir, resume, hooks, rank, distributed.barrier, log)
     for hook in hooks:
         log(hook.describe(run_dir, resume))
@@ -69,6 +71,7 @@ def _train_lm(config, run_dir, device, resume, overwrite, callback) -> dict:
     valid_ids = torch.from_numpy(prepared.split("valid").ids().astype(np.int64))
     test = prepared.split("test")
     test_ids = torch.from_numpy(test.ids().astype(np.int64)) if test is not None else None
+    reading.done(f"{len(train.tokens):,} training tokens")
     model_config = dataclasses.replace(config.model, vocab_size=len(vocab))
     config = dataclasses.replace(config, model=model_config)
     torch.manual_seed(config.train.seed)

@@ -26,7 +26,6 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from seqlab.data.batching import (
     ArrayTokens,
@@ -39,6 +38,7 @@ from seqlab.data.batching import (
 from seqlab.data.vocab import PAD
 from seqlab.errors import SeqlabError
 from seqlab.nn.adaptive_softmax import AdaptiveOutputLayer
+from seqlab.progress import progress_bar
 from seqlab.training.output_loss import choose_fused_output, fused_token_loss, output_layer
 
 
@@ -141,8 +141,8 @@ class LanguageModelingTask:
         characters of the split's text when known. The trainer adds every process's figures, so only
         the process that scores the first rows reports the characters (the others 0)."""
         batches = self.eval_batches(ids)
-        with tqdm(total=len(batches), desc="evaluating", unit="batch", leave=False,
-                  disable=True if self.progress is False else None) as bar:
+        with progress_bar(None, self.progress, total=len(batches), desc="evaluating", unit="batch",
+                          leave=False) as bar:
             stats = evaluate_lm(model, batches, self.carries_state, device, rows, progress=bar)
         characters = self.valid_characters if ids is self.valid_data else \
             self.test_characters if ids is self.test_data else 0

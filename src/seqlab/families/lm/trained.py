@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from seqlab.data import lm_stream
 from seqlab.data.batching import StreamBatches, sliding_windows
@@ -23,6 +22,7 @@ from seqlab.families.lm.config import LMTrainConfig
 from seqlab.families.lm.task import evaluate_lm, summarize
 from seqlab.families.lm.vocab import detokenize_lines, reverse_lines, unknown_tokens_note
 from seqlab.families.run_files import FromRun
+from seqlab.progress import Reading, progress_bar
 
 
 class TrainedLM(FromRun):
@@ -85,21 +85,24 @@ class TrainedLM(FromRun):
     def evaluate_file(self, path: str | Path, batch_size: int = 10, stride: int = 0,
                       progress: bool | None = False) -> dict:
         """Tokens, loss (nats/token), bits per token, perplexity and bits per character of a text file;
-        `progress` None or True: a bar over the batches (None: when stderr is a terminal), shown once the
-        file has been read through (so a bad file is reported on a clean line).
+        `progress` None or True: a line before the file is read through and one when it has been (which
+        can take minutes), then a bar over the batches (`seqlab.progress`: a terminal's, or a log's lines).
 
         The file is read twice and never held whole (`seqlab.data.lm_stream`): once to count its
         tokens, then as the batches need it; the batches, and so the figures, are those
         `evaluate_ids` gives on the file's whole id stream (the recurrent state carried along each
         row of the stream; the transformer's overlapping windows)."""
         what = "evaluation file"
+        reading = Reading([path], show=progress is not False)
         if self.reverse:      # read whole and reversed: the streaming reader reads left to right only
             lines = lines_as_read(path, True, what)
             ids, characters = read_stream(lines, self.tokenizer, self.vocab, what)
-            bar = tqdm(desc="scoring", unit="batch", leave=False, disable=True if progress is False else None)
+            reading.done(f"{len(ids):,} tokens")
+            bar = progress_bar(None, progress, desc="scoring", unit="batch", leave=False)
             with bar:
                 return self.evaluate_ids(ids, batch_size, stride, progress=bar, characters=characters)
         found = lm_stream.survey(path, what, self.tokenizer, self.vocab)
+        reading.done(f"{found.tokens:,} tokens")
         context = self.model.context_length
         if context is None:
             seq_len = self.config.train.seq_len
@@ -109,8 +112,7 @@ class TrainedLM(FromRun):
             stride = stride or max(1, context // 2)
             batches = lm_stream.window_batches(found, self.tokenizer, self.vocab, batch_size, context, stride)
             count = lm_stream.window_batch_count(found, batch_size, context, stride)
-        with tqdm(total=count, desc="scoring", unit="batch", leave=False,
-                  disable=True if progress is False else None) as bar:
+        with progress_bar(None, progress, total=count, desc="scoring", unit="batch", leave=False) as bar:
             stats = evaluate_lm(self.model, batches, context is None, self.device, progress=bar)
         result = summarize(stats["loss_sum"], stats["tokens"], found.characters)
         result["unknown"] = found.unknown

@@ -2,11 +2,14 @@
 
     config.py     Seq2SeqDataConfig, Seq2SeqTrainConfig: the options of `seqlab train seq2seq`
     vocab.py      PairVocabulary (pairs -> ids, the length limits), the run's files, Output (torch-free)
-    task.py       Seq2SeqTask: pairs -> loss as (sum, count), perplexity
+    task.py       Seq2SeqTask: pairs -> loss as (sum, count), perplexity; the dev pairs decoded at each evaluation
+    task_metric.py  BLEU, chrF, ROUGE of those outputs from summable statistics (--eval-decode)
+    text_checks.py  the warnings about the training text: much of it <unk>, or raw text read as words
     sources.py    the pairs of a split, streamed: aligned files, a file of pairs (TSV, JSON lines) or Parquet
     prepare.py    `seqlab prepare seq2seq`: the pairs into memory-mapped items; the run's data (--data, or a cache)
     prepared_pairs.py  a prepared split's pairs read back: the training batches by position, dev/test in memory
     pipeline.py   train_seq2seq, load_seq2seq, PIPELINE
+    outputs.py    pairs as ids -> decoded outputs (the batched searches), for TrainedSeq2Seq and the task
     trained.py    TrainedSeq2Seq: translate, generate, generate_stream, evaluate_files (BLEU, chrF, ROUGE)
     exported.py   ExportedSeq2Seq: an ONNX export on onnxruntime, decoded by the numpy searches (torch-free)
     graphs.py     the ONNX encoder and decoder-step graphs of each architecture

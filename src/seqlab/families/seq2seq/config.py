@@ -10,7 +10,7 @@ from pathlib import Path
 
 from seqlab.config import check_fields, option
 from seqlab.data.parallel import PAIRED_FORMATS, Pair
-from seqlab.data.tokenizers import TOKENIZERS
+from seqlab.data.tokenizers import RULE_TOKENIZERS, TOKENIZERS
 from seqlab.errors import SeqlabError
 from seqlab.families.runs import (
     read_run_config_as,
@@ -20,6 +20,7 @@ from seqlab.families.seq2seq import FAMILY
 from seqlab.models.seq2seq import Seq2SeqConfig
 from seqlab.training.trainer import TrainConfig
 
+SIDE_TOKENIZERS = (*TOKENIZERS, *RULE_TOKENIZERS)
 TRAIN_DEFAULTS = {"output": "runs/seq2seq", "epochs": 10, "batch_size": 64, "eval_batch_size": 128,
                   "optimizer": "adam", "lr": 1e-3, "grad_clip": 1.0, "log_every": 50}
 
@@ -46,12 +47,16 @@ class Seq2SeqDataConfig:
                          choices=PAIRED_FORMATS)
     source_field: str = option("source", "files of pairs: the source's column (TSV, Parquet) or JSON field")
     target_field: str = option("target", "files of pairs: the target's column (TSV, Parquet) or JSON field")
-    tokenizer: str = option("word", "both sides: word (whitespace-separated, for tokenised text), char, or bpe "
-                                    "(byte-level BPE learned on the training split)", choices=tuple(TOKENIZERS))
+    tokenizer: str = option("word", "both sides: word (whitespace-separated, for tokenised text), char, bpe "
+                                    "(byte-level BPE learned on the training split), or moses (raw text split by "
+                                    "Moses's rules for --source-lang / --target-lang)", choices=SIDE_TOKENIZERS)
     source_tokenizer: str = option("", "the source side's tokenizer, if not --tokenizer",
-                                   choices=("", *TOKENIZERS))
+                                   choices=("", *SIDE_TOKENIZERS))
     target_tokenizer: str = option("", "the target side's tokenizer, if not --tokenizer",
-                                   choices=("", *TOKENIZERS))
+                                   choices=("", *SIDE_TOKENIZERS))
+    source_lang: str = option("en", "moses: the sources' language code (its abbreviations; en: doesn 't, fr / it: "
+                                    "l' homme; other languages split apostrophes)")
+    target_lang: str = option("en", "moses: the targets' language code (how outputs are split and joined back)")
     shared_vocab: bool = option(False, "one tokenizer and vocabulary learned on both sides (needed by --arch lm "
                                        "and --share-embeddings)")
     bpe_vocab_size: int = option(8000, "bpe: pieces per BPE model (the 256 bytes included); its vocabulary is "
@@ -76,15 +81,26 @@ class Seq2SeqDataConfig:
 
 
 @dataclass
+class Seq2SeqTrainOptions(TrainConfig):
+    """How to train a sequence-to-sequence model: the trainer's options and the one only this family has (saved
+    under "train")."""
+
+    eval_decode: int = option(500, "at every evaluation, decode the first N dev pairs greedily and score them "
+                                   "(BLEU, chrF, ROUGE-1/2/L against the dev targets; at the end the first N test "
+                                   "pairs too); 0: the loss alone. The dev loss still picks the best weights",
+                              at_least=0)
+
+
+@dataclass
 class Seq2SeqTrainConfig:
     """A sequence-to-sequence training run: data, model and training options."""
 
     data: Seq2SeqDataConfig = field(default_factory=Seq2SeqDataConfig)
     model: Seq2SeqConfig = field(default_factory=Seq2SeqConfig)
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(**TRAIN_DEFAULTS))
+    train: Seq2SeqTrainOptions = field(default_factory=lambda: Seq2SeqTrainOptions(**TRAIN_DEFAULTS))
 
 
-CONFIG_GROUPS = {"data": Seq2SeqDataConfig, "model": Seq2SeqConfig, "train": TrainConfig}
+CONFIG_GROUPS = {"data": Seq2SeqDataConfig, "model": Seq2SeqConfig, "train": Seq2SeqTrainOptions}
 
 
 def resolve_seq2seq_config(config_file: str | Path | None = None, overrides: dict | None = None,

@@ -210,7 +210,9 @@ def files(trained, out: Path) -> dict[str, str]:
                                f"`encode(text).ids` are the graph's ids of a text, `decode(ids)` the text")
         else:
             write_tokens(out / name, vocab.tokens)
-            described[name] = f"the {sides} side's {len(vocab)} {tokenizer.unit}s, specials first, {TOKEN_LINES}"
+            moses = tokenizer.kind == "moses"
+            unit = f"Moses words (sacremoses, {tokenizer.lang!r})" if moses else f"{tokenizer.unit}s"
+            described[name] = f"the {sides} side's {len(vocab)} {unit}, specials first, {TOKEN_LINES}"
     return described
 
 
@@ -255,6 +257,11 @@ def about(trained, manifest: dict) -> dict:
         if tokenizer.kind == "bpe":
             tokenize.append(f"The {side} side is byte-level BPE: `Tokenizer.from_file(\"{name}\").encode(text).ids` "
                             "(the `tokenizers` library) are its ids, `decode(ids)` gives text back")
+        elif tokenizer.kind == "moses":
+            tokenize.append(f"The {side} side reads words as Moses splits them (the `sacremoses` library): "
+                            f"`{moses_call(tokenizer, 'text')}`, each its id in {name} (one token per line, the line "
+                            f"number its id), or <unk> (1); `{moses_call(tokenizer, 'tokens', back=True)}` joins "
+                            "them back into text")
         else:
             unit = "whitespace-separated words (Python's `str.split()`)" if tokenizer.kind == "word" else "characters"
             tokenize.append(f"The {side} side reads {unit}, each its id in {name} (one token per line, the line number "
@@ -272,8 +279,8 @@ def about(trained, manifest: dict) -> dict:
               + "; greedy decoding takes the argmax at each step, as the example does, beam search the best "
               "hypotheses (`seqlab translate --beam`).")
     sample = SOURCE
-    if v.source_tokenizer.kind == "word" and len(v.source_vocab) > 8:
-        sample = " ".join(v.source_vocab.tokens[5:11])
+    if v.source_tokenizer.kind in ("word", "moses") and len(v.source_vocab) > 8:
+        sample = v.source_tokenizer.detokenize(v.source_vocab.tokens[5:11])
     attends = f" with {m.attention} attention" if arch not in ("transformer", "lm") and m.attention != "none" else ""
     return {"summary": f"A {arch} sequence-to-sequence model{attends}, from {v.source_tokenizer.unit}s to "
                        f"{v.target_tokenizer.unit}s.",
@@ -305,14 +312,24 @@ def graph_docs(arch: str, attends: bool) -> dict[str, str]:
                             + (", and the attention weights over the source" if attends else "")}
 
 
+def moses_call(tokenizer, argument: str, back: bool = False) -> str:
+    """The sacremoses call of a moses side: `MosesTokenizer("en").tokenize(text, ...)` as
+    `seqlab.data.tokenizers.MosesTokenizer` makes it, or (back) its detokenizer's."""
+    if back:
+        return f'MosesDetokenizer("{tokenizer.lang}").detokenize({argument}, unescape=False)'
+    return f'MosesTokenizer("{tokenizer.lang}").tokenize({argument}, aggressive_dash_splits=True, escape=False)'
+
+
 def example(trained, files: dict, sample: str) -> str:
     """The README's program: the greedy output of `sample`, as `seqlab.families.seq2seq.exported.ExportedSeq2Seq`
     decodes it."""
     arch, P = trained.config.model.arch, trained.config.model.max_positions
     max_source = trained.config.data.max_source_length
     bpe = any(t.kind == "bpe" for _, t, _ in files.values())
+    moses = sorted({"MosesTokenizer" if side == "source" else "MosesDetokenizer"
+                    for side, (_, t, _) in files.items() if t.kind == "moses"})
     lines = ["import numpy as np", "import onnxruntime as ort", *(["from tokenizers import Tokenizer"] if bpe else []),
-             ""]
+             *([f"from sacremoses import {', '.join(moses)}"] if moses else []), ""]
     read = {}
     for side, (name, tokenizer, _) in files.items():
         shared = side == "target" and name == files["source"][0]
@@ -324,8 +341,11 @@ def example(trained, files: dict, sample: str) -> str:
             lines += ["target_vocab = source_vocab" if shared else f"{side}_vocab = {token_list(name)}"]
             word = tokenizer.kind == "word"
             if side == "source":
+                split = {"word": "text.split()", "char": "text"}.get(tokenizer.kind) or moses_call(tokenizer, "text")
                 lines += ["index = {token: i for i, token in enumerate(source_vocab)}"]
-                read[side] = f"[index.get(token, 1) for token in {'text.split()' if word else 'text'}]"
+                read[side] = f"[index.get(token, 1) for token in {split}]"
+            elif tokenizer.kind == "moses":
+                read[side] = moses_call(tokenizer, "[target_vocab[i] for i in output]", back=True)
             else:
                 read[side] = ('" "' if word else '""') + ".join(target_vocab[i] for i in output)"
     cut = f"[:{max_source}]" if max_source else ""

@@ -18,6 +18,7 @@ and curves.png, and prepared/ (the cache of its files' prepared data, unless $SE
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,13 +45,15 @@ from seqlab.families.seq2seq.config import (
     resolve_seq2seq_config,
 )
 from seqlab.families.seq2seq.prepare import check_options, for_run, split_name, vocabulary_of
-from seqlab.families.seq2seq.prepared_pairs import PreparedPairs
+from seqlab.families.seq2seq.prepared_pairs import PreparedPairs, read_targets
 from seqlab.families.seq2seq.prepared_pairs import read_pairs as read_prepared_pairs
 from seqlab.families.seq2seq.task import LengthReport, PairVocabulary, Seq2SeqTask
+from seqlab.families.seq2seq.text_checks import text_warnings
 from seqlab.families.seq2seq.trained import TrainedSeq2Seq
 from seqlab.families.seq2seq.vocab import read_pair_vocabulary
 from seqlab.fileio import atomic_write_json
 from seqlab.models.seq2seq import build_model
+from seqlab.progress import Reading, data_files
 from seqlab.training import distributed
 from seqlab.training.trainer import Trainer
 
@@ -77,6 +80,7 @@ def _train(config: Seq2SeqTrainConfig, run_dir: Path, device, resume: bool, over
         given = read_vocabulary(run_dir, config)
     elif init is not None:
         given = read_vocabulary(init, read_run_config(init))
+    reading = Reading(data_files(data), log)        # hashing, preparing or opening them can take minutes
     prepared = for_run(config, run_dir, given, rank, distributed.barrier, log)
     vocabulary = vocabulary_of(prepared, model_config.arch == "lm", data.max_source_length, data.max_target_length)
     if given is not None and (given.source_vocab.tokens != vocabulary.source_vocab.tokens or
@@ -92,12 +96,19 @@ def _train(config: Seq2SeqTrainConfig, run_dir: Path, device, resume: bool, over
     train = PreparedPairs(prepared.split("train"), vocabulary, data.long_pairs, reports[0])
     dev = read_prepared_pairs(prepared.split("dev"), vocabulary, reports[1])
     test = read_prepared_pairs(prepared.split("test"), vocabulary, reports[2]) if prepared.split("test") else []
+    reading.done(f"{len(train):,} training pairs")
     paths = [split_name(prepared, name) for name in ("train", "dev", "test")]
     for report, path in zip(reports, paths, strict=True):
         for message in report.messages(path, data.max_source_length, data.max_target_length):
             log(message)
     if not len(train):
         raise SeqlabError(f"{paths[0]}: no training pair is within the length limits")
+    if rank == 0 and not resume:
+        for message in text_warnings(prepared, vocabulary, data):
+            warnings.warn(message, stacklevel=2)
+    decode = config.train.eval_decode            # the first pairs of dev (and test) decoded at every evaluation
+    references = [read_targets(prepared.split(name), vocabulary, decode) if decode and prepared.split(name) else []
+                  for name in ("dev", "test")]
     torch.manual_seed(config.train.seed)
     model = build_model(model_config)
     if init is not None:
@@ -111,7 +122,7 @@ def _train(config: Seq2SeqTrainConfig, run_dir: Path, device, resume: bool, over
     task = Seq2SeqTask(vocabulary, train, dev, test or None, config.train.batch_size,
                        config.train.eval_batch_size, config.train.seed, model_config.label_smoothing,
                        model_config.arch == "lm" and model_config.lm_loss == "all", config.train.fused_output,
-                       model_config.coverage_weight if model_config.coverage else 0.0)
+                       model_config.coverage_weight if model_config.coverage else 0.0, *references)
     log(f"{len(train):,} training pairs; vocabulary {sides}; {model_config.arch}{attention} with "
         f"{model.num_parameters():,} parameters on {device}; {task.output_note}")
     if rank == 0 and not resume:
@@ -145,7 +156,7 @@ def build_vocabulary(train: list[Pair], config: Seq2SeqTrainConfig) -> PairVocab
     check_options(data)
     sources, targets = [p.source for p in train], [p.target for p in train]
     if data.shared_vocab:
-        tokenizer = make_tokenizer(data.side_tokenizer("source"), data.bpe_vocab_size)
+        tokenizer = make_tokenizer(data.side_tokenizer("source"), data.bpe_vocab_size, data.source_lang)
         tokenizer.fit(sources + targets)
         vocab = tokenizer.vocabulary(tokenizer.tokenize_lines(sources + targets), data.min_freq,
                                      data.max_vocab or None)
@@ -153,7 +164,7 @@ def build_vocabulary(train: list[Pair], config: Seq2SeqTrainConfig) -> PairVocab
                            data.max_source_length, data.max_target_length)
     made = []
     for side, lines in (("source", sources), ("target", targets)):
-        tokenizer = make_tokenizer(data.side_tokenizer(side), data.bpe_vocab_size)
+        tokenizer = make_tokenizer(data.side_tokenizer(side), data.bpe_vocab_size, getattr(data, f"{side}_lang"))
         tokenizer.fit(lines)
         made.append((tokenizer, tokenizer.vocabulary(tokenizer.tokenize_lines(lines), data.min_freq,
                                                      data.max_vocab or None)))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import Counter
 from itertools import chain
 from pathlib import Path
@@ -45,7 +46,8 @@ FAMILY = "seq2seq"
 SPLITS = ("train", "dev", "test")
 SKIP = ("prepared", "max_source_length", "max_target_length", "long_pairs")   # not for `seqlab prepare seq2seq`
 SHAPED = ("tokenizer", "source_tokenizer", "target_tokenizer", "shared_vocab", "bpe_vocab_size", "min_freq",
-          "max_vocab")                                                         # the options that shape the ids
+          "max_vocab", "source_lang", "target_lang")                           # the options that shape the ids
+LANGUAGES = {"source_lang": "en", "target_lang": "en"}   # their defaults, for folders prepared before they were
 CHUNK = 2048                    # pairs a worker encodes at a time
 
 
@@ -66,11 +68,32 @@ def check_options(data) -> None:
                           "size with --bpe-vocab-size instead (--max-vocab is for word and char vocabularies)")
     if data.shared_vocab and data.side_tokenizer("source") != data.side_tokenizer("target"):
         raise SeqlabError("--shared-vocab needs the same tokenizer on both sides")
+    for side in ("source", "target"):
+        lang = getattr(data, f"{side}_lang")
+        if not re.fullmatch(r"[a-z]{2,3}", lang):
+            raise SeqlabError(f"--{side}-lang {lang!r}: give the language's ISO 639 code in lower case (en, de, "
+                              "fr, ...)")
+        if data.side_tokenizer(side) != "moses" and lang != LANGUAGES[f"{side}_lang"]:
+            raise SeqlabError(f"--{side}-lang {lang}: only the moses tokenizer reads a language; add "
+                              f"--{side}-tokenizer moses, or leave --{side}-lang out")
+    if data.shared_vocab and data.side_tokenizer("source") == "moses" and data.source_lang != data.target_lang:
+        raise SeqlabError(f"--shared-vocab reads both sides with one moses tokenizer, but --source-lang is "
+                          f"{data.source_lang} and --target-lang {data.target_lang}: give them the same language, or "
+                          "drop --shared-vocab")
 
 
 def prepare(data, output: str | Path, workers: int = 0, overwrite: bool = False, progress: bool = True) -> Path:
-    """Prepare the splits of a `Seq2SeqDataConfig` into `output` (see the module docstring)."""
-    return write_prepared(splits_of(data), data, output, workers, overwrite, progress)
+    """Prepare the splits of a `Seq2SeqDataConfig` into `output` (see the module docstring); warn about its
+    training text as training would (`seqlab.families.seq2seq.text_checks`)."""
+    import warnings
+
+    from seqlab.families.seq2seq.text_checks import text_warnings
+
+    folder = write_prepared(splits_of(data), data, output, workers, overwrite, progress)
+    prepared = open_prepared(folder)
+    for message in text_warnings(prepared, vocabulary_of(prepared, False, 0, 0), data):
+        warnings.warn(message, stacklevel=2)
+    return folder
 
 
 def write_prepared(splits: dict[str, PairFiles], data, output: str | Path, workers: int = 0,
@@ -78,14 +101,14 @@ def write_prepared(splits: dict[str, PairFiles], data, output: str | Path, worke
                    extra: dict | None = None) -> Path:
     """Fit the vocabularies on the training pairs (or take `vocabulary`), encode every split, and write the
     folder (under a hidden name, renamed into place when complete)."""
-    from tqdm.auto import tqdm
+    from seqlab.progress import progress_bar
 
     check_options(data)
     output = Path(output)
     n = workers_for(workers, [SimpleNamespace(size=files.size) for files in splits.values()])
     with Writer(output, overwrite) as writer:      # removed on any error, nothing left half-written
-        with Workers(n) as pool, tqdm(desc=f"preparing {output.name}", unit="pair", disable=not progress,
-                                      mininterval=0.5) as bar:
+        with Workers(n) as pool, progress_bar(None, progress, desc=f"preparing {output.name}", unit="pair",
+                                              mininterval=0.5) as bar:
             fitted = vocabulary is None
             vocabulary = fit(splits["train"], data, pool) if fitted else vocabulary
             shared = vocabulary.source_vocab is vocabulary.target_vocab
@@ -113,14 +136,15 @@ def fit(train: PairFiles, data, pool: Workers) -> PairVocabulary:
     kinds = {side: data.side_tokenizer(side) for side in ("source", "target")}
     max_size = data.max_vocab or None
     sides = ("source", "target") if not data.shared_vocab else ("source",)
-    tokenizers = {side: make_tokenizer(kinds[side], data.bpe_vocab_size) for side in sides}
+    langs = {side: getattr(data, f"{side}_lang") for side in ("source", "target")}
+    tokenizers = {side: make_tokenizer(kinds[side], data.bpe_vocab_size, langs[side]) for side in sides}
     for side, tokenizer in tokenizers.items():          # a BPE model learns from its side's lines (or both)
         if tokenizer.kind == "bpe":
             read = ("source", "target") if data.shared_vocab else (side,)
             tokenizer.fit(chain.from_iterable(_side_lines(train, s) for s in read))
     counts = {side: Counter() for side in sides}        # a word or char vocabulary from the tokens' counts
     if any(tokenizer.kind != "bpe" for tokenizer in tokenizers.values()):
-        jobs = ((kinds, [p.source for p in chunk], [p.target for p in chunk])
+        jobs = ((kinds, langs, [p.source for p in chunk], [p.target for p in chunk])
                 for chunk in chunked(train.pairs(), CHUNK, chars=_chars))
         for source_counts, target_counts in pool.map(_count_chunk, jobs):
             counts["source"].update(source_counts)
@@ -141,11 +165,11 @@ def _chars(pair) -> int:
 
 
 def _count_chunk(job: tuple) -> tuple[Counter, Counter]:
-    """(source token counts, target token counts) of a chunk of pairs (word and char tokenizers)."""
-    kinds, sources, targets = job
+    """(source token counts, target token counts) of a chunk of pairs (word, char and moses tokenizers)."""
+    kinds, langs, sources, targets = job
     out = []
-    for kind, lines in ((kinds["source"], sources), (kinds["target"], targets)):
-        tokenizer = make_tokenizer(kind) if kind != "bpe" else None
+    for side, lines in (("source", sources), ("target", targets)):
+        tokenizer = make_tokenizer(kinds[side], lang=langs[side]) if kinds[side] != "bpe" else None
         out.append(Counter(chain.from_iterable(tokenizer.tokenize_lines(lines))) if tokenizer else Counter())
     return out[0], out[1]
 
@@ -206,7 +230,8 @@ def open_prepared(folder: str | Path) -> Prepared:
 
 def token_options(prepared: Prepared) -> dict:
     """The data options that shaped the prepared ids, as config values."""
-    return prepared.shaped(SHAPED)
+    older = {name: default for name, default in LANGUAGES.items() if name not in prepared.options}
+    return {**prepared.shaped([name for name in SHAPED if name not in older]), **older}
 
 
 def split_name(prepared: Prepared, split: str) -> str:

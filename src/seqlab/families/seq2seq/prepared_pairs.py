@@ -18,6 +18,8 @@ it a process reads (`seqlab.data.batching.RowBatch`), so under DDP each process 
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 
 from seqlab.data.batching import RowBatch, length_batches
@@ -50,6 +52,34 @@ def read_pairs(split: Split, vocabulary: PairVocabulary, report: LengthReport) -
     items = Items(split)
     try:
         return [read_pair(items, i, vocabulary, "truncate", report) for i in range(len(items))]
+    finally:
+        items.close()
+
+
+def read_tokens(split: Split, vocabulary: PairVocabulary, side: str, n: int) -> list[list[str]]:
+    """The first n pairs' tokens of one side ("source" or "target"), whole (no length limit): every token's
+    string, the words read as <unk> given back."""
+    items = Items(split)
+    try:
+        words = getattr(vocabulary, f"{side}_vocab").tokens
+        return [_tokens(items.column(side, i).tolist(), words, items.texts(f"{side}_unk", i))
+                for i in range(min(n, len(items)))]
+    finally:
+        items.close()
+
+
+def read_targets(split: Split, vocabulary: PairVocabulary, n: int) -> list[str]:
+    """The first n targets of a split as text, joined by the target tokenizer: the references the outputs are
+    scored against during training (`seqlab.families.seq2seq.task_metric`)."""
+    return [vocabulary.target_tokenizer.detokenize(tokens) for tokens in read_tokens(split, vocabulary, "target", n)]
+
+
+def unknown_words(split: Split, side: str) -> Counter:
+    """How often each word of one side was read as <unk> in the split (only the pairs that have one are read)."""
+    items = Items(split)
+    try:
+        name = f"{side}_unk"
+        return Counter(word for i in np.flatnonzero(items.lengths(name)) for word in items.texts(name, int(i)))
     finally:
         items.close()
 

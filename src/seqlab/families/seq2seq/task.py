@@ -13,21 +13,29 @@ A copy model (See et al. 2017) gives log P(w) over the extended vocabulary in pl
 on the extended targets (`PairBatch.target_copy_out`): its loss is -log P(w*_t) (eq. 6 over eq. 9's P).
 With coverage, training adds λ Σ_i min(a_i^t, c_i^t) per scored target position (eqs. 12-13,
 λ = `coverage_weight`); evaluation reports the cross-entropy alone.
+
+Evaluation also decodes the first pairs of a split greedily (--eval-decode N: `EvalSplit.decode`) and scores
+them against their references (BLEU, chrF, ROUGE: `seqlab.families.seq2seq.task_metric`), from summable
+statistics like the loss. The loss alone picks the best weights.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from seqlab.data.batching import length_batches
 from seqlab.data.vocab import PAD
+from seqlab.decoding.search import SearchOptions
+from seqlab.families.seq2seq import task_metric
+from seqlab.families.seq2seq.outputs import decode_pairs
 from seqlab.families.seq2seq.prepared_pairs import PreparedPairs
 from seqlab.families.seq2seq.vocab import EncodedPair, LengthReport, PairBatch, PairVocabulary  # noqa: F401  (re-exported)
+from seqlab.progress import progress_bar
 from seqlab.training.output_loss import choose_fused_output, fused_token_loss, output_layer
 
 
@@ -89,6 +97,25 @@ def token_losses(logits: Tensor, batch: PairBatch, label_smoothing: float = 0.0,
     return loss, int((targets != PAD).sum())
 
 
+@dataclass
+class EvalSplit:
+    """A split as evaluation reads it: its batches (the loss, over every pair), and the pairs decoded greedily
+    for the task's figures (its first --eval-decode pairs) with their reference texts."""
+
+    batches: list[PairBatch]
+    decode: list[EncodedPair] = field(default_factory=list)
+    references: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:                   # read as the list of its batches, as before it held more
+        return len(self.batches)
+
+    def __getitem__(self, k: int) -> PairBatch:
+        return self.batches[k]
+
+    def __iter__(self):
+        return iter(self.batches)
+
+
 class Seq2SeqTask:
     """Sequence to sequence for the trainer (the `seqlab.training.task.Task` contract)."""
 
@@ -102,8 +129,12 @@ class Seq2SeqTask:
     def __init__(self, vocabulary: PairVocabulary, train: PreparedPairs | list[EncodedPair], valid: list[EncodedPair],
                  test: list[EncodedPair] | None, batch_size: int, eval_batch_size: int, seed: int,
                  label_smoothing: float = 0.0, lm_all_tokens: bool = False, fused_output: str = "auto",
-                 coverage_weight: float = 0.0):
+                 coverage_weight: float = 0.0, valid_references: list[str] | None = None,
+                 test_references: list[str] | None = None):
+        """`valid_references` / `test_references`: the reference texts of the first pairs of each split, which
+        every evaluation decodes greedily and scores (none: the loss alone)."""
         self.vocabulary, self.batch_size, self.seed = vocabulary, batch_size, seed
+        self.eval_batch_size = eval_batch_size
         self.label_smoothing, self.lm_all_tokens = label_smoothing, lm_all_tokens
         self.coverage_weight = coverage_weight          # λ of See et al. eq. 13 (0: no coverage loss)
         self.encoded_train = train              # prepared pairs read by position (training), or a list in memory
@@ -115,8 +146,8 @@ class Seq2SeqTask:
         if vocabulary.copy or coverage_weight:        # eq. 9's mixture / eq. 12's attention need the full pass
             self.fused_output = False
             self.output_note = "output layer: plain (copy attention and coverage read the whole decoder pass)"
-        self.valid_data = pair_batches(valid, vocabulary, eval_batch_size, None)
-        self.test_data = pair_batches(test, vocabulary, eval_batch_size, None) if test else None
+        self.valid_data = eval_split(valid, vocabulary, eval_batch_size, valid_references or [])
+        self.test_data = eval_split(test, vocabulary, eval_batch_size, test_references or []) if test else None
         self._epoch_batches: tuple[int, list[PairBatch]] | None = None
 
     def train_batches(self, epoch: int):
@@ -161,13 +192,14 @@ class Seq2SeqTask:
         return loss, count, None
 
     @torch.no_grad()
-    def evaluate(self, model, batches: list[PairBatch], device, rows: slice = slice(None)) -> dict:
-        """Summable: the cross-entropy of the target tokens (no smoothing), their count, and the pairs."""
+    def evaluate(self, model, data: EvalSplit | list[PairBatch], device, rows: slice = slice(None)) -> dict:
+        """Summable: the cross-entropy of the target tokens (no smoothing), their count, and the pairs; with
+        pairs to decode, the statistics of their greedy outputs (`task_metric.statistics`)."""
+        split = data if isinstance(data, EvalSplit) else EvalSplit(data)
         was_training = model.training
         model.eval()
         loss_sum, tokens, pairs = 0.0, 0, 0
-        for batch in tqdm(batches, desc="evaluating", unit="batch", leave=False,
-                          disable=True if self.progress is False else None):
+        for batch in progress_bar(split.batches, self.progress, desc="evaluating", unit="batch", leave=False):
             batch = batch.rows(rows.start or 0, rows.stop if rows.stop is not None else len(batch.source))
             if not len(batch.source):
                 continue
@@ -175,13 +207,27 @@ class Seq2SeqTask:
             extra = {} if batch.source_copy is None else {"source_copy": batch.source_copy}
             loss, count = token_losses(model(batch.source, batch.source_lengths, batch.target_in, **extra), batch)
             loss_sum, tokens, pairs = loss_sum + float(loss), tokens + count, pairs + len(batch.source)
+        stats = {"loss_sum": loss_sum, "tokens": tokens, "pairs": pairs}
+        if split.decode:
+            stats.update(self.decode_statistics(model, split, device, rows))
         model.train(was_training)
-        return {"loss_sum": loss_sum, "tokens": tokens, "pairs": pairs}
+        return stats
+
+    def decode_statistics(self, model, split: EvalSplit, device, rows: slice) -> dict:
+        """The greedy outputs of the split's pairs to decode (this process's rows of each evaluation batch of
+        them), by the family's translate path, as summable statistics against their references."""
+        size = self.eval_batch_size
+        mine = [k for start in range(0, len(split.decode), size)
+                for k in range(start, min(start + size, len(split.decode)))[rows]]
+        outputs = decode_pairs(model, self.vocabulary, [split.decode[k] for k in mine], SearchOptions(beam=1), size,
+                               device)
+        return task_metric.statistics([output.text for output in outputs], [split.references[k] for k in mine])
 
     def summarize(self, stats: dict) -> dict:
         tokens = int(stats["tokens"])
         loss = stats["loss_sum"] / max(tokens, 1)
-        return {"loss": loss, "perplexity": math.exp(min(loss, 50)), "tokens": tokens, "pairs": int(stats["pairs"])}
+        return {"loss": loss, "perplexity": math.exp(min(loss, 50)), "tokens": tokens, "pairs": int(stats["pairs"]),
+                **task_metric.figures(stats)}
 
     def progress_fields(self, loss: float) -> dict:
         return {"loss": f"{loss:.3f}"}
@@ -189,4 +235,10 @@ class Seq2SeqTask:
     def describe(self, record: dict) -> str:
         where_ = f"step {record['step']}" + (f" (epoch {record['epoch']})" if "epoch" in record else "")
         return (f"{where_} {record['split']}: loss {record['loss']:.4f}, perplexity {record['perplexity']:.2f} "
-                f"over {record['tokens']:,} target tokens ({record['pairs']:,} pairs)")
+                f"over {record['tokens']:,} target tokens ({record['pairs']:,} pairs)" + task_metric.describe(record))
+
+
+def eval_split(items: list[EncodedPair], vocabulary: PairVocabulary, batch_size: int,
+               references: list[str]) -> EvalSplit:
+    """A development or test split's batches, shortest first, and its first len(references) pairs to decode."""
+    return EvalSplit(pair_batches(items, vocabulary, batch_size, None), items[:len(references)], references)

@@ -13,18 +13,18 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import torch
-from tqdm.auto import tqdm
 
-from seqlab.data.batching import length_batches
 from seqlab.data.limits import DEFAULT_MAX_TOKENS, InputLimit
 from seqlab.data.parallel import Pair, aligned_pairs, paired_reader
+from seqlab.data.sniff import EVALUATED
 from seqlab.data.stream import CHUNK_SIZE, LineReader, chunked, interactive
 from seqlab.data.vocab import UNK
-from seqlab.decoding.search import Hypothesis, SearchOptions, decode
+from seqlab.decoding.search import SearchOptions
 from seqlab.errors import SeqlabError, place
 from seqlab.families.run_files import FromRun
 from seqlab.families.seq2seq import FAMILY
 from seqlab.families.seq2seq.config import Seq2SeqTrainConfig
+from seqlab.families.seq2seq.outputs import decode_pairs
 from seqlab.families.seq2seq.sources import is_parquet, parquet_pairs
 from seqlab.families.seq2seq.task import LengthReport, PairVocabulary, Seq2SeqTask, pair_batches
 from seqlab.families.seq2seq.vocab import Output
@@ -89,26 +89,8 @@ class TrainedSeq2Seq(FromRun):
 
     def _decode(self, encoded: list, source_tokens: list[list[str]], options: SearchOptions, batch_size: int,
                 attention: bool, progress: bool | None) -> list[Output]:
-        results: list[Output | None] = [None] * len(encoded)
-        groups = length_batches([len(e.source) for e in encoded], batch_size, None)
-        for group in progress_bar(groups, progress, desc="decoding", unit="batch", leave=False):
-            batch = self.vocabulary.collate([encoded[i] for i in group]).to(self.device)
-            hypotheses = decode(self.model, batch.source, batch.source_lengths, options, need_weights=attention,
-                                source_copy=batch.source_copy)
-            for i, best in zip(group, hypotheses, strict=True):
-                results[i] = self._output(best[0], source_tokens[i][:len(encoded[i].source)], encoded[i].oovs)
-        return results
-
-    def _output(self, hypothesis: Hypothesis, source_tokens: list[str], oovs: list[str] | None = None) -> Output:
-        vocab = self.vocabulary.target_vocab
-        V = len(vocab)
-        # a copy model's id V + k is the k-th out-of-vocabulary word of its source (See et al. 2017)
-        oovs = oovs or []
-        tokens = [vocab.tokens[i] if i < V else oovs[i - V] if i - V < len(oovs) else vocab.tokens[UNK]
-                  for i in hypothesis.tokens]
-        weights = None if hypothesis.attention is None else hypothesis.attention.tolist()
-        return Output(self.vocabulary.target_tokenizer.detokenize(tokens), tokens, hypothesis.score,
-                      hypothesis.normalized, hypothesis.finished, source_tokens, weights)
+        return decode_pairs(self.model, self.vocabulary, encoded, options, batch_size, self.device, source_tokens,
+                            attention, progress)
 
     def plot_attention(self, output: Output, path: str | Path, title: str = "") -> Path:
         """The attention weights of a decoded text as a heat map PNG (output tokens by source tokens)."""
@@ -166,7 +148,7 @@ class TrainedSeq2Seq(FromRun):
                 pairs = aligned_pairs(lines, None, path, None, what)
             else:
                 pairs = paired_reader(input_format, data.source_field, data.target_field, path, what,
-                                      with_targets=False)(lines)
+                                      with_targets=False, option=None)(lines)
             for chunk in chunked(pairs, chunk_size, *interactive(lines, batch_size),
                                  chars=lambda p: len(p.source)):
                 encoded, tokens = self._encode_within(chunk, limit, lines.place, LengthReport())
@@ -213,13 +195,13 @@ class TrainedSeq2Seq(FromRun):
                 sources = SimpleNamespace(place=lambda line=None: place(what, source, line))
             elif target is None:
                 sources = stack.enter_context(LineReader(source, what, limit.chars, stdin=False))
-                pairs = paired_reader(fmt or data.format, data.source_field, data.target_field, source, what)(sources)
+                pairs = paired_reader(fmt or data.format, data.source_field, data.target_field, source, what,
+                                      option=EVALUATED)(sources)
             else:
                 sources = stack.enter_context(LineReader(source, f"{what} source", limit.chars, stdin=False))
                 targets = stack.enter_context(LineReader(target, f"{what} target", limit.chars, stdin=False))
                 pairs = aligned_pairs(sources, targets, source, target, what)
-            bar = stack.enter_context(tqdm(desc="decoding", unit="pair", leave=False,
-                                           disable=True if progress is False else None))
+            bar = stack.enter_context(progress_bar(None, progress, desc="decoding", unit="pair", leave=False))
             for chunk in chunked(pairs, chunk_size, chars=lambda p: len(p.source) + len(p.target)):
                 encoded, tokens = self._encode_within(chunk, limit, sources.place, report)
                 texts = [o.text for o in self._decode(encoded, tokens, options, batch_size, False, False)]

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
 from seqlab.cards.bootstrap import Items, f1, ratio
 from seqlab.cards.splits import Split
 from seqlab.cards.splits import no_own_sheet as training_data  # noqa: F401  (the cards contract)
@@ -16,6 +14,7 @@ from seqlab.cards.splits import one_file as evaluation_file  # noqa: F401
 from seqlab.cards.splits import word_units as side_unit  # noqa: F401
 from seqlab.data.tags import split_tag
 from seqlab.metrics import span_scores
+from seqlab.progress import progress_bar
 
 
 def read_split(config, option: str) -> Split | None:
@@ -44,7 +43,7 @@ def interval_items(trained, path, progress, read_options: dict) -> tuple[Items, 
     """One pass of the tagger's evaluation over the file, collecting each sentence's statistics: (the items,
     the evaluation's own figures)."""
     items = tagger_items(trained, entity_types(trained))
-    bar = tqdm(desc="scoring", unit="sentence", leave=False, disable=True if progress is False else None)
+    bar = progress_bar(None, progress, desc="scoring", unit="sentence", leave=False)
     with bar:
         def collect(golds, predictions):
             items.collect(golds, predictions)

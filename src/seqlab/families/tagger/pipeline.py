@@ -57,6 +57,7 @@ from seqlab.families.tagger.trained import TrainedTagger
 from seqlab.families.tagger.vocab import read_tagger_vocabulary as read_vocabulary
 from seqlab.fileio import atomic_write_json
 from seqlab.models.tagger import Tagger
+from seqlab.progress import Reading, data_files
 from seqlab.training import distributed
 from seqlab.training.trainer import Trainer
 
@@ -76,8 +77,10 @@ def _train_tagger(config, run_dir, device, resume, overwrite, callback) -> dict:
     if data.lm_features:      # resumed: the run's own copies (the weights come back with the checkpoint)
         lm_features = (rebuild_lm_features(run_dir, config.model.lm_feature_size) if resume
                        else load_lm_features(data.lm_features))
+    reading = Reading(data_files(data), log)        # hashing, preparing or opening them can take minutes
     prepared = for_run(config, run_dir, rank, distributed.barrier, log)      # the one data path: --data or a cache
     vocabulary, target, scheme = read_vocabulary(prepared.folder)
+    reading.done(f"{prepared.split('train').record['items']:,} training sentences")
     if config.model.char_features == "none":
         vocabulary = TaggerVocabulary(vocabulary.words, vocabulary.labels, None,
                                       lowercase_fallback=vocabulary.lowercase_fallback)
@@ -92,7 +95,11 @@ def _train_tagger(config, run_dir, device, resume, overwrite, callback) -> dict:
                         for name in ("vectors.npy", "vectors_found.npy"))
         config = dataclasses.replace(config, model=dataclasses.replace(config.model,
                                                                        embedding_size=vectors[0].size(1)))
-    model_config = dataclasses.replace(config.model, vocab_size=len(vocabulary.words),
+    crf = target != "none" if config.model.crf is None else config.model.crf      # the default: entity tags get one
+    if config.model.crf is None and rank == 0:
+        log(f"{'a CRF output layer: the tags are entity tags' if crf else 'per-token softmax: the tags are plain'} "
+            f"({'--no-crf' if crf else '--crf'} for the other)")
+    model_config = dataclasses.replace(config.model, crf=crf, vocab_size=len(vocabulary.words),
                                        num_labels=len(vocabulary.labels),
                                        char_vocab_size=len(vocabulary.chars) if vocabulary.chars else 0,
                                        lm_feature_size=lm_features.output_size if lm_features else 0)

@@ -49,9 +49,8 @@ CHUNK = 1024                                         # sentences a worker checks
 def prepare(data, output: str | Path, workers: int = 0, overwrite: bool = False, progress: bool = True,
             extra: dict | None = None, log=None) -> Path:
     """Prepare the splits of a `TaggerDataConfig` into `output` (see the module docstring)."""
-    from tqdm.auto import tqdm
-
     from seqlab.families.runs import log as run_log
+    from seqlab.progress import progress_bar
 
     log = log or run_log
     if not data.train or not data.dev:
@@ -65,8 +64,7 @@ def prepare(data, output: str | Path, workers: int = 0, overwrite: bool = False,
     n = 1 if size < SMALL else max(1, workers or os.cpu_count() or 1)
     output = Path(output)
     with Writer(output, overwrite) as writer:      # removed on any error, nothing left half-written
-        bar = tqdm(total=None, unit=" sentences", desc=f"preparing {output.name}", disable=not progress,
-                   mininterval=0.5)
+        bar = progress_bar(None, progress, unit=" sentences", desc=f"preparing {output.name}", mininterval=0.5)
         with bar:
             shape = fit(data, files["train"], bar)
             vocabulary = shape.pop("vocabulary")

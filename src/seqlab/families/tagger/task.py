@@ -17,7 +17,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from seqlab.data import batching
 from seqlab.data.batching import RowBatch
@@ -28,6 +27,7 @@ from seqlab.errors import SeqlabError
 from seqlab.families.tagger.vocab import UNKNOWN_LABEL, Encoded, TagBatch, TaggerVocabulary  # noqa: F401  (re-exported)
 from seqlab.metrics import PRF, span_scores
 from seqlab.nn.lm_features import LM_FEATURE_DTYPE  # noqa: F401  (re-exported)
+from seqlab.progress import progress_bar
 
 
 def length_batches(items: list[Encoded], vocabulary: TaggerVocabulary, batch_size: int,
@@ -247,8 +247,7 @@ class TaggingTask:
         model.eval()
         stats = {"loss_sum": 0.0, "tokens": 0, "correct": 0}
         golds, predictions = [], []
-        for batch in tqdm(batches, desc="evaluating", unit="batch", leave=False,
-                          disable=True if self.progress is False else None):
+        for batch in progress_bar(batches, self.progress, desc="evaluating", unit="batch", leave=False):
             batch = batch.rows(rows.start or 0, rows.stop if rows.stop is not None else len(batch.gold))
             if not batch.gold:
                 continue

@@ -12,6 +12,7 @@ import torch
 
 from seqlab.data.conll import FORMATS, Sentence, labelled_sentences
 from seqlab.data.limits import DEFAULT_MAX_TOKENS, InputLimit
+from seqlab.data.sniff import EVALUATED
 from seqlab.data.stream import CHUNK_SIZE, LineReader, chunked, interactive
 from seqlab.data.tags import (
     detect_scheme,
@@ -113,7 +114,8 @@ class TrainedTagger(FromRun):
         data = self.config.data
         what = "evaluation file"
         limit = self.input_limit(max_input_length, long_input)
-        read = labelled_sentences(None, fmt or data.format, data.label_column or None, path, what, limit.tokens)
+        read = labelled_sentences(None, fmt or data.format, data.label_column or None, path, what, limit.tokens,
+                                  EVALUATED)
         source = self.scheme
         if self.scheme != "none":
             with LineReader(path, what, limit.chars, stdin=False) as lines:
@@ -164,6 +166,6 @@ def input_sentences(lines: LineReader, fmt: str, limit: InputLimit, path, what: 
         return
     if fmt not in FORMATS:
         raise SeqlabError(f"--input-format {fmt!r}: choose text, {', '.join(FORMATS)}")
-    read = labelled_sentences(None, fmt, None if fmt == "conllu" else 0, path, what, limit.tokens)
+    read = labelled_sentences(None, fmt, None if fmt == "conllu" else 0, path, what, limit.tokens, option=None)
     for sentence in read(lines):
         yield limit.apply(sentence.tokens, lines.place(sentence.line), sentence.line, len(sentence) + sentence.dropped)
