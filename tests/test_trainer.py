@@ -247,6 +247,11 @@ def test_trainer_time_cap_stops_the_run_without_bending_the_schedule(tmp_path, m
     assert runs["capped"] == runs["free"][:len(runs["capped"])]
 
 
+def test_trainer_time_schedule_without_a_time_cap_is_refused():
+    with pytest.raises(SeqlabError, match="--time-schedule fixes the schedule's length from --max-time"):
+        TrainConfig(time_schedule=True)
+
+
 def test_trainer_time_schedule_fixes_the_step_count_from_measured_speed(tmp_path, monkeypatch, capsys):
     """--time-schedule measures 17 steps (1 s each, the evaluations among them not counted) and one evaluation
     (5 s) once, at step 20 (40 s spent: 20 steps, 3 evaluations and the measuring one), and fixes the steps that

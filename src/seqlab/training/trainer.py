@@ -124,6 +124,9 @@ class TrainConfig:
         if self.min_lr > self.lr:
             raise SeqlabError(f"--min-lr {self.min_lr} is above --lr {self.lr}: the cosine schedule decays from "
                               "--lr down to --min-lr")
+        if self.time_schedule and not self.max_time:
+            raise SeqlabError("--time-schedule fixes the schedule's length from --max-time: give --max-time SECONDS "
+                              "too (or leave --time-schedule out: the schedule then follows the steps)")
         if self.momentum and self.optimizer != "sgd":
             raise SeqlabError(f"--momentum is for --optimizer sgd; {self.optimizer} has --beta1 and --beta2")
 
