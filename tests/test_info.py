@@ -132,3 +132,19 @@ def test_info_errors_are_one_line(runs, tmp_path, capsys):
         captured = capsys.readouterr()
         assert captured.out == "" and captured.err.count("\n") == 1 and message in captured.err, captured.err
         assert captured.err.startswith("seqlab: error: ")
+
+
+def test_info_says_a_finished_run_is_finished_and_how_to_train_further(runs, tmp_path, capsys):
+    run = runs["lm-tied"]                                      # --max-steps 4: finished
+    info = run_info(run)
+    assert info["finished"] == "training already finished at step 4 (--max-steps 4 reached); to train it further, " \
+                               "--resume with a higher --max-steps"
+    assert main(["info", str(run)]) == 0
+    assert "checkpoint.safetensors: training already finished at step 4" in capsys.readouterr().out
+    killed = tmp_path / "killed"                               # no final records: a resume has work to do
+    shutil.copytree(run, killed)
+    metrics = killed / "metrics.jsonl"
+    metrics.write_text("".join(line + "\n" for line in metrics.read_text().splitlines() if '"final"' not in line))
+    assert run_info(killed)["finished"] is None
+    assert main(["info", str(killed)]) == 0
+    assert "--resume" in capsys.readouterr().out

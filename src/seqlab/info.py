@@ -82,6 +82,7 @@ def run_info(run_dir: str | Path) -> dict:
                      "wall_time_s": elapsed[-1] if elapsed else None},
         "trained": weights.exists(),
         "resumable": (run_dir / "checkpoint.safetensors").exists(),
+        "finished": finished_note(run_dir, config),
         "seqlab_version": raw.get("seqlab_version"),
         "format_version": raw.get("format_version"),
         "command": train_command(family, config),
@@ -206,8 +207,11 @@ def format_info(info: dict) -> str:
         add("final" if i == 0 else "", f"{split:<{width}}  {figures_text(record)}")
     if progress["wall_time_s"] is not None:
         add("wall time", duration(progress["wall_time_s"]))
-    add("checkpoint", f"checkpoint.safetensors: resume with seqlab train {info['task']} --output "
-        f"{shlex.quote(info['run_dir'])} --resume" if info["resumable"] else "none (not resumable)")
+    if info.get("finished"):
+        add("checkpoint", f"checkpoint.safetensors: {info['finished']}")
+    else:
+        add("checkpoint", f"checkpoint.safetensors: resume with seqlab train {info['task']} --output "
+            f"{shlex.quote(info['run_dir'])} --resume" if info["resumable"] else "none (not resumable)")
     add("version", f"seqlab {info['seqlab_version']}, run format {info['format_version']}")
     add("command", info["command"], width=10_000)
     return "\n".join(lines)
@@ -253,6 +257,19 @@ def progress_text(info: dict) -> str:
     elif not info["trained"]:
         text += "; not trained yet"
     return text
+
+
+def finished_note(run_dir: Path, config) -> str | None:
+    """Why training has ended and how to train further (`seqlab.training.trainer.finished_run`: what `--resume`
+    says of the run with its own options), or None while a resume has work to do."""
+    from seqlab.training.trainer import finished_run
+
+    said = finished_run(run_dir, config.train)
+    if said is None:
+        return None
+    ended = said.split(": ", 1)[-1].split("; nothing to do")[0]            # "training already finished at ..."
+    further = said.rsplit(". ", 1)[-1]                                    # "To train it further, --resume ..."
+    return f"{ended}; {further[0].lower()}{further[1:]}"
 
 
 def summary(info: dict) -> str:
