@@ -30,6 +30,8 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
 sys.path.insert(0, str(Path(__file__).parent))
 import seqlab  # noqa: E402
 from common import device_name, record, write_records  # noqa: E402
@@ -97,6 +99,7 @@ def main() -> int:
     parser.add_argument("--results", default="seq2seq_raw_text", help="results file under benchmarks/results")
     parser.add_argument("seqlab_options", nargs=argparse.REMAINDER, help="more `seqlab train seq2seq` options after --")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)           # scoring too, and the device the records name
     folder = Path(args.data_dir)
     data = []
     for split, flag in (("train", "train"), ("val", "dev")):
