@@ -122,7 +122,8 @@ def bad_values(number: Number) -> list[str]:
     return values
 
 
-POSITIONALS = {"compare": ["--output", "DIR"], "evaluate": ["DIR", "FILE"], "generate": ["DIR"], "tag": ["DIR"],
+POSITIONALS = {"compare": ["--output", "DIR"], "tune": ["--output", "DIR", "--arch", "lstm"],
+               "evaluate": ["DIR", "FILE"], "generate": ["DIR"], "tag": ["DIR"],
                "classify": ["DIR"], "translate": ["DIR"], "summarize": ["DIR"], "serve": ["DIR"], "card": ["DIR"],
                "audit toxicity": ["DIR", "--scorer", "DIR", "--prompts", "FILE"],
                "audit bias": ["DIR", "--pairs", "FILE"], "audit exposure": ["DIR"],
@@ -139,7 +140,8 @@ def numeric_cases():
     for words, parser in subparsers(build_parser()):
         numbers = [a for a in parser._actions if isinstance(a.type, Number)]
         for action in numbers:
-            if words[0] in ("train", "compare") and (words[0], words[1]) != ("train", "lm") and action.dest in shared:
+            if words[0] in ("train", "compare", "tune") and (words[0], words[1]) != ("train", "lm") and \
+                    action.dest in shared:
                 continue
             for value in bad_values(action.type) + (["abc"] if action is numbers[0] else []):
                 positionals = POSITIONALS.get(" ".join(words), POSITIONALS.get(words[0], []))
@@ -152,12 +154,13 @@ NUMERIC = numeric_cases()
 
 
 def test_errors_every_command_has_numeric_options_under_test():
-    commands = {case.values[0][0] if case.values[0][0] not in ("train", "audit", "compare", "bench")
+    commands = {case.values[0][0] if case.values[0][0] not in ("train", "audit", "compare", "bench", "tune")
                 else " ".join(case.values[0][:2]) for case in NUMERIC}
     assert commands == {"train lm", "train tagger", "train classifier", "train seq2seq", "evaluate", "generate",
                         "tag", "classify", "translate", "summarize", "serve", "card", "audit toxicity", "audit bias",
                         "audit exposure", "audit memorization", "compare lm", "compare tagger", "compare classifier",
-                        "compare seq2seq", "bench peak", "prepare"}
+                        "compare seq2seq", "bench peak", "prepare", "tune lm", "tune tagger", "tune classifier",
+                        "tune seq2seq"}
     assert len(NUMERIC) > 200
 
 

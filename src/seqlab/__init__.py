@@ -37,6 +37,7 @@ _LAZY = {
     "prepare": "seqlab.api",
     "SearchOptions": "seqlab.decoding.options",
     "TrainConfig": "seqlab.training.trainer",
+    "tune": "seqlab.tuning.study",
 }
 
 
@@ -68,4 +69,4 @@ __all__ = ["ClassifierConfig", "ClassifierDataConfig", "ClassifierTrainConfig", 
            "SearchOptions", "Seq2SeqConfig", "Seq2SeqDataConfig", "Seq2SeqTrainConfig", "SeqlabError",
            "TaggerConfig", "TaggerDataConfig", "TaggerTrainConfig", "train_classifier", "train_lm", "train_seq2seq",
            "train_tagger", "TrainConfig", "TrainedClassifier", "TrainedLM", "TrainedSeq2Seq", "TrainedTagger",
-           "__version__"]
+           "tune", "__version__"]

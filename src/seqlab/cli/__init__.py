@@ -10,6 +10,7 @@ that runs it (`handler`):
     export.py      seqlab export --format onnx, or a format a family offers
     runs.py        seqlab info, seqlab card, seqlab bench peak
     compare.py     seqlab compare FAMILY, seqlab compare --report
+    tune.py        seqlab tune FAMILY: an architecture's options searched with Optuna
     audit.py       seqlab audit toxicity | bias | memorization | exposure
     options.py     what they share: one-line parser errors, ranged numbers, options from dataclasses
 
@@ -38,7 +39,7 @@ from seqlab.version import __version__
 @functools.cache
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line: every command, the families' inference commands among them."""
-    from seqlab.cli import audit, compare, evaluate, export, prepare, runs, train
+    from seqlab.cli import audit, compare, evaluate, export, prepare, runs, train, tune
     from seqlab.registry import FAMILIES
 
     parser = Parser(prog="seqlab", description="Train, evaluate and decode the neural "
@@ -53,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_parser(commands)
     runs.add_parser(commands)
     compare.add_parser(commands)
+    tune.add_parser(commands)
     export.add_parser(commands)
     audit.add_parser(commands)
     return parser

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from seqlab.cli.options import add_number, add_options
+from seqlab.cli.tune import Limits, add_budget, add_search
 from seqlab.compare.run import SIZES, recipes
 from seqlab.config import option
 from seqlab.errors import SeqlabError
@@ -52,6 +53,10 @@ def add_parser(commands) -> None:
                           "alone): a YAML mapping from a name to options, e.g. 'bilstm-crf: {recipe: bilstm, "
                           "crf: true}' (option names as in a config file; without a recipe, seqlab train's "
                           "defaults)")
+        add_number(task, Limits, "seeds", metavar="K")
+        add_number(task, Limits, "tune_trials", metavar="N")
+        add_budget(task, "tune-")
+        add_search(task, "tune_evaluations")
         task.add_argument("--size", choices=SIZES, default="small",
                           help="model widths: tiny (16 units, for a try), small (the tables' recipes, ~2-3M "
                                "parameters for a 10k-word LM) or medium (twice as wide) (default: small)")
@@ -82,9 +87,16 @@ def command(args: argparse.Namespace) -> int:
         raise SeqlabError(f"seqlab compare needs a task ({', '.join(FAMILIES)}) or --report DIR")
     given = {k: v for k, v in vars(args).items() if k in FAMILIES[args.task].pipeline.option_groups and k != "output"}
     variants = read_variants(args.variants) if args.variants else None
+    from seqlab.tuning.space import read_space
+
+    tune_budget = {"budget_s": parse_budget(args.tune_budget, "--tune-budget") if args.tune_budget else None,
+                   "budget_tokens": args.tune_budget_tokens, "budget_epochs": args.tune_budget_epochs}
     plan = compare(args.task, args.output, given, args.archs or (),
                    parse_budget(args.budget) if args.budget else None, args.budget_tokens, args.size,
                    getattr(args, "prompt", None), "seqlab " + " ".join(sys.argv[1:]), variants=variants,
-                   budget_epochs=args.budget_epochs)
+                   budget_epochs=args.budget_epochs, seeds=args.seeds, tune_trials=args.tune_trials,
+                   tune_budget={k: v for k, v in tune_budget.items() if v is not None} or None,
+                   space=read_space(args.space) if args.space else None, pruner=args.pruner,
+                   tune_evaluations=args.tune_evaluations)
     print(f"compared {', '.join(plan['archs'])}: {Path(args.output) / 'report.html'} and report.md")
     return 0

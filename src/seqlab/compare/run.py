@@ -29,7 +29,15 @@ import datetime
 import re
 from pathlib import Path
 
-from seqlab.config import inapplicable
+from seqlab.compare.recipes import (  # noqa: F401  (archs, SIZES: re-exported)
+    SIZES,
+    applicable_options,
+    archs,
+    check_given,
+    entry_options,
+    recipe,
+    recipes,
+)
 from seqlab.errors import SeqlabError
 from seqlab.families.runs import RunLock, log
 from seqlab.fileio import atomic_write_json, read_json
@@ -37,52 +45,17 @@ from seqlab.registry import family
 from seqlab.version import __version__
 
 PLAN = "compare.json"
-SIZES = ("tiny", "small", "medium")
-WIDTH = {"tiny": 16, "small": 1, "medium": 2}     # tiny: fixed 16 units (tests, demos); else a multiplier
-
-# Each family's recipes are its `compare` part's: RECIPES, an architecture's model options at size "small", and
-# TRAIN, the training options they share (AdamW with a cosine decay over the budget, as the benchmark tables
-# train). These widths are multiplied by the size's factor.
-SIZED = ("embedding_size", "hidden_size", "ff_size")
 EPOCHS_UNDER_BUDGET = 1000       # with a budget, epochs only bound it from above
 DEFAULT_BUDGET_S = 180.0         # three minutes per model: the whole comparison in a quarter of an hour
 
 
-def recipes(task: str) -> dict[str, dict]:
-    """{architecture: its model options at size "small"} of a family (its `compare` part's RECIPES)."""
-    return family(task).part("compare").RECIPES
-
-
-def archs(task: str) -> tuple[str, ...]:
-    return tuple(recipes(task))
-
-
-def parse_budget(text: str) -> float:
+def parse_budget(text: str, flag: str = "--budget") -> float:
     """'90s', '5m', '1.5h' or plain seconds -> seconds."""
     found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text or "")
     if not found or float(found.group(1)) <= 0:
-        raise SeqlabError(f"--budget {text!r}: give a time such as 90s, 5m or 1.5h (a positive number; plain "
+        raise SeqlabError(f"{flag} {text!r}: give a time such as 90s, 5m or 1.5h (a positive number; plain "
                           "numbers are seconds)")
     return float(found.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[found.group(2)]
-
-
-def recipe(task: str, arch: str, size: str) -> dict:
-    """The model and training options of one architecture at one size."""
-    comparing = family(task).part("compare")
-    if arch not in comparing.RECIPES:
-        raise SeqlabError(f"--archs: {arch!r} is not an architecture seqlab compares for {task}; choose from "
-                          f"{', '.join(comparing.RECIPES)}")
-    if size not in SIZES:
-        raise SeqlabError(f"--size {size!r}: choose from {', '.join(SIZES)}")
-    options = {**comparing.RECIPES[arch], **comparing.TRAIN}
-    for name in SIZED:
-        if name in options:
-            options[name] = WIDTH["tiny"] if size == "tiny" else options[name] * WIDTH[size]
-    if size == "tiny":
-        options["warmup_steps"] = 0
-        if "ff_size" in options:
-            options["ff_size"] = 4 * WIDTH["tiny"]
-    return comparing.resize(options, size)
 
 
 VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -141,17 +114,6 @@ def read_variants(path: str | Path) -> dict:
         raise SeqlabError(f"{path}{where}: not valid YAML ({getattr(error, 'problem', None) or error})") from None
 
 
-def entry_options(task: str, name: str, size: str, variants: dict) -> tuple[dict, dict]:
-    """(the options a compared entry starts from, the options of its own that win over the user's shared
-    ones): an architecture's recipe and nothing; or a variant's recipe (none: seqlab train's defaults) and
-    the variant's options."""
-    if name not in variants:
-        return recipe(task, name, size), {}
-    own = {k: v for k, v in variants[name].items() if k != "recipe"}
-    base = variants[name].get("recipe")
-    return (recipe(task, base, size) if base else {}), own
-
-
 def run_config(task: str, arch: str, size: str, given: dict, budget: dict, output: Path, variants: dict | None = None):
     """The config of one architecture's (or variant's) run: its recipe, then every option the user gave that
     acts on it, then a variant's own options, then the budget and its run directory."""
@@ -166,45 +128,29 @@ def run_config(task: str, arch: str, size: str, given: dict, budget: dict, outpu
     return config
 
 
-def applicable_options(task: str, arch: str, size: str, given: dict, variants: dict | None = None) -> dict:
-    """Of the options the user gave, those that act on this architecture (`--heads` does nothing for an LSTM:
-    left out for it, not refused)."""
-    pipeline = family(task).pipeline
-    options, own = entry_options(task, arch, size, variants or {})
-    options = {**options, **given, **own}
-    kept = {}
-    for name, value in given.items():
-        group = pipeline.option_groups[name]
-        cls = pipeline.groups[group]
-        values = {k: v for k, v in options.items() if pipeline.option_groups.get(k) == group}
-        try:
-            obj = cls(**values)
-        except SeqlabError:
-            continue
-        if not inapplicable(obj, [name]):
-            kept[name] = value
-    return kept
-
-
 def compare(task: str, output: str | Path, given: dict | None = None, arch_names: list[str] | tuple = (),
             budget_s: float | None = None, budget_tokens: int | None = None, size: str = "small",
             prompt: str | None = None, command: str | None = None, report: bool = True,
-            variants: dict | None = None, budget_epochs: int | None = None) -> dict:
+            variants: dict | None = None, budget_epochs: int | None = None, seeds: int | None = None,
+            tune_trials: int | None = None, tune_budget: dict | None = None, space: dict | None = None,
+            pruner: str = "median", tune_evaluations: int = 4) -> dict:
     """Train every architecture of `arch_names` (default: all of the task's, or none when `variants` are
     given) and every variant of `variants` ({name: {"recipe": ARCH, option: value}}) under one budget
     (wall time, training tokens or epochs) into OUTPUT/runs/NAME, resuming what an earlier compare left, then
-    write the report; returns the plan."""
+    write the report; returns the plan.
+
+    `seeds` K: each model is trained K times, with the seeds --seed, --seed + 1, ..., into
+    OUTPUT/runs/NAME/seed-S (the report gives each one's figure, their mean and spread, and a bootstrap
+    interval). `tune_trials` N: each architecture's options are first searched with N trials of `seqlab tune`
+    (OUTPUT/tune/NAME; `tune_budget` {"budget_s" | "budget_tokens" | "budget_epochs": ...} is each trial's
+    budget, by default the comparison's own; `space`, `pruner` and `tune_evaluations` as `seqlab tune`'s),
+    then the best options are trained with the comparison's budget and seeds (one seed unless `seeds`)."""
     from seqlab.api import train
 
     pipeline = family(task).pipeline
     given = dict(given or {})
-    for name in SET_BY_COMPARE:
-        if name in given:
-            raise SeqlabError(f"--{name.replace('_', '-')} is set by seqlab compare (use --output DIR for the "
-                              "comparison, --budget / --budget-tokens / --budget-epochs for the budget)")
-    unknown = [name for name in given if name not in pipeline.option_groups]
-    if unknown:
-        raise SeqlabError(f"unknown option {unknown[0]!r} for seqlab compare {task}")
+    check_given(task, given, SET_BY_COMPARE, "compare", "use --output DIR for the comparison, --budget / "
+                "--budget-tokens / --budget-epochs for the budget")
     if sum(b is not None for b in (budget_s, budget_tokens, budget_epochs)) > 1:
         raise SeqlabError("give one of --budget (time), --budget-tokens and --budget-epochs: the models share "
                           "one budget")
@@ -215,6 +161,17 @@ def compare(task: str, output: str | Path, given: dict | None = None, arch_names
     if budget_epochs is not None and "epochs" in given:
         raise SeqlabError("--budget-epochs sets every model's epochs: leave --epochs out")
     variants = check_variants(task, variants)
+    if seeds is not None and not 1 <= seeds <= 100:
+        raise SeqlabError(f"--seeds {seeds}: between 1 and 100")
+    if tune_trials is not None:
+        if tune_trials < 1:
+            raise SeqlabError(f"--tune-trials {tune_trials}: at least 1")
+        if variants:
+            raise SeqlabError("--tune-trials tunes the architectures' recipes; give --archs, not --variants, or "
+                              "tune a variant with seqlab tune and compare its best.yaml options as a variant")
+    elif tune_budget or space is not None:
+        raise SeqlabError("--tune-budget, --tune-budget-tokens, --tune-budget-epochs and --space set the tuning: "
+                          "add --tune-trials N")
     from seqlab.config import file_fields
     from seqlab.fileio import check_input_file
     for name in file_fields(pipeline.groups["data"]):           # absolute, so a resumed compare finds them anywhere
@@ -236,24 +193,41 @@ def compare(task: str, output: str | Path, given: dict | None = None, arch_names
     if len(set(names)) != len(names):
         raise SeqlabError("--archs and --variants name an architecture twice")
     output = Path(output)
+    seeded = seeds is not None or tune_trials is not None
+    first = int(given.get("seed", pipeline.groups["train"]().seed))
+    seed_list = [first + i for i in range(seeds or 1)] if seeded else None
+    tuning = {"trials": tune_trials, "budget": trial_budget_options(tune_budget, budget), "space": space,
+              "pruner": pruner, "evaluations": tune_evaluations} if tune_trials else None
     with RunLock(output):                                      # one compare writes DIR at a time
-        plan = start_plan(output, task, names, budget, size, given, prompt, command, variants)
+        plan = start_plan(output, task, names, budget, size, given, prompt, command, variants, seed_list, tuning)
     configs = {}
     for name in names:                                         # every config first: a bad option fails before training
         kept = applicable_options(task, name, size, given, variants)
-        configs[name] = run_config(task, name, size, kept, budget, output / "runs" / name, variants)
-    for i, name in enumerate(names):
-        run_dir = output / "runs" / name
-        state = run_state(run_dir)
-        if state == "finished":
-            log(f"[{i + 1}/{len(names)}] {name}: finished already ({run_dir})")
-            continue
-        resume = state == "resumable"
-        log(f"[{i + 1}/{len(names)}] {name}: {'resuming' if resume else 'training'} into {run_dir}")
-        config = configs[name]
-        if resume:
-            config = pipeline.resolve(None, {"output": str(run_dir)}, resume=True)
-        train(task, config, resume=resume, overwrite=state == "stale")
+        configs[name] = run_config(task, name, size, kept, budget, output / run_path(name, seed_list), variants)
+    total = len(names) * len(seed_list or [None])
+    done = 0
+    for name in names:
+        found = {}
+        if tuning:
+            found = tune_architecture(task, output, name, size, given, tuning)
+        for seed in seed_list or [None]:
+            done += 1
+            run_dir = output / run_path(name, seed_list, seed)
+            label = f"[{done}/{total}] {name}" + (f", seed {seed}" if seed is not None else "")
+            state = run_state(run_dir)
+            if state == "finished":
+                log(f"{label}: finished already ({run_dir})")
+                continue
+            resume = state == "resumable"
+            log(f"{label}: {'resuming' if resume else 'training'} into {run_dir}")
+            if resume:
+                config = pipeline.resolve(None, {"output": str(run_dir)}, resume=True)
+            elif seed is None and not found:
+                config = configs[name]
+            else:
+                kept = applicable_options(task, name, size, {**given, **found}, variants)
+                config = run_config(task, name, size, {**kept, "seed": seed}, budget, run_dir, variants)
+            train(task, config, resume=resume, overwrite=state == "stale")
     if report:
         from seqlab.compare.report import build_report
         build_report(output)
@@ -263,14 +237,57 @@ def compare(task: str, output: str | Path, given: dict | None = None, arch_names
 BUDGET_NAMES = {"max_time": "time_s", "max_tokens": "tokens", "epochs": "epochs"}     # config -> compare.json
 
 
+def run_path(name: str, seeds: list[int] | None, seed: int | None = None) -> str:
+    """A model's run directory under the comparison: runs/NAME, or with seeds runs/NAME/seed-S (the first seed's
+    when `seed` is None)."""
+    if seeds is None:
+        return f"runs/{name}"
+    return f"runs/{name}/seed-{seeds[0] if seed is None else seed}"
+
+
+def trial_budget_options(tune_budget: dict | None, budget: dict) -> dict:
+    """Each tuning trial's budget as `seqlab.tuning.study.tune` takes it: the one given, else the comparison's."""
+    if tune_budget:
+        given = {k: v for k, v in tune_budget.items() if v is not None}
+        if len(given) > 1:
+            raise SeqlabError("give one of --tune-budget, --tune-budget-tokens and --tune-budget-epochs")
+        if given:
+            return given
+    if "max_time" in budget:
+        return {"budget_s": budget["max_time"]}
+    if "max_tokens" in budget:
+        return {"budget_tokens": budget["max_tokens"]}
+    return {"budget_epochs": budget["epochs"]}
+
+
+def tune_architecture(task: str, output: Path, name: str, size: str, given: dict, tuning: dict) -> dict:
+    """Search `name`'s options with `seqlab tune` into OUTPUT/tune/NAME (resumed where a killed compare left it;
+    done already, it trains nothing) and return the best trial's options. The width stays the recipe's at the
+    comparison's --size unless the --space file names it: the models keep comparable sizes."""
+    from seqlab.tuning.study import best_options, tune
+
+    folder = output / "tune" / name
+    log(f"{name}: tuning with {tuning['trials']} trials into {folder}")
+    given = {k: v for k, v in given.items() if k != "epochs"}
+    tune(task, folder, given, name, trials=tuning["trials"], size=size, space=tuning["space"],
+         pruner=tuning["pruner"], evaluations=tuning["evaluations"], width=False, **tuning["budget"])
+    return best_options(folder)
+
+
 def start_plan(output: Path, task: str, names: list[str], budget: dict, size: str, given: dict,
-               prompt: str | None, command: str | None, variants: dict | None = None) -> dict:
+               prompt: str | None, command: str | None, variants: dict | None = None,
+               seeds: list[int] | None = None, tuning: dict | None = None) -> dict:
     """DIR/compare.json: a new plan, or the one an earlier compare of the same task wrote (resumed as planned;
-    a different task, budget, size, options or variants in DIR is refused rather than mixed)."""
+    a different task, budget, size, options, variants, seeds or tuning in DIR is refused rather than mixed).
+    With seeds, "seed_runs" names each seed's run and "runs" the first seed's; with tuning, "tuning" names
+    each architecture's study folder."""
     path = output / PLAN
     variants = variants or {}
     wanted = {"task": task, "budget": {BUDGET_NAMES[k]: v for k, v in budget.items()}, "size": size,
-              "options": given}
+              "options": given, **({"seeds": seeds} if seeds is not None else {}),
+              **({"tune": tuning} if tuning is not None else {})}
+    for key in ("seeds", "tune"):                         # given before and not now (or the other way): differs
+        wanted.setdefault(key, None)
     if path.exists():
         plan = read_json(path, "compare plan")
         if not isinstance(plan, dict) or any(plan.get(k) != v for k, v in wanted.items()):
@@ -288,17 +305,29 @@ def start_plan(output: Path, task: str, names: list[str], budget: dict, size: st
         added = [name for name in names if name not in archs]
         if added:          # more architectures or variants for the same comparison: planned beside the others
             plan["archs"] = archs + added
-            plan["runs"] = {**(plan.get("runs") or {}), **{name: f"runs/{name}" for name in added}}
+            plan["runs"] = {**(plan.get("runs") or {}), **{name: run_path(name, seeds) for name in added}}
             plan["variants"] = {**planned, **{n: variants[n] for n in added if n in variants}} or None
+            plan.update(seed_layout(plan["archs"], seeds, tuning))
             atomic_write_json(path, plan)
         return plan
-    plan = {**wanted, "archs": names, "variants": variants or None, "runs": {name: f"runs/{name}" for name in names},
+    plan = {**wanted, "archs": names, "variants": variants or None,
+            "runs": {name: run_path(name, seeds) for name in names}, **seed_layout(names, seeds, tuning),
             "metric": family(task).metric,
             "lower_is_better": family(task).lower_is_better, "prompt": prompt, "command": command,
             "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "seqlab_version": __version__, "title": family(task).title}
     atomic_write_json(path, plan)
     return plan
+
+
+def seed_layout(names: list[str], seeds: list[int] | None, tuning: dict | None) -> dict:
+    """compare.json's "seed_runs" ({name: {seed: its run}}) and "tuning" ({name: its study folder})."""
+    layout = {}
+    if seeds is not None:
+        layout["seed_runs"] = {name: {str(s): run_path(name, seeds, s) for s in seeds} for name in names}
+    if tuning is not None:
+        layout["tuning"] = {name: f"tune/{name}" for name in names}
+    return layout
 
 
 def run_state(run_dir: Path) -> str:

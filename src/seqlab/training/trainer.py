@@ -99,6 +99,10 @@ class TrainConfig:
     accumulate: int = option(1, "micro-batches per optimizer step (gradient accumulation)", at_least=1)
     patience: int = option(0, "early stopping: evaluations without improvement before stopping (0: never)", at_least=0)
     eval_every: int = option(0, "evaluate and checkpoint every N steps (0: at the end of each epoch)", at_least=0)
+    evaluations: int = option(0, "evaluate and checkpoint N times over the run, evenly spaced: the interval is the "
+                                 "run's step count / N, fixed at its first step (with --max-tokens, the steps the "
+                                 "first one's tokens foretell; with --time-schedule, once the count is fixed) (0: "
+                                 "by --eval-every)", at_least=0)
     log_every: int = option(50, "steps between training-loss records", at_least=1)
     seed: int = option(1111, "random seed (initialisation, dropout, data order)", at_least=0, below=2**63)
     device: str = option("auto", "auto (CUDA when present), cpu, cuda, cuda:N or mps")
@@ -222,6 +226,9 @@ class Trainer:
                                  config.lr_decay, config.decay_start, config.min_lr)
         self.position = Position()
         self.time_schedule: dict | None = None         # --time-schedule: the step count fixed and what it rests on
+        if config.evaluations and config.eval_every:
+            raise SeqlabError(f"give --eval-every {config.eval_every} or --evaluations {config.evaluations}, not both")
+        self.eval_interval: int | None = None           # --evaluations: steps between evaluations, once fixed
         self._eval_seconds = 0.0                       # the last validation evaluation's time (the cap's margin)
         self._evals_seconds = 0.0                      # all of this session's evaluations' time
         self._best_eval: tuple[int, dict] | None = None   # (step, figures) of the best weights, evaluated here
@@ -281,6 +288,8 @@ class Trainer:
             bar.update(1)
             if self.config.time_schedule and self.config.max_time and self.time_schedule is None:
                 self._fix_schedule(bar)
+            if self.config.evaluations and self.eval_interval is None:
+                self._fix_eval_interval()
             self._spent = self._tokens_spent()
             stop = pos.step >= self.total_steps or self._budget_spent() >= 1
             if pos.step % cfg.log_every == 0 or stop:
@@ -288,11 +297,30 @@ class Trainer:
             at_epoch_end = pos.batch // cfg.accumulate >= steps_in_epoch
             if at_epoch_end:
                 pos.epoch, pos.batch = pos.epoch + 1, 0
-            periodic = cfg.eval_every and pos.step % cfg.eval_every == 0
-            if stop or periodic or (at_epoch_end and not cfg.eval_every):
+            every = self._eval_every()
+            periodic = every and pos.step % every == 0
+            if stop or periodic or (at_epoch_end and not every):
                 stop = self._evaluate_and_save() or stop
             if stop or at_epoch_end:
                 return stop
+
+    def _eval_every(self) -> int:
+        """Steps between periodic evaluations (0: at the end of each epoch): --eval-every, or the interval
+        --evaluations fixed (none yet: at epoch ends)."""
+        return (self.eval_interval or 0) if self.config.evaluations else self.config.eval_every
+
+    def _fix_eval_interval(self) -> None:
+        """--evaluations N: the interval ceil(steps / N), fixed once the run's step count is known: at the first
+        step from --epochs / --max-steps; under --max-tokens from the tokens the steps so far took (the steps
+        the budget holds at that rate, when fewer); under --time-schedule, once the count is fixed. Kept in the
+        checkpoint, so that a resumed run evaluates at the same steps."""
+        cfg, pos = self.config, self.position
+        if cfg.time_schedule and cfg.max_time and self.time_schedule is None:
+            return
+        steps = self.total_steps
+        if cfg.max_tokens and pos.tokens:
+            steps = min(steps, math.ceil(cfg.max_tokens * pos.step / pos.tokens))
+        self.eval_interval = max(1, math.ceil(steps / cfg.evaluations))
 
     def _tokens_spent(self) -> float:
         """The share of the --max-tokens budget spent (0 without one): the cosine schedule's progress when it
@@ -334,7 +362,8 @@ class Trainer:
         self.evaluate(self.task.valid_data)
         per_eval = time.time() - began
         left = cfg.max_time - (pos.elapsed + time.time() - self._start)
-        interval = cfg.eval_every or self.steps_per_epoch
+        interval = cfg.eval_every or (math.ceil(self.total_steps / cfg.evaluations) if cfg.evaluations else 0) \
+            or self.steps_per_epoch
         test = per_eval if self.task.test_data is not None else 0.0
 
         def cost(more: int) -> float:         # `more` steps, the evaluations due from this step on, the stop's
@@ -557,7 +586,7 @@ class Trainer:
                    "best": pos.best, "best_step": pos.best_step, "bad_evals": pos.bad_evals, "elapsed": elapsed,
                    "startup": pos.startup + self._startup,
                    "schedule": self.schedule.state_dict(), "world": self.world,
-                   "time_schedule": self.time_schedule,
+                   "time_schedule": self.time_schedule, "eval_interval": self.eval_interval,
                    "state_is_tuple": isinstance(state, tuple)}
         if self.is_main:
             save_tensors(self.run_dir / "checkpoint.safetensors", tensors,
@@ -582,6 +611,7 @@ class Trainer:
         pos.best_step = trainer.get("best_step", pos.step)      # a checkpoint of an earlier seqlab: not recorded
         if trainer.get("time_schedule"):
             self._set_time_schedule(trainer["time_schedule"])
+        self.eval_interval = trainer.get("eval_interval")
         parts = [tensors[f"state.{i}"] for i in range(len([k for k in tensors if k.startswith("state.")]))]
         if parts:
             dim = self.model.state_batch_dim

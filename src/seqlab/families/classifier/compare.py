@@ -21,6 +21,10 @@ RECIPES = {
 }
 # the training options every recipe shares (AdamW with a cosine decay over the budget)
 TRAIN = {"optimizer": "adamw", "lr": 0.001, "batch_size": 32, "warmup_steps": 100}
+# the options `seqlab tune` searches (seqlab.tuning.space; the width is added there)
+SPACE = {"lr": {"low": 3e-4, "high": 1e-2, "log": True}, "dropout": {"low": 0.0, "high": 0.6},
+         "weight_decay": [0.0, 1e-4, 1e-3, 1e-2, 0.1]}
+ARCH_SPACE: dict[str, dict] = {}
 
 
 def resize(options: dict, size: str) -> dict:

@@ -25,6 +25,10 @@ RECIPES = {
 }
 # the training options every recipe shares (AdamW with a cosine decay over the budget)
 TRAIN = {"optimizer": "adamw", "lr": 0.002, "batch_size": 20, "seq_len": 35, "warmup_steps": 200, "grad_clip": 1.0}
+# the options `seqlab tune` searches (seqlab.tuning.space; the width is added there): AdamW's rate, dropout, decay
+SPACE = {"lr": {"low": 5e-4, "high": 1e-2, "log": True}, "dropout": {"low": 0.1, "high": 0.6},
+         "weight_decay": [0.0, 1e-4, 1e-3, 1e-2, 0.1]}
+ARCH_SPACE = {"transformer": {"warmup_steps": [0, 200, 1000]}, "ffn": {"context": [3, 5, 8]}}
 PROMPT_WORDS = 4              # the default prompt: the first words of the validation file's first line
 SAMPLE_TOKENS = {"character": 240}                    # tokens an LM generates, by its tokenizer's unit ...
 SAMPLE_TOKENS_DEFAULT = 60                            # ... words or BPE pieces

@@ -21,6 +21,10 @@ RECIPES = {
 }
 # the training options every recipe shares (AdamW with a cosine decay over the budget)
 TRAIN = {"optimizer": "adamw", "lr": 0.001, "batch_size": 64, "warmup_steps": 100}
+# the options `seqlab tune` searches (seqlab.tuning.space; the width is added there)
+SPACE = {"lr": {"low": 1e-4, "high": 3e-3, "log": True}, "dropout": {"low": 0.0, "high": 0.5},
+         "label_smoothing": {"low": 0.0, "high": 0.2}}
+ARCH_SPACE: dict[str, dict] = {}
 SOURCES_SHOWN = 3             # development sources each model translates
 
 
