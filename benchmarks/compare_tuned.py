@@ -80,15 +80,19 @@ def run_compare(args, task: str, files: dict, options: list[str], output: Path, 
 
 
 def seed_intervals(output: Path) -> dict:
-    """{arch: {"low", "high", "split"}} of the report's Seeds section, when the report module gives them."""
-    try:
-        from seqlab.compare import seeds
-    except ImportError:
+    """{arch: {"low", "high", "split"}}: the 95% intervals of the report's Seeds section (seqlab.compare.seeds, a
+    two-level bootstrap over the test items and the seeds), worked out as the report does."""
+    from seqlab.compare import seeds
+    from seqlab.compare.report import run_row
+
+    spec = json.loads((output / "compare.json").read_text())
+    if not seeds.several(spec):
         return {}
-    reader = getattr(seeds, "seed_statistics", None)
-    if reader is None:
-        return {}
-    return reader(output)
+    rows = {arch: [(seed, run_row(output, arch, path, spec["metric"])) for seed, path in runs]
+            for arch, runs in seeds.seed_runs(spec).items()}
+    found = seeds.seed_statistics(spec, rows, progress=False)
+    return {a["arch"]: {"low": a["low"], "high": a["high"], "split": found["split"]}
+            for a in found["archs"] if a["low"] is not None}
 
 
 def main() -> int:
@@ -156,11 +160,12 @@ def main() -> int:
                                           metric=name, value=value, device=device_name(),
                                           note=json.dumps((study["best"] or {}).get("params"))))
         title = f"Tuned against untuned: seqlab compare on {args.dataset}"
-        notes = (f"Every architecture of `seqlab compare {task}` on {args.dataset}, {args.seeds} seeds each, "
-                 f"{args.budget_epochs} epochs; `tuned`: each architecture first tuned with {args.trials} trials of "
-                 f"`seqlab tune` ({args.tune_budget_epochs}-epoch trials, TPE, median pruning, the recipe as trial "
-                 "0), then its best options trained. `stdev`: over the seeds. The intervals are the report's (a "
-                 "two-level bootstrap over the test items and the seeds). Wall times were measured with other jobs "
+        notes = (f"Each architecture below, trained by `seqlab compare {task}` on {args.dataset}, {args.seeds} seeds "
+                 f"each, {args.budget_epochs} epochs; `tuned`: each architecture first tuned with {args.trials} "
+                 f"trials of `seqlab tune` ({args.tune_budget_epochs}-epoch trials, TPE, median pruning, the recipe as "
+                 "trial 0), then its best options trained. `stdev`: over the seeds. The intervals are the report's (a "
+                 "two-level bootstrap over the test items and the seeds; for a language model over the seeds "
+                 "alone, its perplexity not being a sum over lines). Wall times were measured with other jobs "
                  "on the same 2 cores.")
         write_records(f"compare_tuned_{args.dataset}", records, title, notes)
     return 0

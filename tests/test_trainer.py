@@ -319,6 +319,24 @@ def test_trainer_ddp_two_processes_equal_one(tmp_path):
     assert valid_one == pytest.approx(valid_two, rel=1e-4)
 
 
+@pytest.mark.slow
+def test_trainer_ddp_classifier_two_processes_equal_one(tmp_path):
+    """A classifier under torchrun: its loss looks behind DDP's wrapper for the output layer's kind (it used
+    to fail with "DistributedDataParallel has no attribute 'config'"), and 2 processes follow 1's curve."""
+    data = str(Path(__file__).parent / "fixtures" / "classify" / "sentiment.tsv")
+    common = ["train", "classifier", "--train", data, "--dev", data, "--format", "tsv", "--arch", "lstm",
+              "--embedding-size", "8", "--hidden-size", "8", "--dropout", "0", "--batch-size", "4",
+              "--max-steps", "4", "--eval-every", "2", "--log-every", "1", "--no-progress", "--threads", "1"]
+    single = run_cli([*common, "--output", str(tmp_path / "one")])
+    assert single.returncode == 0, single.stderr
+    double = run_cli([*common, "--output", str(tmp_path / "two")], nproc=2)
+    assert double.returncode == 0, double.stderr
+    one, two = losses(tmp_path / "one"), losses(tmp_path / "two")
+    assert [s for s, _ in one] == [s for s, _ in two] == list(range(1, 5))
+    for (_, a), (_, b) in zip(one, two, strict=True):
+        assert a == pytest.approx(b, rel=1e-4)
+
+
 def test_trainer_bf16_autocast_on_cpu_trains_where_supported_and_is_refused_elsewhere(tmp_path):
     """On a CPU with bfloat16 kernels bf16 trains; on one without (an AMD EPYC without AVX-512, where
     oneDNN has no bf16 LSTM) it is refused with one clear line before any work. Either way on any CPU."""

@@ -16,6 +16,7 @@ from pathlib import Path
 from seqlab.cards.card import finish_training, read_card_notes
 from seqlab.registry import family
 from seqlab.training import distributed
+from seqlab.training.trackers import check_trackers, log_artifacts
 
 
 def train(task: str, config, resume: bool = False, overwrite: bool = False,
@@ -32,9 +33,11 @@ def train(task: str, config, resume: bool = False, overwrite: bool = False,
             print(done, file=sys.stderr)
         return final_figures(config.train.output)
     notes = read_card_notes(config.train.card_notes) if config.train.card_notes else None
+    check_trackers(config.train)              # --log: a tracker's package missing stops here, before any work
     results = family(task).pipeline.train(config, resume=resume, overwrite=overwrite, callback=callback)
     if distributed.world()[0] == 0:
         finish_training(Path(config.train.output), config.train.device, resume, notes, config.train.progress)
+        log_artifacts(Path(config.train.output), config.train)       # --log: the card, curves and files; done
     return results
 
 

@@ -76,12 +76,18 @@ def figure(value, speed: bool = False) -> str:
 
 def legend(spec: dict) -> str:
     """What the table's columns are."""
+    seeds = spec.get("seeds_headline") is not None        # several seeds: the rows are the first seed's runs
     return (f"valid / test {spec['metric']}: the final records of each run's metrics.jsonl (its best weights, "
             "picked on the validation set); best step: the step of those weights; tokens/s: training tokens per "
-            "second; wall time: training time. The winner has the best valid figure among the finished runs.")
+            "second; wall time: training time. " + ("Each row is the first seed's run; the winner is marked only "
+                                                    "where its 95% interval over the seeds is apart from every "
+                                                    "other's (Seeds)." if seeds else
+                                                    "The winner has the best valid figure among the finished runs."))
 
 
 def headline(spec: dict, rows: list[dict], winner: dict | None) -> str:
+    if isinstance(spec.get("seeds_headline"), str):       # several seeds: the Seeds section's verdict
+        return spec["seeds_headline"]
     metric, better = spec["metric"], "lower" if spec["lower_is_better"] else "higher"
     if winner is None:
         return f"No run has finished yet: no winner (ranked by valid {metric}, {better} is better)."

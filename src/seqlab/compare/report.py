@@ -14,7 +14,10 @@ What it shows, for a person to look at rather than read:
   gates of recurrent cells and a transformer head's attention, SLP 13.5, 9.4); the tag pairs each tagger
   confuses most and the winner's confusion heat map; each classifier's confusion matrix; the same
   development sources translated by each sequence-to-sequence model and the winner's attention heat map
-  (Bahdanau et al. 2015, Fig. 3).
+  (Bahdanau et al. 2015, Fig. 3);
+- with several seeds (compare.json's "seeds"), first a Seeds section: each seed's figure, mean ± sd and a
+  bootstrap 95% interval per architecture, the winner marked only where the intervals separate; with
+  "tuning", a Tuning section: each architecture's trial history (`seqlab.compare.seeds`).
 
 report.html is self-contained (`seqlab.compare.pages` writes both pages): every image a base64
 `data:image/png` URI, inline CSS, no script and no link, so it opens the same offline, attached to a mail
@@ -26,6 +29,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from seqlab.compare import seeds
 from seqlab.compare.pages import DAMAGED_RUN, Figure, Section, is_number, one_line, render_html, render_markdown
 from seqlab.errors import SeqlabError
 from seqlab.fileio import atomic_write_text, check_writable, read_json, safetensors_metadata
@@ -56,6 +60,15 @@ def build_report(directory: str | Path, progress: bool | None = None) -> dict:
         sections[0].text("Curves and the speed plot need evaluations and finished runs; some are missing.")
     if isinstance(spec.get("variants"), dict) and spec["variants"]:
         sections.insert(0, variants_section(spec))
+    spec["seeds_headline"] = None               # the Seeds verdict, for pages.headline (never compare.json's)
+    if seeds.several(spec):                     # each seed's figure, the intervals; a winner only where they separate
+        seed_rows = {arch: [(seed, run_row(directory, arch, path, metric)) for seed, path in runs]
+                     for arch, runs in seeds.seed_runs(spec).items()}
+        found = seeds.seed_statistics(spec, seed_rows, progress)
+        winner, spec["seeds_headline"] = seeds.mark_winner(rows, found), seeds.headline(found)
+        sections.insert(0, seeds.seeds_section(found, figures))
+    if isinstance(spec.get("tuning"), dict) and spec["tuning"]:
+        sections.append(seeds.tuning_section(directory, spec, figures))
     models = load_models(rows, progress)
     sections += FAMILIES[spec["task"]].part("compare").sections(spec, rows, models, winner, figures)
     markdown_path, html_path = directory / "report.md", directory / "report.html"

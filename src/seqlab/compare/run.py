@@ -193,6 +193,8 @@ def compare(task: str, output: str | Path, given: dict | None = None, arch_names
     if len(set(names)) != len(names):
         raise SeqlabError("--archs and --variants name an architecture twice")
     output = Path(output)
+    if given.get("log") and "experiment" not in given:        # --log: the trackers file the comparison's runs
+        given["experiment"] = f"compare {output.resolve().name}"   # (its tuning trials too) under one experiment
     seeded = seeds is not None or tune_trials is not None
     first = int(given.get("seed", pipeline.groups["train"]().seed))
     seed_list = [first + i for i in range(seeds or 1)] if seeded else None

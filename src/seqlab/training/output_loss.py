@@ -37,17 +37,22 @@ def choose_fused_output(setting: str, rows: int, vocab_size: int) -> tuple[bool,
     return fused, f"output layer: {path} ({why})"
 
 
-def output_layer(model: nn.Module) -> OutputLayer | AdaptiveOutputLayer:
-    """The model's output layer (an `OutputLayer`, or an `AdaptiveOutputLayer` with --output-layer adaptive),
-    behind the wrappers the trainer may put around it: DistributedDataParallel
-    (`.module`) and torch.compile (`._orig_mod`)."""
+def unwrapped(model: nn.Module) -> nn.Module:
+    """The model behind the wrappers the trainer may put around it: DistributedDataParallel (`.module`) and
+    torch.compile (`._orig_mod`)."""
     while True:
         if isinstance(model, nn.parallel.DistributedDataParallel):
             model = model.module
         elif isinstance(getattr(model, "_orig_mod", None), nn.Module):
             model = model._orig_mod
         else:
-            return model.output
+            return model
+
+
+def output_layer(model: nn.Module) -> OutputLayer | AdaptiveOutputLayer:
+    """The model's output layer (an `OutputLayer`, or an `AdaptiveOutputLayer` with --output-layer adaptive),
+    behind the trainer's wrappers (`unwrapped`)."""
+    return unwrapped(model).output
 
 
 def fused_token_loss(layer: OutputLayer, hidden: Tensor, targets: Tensor,

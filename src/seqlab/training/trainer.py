@@ -48,6 +48,7 @@ from seqlab.training.optim import OPTIMIZERS, SCHEDULES, Schedule, make_optimize
 from seqlab.training.output_loss import FUSED_OUTPUT
 from seqlab.training.plots import plot_curves
 from seqlab.training.task import Task
+from seqlab.training.trackers import TRACKERS, Trackers, open_trackers
 
 
 def say(line: str) -> None:
@@ -103,6 +104,14 @@ class TrainConfig:
                                  "run's step count / N, fixed at its first step (with --max-tokens, the steps the "
                                  "first one's tokens foretell; with --time-schedule, once the count is fixed) (0: "
                                  "by --eval-every)", at_least=0)
+    log: list[str] = option([], "experiment trackers the run also writes to: tensorboard (event files in "
+                                "RUN/tensorboard), mlflow (a local MLflow store beside the run; see --mlflow-uri)",
+                            choices=TRACKERS)
+    experiment: str = option("seqlab", "the experiment the trackers file the run under (MLflow's experiment, "
+                                       "created on first use; TensorBoard keeps each run in its own folder)")
+    mlflow_uri: str = option("", "MLflow tracking store (default: $MLFLOW_TRACKING_URI, else "
+                                 "sqlite:///PARENT/mlflow.db with artefacts in PARENT/mlruns, PARENT the run "
+                                 "directory's folder)")
     log_every: int = option(50, "steps between training-loss records", at_least=1)
     seed: int = option(1111, "random seed (initialisation, dropout, data order)", at_least=0, below=2**63)
     device: str = option("auto", "auto (CUDA when present), cpu, cuda, cuda:N or mps")
@@ -234,6 +243,7 @@ class Trainer:
         self._best_eval: tuple[int, dict] | None = None   # (step, figures) of the best weights, evaluated here
         self.state = None
         self.is_main = self.rank == 0
+        self.trackers = Trackers()                     # --log: opened by fit (seqlab.training.trackers)
         if self.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
 
@@ -250,6 +260,7 @@ class Trainer:
                 return distributed.broadcast_object(final_figures(self.run_dir) if self.is_main else None)
             self._restore()
         train_model = self._wrap(self.model)
+        self.trackers = open_trackers(cfg, self.run_dir, resume, pos.step, self.is_main)
         bar = progress_bar(None, cfg.progress and self.is_main, total=self.total_steps, initial=pos.step,
                            desc="training", unit="step", dynamic_ncols=True, mininterval=0.5)
         self._utilisation = self._measure_utilisation() if pos.step < self.total_steps else None
@@ -267,13 +278,14 @@ class Trainer:
         self.model.train()
         if cfg.keep_memory and self.device.type == "cpu":
             keep_freed_memory()
-        try:
-            stop = stop or self._budget_spent() >= 1
-            while not stop and pos.epoch < cfg.epochs:
-                stop = self._run_epoch(train_model, bar)
-        finally:
-            bar.close()
-        return self._finish()
+        with self.trackers:                # closed however training ends (an error marks the MLflow run failed)
+            try:
+                stop = stop or self._budget_spent() >= 1
+                while not stop and pos.epoch < cfg.epochs:
+                    stop = self._run_epoch(train_model, bar)
+            finally:
+                bar.close()
+            return self._finish()
 
     def _run_epoch(self, train_model: torch.nn.Module, bar) -> bool:
         """Steps to the end of the current epoch, the last step or early stopping; True to stop training."""
@@ -667,6 +679,8 @@ class Trainer:
         return results
 
     def _emit(self, event: dict) -> None:
+        if self.is_main:
+            self.trackers.event(event)
         if self.callback is not None and self.is_main:
             self.callback(event)
 

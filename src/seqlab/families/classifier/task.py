@@ -20,6 +20,7 @@ from seqlab.families.classifier.vocab import DocBatch, DocumentVocabulary, Encod
 from seqlab.metrics import classification_scores
 from seqlab.nn.lm_features import LM_FEATURE_DTYPE
 from seqlab.progress import progress_bar
+from seqlab.training.output_loss import unwrapped
 
 
 def with_lm_features(model, items: list[EncodedDoc], batch_size: int = 32) -> list[EncodedDoc]:
@@ -125,7 +126,7 @@ def document_losses(model, scores: Tensor, labels: Tensor, weights: Tensor | Non
     cross-entropy over one sigmoid unit (eq. 6.25: -[y log s(z) + (1-y) log(1-s(z))])."""
     scores = scores.float()
     weights = None if weights is None else weights.to(scores.device)
-    if model.config.output_layer == "sigmoid":
+    if unwrapped(model).config.output_layer == "sigmoid":   # DDP's and compile's wrappers looked behind
         target = labels.float()
         per_document = F.binary_cross_entropy_with_logits(scores[:, 0], target, reduction="none")   # (B,)
         if weights is not None:
@@ -137,7 +138,7 @@ def document_losses(model, scores: Tensor, labels: Tensor, weights: Tensor | Non
 def probabilities(model, scores: Tensor) -> Tensor:
     """Class probabilities (B, K) from the scores: softmax, or [1 - s(z), s(z)] for one sigmoid unit."""
     scores = scores.float()
-    if model.config.output_layer == "sigmoid":
+    if unwrapped(model).config.output_layer == "sigmoid":   # DDP's and compile's wrappers looked behind
         p = torch.sigmoid(scores[:, 0])                                 # (B,)
         return torch.stack([1 - p, p], dim=1)                          # (B, 2)
     return torch.softmax(scores, dim=-1)
