@@ -107,6 +107,9 @@ def main() -> int:
     parser.add_argument("--budget-epochs", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--only", choices=("tuned", "untuned"), help="run one of the two compares (default: both)")
+    parser.add_argument("--collect", action="store_true",
+                        help="train nothing: record the seed runs of OUTPUT that have finished so far (a compare "
+                             "still running, or stopped; the rows say how many seeds)")
     args = parser.parse_args()
     task, metric, files, options = DATASETS[args.dataset]
     output = Path(args.output or f"runs/bench/compare-tuned-{args.dataset}")
@@ -117,7 +120,7 @@ def main() -> int:
         if args.only and args.only != kind:
             continue
         out = output / kind
-        wall = run_compare(args, task, files, options, out, tuned)
+        wall = None if args.collect else run_compare(args, task, files, options, out, tuned)
         plan = json.loads((out / "compare.json").read_text())
         label = (f"compare {args.dataset} tuned {args.trials} trials, {args.budget_epochs} epochs" if tuned else
                  f"compare {args.dataset} untuned, {args.budget_epochs} epochs")
@@ -137,11 +140,14 @@ def main() -> int:
                                           tokens_per_s=details.get("tokens_per_s"), epochs=args.budget_epochs,
                                           device=device_name()))
             for split, found in values.items():
+                if len(found) < 2 and args.collect:        # one seed so far: its own row says it all
+                    continue
                 extra = {"stdev": round(statistics.stdev(found), 2)} if len(found) > 1 else {}
                 records.append(record(task=TASK_NAMES[task], dataset=args.dataset, split=split, arch=arch,
                                       config=f"{label}, mean of {len(found)} seeds", metric=metric,
                                       value=round(statistics.mean(found), 2), epochs=args.budget_epochs,
-                                      device=device_name(), note=f"compare wall time {wall:.0f} s", **extra))
+                                      device=device_name(), **extra,
+                                      note=None if wall is None else f"compare wall time {wall:.0f} s"))
             interval = intervals.get(arch)
             if interval:
                 for end in ("low", "high"):
