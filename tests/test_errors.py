@@ -160,7 +160,7 @@ def test_errors_every_command_has_numeric_options_under_test():
                         "tag", "classify", "translate", "summarize", "serve", "card", "audit toxicity", "audit bias",
                         "audit exposure", "audit memorization", "compare lm", "compare tagger", "compare classifier",
                         "compare seq2seq", "bench peak", "prepare", "tune lm", "tune tagger", "tune classifier",
-                        "tune seq2seq"}
+                        "tune seq2seq", "examples"}
     assert len(NUMERIC) > 200
 
 

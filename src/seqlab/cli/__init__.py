@@ -3,6 +3,7 @@
 One module per command, or group of commands; each adds its parser (`add_parser`), which names the function
 that runs it (`handler`):
 
+    examples.py    seqlab examples TASK DIR: a small dataset of a task written, and the command that trains on it
     prepare.py     seqlab prepare FAMILY: its data files into memory-mapped shards, once
     train.py       seqlab train FAMILY: options generated from the family's config dataclasses
     evaluate.py    seqlab evaluate: the options any family takes; the family's `cli` part reports
@@ -39,13 +40,14 @@ from seqlab.version import __version__
 @functools.cache
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line: every command, the families' inference commands among them."""
-    from seqlab.cli import audit, compare, evaluate, export, prepare, runs, train, tune
+    from seqlab.cli import audit, compare, evaluate, examples, export, prepare, runs, train, tune
     from seqlab.registry import FAMILIES
 
     parser = Parser(prog="seqlab", description="Train, evaluate and decode the neural "
                     "sequence models of Jurafsky & Martin's SLP chapters.")
     parser.add_argument("--version", action="version", version=f"seqlab {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    examples.add_parser(commands)
     prepare.add_parser(commands)
     train.add_parser(commands)
     evaluate.add_parser(commands)
