@@ -147,6 +147,8 @@ def test_a_run_records_its_canaries_and_resume_keeps_them(tmp_path):
     before = path.read_bytes()
     train_lm(dataclasses.replace(config, train=dataclasses.replace(config.train, max_steps=4)), resume=True)
     assert path.read_bytes() == before                          # never drawn again
+    train_lm(dataclasses.replace(config, train=dataclasses.replace(config.train, seed=5)), overwrite=True)
+    assert path.exists() and json.loads(path.read_text())["seed"] == 5     # the new run's own secrets, kept
     train_lm(dataclasses.replace(config, data=LMDataConfig(train=str(train), valid=str(valid), tokenizer="word")),
              overwrite=True)
     assert not path.exists()                                    # an overwritten run's secrets are gone

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from seqlab.config import coerce, file_fields, from_dict, inapplicable, read_config_file, to_dict
-from seqlab.data.hooks import hook_files
 from seqlab.errors import DAMAGED, SeqlabError, SeqlabWarning, os_error_reason
 from seqlab.families.contract import Family
 from seqlab.families.run_files import read_run_json
@@ -28,8 +27,10 @@ from seqlab.version import __version__
 
 RESUME_OR_OVERWRITE = "--resume continues the run in --output and --overwrite replaces it: choose one"
 LM_ONLY_TRAIN_OPTIONS = ("seq_len", "eval_stride")
+# (a data hook's files, canaries.json, are not among them: the LM pipeline removes an overwritten run's before its
+# data plants this run's, which must survive `start_run`)
 RUN_OUTPUTS = ("metrics.jsonl", "train_log.jsonl", "model.safetensors", "checkpoint.safetensors", "curves.png",
-               "MODEL_CARD.md", "model_card.json", "card_notes.md", "environment.json", *hook_files())
+               "MODEL_CARD.md", "model_card.json", "card_notes.md", "environment.json")
 
 
 def refuse_fused_output(train, what: str) -> None:
