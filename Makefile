@@ -4,7 +4,7 @@ PYTHON ?= python3
 BIN = $(VENV)/bin
 DATA ?= ../shared/data
 
-.PHONY: install demo test test-slow test-browser lint bench clean docker docker-check
+.PHONY: install demo test test-slow test-browser docs docs-figures lint bench clean docker docker-check
 
 install: $(VENV)/.installed
 
@@ -33,6 +33,16 @@ test-browser: install
 	$(BIN)/pip install -q -e '.[browser]'
 	SEQLAB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q tests/test_serve_page.py tests/test_compare_page.py \
 		tests/test_serve_docs_page.py
+	SEQLAB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q -m slow tests/test_docs_site.py    # the built site
+
+# the documentation site (mkdocs.yml, docs/): built into site/, strict (a broken link or anchor fails), readable
+# offline (open site/index.html); the reference and benchmark tables are generated from the code and results
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# every page of the site run as a notebook, its figures copied into docs/ (CI runs the pages: make test-slow)
+docs-figures: install
+	$(BIN)/python docs/hooks/notebooks.py --figures $$(grep -rl '](figures/' docs --include='*.md')
 
 # the serving images (Dockerfile; needs a running Docker daemon): seqlab (run directories on CPU PyTorch) and
 # seqlab:onnx (ONNX exports, no PyTorch); docker-check serves a tiny export in seqlab:onnx until it is healthy
@@ -45,7 +55,7 @@ docker-check: install
 	bash .ci/container-check $(IMAGE):onnx
 
 lint: install
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks docs/hooks
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .ruff_cache
+	rm -rf $(VENV) runs site .pytest_cache .ruff_cache

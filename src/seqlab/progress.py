@@ -16,6 +16,7 @@ the model card's wall time counts the start-up (data, vocabulary, model) beside 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import math
 import os
 import sys
@@ -23,7 +24,10 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from tqdm.auto import tqdm
+if importlib.util.find_spec("ipywidgets"):    # a notebook widget, where a notebook can draw one
+    from tqdm.auto import tqdm
+else:                                         # without ipywidgets tqdm.auto warns "IProgress not found" in a notebook
+    from tqdm import tqdm
 
 from seqlab.errors import SeqlabError
 

@@ -1,0 +1,439 @@
+"""The pages of the documentation site generated from the code, so that they cannot drift from it (a MkDocs hook,
+`mkdocs.yml`'s `hooks:`; `make docs` builds the site with it):
+
+    reference/cli/          every command and option, from the parsers (`seqlab.cli.build_parser`): one page a command
+    reference/config.md     every config key of every family with its type, default and range, from the config
+                            dataclasses (`seqlab.config.option`)
+    reference/errors.md     every message seqlab refuses input with, read from the source (`raise SeqlabError`)
+    reference/layout.md     every module of the package and the first line of its docstring
+    benchmarks/results/     one page per `benchmarks/results/*.json`, its table rendered from the records, and
+                            the figures beside them
+
+and `<!-- results: NAME [column=value ...] -->` in any page: the rows of `benchmarks/results/NAME.json` (those whose
+columns hold those values) as a table, in place, with the machine, command and date of each row, so that no figure
+of a benchmark is copied into the site by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import json
+import posixpath
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))     # notebooks.py, beside this hook
+import notebooks  # noqa: E402  (imported now: MkDocs restores sys.path once its hooks are loaded)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from common import _fmt as benchmark_number  # noqa: E402  (benchmarks/common.py: the results format)
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src" / "seqlab"
+RESULTS = ROOT / "benchmarks" / "results"
+RESULTS_MARK = re.compile(r"<!--\s*results:\s*(\S+)((?:\s+[\w]+=(?:\"[^\"]*\"|\S+))*)\s*-->")
+
+
+# ------------------------------------------------------------------------------------------- markdown helpers
+def cell(value) -> str:
+    """A table cell: pipes escaped, newlines folded."""
+    text = "" if value is None else str(value)
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def table(header: list[str], rows: list[list]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|",
+            *("| " + " | ".join(cell(v) for v in row) + " |" for row in rows)]
+
+
+def anchor(words: list[str]) -> str:
+    return "-".join(words)
+
+
+# ------------------------------------------------------------------------------------------------ the commands
+def commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ("seqlab",)):
+    """(path, parser, help) of every command and subcommand, depth first, in the order `--help` lists them."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {c.dest: c.help for c in action._choices_actions}
+            for name, sub in action.choices.items():
+                yield path + (name,), sub, helps.get(name)
+                yield from commands(sub, path + (name,))
+
+
+def option_value(action: argparse.Action) -> str:
+    """What an option takes: its choices, its type with its range (`seqlab.cli.options.Number`), or its metavar."""
+    if action.nargs == 0:
+        return ""
+    if action.choices:
+        text = " \\| ".join(f"`{c}`" for c in action.choices)
+    else:
+        kind = action.type
+        bounds = getattr(kind, "bounds", None)
+        if bounds is not None:
+            from seqlab.config import range_text
+
+            text = kind.kind.__name__ + (f", {range_text(bounds)}" if range_text(bounds) else "")
+        elif isinstance(kind, type):
+            text = kind.__name__
+        else:
+            text = action.metavar or action.dest.upper()
+    if action.nargs in ("*", "+"):
+        text += " (several)" if action.nargs == "+" else " (any number)"
+    return text
+
+
+def option_default(action: argparse.Action) -> str:
+    if action.default in (None, argparse.SUPPRESS, False) or action.nargs == 0:
+        return ""
+    return f"`{action.default}`"
+
+
+CLI_INTRO = ("Generated from seqlab's parsers (`seqlab.cli.build_parser`): every command, every option, its values and "
+             "its default. An option of `train`, `compare` and `tune` that shows no default takes the one of its "
+             "config key ([config reference](../config.md)); the command line overrides a `--config` file, which "
+             "overrides the defaults. Every error in what you give is one line on stderr and exit status 2.")
+
+
+def cli_pages() -> dict[str, str]:
+    """reference/cli/index.md (every command) and one page per top-level command (reference/cli/COMMAND.md)."""
+    from seqlab.cli import build_parser
+
+    found = list(commands(build_parser()))
+    pages: dict[str, list[str]] = {}
+    index = ["# Command line", "", CLI_INTRO, "", "`python -m seqlab ...` is the same as `seqlab ...`.", ""]
+    index += ["| command | what it does |", "|---|---|"]
+    for path, sub, help in found:
+        top = path[1]
+        link = f"{top}.md" + ("" if len(path) == 2 else f"#{anchor(list(path))}")
+        index.append(f"| [`{' '.join(path)}`]({link}) | {cell(help or sub.description or '')} |")
+        page = pages.setdefault(top, [f"# `seqlab {top}`", "", CLI_INTRO, ""])
+        page += command_section(path, sub, help, level=1 if len(path) == 2 else 2)
+    out = {"reference/cli/index.md": "\n".join(index) + "\n"}
+    out.update({f"reference/cli/{top}.md": "\n".join(lines) + "\n" for top, lines in pages.items()})
+    return out
+
+
+def command_section(path, sub, help, level: int) -> list[str]:
+    lines = [] if level == 1 else [f"## `{' '.join(path)}` {{#{anchor(list(path))}}}", ""]
+    if sub.description or help:
+        lines += [sub.description or help, ""]
+    usage = sub.format_usage().removeprefix("usage: ").strip()
+    lines += ["```text", usage, "```", ""]
+    formatter = sub._get_formatter()
+    for group in sub._action_groups:
+        actions = [a for a in group._group_actions if not isinstance(a, argparse._SubParsersAction)
+                   and a.help != argparse.SUPPRESS and not isinstance(a, argparse._HelpAction)]
+        if not actions:
+            continue
+        title = {"positional arguments": "arguments", "options": "options"}.get(group.title, group.title)
+        lines += [f"**{title}**", ""]
+        rows = []
+        for a in actions:
+            name = ", ".join(f"`{o}`" for o in a.option_strings) or f"`{a.metavar or a.dest}`"
+            help_text = formatter._expand_help(a) if a.help else ""
+            rows.append([name, option_value(a), option_default(a), help_text])
+        lines += table(["option", "takes", "default", "what it does"], rows) + [""]
+    return lines
+
+
+# ------------------------------------------------------------------------------------------------- the configs
+def config_page() -> str:
+    from seqlab.config import field_default, field_type, range_text
+    from seqlab.registry import FAMILIES
+
+    lines = ["# Config keys", "",
+             "Generated from the config dataclasses of each family (`seqlab.config.option`). A key is the same on the "
+             "command line (`--hidden-size 650`), in a `--config` file (flat, `hidden_size: 650`, or under its group, "
+             "`model: {hidden_size: 650}`), in the Python API (`seqlab.LMConfig(hidden_size=650)`) and in a run's "
+             "`config.json`. A number outside its range, or not finite, is refused with one line (exit 2); a key that "
+             "acts only for some architectures (`only when`) is refused for the others instead of doing nothing.",
+             ""]
+    for name, family in FAMILIES.items():
+        pipeline = family.pipeline
+        lines += [f"## `{name}`: {family.summary}", ""]
+        for group, cls in pipeline.groups.items():
+            lines += [f"### {group} (`{cls.__module__}.{cls.__name__}`) {{#{name}-{group}}}", ""]
+            defaults = dict(pipeline.train_defaults or {}) if group == "train" else {}
+            rows = []
+            for f in dataclasses.fields(cls):
+                if "help" not in f.metadata or (group == "model" and f.name in pipeline.derived):
+                    continue
+                kind = field_type(cls, f)
+                kind_name = getattr(kind, "__name__", str(kind))
+                default = defaults.get(f.name, field_default(f))
+                choices = f.metadata.get("choices")
+                takes = " \\| ".join(f"`{c}`" for c in choices) if choices else kind_name
+                limits = range_text(f.metadata)
+                when = f.metadata.get("when")
+                only = "; ".join(f"{k} in {', '.join(map(str, v))}" for k, v in when.items()) if when else ""
+                rows.append([f"`{f.name}`", takes, f"`{default!r}`" if default is not None else "", limits, only,
+                             f.metadata["help"]])
+            lines += table(["key", "takes", "default", "range", "only when", "what it does"], rows) + [""]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------- the errors
+def _message(node: ast.expr) -> str | None:
+    """The text of a message argument: a string, an f-string with its fields as `{...}`, or a sum of them."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "{" + ast.unparse(v.value) + "}"
+                       for v in node.values)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _message(node.left), _message(node.right)
+        if left is not None or right is not None:
+            return (left or "{...}") + (right or "{...}")
+    return None
+
+
+def error_messages() -> dict[str, list[tuple[str, int, str]]]:
+    """module -> [(file, line, message)] of every `raise SeqlabError(...)` (or of seqlab's subclasses of it)."""
+    found: dict[str, list[tuple[int, str]]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        module = ".".join(("seqlab",) + path.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__")
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args):
+                continue
+            func = node.exc.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if name not in ("SeqlabError", "OptionError", "DataError", "RunError") and not name.endswith("Refused"):
+                continue
+            text = _message(node.exc.args[0])
+            if text:
+                found.setdefault(module, []).append((str(path.relative_to(ROOT)), node.lineno, text))
+    return found
+
+
+def errors_page() -> str:
+    found = error_messages()
+    total = sum(len(v) for v in found.values())
+    lines = ["# Error messages", "",
+             f"Every message seqlab refuses input with: {total} of them, read from the source (each `raise "
+             "SeqlabError(...)`), with `{...}` where the message names what you gave (a file, a line, an option, a "
+             "value). The command line prints the message as one line on stderr and exits with status 2: never a "
+             "traceback. In Python they are `seqlab.SeqlabError`, whose text is the same line.", ""]
+    for module, messages in found.items():
+        lines += [f"## `{module}`", ""]
+        lines += table(["where", "message"], [[f"{file}:{line}", f"`{text}`" if "`" not in text else text]
+                                              for file, line, text in sorted(messages)]) + [""]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------- the layout
+def layout_page() -> str:
+    lines = ["# Layout of the code", "",
+             "Every module of `src/seqlab`, generated from the code: the first line of its docstring.", ""]
+    rows = []
+    for path in sorted(SRC.rglob("*.py")):
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+        first = doc.strip().split("\n\n")[0].replace("\n", " ")
+        rows.append([f"`{path.relative_to(SRC.parent)}`", first])
+    lines += table(["module", "what it holds"], rows)
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------- the benchmarks
+def _fmt(value, column: str = "") -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    if isinstance(value, float) and column == "epochs" and value.is_integer():
+        return str(int(value))
+    return benchmark_number(value)             # as the results' own tables (benchmarks/results/*.md) write it
+
+
+COLUMNS = ("task", "dataset", "split", "arch", "config", "metric", "value", "stdev", "params", "tokens_per_s",
+           "wall_s", "epochs", "target")
+SAID_ONCE = ("device", "command", "date")           # under the table, not in it
+
+
+def records(name: str) -> list[dict]:
+    path = RESULTS / f"{name}.json"
+    if not path.exists():
+        raise ValueError(f"no benchmark results {path}")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def results_table(rows: list[dict], drop: tuple[str, ...] = ()) -> list[str]:
+    """The rows as a table (the columns some row fills, those every row holds alike said once under it), then
+    each distinct machine, date and command."""
+    extra = sorted({k for r in rows for k in r} - set(COLUMNS) - set(SAID_ONCE))     # a benchmark's own fields
+    columns = [c for c in (*COLUMNS, *extra) if c not in drop and any(r.get(c) not in (None, "") for r in rows)]
+    same = [c for c in columns if len(rows) > 1 and len({json.dumps(r.get(c)) for r in rows}) == 1]
+    shown = [c for c in columns if c not in same] or columns
+    lines = table(shown, [[_fmt(r.get(c), c) for c in shown] for r in rows])
+    if same:
+        lines += ["", "Every row: " + ", ".join(f"{c} {_fmt(rows[0].get(c), c)}" for c in same) + "."]
+    machines = sorted({f"{r.get('device')} ({r.get('date')})" for r in rows if r.get("device")})
+    commands = sorted({r["command"] for r in rows if r.get("command")})
+    lines += ["", "Measured on " + "; ".join(machines) + "." if machines else ""]
+    if commands:
+        lines += ["", "??? note \"" + ("the command" if len(commands) == 1 else f"the {len(commands)} commands") + "\"",
+                  ""] + [f"    `{c}`\n" for c in commands]
+    return lines
+
+
+def _title_and_notes(name: str) -> tuple[str, str]:
+    """The title and notes the benchmark wrote above its table in results/NAME.md (`benchmarks/common.py`)."""
+    md = RESULTS / f"{name}.md"
+    if not md.exists():
+        return name.replace("_", " "), ""
+    text = md.read_text(encoding="utf-8")
+    title = text.split("\n", 1)[0].lstrip("# ").strip()
+    body = text.split("\n", 1)[1] if "\n" in text else ""
+    notes = []
+    for line in body.split("\n"):
+        if line.startswith("|"):
+            break
+        if not line.startswith("Generated from"):
+            notes.append(line)
+    return title, "\n".join(notes).strip()
+
+
+def result_page(name: str) -> str:
+    title, notes = _title_and_notes(name)
+    lines = [f"# {title}", "", f"Generated from `benchmarks/results/{name}.json` ({len(records(name))} records).", ""]
+    if notes:
+        lines += [notes, ""]
+    lines += results_table(records(name))
+    figures = sorted(RESULTS.glob(f"{name}*.png"))
+    for figure in figures:
+        lines += ["", f"![{figure.stem}]({figure.name})"]
+    return "\n".join(lines) + "\n"
+
+
+def results_index() -> str:
+    lines = ["# Every benchmark result", "",
+             "One page per results file of `benchmarks/results/`, generated from its JSON records (each record with "
+             "its machine, command and date). The [benchmarks overview](../index.md) says what they mean.", ""]
+    rows = []
+    for path in sorted(RESULTS.glob("*.json")):
+        title, _ = _title_and_notes(path.stem)
+        data = json.loads(path.read_text(encoding="utf-8"))
+        dates = sorted({r.get("date") for r in data if r.get("date")})
+        rows.append([f"[{path.stem}]({path.stem}.md)", title, len(data),
+                     f"{dates[0]} – {dates[-1]}" if len(dates) > 1 else (dates[0] if dates else "")])
+    lines += table(["results", "what", "records", "measured"], rows)
+    return "\n".join(lines) + "\n"
+
+
+def replace_results(markdown: str, page_uri: str = "benchmarks/index.md") -> str:
+    """Each `<!-- results: NAME col=value ... -->` mark replaced by the table of those records, with a link to the
+    results page (relative to `page_uri`, the page's own path in the site)."""
+    base = posixpath.relpath("benchmarks/results", posixpath.dirname(page_uri) or ".")
+    def table_for(match: re.Match) -> str:
+        name, filters = match.group(1), match.group(2)
+        wanted = {k: v.strip('"') for k, v in re.findall(r'(\w+)=("[^"]*"|\S+)', filters)}
+        drop = tuple(c for c in wanted if c in COLUMNS)
+        rows = [r for r in records(name) if all(_fmt(r.get(k)) == v or str(r.get(k)) == v for k, v in wanted.items())]
+        if not rows:
+            raise ValueError(f"<!-- results: {name}{filters} --> matches no record of benchmarks/results/{name}.json")
+        return "\n".join(results_table(rows, drop)) + f"\n\n[every figure of this benchmark]({base}/{name}.md)\n"
+    return RESULTS_MARK.sub(table_for, markdown)
+
+
+# ------------------------------------------------------------------------------------------- the README's table
+# (what, results file, the record's key columns, the published figure or the target it is held to)
+HEADLINES = [
+    ("PTB, 2 x 200 tied LSTM, 40 epochs: test perplexity", "lm_quality",
+     {"dataset": "ptb", "split": "test", "config": "ptb-lstm-tied"}, "87.17 (pytorch/examples)"),
+    ("PTB, Zaremba et al.'s small LSTM: test perplexity", "lm_quality",
+     {"dataset": "ptb", "split": "test", "config": "ptb-lstm-zaremba"}, "114.5"),
+    ("Tiny Shakespeare characters, nanoGPT's CPU transformer: valid loss", "lm_quality",
+     {"dataset": "tinyshakespeare", "config": "shakespeare-char-transformer"}, "1.88 (nanoGPT)"),
+    ("UD English-EWT UPOS, BiLSTM + chars + vectors: test accuracy", "tagging_quality",
+     {"split": "test", "config": "ud-pos-bilstm2-256-char-w2v-frozen-unk"}, "95.0"),
+    ("CoNLL-2003 NER, BiLSTM-CRF + chars + vectors: test F1", "tagging_quality",
+     {"split": "test", "config": "conll2003-ner-bilstm-crf-char-w2v-frozen"}, "87.0"),
+    ("SST-2, BiLSTM with max pooling: test accuracy", "classification_quality",
+     {"split": "test", "config": "bilstm-max", "metric": "accuracy"}, "84.0"),
+    ("IMDB, pooled embeddings of words and bigrams: test accuracy", "classification_quality",
+     {"split": "test", "config": "pooled-bigrams", "metric": "accuracy"}, "88.0"),
+    ("Multi30k de-en, transformer: test BLEU (tokenised, lower case)", "seq2seq_quality",
+     {"split": "test", "config": "transformer", "metric": "bleu_tok_lc"}, "36.0"),
+    ("Serving generation at 32 concurrent clients: requests/s against the unbatched server", "serve_load",
+     {"config": "this version / earlier, concurrency 32", "metric": "requests_per_s_ratio"}, "4x asked"),
+]
+README_BEGIN = "<!-- headline figures: generated by `python docs/hooks/generate.py --readme`; do not edit -->"
+README_END = "<!-- end of headline figures -->"
+
+
+def readme_table() -> str:
+    """The README's short table of the figures that matter, from the results files (tests/test_docs.py checks
+    that the README holds exactly this)."""
+    rows = []
+    for what, name, key, published in HEADLINES:
+        found = [r for r in records(name) if all(r.get(k) == v for k, v in key.items())]
+        if len(found) != 1:
+            raise ValueError(f"{name}.json: {len(found)} records match {key}, expected 1")
+        r = found[0]
+        rows.append([what, f"**{_fmt(r['value'])}**", published, f"[{name}](benchmarks/results/{name}.md)"])
+    lines = [README_BEGIN, *table(["figure", "seqlab", "published or asked", "results"], rows), README_END]
+    return "\n".join(lines)
+
+
+def write_readme_table(readme: Path = ROOT / "README.md") -> None:
+    text = readme.read_text(encoding="utf-8")
+    start, end = text.index(README_BEGIN), text.index(README_END) + len(README_END)
+    readme.write_text(text[:start] + readme_table() + text[end:], encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------------------- the MkDocs hook
+GENERATED = {"reference/config.md": config_page, "reference/errors.md": errors_page,
+             "reference/layout.md": layout_page, "benchmarks/results/index.md": results_index}
+
+
+def on_files(files, config):
+    from mkdocs.structure.files import File
+
+    for uri, make in GENERATED.items():
+        files.append(File.generated(config, uri, content=make()))
+    for uri, content in cli_pages().items():
+        files.append(File.generated(config, uri, content=content))
+    for path in sorted(RESULTS.glob("*.json")):
+        files.append(File.generated(config, f"benchmarks/results/{path.stem}.md", content=result_page(path.stem)))
+    for path in sorted(RESULTS.glob("*.png")):
+        files.append(File.generated(config, f"benchmarks/results/{path.name}", abs_src_path=str(path)))
+    for uri in NOTEBOOK_PAGES(config):
+        files.append(File.generated(config, uri.removesuffix(".md") + ".ipynb", content=notebook_json(config, uri)))
+    return files
+
+
+def NOTEBOOK_PAGES(config) -> list[str]:
+    """The pages that also open as a notebook: Get started and every tutorial."""
+    docs = Path(config["docs_dir"])
+    return ["get-started.md"] * (docs / "get-started.md").exists() + sorted(
+        str(p.relative_to(docs)) for p in (docs / "tutorials").glob("*.md") if p.name != "index.md")
+
+
+def notebook_json(config, uri: str) -> str:
+    import nbformat
+
+    return nbformat.writes(notebooks.notebook(Path(config["docs_dir"]) / uri))
+
+
+def on_page_markdown(markdown, page, config, files):
+    if "<!-- results:" in markdown:
+        markdown = replace_results(markdown, page.file.src_uri)
+    if page.file.src_uri in NOTEBOOK_PAGES(config):
+        name = Path(page.file.src_uri).stem
+        title, _, rest = markdown.partition("\n")
+        markdown = (f"{title}\n\n[Open as a notebook]({name}.ipynb){{ .md-button download }}"
+                    f" &nbsp; the same code, cell for cell; CI runs it.\n{rest}")
+    return markdown
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--readme"]:
+        write_readme_table()
+    else:
+        sys.exit("usage: python docs/hooks/generate.py --readme   (rewrite the README's table of headline figures)")

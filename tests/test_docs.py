@@ -1,0 +1,220 @@
+"""The documentation site (docs/, mkdocs.yml) and the README: what they show runs.
+
+Default suite (seconds): every page splits into prose and blocks with well-formed `docs:` marks; every `seqlab`
+command of a block that runs parses with seqlab's own parser (a renamed option fails here first); every Python
+block compiles; every `<!-- results: ... -->` mark matches records; the README is a front page.
+Slow suite: every page with code runs top to bottom as a notebook (docs/hooks/notebooks.py), the way a reader
+runs it, and makes the figures it shows; `mkdocs build --strict` passes (no broken link or anchor).
+The site in a real Chromium: tests/test_docs_site.py (make test-browser).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+sys.path.insert(0, str(DOCS / "hooks"))
+
+import generate  # noqa: E402
+import notebooks  # noqa: E402
+
+PAGES = sorted(p for p in DOCS.rglob("*.md") if "hooks" not in p.parts and p.name != "README.md")
+SHOWN = PAGES + [ROOT / "README.md"]
+MATHJAX_SHA256 = "d4295dc33744836935c1399feece5159577b34c5c8ffb9f1c6324cd82e03a882"
+
+
+def rel(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+def running_blocks(path: Path) -> list[notebooks.Block]:
+    return [b for b in notebooks.blocks(path.read_text(encoding="utf-8"), rel(path)) if b.runs]
+
+
+def seqlab_commands(script: str) -> list[list[str]]:
+    """The argument lists of the `seqlab ...` (and `python -m seqlab ...`) commands of a shell block."""
+    script = re.sub(r"\\\n", " ", script)                      # continuation lines
+    found = []
+    for line in script.split("\n"):
+        line = line.split(" #")[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError:
+            continue
+        command: list[str] = []
+        for word in words + [";"]:
+            if word in (";", "&&", "||", "|", "&", ">", "2>", ">>", "<") or word.endswith(("&", ";")):
+                if word.endswith(("&", ";")) and word not in ("&", ";", "&&"):
+                    command.append(word.rstrip("&;"))
+                if command and word != "||":           # `cmd || ...`: a command shown failing on purpose
+                    found.append(command)
+                command = []
+            else:
+                command.append(word)
+    out = []
+    for words in found:
+        if words[:1] == ["!"]:                                             # `! seqlab ...`: shown failing
+            continue
+        while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):           # VAR=value seqlab ...
+            words = words[1:]
+        if words[:1] in (["timeout"],):
+            words = words[2:]
+        if words[:1] in (["seqlab"], [".venv/bin/seqlab"]):
+            out.append(words[1:])
+        elif len(words) > 2 and words[1:3] == ["-m", "seqlab"]:
+            out.append(words[3:])
+    return out
+
+
+def test_every_page_splits_into_prose_and_blocks_with_well_formed_marks():
+    assert len(PAGES) >= 10
+    for path in SHOWN:
+        notebooks.split(path.read_text(encoding="utf-8"), rel(path))      # raises on a malformed mark
+
+
+def test_a_malformed_mark_is_refused_naming_the_page_and_line():
+    with pytest.raises(ValueError, match=r"page.md:2: `docs: skip` needs a reason"):
+        notebooks.split("text\n<!-- docs: skip -->\n```bash\nls\n```\n", "page.md")
+    with pytest.raises(ValueError, match="not followed by a fenced block"):
+        notebooks.split("<!-- docs: file a.yaml -->\n\ntext\n", "page.md")
+    with pytest.raises(ValueError, match="never closed"):
+        notebooks.split("```python\nx = 1\n", "page.md")
+
+
+def test_a_page_becomes_a_notebook_cell_for_block():
+    text = ("# T\n\nprose\n\n```python\nx = 1\n```\n\n<!-- docs: file c.yaml -->\n```yaml\na: 1\n```\n\n"
+            "```bash\nseqlab --version\n```\n\n<!-- docs: skip needs two machines -->\n```bash\ntorchrun x\n```\n\n"
+            "```text\noutput\n```\n")
+    path = ROOT / "build" / "test-docs-page.md"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text)
+    try:
+        cells = notebooks.notebook(path).cells
+    finally:
+        path.unlink()
+    kinds = [(c.cell_type, c.source.split("\n")[0]) for c in cells]
+    assert kinds == [("markdown", "# T"), ("code", "x = 1"), ("code", "%%writefile c.yaml"),
+                     ("code", "%%bash"), ("markdown", "```bash"), ("markdown", "```text")]
+    assert "set -euo pipefail" in cells[3].source and "docs: skip" not in "".join(c.source for c in cells)
+
+
+def test_every_seqlab_command_shown_parses():
+    """Each command a reader can copy parses with seqlab's own parser: no renamed option, no value out of range
+    (a value held in a shell variable is left to the run)."""
+    from seqlab.cli import build_parser
+
+    parser = build_parser()
+    checked = 0
+    problems = []
+    for path in SHOWN:
+        for block in notebooks.blocks(path.read_text(encoding="utf-8"), rel(path)):
+            if block.language not in ("bash", "sh", "shell"):
+                continue
+            for argv in seqlab_commands(block.text):
+                if any("$" in word or "*" in word for word in argv) or not argv or "--help" in argv:
+                    continue
+                try:
+                    parser.parse_args(argv)
+                    checked += 1
+                except SystemExit as error:
+                    if error.code:
+                        problems.append(f"{rel(path)}:{block.line}: seqlab {' '.join(argv)}")
+    assert not problems, "commands that do not parse:\n" + "\n".join(problems)
+    assert checked >= 20
+
+
+def test_every_python_block_compiles():
+    for path in SHOWN:
+        for block in notebooks.blocks(path.read_text(encoding="utf-8"), rel(path)):
+            if block.language in ("python", "py"):
+                try:
+                    ast.parse(block.text)
+                except SyntaxError as error:
+                    pytest.fail(f"{rel(path)}:{block.line + (error.lineno or 0)}: {error.msg}")
+
+
+def test_every_results_mark_matches_records():
+    marks = 0
+    for path in PAGES:
+        text = path.read_text(encoding="utf-8")
+        if "<!-- results:" in text:
+            out = generate.replace_results(text, str(path.relative_to(DOCS)))
+            assert "<!-- results:" not in out
+            marks += text.count("<!-- results:")
+    assert marks >= 1
+
+
+def test_a_results_mark_renders_its_rows_with_machine_command_and_date():
+    out = generate.replace_results('<!-- results: compare_tuned_ptb arch=gru config="compare ptb tuned 12 trials, '
+                                   '6 epochs, mean of 3 seeds" split=test -->', "benchmarks/tuning.md")
+    assert "105.18" in out and "Measured on AMD EPYC" in out and "benchmarks/compare_tuned.py" in out
+    assert "(results/compare_tuned_ptb.md)" in out
+    with pytest.raises(ValueError, match="matches no record"):
+        generate.replace_results("<!-- results: compare_tuned_ptb arch=nothing -->")
+
+
+def test_the_generated_reference_covers_every_command_and_config_key():
+    from seqlab.cli import build_parser
+    from seqlab.registry import FAMILIES
+
+    pages = generate.cli_pages()
+    every = [" ".join(path) for path, _, _ in generate.commands(build_parser())]
+    index = pages["reference/cli/index.md"]
+    assert all(f"`{command}`" in index for command in every)
+    assert "`--lr`" in pages["reference/cli/train.md"] and "positive" in pages["reference/cli/train.md"]
+    config = generate.config_page()
+    for family in FAMILIES.values():
+        for cls in family.pipeline.groups.values():
+            assert f"{cls.__module__}.{cls.__name__}" in config
+    errors = generate.errors_page()
+    assert "is not a seqlab run directory: it has no config.json" in errors
+    assert "src/seqlab/families/run_files.py" in errors
+
+
+def test_the_mathjax_shipped_is_the_release_named():
+    data = (DOCS / "assets" / "vendor" / "mathjax" / "tex-svg.js").read_bytes()
+    assert hashlib.sha256(data).hexdigest() == MATHJAX_SHA256
+
+
+def test_the_readme_is_a_front_page_whose_figures_are_the_results_files():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.split("\n")) <= 230
+    assert "make demo" in readme and "make test" in readme and "make docs" in readme
+    assert generate.readme_table() in readme, "run `python docs/hooks/generate.py --readme`"
+    for link in re.findall(r"\]\(([^)#\s]+)", readme):
+        assert link.startswith("http") or (ROOT / link).exists(), f"README.md links to {link}, which is missing"
+
+
+# ------------------------------------------------------------------------------------------------- slow: they run
+RUNNABLE = [p for p in SHOWN if running_blocks(p)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", RUNNABLE, ids=[rel(p) for p in RUNNABLE])
+def test_the_page_runs_top_to_bottom_as_a_notebook(page, tmp_path):
+    try:
+        notebooks.run(page, tmp_path / "work", timeout=600)
+    except notebooks.PageFailed as error:
+        pytest.fail(str(error), pytrace=False)
+
+
+@pytest.mark.slow
+def test_the_site_builds_strict(tmp_path):
+    """`mkdocs build --strict`: a broken link or anchor, a page missing from the nav, fails."""
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-5000:]
+    site = tmp_path / "site"
+    assert (site / "index.html").exists() and (site / "reference" / "cli" / "train.html").exists()
+    assert (site / "tutorials" / "rnn-lm.ipynb").exists()

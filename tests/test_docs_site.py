@@ -1,0 +1,106 @@
+"""The documentation site as a reader sees it: built with `mkdocs build --strict`, opened from the file system (no
+server: the site must read offline) in a real headless Chromium, every page reached by following the navigation
+and the links of the pages, and each page checked: no console error, no script error, no request that fails, every
+image drawn, every equation typeset without a MathJax error.
+
+Needs Playwright and Debian's Chromium, as tests/test_serve_page.py (make test-browser); skipped without them.
+SEQLAB_DOCS_SCREENSHOTS=docs saves the home page and a tutorial there (docs/site_home.png, docs/site_tutorial.png,
+the pictures the README shows).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urldefrag
+
+import pytest
+
+from conftest import headless_chromium, page_test_chromium
+
+CHROMIUM = page_test_chromium()                  # skips the module without Playwright or Chromium
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert done.returncode == 0, done.stderr[-5000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def browser():
+    yield from headless_chromium(CHROMIUM)
+
+
+def check_page(page, url: str) -> list[str]:
+    """Open `url`; what is wrong with it as the reader sees it."""
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(f"script error: {e}"))
+    page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
+    page.on("request", lambda r: None if r.url.startswith(("file:", "data:", "blob:", "about:")) else
+            problems.append(f"asked the network for {r.url}"))                 # it must read offline
+    page.goto(url)
+    page.wait_for_load_state("load")
+    if page.locator(".arithmatex").count():
+        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=20000)
+        page.evaluate("() => MathJax.startup.promise")
+        if page.locator("mjx-merror, [data-mjx-error]").count():
+            problems.append("an equation MathJax could not typeset")
+        if page.locator("mjx-container").count() == 0:
+            problems.append("equations left untypeset")
+    broken = page.eval_on_selector_all("img", "imgs => imgs.filter(i => !(i.complete && i.naturalWidth > 0))"
+                                              ".map(i => i.getAttribute('src'))")
+    problems += [f"image not drawn: {src}" for src in broken]
+    return problems
+
+
+@pytest.mark.slow
+def test_every_page_reached_from_the_navigation_opens_clean(site, browser):
+    start = (site / "index.html").as_uri()
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    seen, queue, problems = set(), [start], {}
+    while queue:
+        url = queue.pop(0)
+        if url in seen:
+            continue
+        seen.add(url)
+        found = check_page(page, url)
+        if found:
+            problems[url.removeprefix(site.as_uri())] = found
+        links = page.eval_on_selector_all("a[href]", "as => as.map(a => a.href)")
+        for link in links:
+            target, _ = urldefrag(link)
+            if target.startswith(site.as_uri()) and target.endswith(".html") and target not in seen:
+                queue.append(target)
+        page.close()
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+    built = {p.as_uri() for p in site.rglob("*.html") if p.name != "404.html"}
+    assert not problems, "\n".join(f"{u}: {'; '.join(p)}" for u, p in problems.items())
+    assert built <= seen, f"pages no link reaches: {sorted(built - seen)[:10]}"
+    assert len(seen) >= 60
+
+
+@pytest.mark.slow
+def test_the_navigation_leads_to_every_part_and_a_tutorial_shows_its_figures(site, browser):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto((site / "index.html").as_uri())
+    tabs = page.locator(".md-tabs__link").all_inner_texts()
+    assert [t.strip() for t in tabs] == ["Home", "Get started", "Tutorials", "Guides", "Reference", "Benchmarks"]
+    if os.environ.get("SEQLAB_DOCS_SCREENSHOTS"):
+        page.screenshot(path=str(Path(os.environ["SEQLAB_DOCS_SCREENSHOTS"]) / "site_home.png"))
+    page.locator(".md-tabs__link", has_text="Tutorials").click()
+    page.wait_for_load_state("load")
+    page.locator("article a", has_text="LSTM and GRU").first.click()
+    page.wait_for_load_state("load")
+    assert page.url.endswith("tutorials/lstm-gru.html")
+    assert page.locator("article img").count() >= 1
+    assert page.locator("a[href$='lstm-gru.ipynb']").count() == 1          # it opens as a notebook
+    if os.environ.get("SEQLAB_DOCS_SCREENSHOTS"):
+        page.screenshot(path=str(Path(os.environ["SEQLAB_DOCS_SCREENSHOTS"]) / "site_tutorial.png"))
