@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tqdm.auto import tqdm
+from tqdm import tqdm  # the base class of every bar seqlab draws (tqdm.auto only in a notebook)
 
 from conftest import TRAIN, VALID
 from seqlab import progress
