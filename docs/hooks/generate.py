@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import functools
 import json
 import posixpath
 import re
@@ -192,7 +193,7 @@ def _message(node: ast.expr) -> str | None:
 
 
 def error_messages() -> dict[str, list[tuple[str, int, str]]]:
-    """module -> [(file, line, message)] of every `raise SeqlabError(...)` (or of seqlab's subclasses of it)."""
+    """module -> [(file, line, message)] of every `raise SeqlabError(...)` (or `OptionError`, its subclass)."""
     found: dict[str, list[tuple[int, str]]] = {}
     for path in sorted(SRC.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -202,7 +203,7 @@ def error_messages() -> dict[str, list[tuple[str, int, str]]]:
                 continue
             func = node.exc.func
             name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-            if name not in ("SeqlabError", "OptionError", "DataError", "RunError") and not name.endswith("Refused"):
+            if name not in ("SeqlabError", "OptionError"):             # OptionError: its one subclass
                 continue
             text = _message(node.exc.args[0])
             if text:
@@ -403,16 +404,17 @@ def on_files(files, config):
         files.append(File.generated(config, f"benchmarks/results/{path.stem}.md", content=result_page(path.stem)))
     for path in sorted(RESULTS.glob("*.png")):
         files.append(File.generated(config, f"benchmarks/results/{path.name}", abs_src_path=str(path)))
-    for uri in NOTEBOOK_PAGES(config):
+    for uri in notebook_pages(config["docs_dir"]):
         files.append(File.generated(config, uri.removesuffix(".md") + ".ipynb", content=notebook_json(config, uri)))
     return files
 
 
-def NOTEBOOK_PAGES(config) -> list[str]:
-    """The pages that also open as a notebook: Get started and every tutorial."""
-    docs = Path(config["docs_dir"])
-    return ["get-started.md"] * (docs / "get-started.md").exists() + sorted(
-        str(p.relative_to(docs)) for p in (docs / "tutorials").glob("*.md") if p.name != "index.md")
+@functools.cache
+def notebook_pages(docs_dir: str) -> tuple[str, ...]:
+    """The pages that also open as a notebook: Get started and every tutorial (found once a build)."""
+    docs = Path(docs_dir)
+    return tuple(["get-started.md"] * (docs / "get-started.md").exists() + sorted(
+        str(p.relative_to(docs)) for p in (docs / "tutorials").glob("*.md") if p.name != "index.md"))
 
 
 def notebook_json(config, uri: str) -> str:
@@ -424,7 +426,7 @@ def notebook_json(config, uri: str) -> str:
 def on_page_markdown(markdown, page, config, files):
     if "<!-- results:" in markdown:
         markdown = replace_results(markdown, page.file.src_uri)
-    if page.file.src_uri in NOTEBOOK_PAGES(config):
+    if page.file.src_uri in notebook_pages(config["docs_dir"]):
         name = Path(page.file.src_uri).stem
         title, _, rest = markdown.partition("\n")
         markdown = (f"{title}\n\n[Open as a notebook]({name}.ipynb){{ .md-button download }}"
