@@ -2,7 +2,9 @@
 read by every training run, every --resume and every DDP rank without tokenizing again (as nanoGPT's
 `prepare.py`, fairseq's `fairseq-preprocess` and Megatron-LM's indexed datasets do).
 
-    DIR/manifest.json        format and version, the family, the options, each source's SHA-256, the counts
+    DIR/manifest.json        format and version, the family, the options, each source's SHA-256, the counts, the
+                             SHA-256 of each shard's ids and of every other file, the command that prepared it
+    DIR/verified.json        which files were hashed, and when (`seqlab.data.prepared_check`)
     DIR/tokenizer.json       the tokenizer and the vocabulary, as a run directory holds them
     DIR/vocab.json
     DIR/train.000.bin ...    shards: a 64-byte header, then the ids as little-endian uint16 (a vocabulary of
@@ -19,7 +21,9 @@ run's resident memory stays flat in the corpus size (the leak nanoGPT avoids by 
 batch); `TokenShards.map()` gives the numpy memory maps for your own use.
 
 The folder is written under a hidden name beside DIR and renamed into place when complete (`Writer`): a
-prepare that is killed or runs out of disk leaves no folder that looks complete.
+prepare that is killed or runs out of disk leaves no folder that looks complete. Opening it (`Prepared`) checks
+it (`seqlab.data.prepared_check`): every file it names inside it, every file's SHA-256 (hashed where it changed
+since the last check), each shard's ids within the family's vocabulary (`Prepared.check_ids`), its sources.
 """
 
 from __future__ import annotations
@@ -36,6 +40,16 @@ from pathlib import Path
 
 import numpy as np
 
+from seqlab.data.prepared_check import (
+    HEADER_BYTES,
+    check_links,
+    confine,
+    confined,
+    file_hashes,
+    first_record,
+    take_ranges,
+    verify,
+)
 from seqlab.errors import SeqlabError, os_error_reason
 from seqlab.fileio import atomic_write_json, read_json
 
@@ -43,6 +57,7 @@ FORMAT = "seqlab-prepared"
 VERSION = 1
 MAGIC = b"SEQLABTK"
 HEADER = struct.Struct("<8sIIQ16s24x")          # magic, version, bytes per id, ids, dataset id: 64 bytes
+assert HEADER.size == HEADER_BYTES
 SHARD_IDS = 1 << 28                              # ids per shard (512 MB of uint16)
 MANIFEST = "manifest.json"
 
@@ -61,25 +76,6 @@ def source_record(path: str | Path) -> dict:
     return {"path": str(path), "sha256": file_sha256(path), "bytes": stat.st_size, "mtime": stat.st_mtime}
 
 
-def check_source(record: dict, folder: Path) -> None:
-    """Refuse a source that changed since the folder was prepared from it (a missing one is fine: the prepared
-    folder stands on its own). The hash is recomputed only when the size or time differs."""
-    from seqlab.fileio import file_sha256
-
-    if "path" not in record:
-        return                                            # lines from memory (the bundled corpus)
-    path = Path(record["path"])
-    try:
-        stat = path.stat()
-    except OSError:
-        return
-    if stat.st_size == record["bytes"] and stat.st_mtime == record["mtime"]:
-        return
-    if stat.st_size != record["bytes"] or file_sha256(path) != record["sha256"]:
-        raise SeqlabError(f"{folder} was prepared from {path} (SHA-256 {record['sha256'][:12]}...), which has "
-                          "changed since; prepare it again (seqlab prepare ... --overwrite)")
-
-
 # ---------------------------------------------------------------------------------------------- writing
 
 
@@ -94,6 +90,7 @@ class ShardWriter:
         self.in_shard = 0
         self.total = 0
         self.hash = None
+        self.low = self.high = None                      # the shard's smallest and largest id (integer dtypes)
 
     def _open(self) -> None:
         name = f"{self.split}.{len(self.shards):03d}.bin"
@@ -102,6 +99,7 @@ class ShardWriter:
         self.hash = hashlib.sha256()
         self.shards.append({"file": name, "ids": 0})
         self.in_shard = 0
+        self.low = self.high = None
 
     def _seal(self) -> None:
         if self.handle is None:
@@ -113,6 +111,8 @@ class ShardWriter:
         self.handle.close()
         self.handle = None
         self.shards[-1].update(ids=self.in_shard, sha256=self.hash.hexdigest())
+        if self.low is not None:                         # for the folder's first record (`prepared_check`)
+            self.shards[-1].update(min=self.low, max=self.high)
 
     def write(self, ids: np.ndarray) -> None:
         ids = np.ascontiguousarray(ids, dtype=self.dtype)
@@ -124,6 +124,10 @@ class ShardWriter:
             data = take.tobytes()
             self.handle.write(data)
             self.hash.update(data)
+            if self.dtype.kind in "iu" and len(take):
+                low, high = int(take.min()), int(take.max())
+                self.low = low if self.low is None else min(self.low, low)
+                self.high = high if self.high is None else max(self.high, high)
             self.in_shard += len(take)
             self.total += len(take)
             ids = ids[len(take):]
@@ -171,10 +175,15 @@ class Writer:
         atomic_write_json(self.folder / name, obj)
 
     def commit(self, manifest: dict) -> Path:
-        """Write the manifest last, then move the folder into place (replacing the old one with --overwrite)."""
+        """Write the manifest (with the SHA-256 of every file but the shards, whose ids were hashed as they were
+        written) and the record of what was hashed (`prepared_check`), then move the folder into place
+        (replacing the old one with --overwrite)."""
         manifest = {"format": FORMAT, "version": VERSION, "id": self.dataset_id.hex(), **manifest,
                     "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        ranges = take_ranges(manifest)
+        manifest["hashes"] = file_hashes(self.folder, manifest)
         atomic_write_json(self.folder / MANIFEST, manifest)
+        first_record(self.folder, manifest, ranges)
         old = None
         if self.output.exists():
             old = self.output.parent / f".{self.output.name}.old-{os.getpid()}"
@@ -241,7 +250,7 @@ class TokenShards:
         self.files: list[Path] = []
         self.starts = [0]
         for shard in record["shards"]:
-            path = folder / shard["file"]
+            path = confined(folder, shard["file"])
             check_shard(path, shard["ids"], self.dtype, dataset_id, folder)
             self.files.append(path)
             self.starts.append(self.starts[-1] + shard["ids"])
@@ -338,17 +347,21 @@ class Split:
                               "prepare again")
         return TokenShards(self.folder, streams[name], self.dataset_id)
 
+    def path(self, key: str) -> Path:
+        """The file the split record's `key` names, confined to the folder."""
+        return confined(self.folder, self.record[key])
+
     def array(self, key: str) -> np.ndarray:
         """A per-item array the family saved (`Writer.save_array`), named by the split record's `key`."""
-        return np.load(self.folder / self.record[key], allow_pickle=False)
+        return np.load(self.path(key), allow_pickle=False)
 
     @property
     def lines(self) -> np.ndarray:
         """Where each sequence starts, and the end (int64, memory-mapped)."""
-        return np.memmap(self.folder / self.record["index"], "<i8", "r")
+        return np.memmap(self.path("index"), "<i8", "r")
 
     def counts(self) -> np.ndarray:
-        return np.load(self.folder / self.record["counts"])
+        return np.load(self.path("counts"), allow_pickle=False)
 
     def ids(self) -> np.ndarray:
         """The whole split's ids in memory (validation and test splits, which evaluation holds whole)."""
@@ -362,15 +375,20 @@ class Split:
 
 
 class Prepared:
-    """A prepared folder, checked (format, version, family, shards) as it is opened."""
+    """A prepared folder, checked as it is opened (`seqlab.data.prepared_check`): its format, version and family;
+    every file it names inside it; each shard's header; every file's SHA-256 (hashed where it changed since
+    the last check, or all of them with `rehash`); and its sources (a warning for one that changed, with
+    `check_sources`). `flag` is how messages name the folder (`--data`, `--verify`)."""
 
-    def __init__(self, folder: str | Path, family: str | None = None, check_sources: bool = True):
+    def __init__(self, folder: str | Path, family: str | None = None, check_sources: bool = True,
+                 rehash: bool = False, flag: str = "--data"):
         self.folder = folder = Path(folder)
         if not folder.is_dir():
-            raise SeqlabError(f"--data {folder}: no such folder" if not folder.exists() else
-                              f"--data {folder} is a file; give the folder `seqlab prepare` wrote")
+            raise SeqlabError(f"{flag} {folder}: no such folder" if not folder.exists() else
+                              f"{flag} {folder} is a file; give the folder `seqlab prepare` wrote")
+        check_links(folder)
         if not (folder / MANIFEST).is_file():
-            raise SeqlabError(f"--data {folder} is not a prepared dataset (no {MANIFEST}: a prepare that did not "
+            raise SeqlabError(f"{flag} {folder} is not a prepared dataset (no {MANIFEST}: a prepare that did not "
                               "finish, or another folder); run seqlab prepare")
         try:
             manifest = read_json(folder / MANIFEST, "manifest")
@@ -382,9 +400,10 @@ class Prepared:
             raise SeqlabError(f"{folder} was prepared in format version {manifest.get('version')}; this seqlab "
                               f"reads version {VERSION}: prepare it again with this version")
         if family is not None and manifest.get("family") != family:
-            raise SeqlabError(f"--data {folder} was prepared for {manifest.get('family')}, not {family}: "
+            raise SeqlabError(f"{flag} {folder} was prepared for {manifest.get('family')}, not {family}: "
                               f"seqlab prepare {family} ...")
         try:
+            confine(folder, manifest)
             self.dataset_id = bytes.fromhex(manifest["id"])
             self.splits = {name: Split(name, TokenShards(folder, record, self.dataset_id) if "shards" in record
                                        else None, record, folder, self.dataset_id)
@@ -392,13 +411,31 @@ class Prepared:
             for split in self.splits.values():
                 for stream in split.record.get("streams", {}).values():
                     TokenShards(folder, stream, self.dataset_id).close()      # checked now, read when asked
-        except (KeyError, TypeError, ValueError) as error:
+            self.ranges, self.checked = verify(folder, manifest, rehash, check_sources)
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise SeqlabError(f"{folder}/{MANIFEST} is damaged (missing {error}); prepare again") from None
         self.manifest = manifest
-        if check_sources:
-            for records in manifest.get("sources", {}).values():
-                for record in records:
-                    check_source(record, folder)
+
+    def check_ids(self, stream: str | None, below: int, what: str, at_least: int = 0) -> None:
+        """Refuse, in one line, a split whose ids of `stream` (None: the split's own shards, a language model's
+        tokens) fall outside [at_least, below): ids the model's tables (`what`, e.g. "the 10,000 words of
+        vocab.json") cannot index. From each shard's smallest and largest id, found when it was hashed: no id
+        is read."""
+        for split in self.splits.values():
+            if stream is None:
+                run = split.record if "shards" in split.record else None
+            else:
+                run = split.record.get("streams", {}).get(stream)
+            for shard in run["shards"] if run is not None else ():
+                found = self.ranges.get(shard["file"])
+                if found is None:
+                    continue
+                low, high = found
+                if high >= below or low < at_least:
+                    bad = high if high >= below else low
+                    raise SeqlabError(f"{self.folder}/{shard['file']} holds the id {bad:,}, outside the {what} "
+                                      f"(ids {at_least:,} to {below - 1:,}): the shard or the vocabulary was edited, "
+                                      "or comes from elsewhere; prepare the folder again")
 
     @property
     def options(self) -> dict:
@@ -414,11 +451,22 @@ class Prepared:
     def split(self, name: str) -> Split | None:
         return self.splits.get(name)
 
+    def path(self, name: str) -> Path:
+        """The folder's file `name` (as its manifest names it), confined to the folder."""
+        return confined(self.folder, name)
+
     def read_json(self, name: str) -> dict:
         try:
-            return read_json(self.folder / name, name)
+            return read_json(self.path(name), name)
         except SeqlabError as error:
             raise SeqlabError(f"{self.folder}: {error}; prepare again") from None
+
+
+def record_command(folder: str | Path, command: str) -> None:
+    """Keep in the manifest the command that prepared the folder (`seqlab.api.prepare_command`), for the
+    warning of a run that finds a source changed since."""
+    path = Path(folder) / MANIFEST
+    atomic_write_json(path, {**read_json(path, "manifest"), "command": command})
 
 
 def content_key(parts: dict) -> str:

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from seqlab.data.prepared import MANIFEST, ShardWriter, Split, TokenShards, Writer
+from seqlab.data.prepared_check import confined
 from seqlab.errors import SeqlabError
 
 TEXT_DTYPE = np.dtype("<u1")
@@ -95,7 +96,7 @@ class Items:
         self.streams: dict[str, TokenShards] = {name: split.stream(name) for name in record["streams"]}
         self.offsets: dict[str, np.ndarray] = {}
         for name, file in record["indexes"].items():
-            path = self.folder / file
+            path = confined(self.folder, file)
             size = path.stat().st_size if path.exists() else -1
             if size != 8 * (self.count + 1):
                 raise SeqlabError(f"{path} is {'missing' if size < 0 else 'truncated'}: the index of {self.count:,} "
