@@ -371,6 +371,10 @@ def prepared_vocabulary(prepared: Prepared, data, arch: str) -> DocumentVocabula
 
     vocabulary = read_document_vocabulary(prepared.folder, data.tokenizer, data.lowercase, data.ngrams,
                                           data.max_length, data.truncate)
+    if vocabulary.words is not None:        # every id of the shards one of the vocabulary's (their recorded range)
+        prepared.check_ids("words", len(vocabulary.words), f"{len(vocabulary.words):,} words of vocab.json")
+    prepared.check_ids("label", len(vocabulary.labels), f"{len(vocabulary.labels):,} labels of labels.json",
+                       at_least=-1)
     if arch == "features":
         vocabulary.words, vocabulary.lowercase_fallback = None, False
     else:
@@ -384,7 +388,7 @@ def prepared_vectors(prepared: Prepared) -> tuple[np.ndarray, np.ndarray] | None
     if not record:
         return None
     try:
-        return (np.load(prepared.folder / record["table"], allow_pickle=False),
-                np.load(prepared.folder / record["found"], allow_pickle=False))
+        return (np.load(prepared.path(record["table"]), allow_pickle=False),
+                np.load(prepared.path(record["found"]), allow_pickle=False))
     except (OSError, ValueError, KeyError) as error:
         raise SeqlabError(f"{prepared.folder}: the vectors are damaged ({error}); prepare again") from None

@@ -67,12 +67,15 @@ def token_options(prepared: Prepared) -> dict:
 
 
 def tokenizer_and_vocab(prepared: Prepared) -> tuple[Tokenizer, Vocab]:
+    """The folder's tokenizer and vocabulary, every id of its shards checked to be one of the vocabulary's."""
     try:
-        return (tokenizer_from_dict(prepared.read_json("tokenizer.json")),
-                Vocab.from_dict(prepared.read_json("vocab.json")))
+        tokenizer, vocab = (tokenizer_from_dict(prepared.read_json("tokenizer.json")),
+                            Vocab.from_dict(prepared.read_json("vocab.json")))
     except (KeyError, TypeError) as error:
         raise SeqlabError(f"{prepared.folder}: tokenizer.json or vocab.json is damaged ({error}); prepare again") \
             from None
+    prepared.check_ids(None, len(vocab), f"{len(vocab):,} tokens of vocab.json")
+    return tokenizer, vocab
 
 
 def cache_key(data, hooks: list) -> dict:

@@ -241,11 +241,15 @@ def split_name(prepared: Prepared, split: str) -> str:
 
 
 def vocabulary_of(prepared: Prepared, joint: bool, max_source: int, max_target: int) -> PairVocabulary:
-    """The folder's tokenizers and vocabularies, with a run's length limits."""
+    """The folder's tokenizers and vocabularies, with a run's length limits; every id of its shards checked to be
+    one of theirs (from each shard's range, recorded when it was hashed)."""
     try:
-        return read_pair_vocabulary(prepared.folder, joint, max_source, max_target)
+        vocabulary = read_pair_vocabulary(prepared.folder, joint, max_source, max_target)
     except SeqlabError as error:
         raise SeqlabError(f"{str(error).split('; retrain')[0]}; prepare again") from None
+    for side, vocab in (("source", vocabulary.source_vocab), ("target", vocabulary.target_vocab)):
+        prepared.check_ids(side, len(vocab), f"{len(vocab):,} {side} tokens of vocab.json")
+    return vocabulary
 
 
 def vocabulary_digest(vocabulary: PairVocabulary) -> str:

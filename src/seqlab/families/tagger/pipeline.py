@@ -51,7 +51,7 @@ from seqlab.families.tagger.config import (
     read_run_config,
     resolve_tagger_config,
 )
-from seqlab.families.tagger.prepare import for_run, with_vectors  # noqa: F401  (re-exported)
+from seqlab.families.tagger.prepare import check_ids, for_run, with_vectors  # noqa: F401  (re-exported)
 from seqlab.families.tagger.task import PreparedSentences, TaggerVocabulary, TaggingTask
 from seqlab.families.tagger.trained import TrainedTagger
 from seqlab.families.tagger.vocab import read_tagger_vocabulary as read_vocabulary
@@ -80,6 +80,7 @@ def _train_tagger(config, run_dir, device, resume, overwrite, callback) -> dict:
     reading = Reading(data_files(data), log)        # hashing, preparing or opening them can take minutes
     prepared = for_run(config, run_dir, rank, distributed.barrier, log)      # the one data path: --data or a cache
     vocabulary, target, scheme = read_vocabulary(prepared.folder)
+    check_ids(prepared, vocabulary)
     reading.done(f"{prepared.split('train').record['items']:,} training sentences")
     if config.model.char_features == "none":
         vocabulary = TaggerVocabulary(vocabulary.words, vocabulary.labels, None,

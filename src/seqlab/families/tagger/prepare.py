@@ -276,6 +276,14 @@ def open_prepared(folder: str | Path) -> Prepared:
     return prepared
 
 
+def check_ids(prepared: Prepared, vocabulary) -> None:
+    """Every word id of the folder's shards one of vocab.json's, every tag id one of labels.json's (or -1, a tag
+    training never saw): from each shard's range, recorded when it was hashed."""
+    words, labels = len(vocabulary.words), len(vocabulary.labels)
+    prepared.check_ids("words", words, f"{words:,} words of vocab.json")
+    prepared.check_ids("tags", labels, f"{labels:,} tags of labels.json", at_least=-1)
+
+
 def shaped_options(prepared: Prepared) -> dict:
     """The data options that shaped the prepared items, as config values."""
     return prepared.shaped(SHAPED)
