@@ -35,6 +35,7 @@ _LAZY = {
     "TrainedTagger": "seqlab.families.tagger.trained",
     "load": "seqlab.registry",
     "prepare": "seqlab.api",
+    "verify_prepared": "seqlab.api",
     "SearchOptions": "seqlab.decoding.options",
     "TrainConfig": "seqlab.training.trainer",
     "tune": "seqlab.tuning.study",
@@ -69,4 +70,4 @@ __all__ = ["ClassifierConfig", "ClassifierDataConfig", "ClassifierTrainConfig", 
            "SearchOptions", "Seq2SeqConfig", "Seq2SeqDataConfig", "Seq2SeqTrainConfig", "SeqlabError",
            "TaggerConfig", "TaggerDataConfig", "TaggerTrainConfig", "train_classifier", "train_lm", "train_seq2seq",
            "train_tagger", "TrainConfig", "TrainedClassifier", "TrainedLM", "TrainedSeq2Seq", "TrainedTagger",
-           "tune", "__version__"]
+           "tune", "verify_prepared", "__version__"]

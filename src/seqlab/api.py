@@ -73,4 +73,39 @@ def prepare(task: str, output: str | Path, workers: int = 0, overwrite: bool = F
     if refused:
         raise SeqlabError(f"seqlab prepare {task} does not take --{refused[0].replace('_', '-')}")
     data = found.pipeline.groups["data"](**options)
-    return part.prepare(data, output, workers=workers, overwrite=overwrite, progress=progress)
+    folder = part.prepare(data, output, workers=workers, overwrite=overwrite, progress=progress)
+    from seqlab.data.prepared import record_command
+
+    record_command(folder, prepare_command(task, data, options, folder))
+    return folder
+
+
+def prepare_command(task: str, data, options: dict, output: str | Path) -> str:
+    """The `seqlab prepare` command line that prepares `output` again from the same files (their absolute
+    paths) and `options`: what a run that finds a source changed prints (`seqlab.data.prepared_check`)."""
+    import shlex
+
+    from seqlab.config import file_fields
+
+    files = set(file_fields(data))
+    words = ["seqlab", "prepare", task]
+    for name in options:
+        value, flag = getattr(data, name), f"--{name.replace('_', '-')}"
+        if isinstance(value, bool):
+            words.append(flag if value else f"--no-{name.replace('_', '-')}")
+        elif isinstance(value, (list, tuple)):
+            words += [flag, *map(str, value)]
+        elif value not in ("", None):
+            words += [flag, str(Path(value).resolve()) if name in files else str(value)]
+    words += ["--output", str(Path(output).resolve())]
+    return " ".join(shlex.quote(word) for word in words)
+
+
+def verify_prepared(folder: str | Path) -> dict:
+    """Hash every file of a prepared folder again (`seqlab prepare --verify DIR`), whatever its record of
+    earlier checks says, and refuse one whose SHA-256 is not the one its manifest lists; return what was
+    checked: {"files", "bytes", "hashed", "hashed_bytes", "seconds"}. A run checks only the files that changed
+    since the last check (`seqlab.data.prepared_check`)."""
+    from seqlab.data.prepared import Prepared
+
+    return Prepared(folder, rehash=True, flag="--verify").checked
