@@ -87,6 +87,21 @@ def serve_runs(tmp_path_factory) -> dict[str, Path]:
     return train_serve_runs(tmp_path_factory.mktemp("serve-runs"))
 
 
+@pytest.fixture(scope="session")
+def classifier_export(tmp_path_factory) -> Path:
+    """A tiny classifier's ONNX export (`seqlab export RUN --format onnx`), for the tests of serving exports; its
+    run directory is the export folder's sibling, `run`."""
+    pytest.importorskip("onnxruntime", reason="serving an export needs onnxruntime (pip install 'seqlab[export]')")
+    pytest.importorskip("onnx", reason="seqlab export needs onnx (pip install 'seqlab[export]')")
+    from seqlab.cli import main
+    from seqlab.export.onnx import export_onnx
+
+    folder, sentiment = tmp_path_factory.mktemp("classifier-export"), str(FIXTURES / "classify" / "sentiment.tsv")
+    assert main(["train", "classifier", "--train", sentiment, "--dev", sentiment, "--format", "tsv", "--embedding-size",
+                 "8", "--hidden-size", "8", "--max-steps", "3", "--no-progress", "--output", str(folder / "run")]) == 0
+    return export_onnx(folder / "run", folder / "sentiment").parent
+
+
 def page_test_chromium() -> Path:
     """Debian's Chromium (SEQLAB_CHROMIUM names another) for a page test module, which is skipped without it or
     without Playwright (pip install -e '.[browser]')."""

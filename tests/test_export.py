@@ -27,6 +27,7 @@ from seqlab.errors import SeqlabError  # noqa: E402
 from seqlab.export.onnx import export_onnx  # noqa: E402
 from seqlab.export.runtime import load_export  # noqa: E402
 from seqlab.families.lm.pipeline import train_lm  # noqa: E402
+from seqlab.info import run_info  # noqa: E402
 from seqlab.models.base import EncoderDecoderState  # noqa: E402
 
 # every exported graph against PyTorch: its module fixture trains every family (~25 s on a 2-core CPU), so the
@@ -336,3 +337,16 @@ def test_export_errors_are_one_line(runs, tmp_path, capsys):
         load_export(tmp_path)
     with pytest.raises(SeqlabError, match="export the run again"):
         load_export(old)
+
+
+def test_export_parameters_counted_from_the_graphs_equal_the_manifest_s(runs, tmp_path):
+    """The manifest records the run's parameters; an export made before it did has them counted from its graphs'
+    float initializers (`seqlab.export.protobuf`, without the onnx package), each shared weight once, the CRF's
+    scores added: the same number, for every family and architecture."""
+    for name, run in runs.items():
+        export = Path(shutil.copytree(run.parent / "exports" / name, tmp_path / name))
+        manifest = json.loads((export / "manifest.json").read_text())
+        recorded = manifest.pop("parameters")
+        assert recorded == run_info(run)["parameters"] > 0, name                       # what `seqlab info` says
+        (export / "manifest.json").write_text(json.dumps(manifest))
+        assert load_export(export).parameters == recorded, name

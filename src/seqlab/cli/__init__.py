@@ -18,6 +18,11 @@ that runs it (`handler`):
 The inference commands are the families' (`generate`, `tag`, `classify`, `translate`, `summarize`: each
 family's `cli` part, `seqlab.families.<name>.cli`). Any error in the user's input is one line on stderr and
 exit status 2.
+
+In an install without PyTorch (the container that serves ONNX exports: `pip install --no-deps seqlab` beside
+onnxruntime, fastapi, ...), the whole parser cannot be built: `--help` and `--version` then come from a parser
+that lists every command (`without`), `seqlab serve --runtime onnx` runs, and every other command is refused
+in one line that names the missing package ("seqlab train needs PyTorch: pip install torch").
 """
 
 from __future__ import annotations
@@ -25,8 +30,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import importlib.metadata
+import importlib.util
 import io
 import os
+import re
 import sys
 import warnings
 
@@ -36,6 +44,23 @@ from seqlab.cli.serve import available_cores  # noqa: F401  (re-exported)
 from seqlab.errors import SeqlabError
 from seqlab.version import __version__
 
+# seqlab's own commands, before the families' and after serve, in the order --help lists them: what an install
+# without PyTorch lists and refuses (tests/test_torch_free.py holds them to build_parser's)
+FIRST_COMMANDS = ("examples", "prepare", "train", "evaluate")
+LAST_COMMANDS = ("info", "bench", "card", "compare", "tune", "export", "audit")
+
+# a module seqlab imports -> (what a message calls it, what to pip install), where they are not its own name
+PACKAGES = {"torch": ("PyTorch", "torch"), "yaml": ("PyYAML", "pyyaml"), "rouge_score": ("rouge-score", "rouge-score"),
+            "onnx": ("onnx", "'seqlab[export]'"), "onnxruntime": ("onnxruntime", "'seqlab[export]'")}
+
+
+def top_parser(note: str = "") -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
+    """seqlab's parser, --version, and the action its commands are added to."""
+    parser = Parser(prog="seqlab", description="Train, evaluate and decode the neural sequence models of Jurafsky & "
+                    f"Martin's SLP chapters.{note}")
+    parser.add_argument("--version", action="version", version=f"seqlab {__version__}")
+    return parser, parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
 
 @functools.cache
 def build_parser() -> argparse.ArgumentParser:
@@ -43,10 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     from seqlab.cli import audit, compare, evaluate, examples, export, prepare, runs, train, tune
     from seqlab.registry import FAMILIES
 
-    parser = Parser(prog="seqlab", description="Train, evaluate and decode the neural "
-                    "sequence models of Jurafsky & Martin's SLP chapters.")
-    parser.add_argument("--version", action="version", version=f"seqlab {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser, commands = top_parser()
     examples.add_parser(commands)
     prepare.add_parser(commands)
     train.add_parser(commands)
@@ -62,13 +84,86 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def missing_package(error: ModuleNotFoundError) -> tuple[str, str] | None:
+    """(its name, what to pip install) of the package an import did not find; None for a module of seqlab's own,
+    which is a bug, not a gap in the install. Without PyTorch the package is PyTorch, whichever import failed
+    first, and what to install is every requirement of seqlab's that is missing (an install made with
+    `pip install --no-deps seqlab`, as the ONNX server's container is, lacks several)."""
+    module = (error.name or "").partition(".")[0]
+    if not module or module == "seqlab":
+        return None
+    if importlib.util.find_spec("torch") is None:
+        module = "torch"
+    name, pip = PACKAGES.get(module, (module, module))
+    absent = missing_requirements()
+    return name, " ".join(absent) if pip in absent else pip
+
+
+def missing_requirements() -> list[str]:
+    """The requirements of the installed seqlab (not its extras) whose distributions are not installed; none
+    where seqlab runs from a checkout that was not installed."""
+    try:
+        requirements = importlib.metadata.requires("seqlab") or []
+    except importlib.metadata.PackageNotFoundError:
+        return []
+    absent = []
+    for requirement in requirements:
+        if ";" in requirement:                   # an extra's, or one for other Pythons
+            continue
+        name = re.match(r"[A-Za-z0-9._-]+", requirement).group()
+        try:
+            importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            absent.append(name)
+    return absent
+
+
+def needs(command: str, package: tuple[str, str]) -> str:
+    """The one line that refuses a command whose package is not installed."""
+    name, pip = package
+    hint = " (without it, seqlab serves ONNX exports: seqlab serve --runtime onnx EXPORT)" if name == "PyTorch" else ""
+    return f"seqlab {command} needs {name}: pip install {pip}{hint}"
+
+
+def torch_commands() -> list[str]:
+    """Every command but serve, in --help's order (the families' inference commands from the registry, which
+    imports no PyTorch)."""
+    from seqlab.registry import FAMILIES
+
+    return [*FIRST_COMMANDS, *(c for family in FAMILIES.values() for c in family.commands), *LAST_COMMANDS]
+
+
+def without(package: tuple[str, str]) -> argparse.ArgumentParser:
+    """The command line of an install that lacks a package the whole parser imports (PyTorch, in the container
+    that serves ONNX exports): --version, seqlab serve, and every other command listed as needing it (`main`
+    refuses them before parsing)."""
+    name, pip = package
+    parser, commands = top_parser(f" {name} is not installed here (pip install {pip}): of the commands below, "
+                                  "seqlab serve --runtime onnx runs (ONNX exports), the others need it.")
+    names = torch_commands()
+    for command in names[:names.index(LAST_COMMANDS[0])]:
+        commands.add_parser(command, help=f"(needs {name})", add_help=False)
+    serve.add_parser(commands)
+    for command in LAST_COMMANDS:
+        commands.add_parser(command, help=f"(needs {name})", add_help=False)
+    return parser
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None):
     print(f"seqlab: warning: {message}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = serve.parser() if argv[:1] == ["serve"] else build_parser()
+    try:
+        parser = serve.parser() if argv[:1] == ["serve"] else build_parser()
+    except ModuleNotFoundError as error:           # an install without PyTorch: the ONNX server's
+        package = missing_package(error)
+        if package is None:
+            raise
+        if argv[:1] and argv[0] in torch_commands():
+            return fail(needs(argv[0], package))
+        parser = without(package)
     args = parser.parse_args(argv)
     args.given_options = {token.split("=")[0] for token in argv if token.startswith("--")}
     warnings.showwarning = _show_warning
@@ -82,6 +177,11 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except SeqlabError as error:
         return fail(str(error))
+    except ModuleNotFoundError as error:          # a package the command imports is not installed (PyTorch, ...)
+        package = missing_package(error)
+        if package is None:
+            raise
+        return fail(needs(args.command, package))
     except KeyboardInterrupt:
         print("seqlab: interrupted; the last checkpoint (if any) is intact", file=sys.stderr)
         return 130

@@ -1,14 +1,18 @@
 """An export directory's manifest.json: what `seqlab.export.onnx` writes and `seqlab.export.runtime` reads
-(torch-free, so that the runtime never imports PyTorch), and the confinement of what it names: an export
-reads only files inside its own folder."""
+(torch-free, so that the runtime never imports PyTorch), the confinement of what it names (an export reads
+only files inside its own folder), and the checks of the files the runtime reads (`check_files`: each there,
+a regular file, and its JSON an object), so that a damaged export is refused in one line naming the file
+before anything runs, and a FIFO in a file's place is refused without being opened."""
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from seqlab.errors import SeqlabError
+from seqlab.fileio import read_json
 
 FORMAT_VERSION = 3        # 3: README.md, plain tokenizer and vocabulary files, seqlab's own files under seqlab/
 READS = (2, 3)            # 2: the same graphs, seqlab's files beside them
@@ -17,14 +21,26 @@ SEQLAB_FILES = "seqlab"   # the folder of the run's own tokenizer, vocabulary an
 
 def read_manifest(export_dir: str | Path) -> dict:
     """The manifest of an export this seqlab can run (a format version it reads), every path it names
-    confined to the export's folder."""
-    path = Path(export_dir) / "manifest.json"
+    confined to the export's folder. A missing folder, a folder without manifest.json (a run directory among
+    them) and a manifest.json that is no regular file (a FIFO is refused without being opened) are refused
+    in one line."""
+    export_dir = Path(export_dir)
+    if not export_dir.exists():
+        raise SeqlabError(f"{export_dir} does not exist; expected an export directory (seqlab export RUN --format "
+                          "onnx --output DIR)")
+    if not export_dir.is_dir():
+        raise SeqlabError(f"{export_dir} is {kind(export_dir)}, not an export directory (seqlab export RUN --format "
+                          "onnx --output DIR writes one)")
+    path = export_dir / "manifest.json"
+    if not path.exists() and not path.is_symlink():
+        raise SeqlabError(f"{export_dir} is not a seqlab export: it has no manifest.json{missing_manifest(export_dir)}")
+    regular(path)
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
-        raise SeqlabError(f"{export_dir} is not a seqlab export (manifest.json: {error})") from None
+        raise SeqlabError(f"{path} is damaged ({error}): export the run again") from None
     if not isinstance(manifest, dict):
-        raise SeqlabError(f"{export_dir} is not a seqlab export (manifest.json holds no object)")
+        raise SeqlabError(f"{path} is damaged (it holds no JSON object): export the run again")
     version = manifest.get("format_version")
     if version not in READS:
         raise SeqlabError(f"{export_dir} is an export of format {version} (seqlab "
@@ -80,3 +96,70 @@ def inside(root: Path, path: Path) -> bool:
         return path.resolve().is_relative_to(root)
     except (OSError, RuntimeError):          # a link loop
         return False
+
+
+def missing_manifest(export_dir: Path) -> str:
+    """What a folder without manifest.json holds instead, for the message that refuses it."""
+    if (export_dir / "model.safetensors").exists():
+        return (f" (it is a run directory: export it with seqlab export {export_dir} --format onnx --output DIR, or "
+                "serve it on PyTorch with --runtime torch)")
+    if any(export_dir.glob("*.onnx")):
+        return " (it holds ONNX graphs, but not the manifest that names them: export the run again)"
+    return " (seqlab export RUN --format onnx --output DIR writes an export)"
+
+
+def kind(path: Path) -> str:
+    """What a path that is not a regular file is ("a folder", "a FIFO (named pipe)", ...), from its status
+    alone: nothing is opened."""
+    mode = os.stat(path).st_mode
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISREG, "a file")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def regular(path: Path) -> None:
+    """Refuse, without opening it, a path that is not a regular file: reading a FIFO would wait for a writer
+    forever, a device never ends, a folder is no file."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return                            # missing, or a link to nothing: the reader says so
+    if not stat.S_ISREG(mode):
+        raise SeqlabError(f"{path} is {kind(path)}, not a file: an export holds only the files seqlab export "
+                          "wrote; export the run again")
+
+
+def check_files(export_dir: str | Path, manifest: dict) -> None:
+    """Refuse, in one line naming the file, an export whose runtime would fail on a file: a graph missing, or
+    not a regular file; a file the manifest names that is not a regular file (nothing is opened); config.json
+    or a file of the run's own (seqlab/) missing, empty, or not a JSON object."""
+    export_dir = Path(export_dir)
+    for name, graph in manifest["graphs"].items():
+        path = export_dir / graph["file"]
+        if not path.exists():
+            raise SeqlabError(f"{path} is missing: the export's {name} graph (manifest.json names it) is not there; "
+                              "export the run again")
+        regular(path)
+    for name in named_paths(manifest):
+        regular(export_dir / name)
+    files = seqlab_files(export_dir, manifest)
+    for path in files.glob("*.json"):                 # what the family's readers look for, listed or not
+        regular(path)
+    listed = manifest.get("files") if isinstance(manifest.get("files"), list) else []
+    read = {"config.json", *(name for name in listed if name.endswith(".json") and name != "manifest.json"
+                             and (export_dir / name).parent == files)}
+    for name in sorted(read):
+        path = export_dir / name
+        if not path.exists():
+            raise SeqlabError(f"{path} is missing{' (manifest.json lists it)' if name in listed else ''}: the export "
+                              "is incomplete; export the run again")
+        regular(path)
+        try:
+            data = read_json(path, "export file")
+        except SeqlabError as error:
+            raise SeqlabError(f"{error}: export the run again") from None
+        if not isinstance(data, dict):
+            raise SeqlabError(f"export file {path} is damaged (it holds no JSON object): export the run again")

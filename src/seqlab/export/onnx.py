@@ -19,7 +19,7 @@ The export directory holds:
                     tokenizer.json for BPE, vocab.txt and labels.txt of one token per line for the others)
     config.json     the run's config, its absolute paths reduced to their file names
     manifest.json   task, arch, each graph's inputs and outputs, every file, the seqlab, torch and opset
-                    versions, the run's directory name
+                    versions, the run's directory name, the model's parameters
     seqlab/         the run's own vocabulary, tokenizer and label files, which seqlab's runtime reads
 """
 
@@ -80,6 +80,7 @@ def files_in(out: Path) -> list[str]:
 def export_onnx(run_dir: str | Path, output: str | Path, overwrite: bool = False) -> Path:
     """Export the run's inference graphs to `output` (see the module's docstring); returns the manifest's path."""
     from seqlab.families.run_files import read_run_json
+    from seqlab.info import count_parameters
     from seqlab.registry import load, run_family
 
     family = run_family(Path(run_dir))
@@ -106,7 +107,8 @@ def export_onnx(run_dir: str | Path, output: str | Path, overwrite: bool = False
     manifest = {"format": "onnx", "format_version": FORMAT_VERSION, "task": family.name, "arch": arch,
                 "graphs": drawn, "crf": (out / "crf.json").exists(),
                 "context": getattr(trained.model, "context_length", None), "seqlab_version": __version__,
-                "torch_version": torch.__version__, "opset": OPSET, "source_run": run_dir.resolve().name}
+                "torch_version": torch.__version__, "opset": OPSET, "source_run": run_dir.resolve().name,
+                "parameters": count_parameters(run_dir / "model.safetensors")[0]}     # the runtime needs no onnx to say
     about = graphs.about(trained, manifest)
     common = {"family": family.name, "arch": arch, **graphs.metadata(trained), "special_ids": special_ids(),
               "seqlab_version": __version__, "source_run": manifest["source_run"]}

@@ -27,19 +27,33 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from seqlab.errors import SeqlabError
+from seqlab.errors import DAMAGED, SeqlabError
 from seqlab.export.manifest import read_manifest
+
+# how the families' readers of a run's files end the message of a damaged one, meant for a run directory
+RUN_ADVICE = "retrain into this directory with --overwrite"
 
 
 def load_export(export_dir: str | Path, threads: int = 0):
     """An export directory as its family's runtime: an `ExportedClassifier`, `ExportedTagger`, `ExportedLM` or
-    `ExportedSeq2Seq`."""
+    `ExportedSeq2Seq`. Whatever keeps it from loading (a file missing, damaged, or not a regular file; a graph
+    truncated or not ONNX; config.json without what the family reads) is a SeqlabError of one line."""
     from seqlab.registry import FAMILIES
 
     task = read_manifest(export_dir).get("task")
     if task not in FAMILIES:
         raise SeqlabError(f"{export_dir}/manifest.json names the task {task!r}, which this seqlab cannot run")
-    return FAMILIES[task].part("exported").RUNTIME(export_dir, threads)
+    try:
+        return FAMILIES[task].part("exported").RUNTIME(export_dir, threads)
+    except SeqlabError as error:            # the family's readers advise what a run directory needs
+        message = str(error)
+        if not message.endswith(RUN_ADVICE):
+            raise
+        raise SeqlabError(f"{message.removesuffix(RUN_ADVICE)}export the run again") from None
+    except DAMAGED as error:                 # a config.json or file that parses but lacks what the family reads
+        raise SeqlabError(f"{export_dir} is damaged: its config.json or the run's files (seqlab/) lack what "
+                          f"{FAMILIES[task].title} needs ({type(error).__name__}: {error}); export the run "
+                          "again") from None
 
 
 __all__ = ["load_export"]

@@ -1,6 +1,10 @@
 """What a family's ONNX runtime is built on (its `exported` part; `seqlab.export.runtime.load_export` picks the
 family's): `Exported`, an export directory's manifest and onnxruntime sessions, whose `run` turns onnxruntime's
-failures into one-line errors and whose `parameters` are counted from the graphs; and `pad`. Torch-free."""
+failures into one-line errors and whose `parameters` are counted from the graphs; and `pad`. Torch-free.
+
+A graph file onnxruntime cannot load is refused in one line that says what is wrong with it (`graph_damage`:
+empty, truncated, not an ONNX model at all), read from its protocol-buffer framing (`seqlab.export.protobuf`,
+which counts the parameters of an export whose manifest does not, without the onnx package)."""
 
 from __future__ import annotations
 
@@ -11,8 +15,9 @@ from pathlib import Path
 import numpy as np
 
 from seqlab.data.vocab import PAD
-from seqlab.errors import SeqlabError
-from seqlab.export.manifest import read_manifest, seqlab_files
+from seqlab.errors import SeqlabError, os_error_reason
+from seqlab.export.manifest import check_files, read_manifest, seqlab_files
+from seqlab.export.protobuf import float_initializers, model_problem
 from seqlab.families.run_files import read_run_json
 
 
@@ -37,14 +42,14 @@ class Exported:
         ort = onnxruntime()
         self.dir = Path(export_dir)
         self.manifest = read_manifest(self.dir)
+        check_files(self.dir, self.manifest)
         self.files = seqlab_files(self.dir, self.manifest)
         self.config = read_run_json(self.dir, FAMILIES.get(self.manifest.get("task")))
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
-        self.sessions = {name: ort.InferenceSession(str(self.dir / graph["file"]), options,
-                                                    providers=["CPUExecutionProvider"])
+        self.sessions = {name: open_graph(ort, self.dir / graph["file"], options, graph)
                          for name, graph in self.manifest["graphs"].items()}
 
     def run(self, graph: str, values: dict) -> dict[str, np.ndarray]:
@@ -56,36 +61,63 @@ class Exported:
         try:
             return dict(zip(names, session.run(names, feeds), strict=True))
         except Exception as error:
-            if type(error).__module__ != "onnxruntime.capi.onnxruntime_pybind11_state":
+            if not from_onnxruntime(error):
                 raise
             raise SeqlabError(f"the ONNX export cannot run this input ({type(error).__name__}: "
                               f"{str(error).splitlines()[0][:300] if str(error) else 'no message'})") from None
 
     @functools.cached_property
     def parameters(self) -> int:
-        """The model's parameters: the manifest's count, or the float initializers of its graphs, each
-        distinct tensor once (a weight that two graphs hold counts once), plus what the runtime holds
-        outside the graphs (`extra_parameters`: a CRF's scores); 0 without the onnx package."""
-        if "parameters" in self.manifest:
-            return int(self.manifest["parameters"])
-        try:
-            import onnx
-        except ImportError:
-            return 0
+        """The model's parameters: the manifest's count (exports since it was recorded), or the float
+        initializers of its graphs, each distinct tensor once (a weight that two graphs hold counts once), plus
+        what the runtime holds outside the graphs (`extra_parameters`: a CRF's scores)."""
+        if isinstance(self.manifest.get("parameters"), int):
+            return self.manifest["parameters"]
         seen: set[tuple] = set()
-        total = 0
         for graph in self.manifest["graphs"].values():
-            model = onnx.load(str(self.dir / graph["file"]), load_external_data=False)
-            for tensor in model.graph.initializer:
-                if tensor.data_type not in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16):
-                    continue                                  # shapes and indexes, not weights
-                key = (tuple(tensor.dims), tensor.raw_data or bytes(np.array(tensor.float_data, np.float32)))
-                if key not in seen:
-                    seen.add(key)
-                    total += math.prod(tensor.dims)
-        return total + self.extra_parameters
+            seen.update(float_initializers((self.dir / graph["file"]).read_bytes()))
+        return sum(math.prod(shape) for shape, _ in seen) + self.extra_parameters
 
     extra_parameters = 0
+
+
+def from_onnxruntime(error: Exception) -> bool:
+    """Whether `error` is one of onnxruntime's own (InvalidArgument, InvalidProtobuf, NoSuchFile, Fail, ...)."""
+    return type(error).__module__ == "onnxruntime.capi.onnxruntime_pybind11_state"
+
+
+def open_graph(ort, path: Path, options, graph: dict):
+    """An onnxruntime session of one graph file (`graph`: its manifest entry). A file onnxruntime cannot load,
+    and a graph whose inputs or outputs are not those the manifest names (another export's graph in its
+    place), are refused in one line naming the file."""
+    try:
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as error:
+        if not from_onnxruntime(error):
+            raise
+        raise SeqlabError(f"{path} {graph_damage(path, error)}; export the run again") from None
+    for side, names in (("inputs", session.get_inputs()), ("outputs", session.get_outputs())):
+        found, expected = [n.name for n in names], graph.get(side)
+        if isinstance(expected, list) and sorted(found) != sorted(map(str, expected)):
+            raise SeqlabError(f"{path} is not the graph manifest.json describes: its {side} are {', '.join(found)}, "
+                              f"the manifest's {', '.join(map(str, expected))}; export the run again")
+    return session
+
+
+def graph_damage(path: Path, error: Exception) -> str:
+    """What is wrong with a graph file onnxruntime failed to load, for a message: "is empty", "is truncated
+    ...", "is not an ONNX graph ...", or onnxruntime's own words when its framing is sound."""
+    try:
+        data = path.read_bytes()
+    except OSError as read_error:
+        return f"cannot be read ({os_error_reason(read_error)})"
+    if not data:
+        return "is empty, not an ONNX graph"
+    problem = model_problem(data)
+    if problem:
+        return problem
+    words = str(error).splitlines()[0][:300] if str(error) else type(error).__name__
+    return f"is an ONNX model that onnxruntime cannot load ({words})"
 
 
 def pad(rows: list[list[int]], width: int | None = None) -> np.ndarray:

@@ -32,7 +32,7 @@ def load_exports(exports: Iterable[str | Path], threads: int = 0) -> dict[str, S
         if name in served:
             raise SeqlabError(f"two exports are named {name!r} ({served[name].run_dir} and {export_dir}): the API "
                               "names a model by its directory's name; rename one")
-        if not (export_dir / "manifest.json").exists() and (export_dir / "config.json").exists():
+        if not (export_dir / "manifest.json").exists() and (export_dir / "model.safetensors").exists():
             raise SeqlabError(f"{export_dir} is a run directory, not an ONNX export: serve it with --runtime torch, "
                               f"or export it (seqlab export {export_dir} --format onnx --output DIR) and serve DIR")
         runtime = load_export(export_dir, threads)
