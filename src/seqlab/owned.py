@@ -59,11 +59,13 @@ def refuse_overlap(output: Path, source: Path, what: str, option: str = "--outpu
 
 def staging_folder(output: Path, what: str) -> Path:
     """A new hidden folder beside `output` (`.NAME.partial-PID`) to write into, after removing those that
-    processes no longer running left there (an export killed half-way)."""
+    processes no longer running left there (an export killed half-way), and the old folders they had renamed
+    aside (`.NAME.old-PID`) once a new one is in place."""
     parent = output.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        for stale in parent.glob(f".{output.name}.partial-*"):
+        kinds = ("partial", "old") if output.exists() else ("partial",)
+        for stale in (path for kind in kinds for path in parent.glob(f".{output.name}.{kind}-*")):
             pid = stale.name.rsplit("-", 1)[-1]
             if pid.isdigit() and not alive(int(pid)):
                 shutil.rmtree(stale, ignore_errors=True)
