@@ -255,7 +255,11 @@ def test_examples_errors_are_one_line(tmp_path, capsys):
     with pytest.raises(SeqlabError, match=r"s/train.tsv already exists: add --overwrite \(overwrite=True\)"):
         examples.write("sentiment", tmp_path / "s", size="tiny", seed=1)
     assert (tmp_path / "s" / "dev.tsv").read_text() == "mine\n"      # nothing written
-    examples.write("sentiment", tmp_path / "s", size="tiny", overwrite=True)
+    with pytest.raises(SeqlabError, match=r"s/dev.tsv has changed since seqlab examples wrote it"):
+        examples.write("sentiment", tmp_path / "s", size="tiny", overwrite=True)     # the user's: never replaced
+    assert (tmp_path / "s" / "dev.tsv").read_text() == "mine\n"
+    (tmp_path / "s" / "dev.tsv").unlink()
+    examples.write("sentiment", tmp_path / "s", size="tiny", seed=1, overwrite=True)
     assert (tmp_path / "s" / "dev.tsv").read_text().startswith("text\tlabel\n")
     for argv, expect in ((["examples", "poetry", tmp_path / "p"], "unknown example task 'poetry'"),
                          (["examples", "sentiment", tmp_path / "s"], "already exists"),

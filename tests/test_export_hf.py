@@ -123,7 +123,11 @@ def test_export_hf_greedy_generation_equals_seqlab(runs, transformers):
 def test_export_hf_files_and_config(runs):
     out = exported(runs, "bpe")
     assert {p.name for p in out.iterdir()} == {"config.json", "model.safetensors", "tokenizer.json",
-                                               "tokenizer_config.json", "special_tokens_map.json", "README.md"}
+                                               "tokenizer_config.json", "special_tokens_map.json", "README.md",
+                                               "manifest.json"}
+    manifest = json.loads((out / "manifest.json").read_text())    # what seqlab wrote: what --overwrite replaces
+    assert manifest["format"] == "hf"
+    assert manifest["files"] == sorted({p.name for p in out.iterdir()} - {"manifest.json"})
     config, model = json.loads((out / "config.json").read_text()), seqlab.load(runs["bpe"]).config.model
     assert (config["model_type"], config["activation_function"], config["tie_word_embeddings"]) == ("gpt2", "gelu",
                                                                                                      True)

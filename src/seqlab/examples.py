@@ -37,11 +37,14 @@ Sizes: "tiny" is a few hundred examples (lm: the first 600 lines), which trains 
 CI); "small" is a few thousand (lm: the whole corpus), on which `command`'s model reaches a clearly good
 score in one to three minutes on a laptop CPU. A seed fixes the files byte for byte (lm has no randomness);
 no example appears in two splits. Files are written atomically (`seqlab.fileio`) and never replace existing
-ones unless asked. This module is data only: it imports no PyTorch.
+ones unless asked; asked (--overwrite), they replace only files seqlab examples wrote and that are unchanged
+since: the folder's .seqlab-examples.json holds the SHA-256 of each file written (a file that already holds the
+bytes to be written is replaced too: nothing is lost). This module is data only: it imports no PyTorch.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import shlex
@@ -51,7 +54,7 @@ from importlib import resources
 from pathlib import Path
 
 from seqlab.errors import SeqlabError
-from seqlab.fileio import atomic_write_text, check_writable
+from seqlab.fileio import atomic_write_json, atomic_write_text, check_writable
 
 TASKS = {
     "lm": "Tiny Shakespeare (bundled), cut 90/5/5 by lines: a character language model (seqlab train lm)",
@@ -82,9 +85,42 @@ def write(task: str, directory: str | Path, *, size: str = "small", seed: int = 
                           f"{task} example's files, or choose another folder")
     check_writable(directory, "example folder", folder=True)
     texts = spec.make(random.Random(f"seqlab.examples {task} {seed}"), spec.counts[size])
+    written = _written(Path(directory))
+    for option, path in paths.items():                  # all checked before any is replaced
+        if path.exists() and _sha256(path) not in (written.get(path.name), _digest(texts[option])):
+            why = ("has changed since seqlab examples wrote it" if path.name in written else
+                   f"was not written by seqlab examples ({MARKER} does not list it)")
+            raise SeqlabError(f"--overwrite: {path} {why}: seqlab never replaces what it did not write; move it "
+                              "out, or choose another folder")
     for option, path in paths.items():
         atomic_write_text(path, texts[option])
+        written[path.name] = _digest(texts[option])
+    atomic_write_json(Path(directory) / MARKER, {"format": MARKER_FORMAT, "files": dict(sorted(written.items()))})
     return paths
+
+
+MARKER = ".seqlab-examples.json"     # in the folder: the SHA-256 of each file seqlab examples wrote there
+MARKER_FORMAT = "seqlab-examples"
+
+
+def _written(directory: Path) -> dict[str, str]:
+    """{file name: SHA-256} of the files `write` wrote in `directory` (the marker; {} without a readable one)."""
+    try:
+        marker = json.loads((directory / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    files = marker.get("files") if isinstance(marker, dict) and marker.get("format") == MARKER_FORMAT else None
+    return {k: v for k, v in files.items() if isinstance(v, str)} if isinstance(files, dict) else {}
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _sha256(path: Path) -> str:
+    from seqlab.fileio import file_sha256
+
+    return file_sha256(path, "example file")
 
 
 def files(task: str, directory: str | Path) -> dict[str, Path]:

@@ -8,8 +8,14 @@ training split.
 Contamination follows Brown et al. (2020), "Language Models are Few-Shot Learners" (GPT-3),
 appendix C: an evaluation example is "dirty" when it shares an n-gram of N = 13 words with the
 training data. Here the example is an evaluation line; for character models the unit is the
-character and N = 50. Train n-grams are kept as a set of hashes, so a WikiText-2-sized training
-file (2M words) is indexed in a few seconds.
+character and N = 50. `TrainIndex` keeps the training n-grams as a set of hashes (lines in memory);
+`EvalIndex` keeps the evaluation lines' instead and streams the training text past them, which gives
+the same figures with memory in the size of the evaluation splits, not of the training text.
+
+Everything a model card reads from files is streamed: `file_sheet` reads a file in blocks of 1 MB,
+duplicates are counted from 8-byte hashes of the lines (`DuplicateCount`), and the splits' units come
+one at a time from the family's readers (`seqlab.cards.data`), so the card of a run on a corpus of any
+size holds its vocabulary, 8 bytes per line and the evaluation splits' n-grams, never the text.
 
 Rules this module follows (each a choice; the tests pin them down):
 
@@ -27,12 +33,15 @@ labels it read); reading units and labels of each task's formats belongs to an a
 """
 from __future__ import annotations
 
+import codecs
+import hashlib
 import string
+from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from seqlab.fileio import file_sha256
+import numpy as np
 
 WORD_N = 13   # GPT-3 appendix C: 13-gram overlap with the training data
 CHAR_N = 50   # the same test for character models, on 50 characters
@@ -48,8 +57,16 @@ def normalise(line: str) -> str:
 
 def read_lines(path: str | Path) -> list[str]:
     """The file's non-blank lines, normalised (UTF-8; undecodable bytes replaced)."""
+    return list(iter_lines(path))
+
+
+def iter_lines(path: str | Path) -> Iterator[str]:
+    """`read_lines`, one line at a time."""
     with open(path, encoding="utf-8", errors="replace") as handle:
-        return [text for text in (normalise(line) for line in handle) if text]
+        for line in handle:
+            text = normalise(line)
+            if text:
+                yield text
 
 
 def character_classes(text: str) -> dict:
@@ -59,7 +76,11 @@ def character_classes(text: str) -> dict:
     punctuation (`string.punctuation`) or other ASCII (control characters); every character above
     U+007F is non-ASCII, whatever its Unicode category.
     """
-    counts = Counter(text)
+    return classes_of(Counter(text), len(text))
+
+
+def classes_of(counts: Counter, characters: int) -> dict:
+    """`character_classes` of a text whose characters `counts` counts (`characters` in all)."""
     classes = dict.fromkeys(CHARACTER_CLASSES, 0)
     non_ascii: Counter[str] = Counter()
     for char, count in counts.items():
@@ -77,7 +98,7 @@ def character_classes(text: str) -> dict:
         else:
             classes["other_ascii"] += count
     top = sorted(non_ascii.items(), key=lambda item: (-item[1], item[0]))[:TOP_NON_ASCII]
-    return {"characters": len(text), "classes": classes,
+    return {"characters": characters, "classes": classes,
             "top_non_ascii": [{"char": char, "codepoint": f"U+{ord(char):04X}", "count": count}
                               for char, count in top]}
 
@@ -95,33 +116,77 @@ def duplicate_lines(lines: Iterable[str]) -> dict:
     return {"count": duplicates, "share": duplicates / total if total else 0.0}
 
 
+class DuplicateCount:
+    """`duplicate_lines`, streamed: each line is kept as an 8-byte hash (Python's, salted per process and never
+    written out), and the duplicates are the hashes seen before once all are in. Two different lines with the
+    same 64-bit hash would count as one duplicate: about n^2 / 2^65 of them among n lines (1e-7 at 2M)."""
+
+    def __init__(self):
+        self.hashes = array("q")
+
+    def add(self, line: str) -> None:
+        self.hashes.append(hash(line))
+
+    def result(self) -> dict:
+        hashes = np.array(self.hashes, dtype=np.int64)      # (lines,): sorted in place, equal ones side by side
+        hashes.sort()
+        total = len(hashes)
+        duplicates = int(np.count_nonzero(hashes[1:] == hashes[:-1]))
+        return {"count": duplicates, "share": duplicates / total if total else 0.0}
+
+
+BLOCK = 1 << 20                                   # bytes a file sheet reads at a time
+LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")   # where str.splitlines splits
+
+
 def file_sheet(path: str | Path, name: str, unit: str = "lines", units: int | None = None,
                tokenize: Callable[[str], list[str]] = str.split) -> dict:
-    """One data file's datasheet figures.
+    """One data file's datasheet figures, read in blocks (memory: the types, 8 bytes a line, one block).
 
     `unit` names what one example of the task is (sentences, documents, pairs, lines); `units` is
     their number when the caller has counted them (a CoNLL file's sentences), else the number of
-    non-blank lines. Tokens and types come from `tokenize` applied to each line.
+    non-blank lines. Lines are those of `str.splitlines` of the text decoded as UTF-8 (undecodable
+    bytes replaced); tokens and types come from `tokenize` applied to each line.
     """
     path = Path(path)
-    raw = path.read_bytes()
-    text = raw.decode("utf-8", errors="replace")
-    lines = [normalised for normalised in (normalise(line) for line in text.splitlines()) if normalised]
-    tokens = 0
+    digest, size, characters, counts = hashlib.sha256(), 0, 0, Counter()
+    lines = tokens = 0
     types: set[str] = set()
-    for line in lines:
-        line_tokens = tokenize(line)
-        tokens += len(line_tokens)
-        types.update(line_tokens)
-    return {"name": name, "path": str(path), "sha256": file_sha256(path, name), "bytes": len(raw),
-            "lines": len(lines), "unit": unit, "units": len(lines) if units is None else units,
-            "tokens": tokens, "types": len(types), "charset": character_classes(text),
-            "duplicates": duplicate_lines(lines)}
+    duplicates = DuplicateCount()
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    rest = ""                                     # a line not yet ended at the end of a block
+
+    def take(text: str, final: bool) -> str:
+        nonlocal lines, tokens, characters
+        counts.update(text)
+        characters += len(text)
+        pieces = (rest + text).splitlines(keepends=True)
+        left = pieces.pop() if pieces and not final and pieces[-1][-1] not in LINE_BREAKS else ""
+        for piece in pieces:              # a "\r\n" cut between blocks is a blank line more: never counted
+            line = normalise(piece)
+            if line:
+                lines += 1
+                line_tokens = tokenize(line)
+                tokens += len(line_tokens)
+                types.update(line_tokens)
+                duplicates.add(line)
+        return left
+
+    with open(path, "rb") as handle:
+        while block := handle.read(BLOCK):
+            digest.update(block)
+            size += len(block)
+            rest = take(decoder.decode(block), final=False)
+    take(decoder.decode(b"", final=True), final=True)
+    return {"name": name, "path": str(path), "sha256": digest.hexdigest(), "bytes": size,
+            "lines": lines, "unit": unit, "units": lines if units is None else units,
+            "tokens": tokens, "types": len(types), "charset": classes_of(counts, characters),
+            "duplicates": duplicates.result()}
 
 
-def label_distribution(labels: Iterable[str]) -> dict[str, int]:
-    """{label: count}, most frequent first (ties in label order), for tags or class labels."""
-    counts = Counter(labels)
+def label_distribution(labels: Iterable[str] | Counter) -> dict[str, int]:
+    """{label: count}, most frequent first (ties in label order), for tags or class labels (or their Counter)."""
+    counts = labels if isinstance(labels, Counter) else Counter(labels)
     return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
@@ -155,27 +220,85 @@ class TrainIndex:
 
     def check(self, eval_lines: Iterable[str]) -> dict:
         """Contamination of the eval lines against this index (see `contamination`)."""
-        total = verbatim = ngram = short = long_ngram = 0
+        tally = Tally(self.n, self.unit)
         for line in eval_lines:
-            text = normalise(line)
-            if not text:
-                continue
-            total += 1
-            is_verbatim = text in self.texts
-            verbatim += is_verbatim
-            units = _units(text, self.unit)
-            if len(units) < self.n:
-                short += 1
-                ngram += is_verbatim
-            else:
-                overlaps = is_verbatim or any(h in self.ngrams for h in _ngram_hashes(units, self.n, self.unit))
-                ngram += overlaps
-                long_ngram += overlaps
+            tally.add(line, self.texts, self.ngrams)
+        return tally.result()
+
+
+class Tally:
+    """The contamination figures of evaluation lines, added one at a time, against the training lines'
+    normalised texts and n-gram hashes (those of `TrainIndex`, or the ones `EvalIndex` found)."""
+
+    def __init__(self, n: int, unit: str):
+        self.n, self.unit = n, unit
+        self.total = self.verbatim = self.ngram = self.short = self.long_ngram = 0
+
+    def add(self, line: str, texts: set[str], ngrams: set[int]) -> None:
+        text = normalise(line)
+        if not text:
+            return
+        self.total += 1
+        is_verbatim = text in texts
+        self.verbatim += is_verbatim
+        units = _units(text, self.unit)
+        if len(units) < self.n:
+            self.short += 1
+            self.ngram += is_verbatim
+        else:
+            overlaps = is_verbatim or any(h in ngrams for h in _ngram_hashes(units, self.n, self.unit))
+            self.ngram += overlaps
+            self.long_ngram += overlaps
+
+    def result(self) -> dict:
+        total, short = self.total, self.short
         return {"n": self.n, "unit": self.unit, "eval_lines": total, "short_lines": short,
-                "verbatim": verbatim, "verbatim_share": verbatim / total if total else 0.0,
-                "ngram": ngram, "ngram_share": ngram / total if total else 0.0,
-                "long_ngram": long_ngram,
-                "long_ngram_share": long_ngram / (total - short) if total > short else 0.0}
+                "verbatim": self.verbatim, "verbatim_share": self.verbatim / total if total else 0.0,
+                "ngram": self.ngram, "ngram_share": self.ngram / total if total else 0.0,
+                "long_ngram": self.long_ngram,
+                "long_ngram_share": self.long_ngram / (total - short) if total > short else 0.0}
+
+
+class EvalIndex:
+    """`TrainIndex` turned around, for training text too big to hold: the evaluation lines' normalised texts
+    and n-gram hashes are indexed (`want`), the training lines stream past them once (`scan`) keeping those
+    they contain, and `check` then gives each evaluation split's figures as `TrainIndex.check` does, exactly
+    (an evaluation line's text or n-gram is among the training ones iff the scan found it)."""
+
+    def __init__(self, n: int | None = None, unit: str = "word"):
+        if unit not in UNITS:
+            raise ValueError(f"unit must be one of {', '.join(UNITS)}, not {unit!r}")
+        self.n = (WORD_N if unit == "word" else CHAR_N) if n is None else n
+        self.unit = unit
+        self.wanted_texts: set[str] = set()
+        self.wanted_ngrams: set[int] = set()
+        self.texts: set[str] = set()              # found in the training lines
+        self.ngrams: set[int] = set()
+
+    def want(self, line: str) -> None:
+        """An evaluation line to look for."""
+        text = normalise(line)
+        if text:
+            self.wanted_texts.add(text)
+            units = _units(text, self.unit)
+            if len(units) >= self.n:
+                self.wanted_ngrams.update(_ngram_hashes(units, self.n, self.unit))
+
+    def scan(self, line: str) -> None:
+        """A training line: keep what of it an evaluation line holds."""
+        text = normalise(line)
+        if not text:
+            return
+        if text in self.wanted_texts:
+            self.texts.add(text)
+        if self.wanted_ngrams:
+            found = self.wanted_ngrams.intersection(_ngram_hashes(_units(text, self.unit), self.n, self.unit))
+            if found:
+                self.ngrams.update(found)
+
+    def tally(self) -> Tally:
+        """A tally of one evaluation split's lines (`Tally.add(line, index.texts, index.ngrams)`)."""
+        return Tally(self.n, self.unit)
 
 
 def contamination(train_lines: Iterable[str], eval_lines: Iterable[str], n: int | None = None,

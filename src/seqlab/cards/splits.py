@@ -1,23 +1,27 @@
 """What a family's `cards` part reads its data into for a model card (`seqlab.cards.data` drives it): a
-`Split` (files, units, texts, labels), the units a side is compared by, out-of-vocabulary rates, and the
-answers of the cards contract that most families share (`word_units`, `no_own_sheet`, `one_file`)."""
+`Split` (files, sides, and its units read one at a time), the units a side is compared by, out-of-vocabulary
+rates, and the answers of the cards contract that most families share (`word_units`, `no_own_sheet`,
+`one_file`)."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterable, Iterator
 
 from seqlab.cards import datasheet as sheets
+
+Unit = tuple[tuple[str, ...], Iterable[str]]      # one unit's texts (one per side) and its labels
 
 
 @dataclasses.dataclass
 class Split:
-    """One split as the task reads it: its files, units, the texts compared for contamination (per side
-    for pairs), and labels."""
+    """One split as the task reads it: its files, the sides its texts are compared by for contamination
+    ("text", or "source" and "target" for pairs), and `read`, which reads the split again at each call and
+    gives its units one at a time, each as (its texts, one per side, its labels): never the split whole."""
     name: str
     files: dict[str, str]                 # {option: path}
-    units: int
-    texts: dict[str, list[str]]           # {"text"} or {"source", "target"}
-    labels: list[str]
+    sides: tuple[str, ...]                # ("text",) or ("source", "target")
+    read: Callable[[], Iterator[Unit]]
 
 
 def nonblank(texts: list[str]) -> list[str]:
@@ -29,6 +33,36 @@ def tokens_of(texts: list[str], unit: str) -> list[str]:
     if unit == "char":
         return [char for text in texts for char in text if not char.isspace()]
     return [token for text in texts for token in text.split()]
+
+
+def unit_tokens(text: str, unit: str) -> list[str] | str:
+    """`tokens_of` one text: its whitespace tokens, or its characters but spaces."""
+    return "".join(text.split()) if unit == "char" else text.split()
+
+
+class OOVCount:
+    """`oov_rate`, streamed: the tokens of evaluation texts added one text at a time against the training
+    split's `known` tokens (memory: the evaluation split's types)."""
+
+    def __init__(self, known: set[str], unit: str = "word"):
+        self.known, self.unit = known, unit
+        self.tokens = self.unseen = 0
+        self.types: set[str] = set()
+        self.unseen_types: set[str] = set()
+
+    def add(self, text: str) -> None:
+        tokens = unit_tokens(text, self.unit)
+        self.tokens += len(tokens)
+        self.types.update(tokens)
+        for token in tokens:
+            if token not in self.known:
+                self.unseen += 1
+                self.unseen_types.add(token)
+
+    def result(self) -> dict:
+        return {"unit": self.unit, "tokens": self.tokens, "unseen_tokens": self.unseen,
+                "token_rate": self.unseen / self.tokens if self.tokens else 0.0,
+                "types": len(self.types), "unseen_types": len(self.unseen_types)}
 
 
 def oov_rate(texts: list[str], known: set[str], unit: str = "word") -> dict:

@@ -42,6 +42,7 @@ import numpy as np
 
 from seqlab.data.prepared_check import (
     HEADER_BYTES,
+    RECORD,
     check_links,
     confine,
     confined,
@@ -52,6 +53,7 @@ from seqlab.data.prepared_check import (
 )
 from seqlab.errors import SeqlabError, os_error_reason
 from seqlab.fileio import atomic_write_json, read_json
+from seqlab.owned import listing, strangers
 
 FORMAT = "seqlab-prepared"
 VERSION = 1
@@ -179,7 +181,8 @@ class Writer:
         written) and the record of what was hashed (`prepared_check`), then move the folder into place
         (replacing the old one with --overwrite)."""
         manifest = {"format": FORMAT, "version": VERSION, "id": self.dataset_id.hex(), **manifest,
-                    "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+                    "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                    "files": sorted(path.name for path in self.folder.iterdir())}     # what --overwrite replaces
         ranges = take_ranges(manifest)
         manifest["hashes"] = file_hashes(self.folder, manifest)
         atomic_write_json(self.folder / MANIFEST, manifest)
@@ -210,7 +213,8 @@ class Writer:
 
 
 def check_output(output: Path, overwrite: bool) -> None:
-    """Refuse to write over anything but a prepared folder (and that only with --overwrite)."""
+    """Refuse to write over anything but a prepared folder (and that only with --overwrite, when the folder holds
+    nothing its manifest does not account for: seqlab never deletes what it did not write)."""
     if output.exists() or output.is_symlink():
         if not output.is_dir():
             raise SeqlabError(f"--output {output} is a file, not a folder")
@@ -219,6 +223,38 @@ def check_output(output: Path, overwrite: bool) -> None:
                               "choose another folder")
         if (output / MANIFEST).exists() and not overwrite:
             raise SeqlabError(f"--output {output} holds a prepared dataset already; --overwrite replaces it")
+        if (output / MANIFEST).exists():
+            known = prepared_files(output)
+            if known is None:
+                raise SeqlabError(f"--output {output} holds a {MANIFEST} that is not a prepared dataset's: "
+                                  "--overwrite replaces only a prepared dataset, and seqlab never deletes what it "
+                                  "did not write; choose another folder")
+            foreign = strangers(output, known)
+            if foreign:
+                raise SeqlabError(f"--output {output} holds {listing(foreign)}, which `seqlab prepare` did not write "
+                                  f"there (its {MANIFEST} does not list it): seqlab never deletes what it did not "
+                                  "write; move it out, or choose another folder")
+
+
+LEGACY_SUFFIXES = (".bin", ".idx", ".npy", ".json")    # every file of a prepared folder of before its "files" list
+
+
+def prepared_files(folder: Path) -> set[str] | None:
+    """The files seqlab wrote in the prepared folder `folder` (its manifest's "files", manifest.json among them),
+    or None where its manifest is not a prepared dataset's. A folder of before that list: its shards, indexes,
+    arrays and JSON files, which are all a prepared folder ever held (a user's file among them is refused by
+    its name: a text, a document)."""
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        return None
+    files = manifest.get("files")
+    if isinstance(files, list) and all(isinstance(name, str) for name in files):
+        return {MANIFEST, RECORD, *files}      # verified.json: written after the list, by every run that checks
+    return {path.name for path in folder.iterdir() if path.is_file() and not path.is_symlink()
+            and path.name.endswith(LEGACY_SUFFIXES)}
 
 
 def disk_error(error: OSError, output: Path) -> SeqlabError:

@@ -41,6 +41,9 @@ def read_manifest(export_dir: str | Path) -> dict:
         raise SeqlabError(f"{path} is damaged ({error}): export the run again") from None
     if not isinstance(manifest, dict):
         raise SeqlabError(f"{path} is damaged (it holds no JSON object): export the run again")
+    if manifest.get("format", "onnx") != "onnx":
+        raise SeqlabError(f"{export_dir} is an export of format {manifest.get('format')!r}, not ONNX: seqlab's "
+                          "runtime runs ONNX exports (a Hugging Face export loads with transformers)")
     version = manifest.get("format_version")
     if version not in READS:
         raise SeqlabError(f"{export_dir} is an export of format {version} (seqlab "

@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from seqlab.errors import SeqlabError
-from seqlab.export import prepare_output
+from seqlab.export import export_folder
 from seqlab.export.graphs import OPSET, annotate
 from seqlab.export.manifest import FORMAT_VERSION, SEQLAB_FILES
 from seqlab.export.readme import write_readme
@@ -80,7 +80,6 @@ def files_in(out: Path) -> list[str]:
 def export_onnx(run_dir: str | Path, output: str | Path, overwrite: bool = False) -> Path:
     """Export the run's inference graphs to `output` (see the module's docstring); returns the manifest's path."""
     from seqlab.families.run_files import read_run_json
-    from seqlab.info import count_parameters
     from seqlab.registry import load, run_family
 
     family = run_family(Path(run_dir))
@@ -92,8 +91,29 @@ def export_onnx(run_dir: str | Path, output: str | Path, overwrite: bool = False
     except ImportError:
         raise SeqlabError("seqlab export --format onnx needs the onnx package: pip install 'seqlab[export]'") from None
     run_dir, out = Path(run_dir), Path(output)
-    trained = load(run_dir)
-    prepare_output(out, overwrite)
+    with export_folder(out, overwrite, run_dir, legacy_exports) as folder:     # moved into place at the end
+        write_export(run_dir, folder, family, graphs, saved, load(run_dir))
+    return out / "manifest.json"
+
+
+def legacy_exports(folder: Path) -> set[str] | None:
+    """The files of an export of another format of before its manifest.json, as that format's part recognises
+    them (`legacy_export_files`), or None: what --overwrite may replace with an ONNX export."""
+    from seqlab.registry import FAMILIES
+
+    for family in FAMILIES.values():
+        for fmt in family.exports:
+            recognise = getattr(family.part(fmt), "legacy_export_files", None) if fmt != "onnx" else None
+            files = recognise(folder) if recognise is not None else None
+            if files is not None:
+                return files
+    return None
+
+
+def write_export(run_dir: Path, out: Path, family, graphs, saved: dict, trained) -> None:
+    """The export of the loaded run `trained` into the empty folder `out` (see the module's docstring)."""
+    from seqlab.info import count_parameters
+
     prepare_for_export(trained.model)
     trained.model.eval()
     drawn = graphs.export(trained, out)
@@ -121,4 +141,3 @@ def export_onnx(run_dir: str | Path, output: str | Path, overwrite: bool = False
     write_readme(out, family, manifest, described, about)
     manifest["files"] = files_in(out)
     atomic_write_json(out / "manifest.json", manifest)
-    return out / "manifest.json"

@@ -1,10 +1,11 @@
 """What every run directory holds besides its weights, read without PyTorch: config.json as checked JSON
-(`read_run_json`), and the model card of a loaded model (`FromRun`). Each family reads its own tokenizer,
-vocabulary and label files (its `vocab` module); the ONNX runtime reads an export's copies of them the same
-way, without importing torch."""
+(`read_run_json`), whether a folder's config.json is a seqlab run's at all (`not_a_run`), and the model card
+of a loaded model (`FromRun`). Each family reads its own tokenizer, vocabulary and label files (its `vocab`
+module); the ONNX runtime reads an export's copies of them the same way, without importing torch."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from seqlab.errors import SeqlabError
@@ -24,7 +25,7 @@ def read_run_json(run_dir: str | Path, family: Family | None = None) -> dict:
     raw = read_json(run_dir / "config.json", "run config")
     if not isinstance(raw, dict):
         raise SeqlabError(f"{run_dir}/config.json is damaged: expected a JSON object, found "
-                          f"{type(raw).__name__}; retrain into this directory with --overwrite")
+                          f"{type(raw).__name__}, which no seqlab run holds")
     version = raw.get("format_version")
     if not isinstance(version, int) or version > RUN_FORMAT_VERSION:
         raise SeqlabError(f"{run_dir}/config.json has format version {version!r}; this seqlab reads "
@@ -32,6 +33,24 @@ def read_run_json(run_dir: str | Path, family: Family | None = None) -> dict:
     if family is not None and raw.get("task") != family.name:
         raise SeqlabError(f"{run_dir} holds a {raw.get('task')!r} run, not {family.title}")
     return raw
+
+
+def not_a_run(run_dir: str | Path) -> str | None:
+    """Why the config.json in `run_dir` is not a seqlab run's (None when it is one, damaged or not): every run
+    seqlab has written holds a JSON object with an integer "format_version" and a "task" name. It is what says
+    that seqlab wrote the folder, and so what `--overwrite` may replace."""
+    try:
+        raw = json.loads((Path(run_dir) / "config.json").read_text(encoding="utf-8", errors="replace"))
+    except OSError as error:
+        return f"it cannot be read: {error.strerror or error}"
+    except ValueError:
+        return "it is not JSON"
+    if not isinstance(raw, dict):
+        return f"it holds a JSON {type(raw).__name__}, not an object"
+    if isinstance(raw.get("format_version"), bool) or not isinstance(raw.get("format_version"), int) or \
+            not isinstance(raw.get("task"), str):
+        return "it has no \"format_version\" and \"task\" of a run"
+    return None
 
 
 class FromRun:

@@ -17,8 +17,9 @@ from pathlib import Path
 from seqlab.config import coerce, file_fields, from_dict, inapplicable, read_config_file, to_dict
 from seqlab.errors import DAMAGED, SeqlabError, SeqlabWarning, os_error_reason
 from seqlab.families.contract import Family
-from seqlab.families.run_files import read_run_json
+from seqlab.families.run_files import not_a_run, read_run_json
 from seqlab.fileio import atomic_write_json, file_sha256, remove_stale_temporaries  # noqa: F401  (file_sha256: re-exported)
+from seqlab.owned import listing
 from seqlab.progress import command_clock
 from seqlab.training import distributed
 from seqlab.training.checkpoint import FORMAT_VERSION, load_model, load_tensors
@@ -63,6 +64,7 @@ def train_in_run(config, resume: bool, overwrite: bool, work: Callable) -> dict:
         raise SeqlabError(RESUME_OR_OVERWRITE)
     device = resolve_device(config.train.device)
     check_precision(device, config.train.precision)
+    check_own_folder(run_dir, overwrite)             # before the lock writes anything into a folder not seqlab's
     with command_clock(), RunLock(run_dir) if distributed.world()[0] == 0 else contextlib.nullcontext():
         if not resume:
             config = dataclasses.replace(config, data=absolute_files(config.data))
@@ -78,9 +80,47 @@ def train_in_run(config, resume: bool, overwrite: bool, work: Callable) -> dict:
             distributed.teardown()
 
 
+def check_own_folder(run_dir: Path, overwrite: bool) -> None:
+    """A run is written into a folder of its own: refuse an --output that holds a config.json that is not a seqlab
+    run's, or, without a config.json, files that no seqlab run left there (a run killed before it wrote its
+    config.json leaves its prepared data and its data hooks' files; hidden files are never touched). Training
+    writes, and --overwrite replaces, only what a seqlab run writes: nothing the user had is lost."""
+    if not run_dir.is_dir():
+        return
+    if (run_dir / "config.json").exists() or (run_dir / "config.json").is_symlink():
+        refuse_foreign_config(run_dir)
+        return
+    from seqlab.data.hooks import hook_files
+    from seqlab.data.prepared import prepared_files
+
+    foreign = sorted(path.name for path in run_dir.iterdir() if not path.name.startswith(".")
+                     and path.name not in hook_files()
+                     and not (path.name == "prepared" and path.is_dir() and prepared_files(path) is not None))
+    if not foreign:
+        return
+    if overwrite:
+        raise SeqlabError(f"--overwrite replaces a seqlab run, and --output {run_dir} holds none (no config.json) "
+                          f"but holds {listing(foreign)}: seqlab never deletes what it did not write; choose another "
+                          "--output")
+    raise SeqlabError(f"--output {run_dir} holds {listing(foreign)} and no seqlab run (no config.json): a run is "
+                      "written into a folder of its own, and seqlab never replaces what it did not write; choose "
+                      "another --output")
+
+
+def refuse_foreign_config(run_dir: Path) -> None:
+    """Refuse a folder whose config.json is not a seqlab run's (`not_a_run`): neither trained into, nor resumed,
+    nor replaced."""
+    problem = not_a_run(run_dir)
+    if problem:
+        raise SeqlabError(f"--output {run_dir} holds a config.json that is not a seqlab run's ({problem}): seqlab "
+                          "never replaces what it did not write; choose another --output")
+
+
 def check_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> None:
     """A new run needs an empty place (or --overwrite), a resumed one a checkpoint."""
     started = (run_dir / "config.json").exists()
+    if started:
+        refuse_foreign_config(run_dir)
     checkpointed = (run_dir / "checkpoint.safetensors").exists()
     if started and not (resume or overwrite):
         if not checkpointed:
@@ -166,11 +206,14 @@ def check_data_files(run_dir: Path, data) -> None:
 
 def start_run(run_dir: Path, family: Family, config, overwrite: bool) -> None:
     """A fresh run's config.json (rank 0), with the SHA-256 of its input files, after clearing an
-    overwritten run's outputs."""
+    overwritten run's outputs (the family's own files that this run does not write, its pipeline removes)."""
+    from seqlab.training.trackers import STATE, TENSORBOARD_DIR
+
     if overwrite:
-        for name in RUN_OUTPUTS:
+        for name in (*RUN_OUTPUTS, STATE):
             (run_dir / name).unlink(missing_ok=True)
         shutil.rmtree(run_dir / "audits", ignore_errors=True)          # they audited the replaced model
+        shutil.rmtree(run_dir / TENSORBOARD_DIR, ignore_errors=True)   # its curves are not this run's
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_json(run_dir / "config.json", {"format_version": FORMAT_VERSION, "seqlab_version": __version__,
                                                 "task": family.name, **to_dict(config),

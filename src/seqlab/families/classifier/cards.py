@@ -16,15 +16,15 @@ from seqlab.cards.splits import word_units as side_unit  # noqa: F401
 
 
 def read_split(config, option: str) -> Split | None:
-    """A split of the run's data config: its documents (None when not given)."""
-    from seqlab.families.classifier.config import read_split as read_documents
+    """A split of the run's data config: its documents, read one at a time (None when not given)."""
+    from seqlab.families.classifier.config import iter_split
 
     path = getattr(config.data, option)
     if not path:
         return None
-    documents = read_documents(path, config.data, f"{option} file")
-    return Split(option, {option: path}, len(documents), {"text": [d.text for d in documents]},
-                 [d.label for d in documents if d.label is not None])
+    return Split(option, {option: path}, ("text",), lambda: (((d.text,), () if d.label is None else (d.label,))
+                                                             for d in iter_split(path, config.data,
+                                                                                 f"{option} file")))
 
 
 def read_units(path: str | Path, fmt: str = "tsv", columns=None, **options) -> dict:

@@ -4,11 +4,13 @@ saved as the three groups of a run's config.json; and the documents of a file re
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from seqlab.config import check_fields, option
-from seqlab.data.documents import FORMATS, Columns, Document, read_documents
+from seqlab.data.documents import FORMATS, Columns, Document, document_reader
+from seqlab.data.stream import LineReader
 from seqlab.data.text_features import (
     TOKENIZERS,
 )
@@ -145,13 +147,22 @@ def _shown(name: str, value) -> str:
 
 def read_split(path: str, data: ClassifierDataConfig, what: str, training: bool = False,
                labelled: bool = True, fmt: str | None = None) -> list[Document]:
-    """A file's documents, read whole (a card's splits, the in-memory reference): its format, or Parquet."""
+    """A file's documents, read whole (the in-memory reference): its format, or Parquet."""
+    return list(iter_split(path, data, what, training, labelled, fmt))
+
+
+def iter_split(path: str, data: ClassifierDataConfig, what: str, training: bool = False,
+               labelled: bool = True, fmt: str | None = None) -> Iterator[Document]:
+    """`read_split`, one document at a time (a model card's datasheet streams them)."""
     from seqlab.families.classifier.encode import is_parquet, parquet_documents
 
     if is_parquet(path):
-        return list(parquet_documents(path, data.columns, what))
-    return read_documents(path, fmt or data.format, data.columns, what, labelled, data.sst_classes,
-                          phrases=training and data.phrases)
+        yield from parquet_documents(path, data.columns, what)
+        return
+    read = document_reader(fmt or data.format, data.columns, path, what, labelled, data.sst_classes,
+                           phrases=training and data.phrases)
+    with LineReader(path, what, stdin=False) as lines:
+        yield from read(lines)
 
 
 def uses_features(config: ClassifierTrainConfig) -> bool:

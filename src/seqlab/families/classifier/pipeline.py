@@ -211,14 +211,19 @@ def build_vocabulary(train: list[Document], token_lists: list[list[str]],
 def write_run_files(run_dir: Path, config: ClassifierTrainConfig, vocabulary: DocumentVocabulary,
                     overwrite: bool = False) -> None:
     start_run(run_dir, FAMILY, config, overwrite)
+    for name, written in (("vocab.json", vocabulary.words is not None), ("features.json", vocabulary.features
+                                                                          is not None)):
+        if not written:
+            (run_dir / name).unlink(missing_ok=True)                       # an overwritten run's
+    for picture in run_dir.glob("confusion_*.png") if overwrite else ():
+        picture.unlink()                                                   # of the replaced model
     if vocabulary.words is not None:
         atomic_write_json(run_dir / "vocab.json", {**vocabulary.words.to_dict(),
                                                    "lowercase_fallback": vocabulary.lowercase_fallback})
     atomic_write_json(run_dir / "labels.json", {"labels": vocabulary.labels})
     if vocabulary.features is not None:
         atomic_write_json(run_dir / "features.json", vocabulary.features.to_dict())
-    if config.data.lm_features:
-        copy_lm_files(run_dir, config.data.lm_features)
+    copy_lm_files(run_dir, config.data.lm_features)
 
 
 def read_vocabulary(run_dir: Path, config: ClassifierTrainConfig) -> DocumentVocabulary:

@@ -12,12 +12,11 @@ from seqlab.cards.splits import Split, nonblank, oov_rate, tokens_of
 
 
 def read_split(config, option: str) -> Split | None:
-    """A split of the run's data config: its non-blank lines (None when not given)."""
+    """A split of the run's data config: its non-blank lines, read one at a time (None when not given)."""
     path = getattr(config.data, option)
     if not path:
         return None
-    lines = sheets.read_lines(path)
-    return Split(option, {option: path}, len(lines), {"text": lines}, [])
+    return Split(option, {option: path}, ("text",), lambda: (((line,), ()) for line in sheets.iter_lines(path)))
 
 
 def read_units(path: str | Path, fmt: str = "text", **options) -> dict:
@@ -31,12 +30,14 @@ def side_unit(config, side: str) -> str:
     return "char" if config.data.tokenizer == "char" else "word"
 
 
-SHEET_BYTES = 256 << 20         # text files up to this size (together) get the full datasheet, read whole
+SHEET_BYTES = 256 << 20         # text files up to this size (together) get the full datasheet (streamed:
+#                                 its time, not its memory, grows with the size: minutes at this one)
 
 
 def training_data(config) -> dict | None:
     """The bundled corpus's sheet when the run read no --train and no --data; a prepared folder's sheet, from its
-    manifest, for --data or text files too big to read whole (None: its files, read as every family's)."""
+    manifest, for --data or text files too big for a datasheet in minutes (None: its files, read as every
+    family's)."""
     data = config.data
     files = [getattr(data, option) for option, _ in (("train", 0), ("valid", 0), ("test", 0)) if getattr(data, option)]
     if data.prepared:
@@ -65,14 +66,14 @@ def prepared_sheet(folder: str) -> dict:
 
 
 def big_files_sheet(data, files: list[str]) -> dict:
-    """Text files too big to read whole for a datasheet: their paths, sizes and SHA-256 (streamed)."""
+    """Text files too big for a datasheet in minutes: their paths, sizes and SHA-256 (streamed)."""
     from seqlab.fileio import file_sha256
 
     sources = {option: {"path": str(Path(path).resolve()), "bytes": Path(path).stat().st_size,
                         "sha256": file_sha256(path, option)}
                for option in ("train", "valid", "test") if (path := getattr(data, option))}
     return {"unit": "lines", "bundled": f"text files of {sum(s['bytes'] for s in sources.values()) / 1e6:,.0f} MB "
-                                       f"(over the {SHEET_BYTES >> 20} MB a datasheet reads whole: no duplicates or "
+                                       f"(over the {SHEET_BYTES >> 20} MB a datasheet reads: no duplicates or "
                                        "contamination figures)",
             "files": {}, "sources": sources, "splits": {}, "contamination": {}, "oov": {}}
 

@@ -12,6 +12,7 @@ deleted).
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from seqlab.errors import SeqlabError
@@ -73,8 +74,9 @@ def lm_features_note(model) -> str:
 
 def copy_lm_files(run_dir: Path, paths: list[str]) -> None:
     """The LMs' config, tokenizer and vocabulary into the tagger's / classifier's run directory (the weights
-    are in its model.safetensors)."""
-    for path, direction in zip(paths, DIRECTIONS, strict=False):
+    are in its model.safetensors); an overwritten run's copies go first."""
+    shutil.rmtree(run_dir / RUN_FOLDER, ignore_errors=True)
+    for path, direction in zip(paths or (), DIRECTIONS, strict=False):
         folder = run_dir / RUN_FOLDER / direction
         folder.mkdir(parents=True, exist_ok=True)
         for name in FILES:

@@ -40,6 +40,9 @@ The special tokens are declared as config.json sets their ids: bos and eos the t
 a line break gets its id 3 through the normalizer and pre-tokenizer, not as a special token (transformers 5
 makes every declared special token special, whatever tokenizer.json says). `decode(ids,
 skip_special_tokens=True)` therefore leaves out the line breaks (the eos token).
+
+Beside those files, manifest.json ({"format": "hf", "files": [...]}, which transformers ignores) says that
+seqlab wrote the folder and what it wrote: what `--overwrite` may replace (`seqlab.export`).
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ from torch import Tensor, nn
 
 from seqlab.data.vocab import EOS, PAD, SPECIALS, UNK
 from seqlab.errors import SeqlabError
-from seqlab.export import prepare_output
+from seqlab.export import export_folder
 from seqlab.export.tokens import bpe_state
 from seqlab.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text
 from seqlab.version import __version__
@@ -272,17 +275,40 @@ def export_hf(run_dir: str | Path, output: str | Path, overwrite: bool = False) 
     trained = load(run_dir)
     model, model_config, context = trained.model, trained.config.model, trained.config.model.context
     config = gpt2_config(model, model_config)
-    prepare_output(out, overwrite)
-    atomic_write_json(out / "config.json", config)
-    write_weights(out / "model.safetensors", gpt2_weights(model))
-    atomic_write_text(out / "tokenizer.json", hf_tokenizer(trained.tokenizer, trained.vocab))
-    atomic_write_json(out / "tokenizer_config.json", tokenizer_config(context, trained.tokenizer.kind))
-    atomic_write_json(out / "special_tokens_map.json", special_tokens(trained.tokenizer.kind))
-    atomic_write_text(out / "README.md", README.format(
-        version=__version__, run=run_dir.resolve().name, unit=trained.tokenizer.unit, layers=model_config.num_layers,
-        width=model_config.embedding_size, heads=model_config.num_heads, context=context,
-        half=max(1, context // 2), new_tokens=max(1, context // 2), loading=LOADING.format(out=out)))
+    with export_folder(out, overwrite, run_dir, legacy_export_files) as folder:    # moved into place at the end
+        atomic_write_json(folder / "config.json", config)
+        write_weights(folder / "model.safetensors", gpt2_weights(model))
+        atomic_write_text(folder / "tokenizer.json", hf_tokenizer(trained.tokenizer, trained.vocab))
+        atomic_write_json(folder / "tokenizer_config.json", tokenizer_config(context, trained.tokenizer.kind))
+        atomic_write_json(folder / "special_tokens_map.json", special_tokens(trained.tokenizer.kind))
+        atomic_write_text(folder / "README.md", README.format(
+            version=__version__, run=run_dir.resolve().name, unit=trained.tokenizer.unit,
+            layers=model_config.num_layers, width=model_config.embedding_size, heads=model_config.num_heads,
+            context=context, half=max(1, context // 2), new_tokens=max(1, context // 2),
+            loading=LOADING.format(out=out)))
+        atomic_write_json(folder / "manifest.json", {
+            "format": "hf", "format_version": HF_FORMAT_VERSION, "files": sorted(p.name for p in folder.iterdir()),
+            "seqlab_version": __version__, "source_run": run_dir.resolve().name})
     return out
+
+
+HF_FORMAT_VERSION = 1          # 1: manifest.json lists the files (what --overwrite may replace)
+HF_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+            "README.md")
+
+
+def legacy_export_files(folder: Path) -> set[str] | None:
+    """The files of a GPT-2 export of before manifest.json (its six files: `seqlab.export.export_files`), or
+    None where `folder` holds none: config.json of a "gpt2" model and the README.md this module writes."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        with open(folder / "README.md", encoding="utf-8") as handle:
+            title = handle.readline().rstrip("\n")
+    except (OSError, ValueError):
+        return None
+    if isinstance(config, dict) and config.get("model_type") == "gpt2" and title == README.split("\n", 1)[0]:
+        return set(HF_FILES)
+    return None
 
 
 export = export_hf          # `seqlab export --format hf` (this module is the lm family's "hf" part)

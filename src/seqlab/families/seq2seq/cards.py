@@ -12,12 +12,13 @@ import numpy as np
 from seqlab.cards.bootstrap import Items
 from seqlab.cards.splits import Split
 
-SHEET_BYTES = 256 << 20         # files of pairs up to this size (together) get the full datasheet, read whole
+SHEET_BYTES = 256 << 20         # files of pairs up to this size (together) get the full datasheet (streamed:
+#                                 its time, not its memory, grows with the size: minutes at this one)
 
 
 def training_data(config) -> dict | None:
-    """A prepared folder's sheet, from its manifest, for --data or files too big to read whole (None: the files,
-    read as every family's)."""
+    """A prepared folder's sheet, from its manifest, for --data or files too big for a datasheet in minutes (None:
+    the files, read as every family's)."""
     from seqlab.families.seq2seq.sources import pair_files
 
     data = config.data
@@ -33,7 +34,7 @@ def training_data(config) -> dict | None:
         "path": str(Path(path).resolve()), "bytes": Path(path).stat().st_size, "sha256": file_sha256(path, f.what)}
         for f in splits for k, path in enumerate(f.files)}
     return {"unit": "pairs", "bundled": f"files of pairs of {sum(s['bytes'] for s in sources.values()) / 1e6:,.0f} MB "
-                                        f"(over the {SHEET_BYTES >> 20} MB a datasheet reads whole: no duplicates or "
+                                        f"(over the {SHEET_BYTES >> 20} MB a datasheet reads: no duplicates or "
                                         "contamination figures)",
             "files": {}, "sources": sources, "splits": {}, "contamination": {}, "oov": {}}
 
@@ -62,17 +63,16 @@ def prepared_sheet(folder: str) -> dict:
 
 
 def read_split(config, option: str) -> Split | None:
-    """A split of the run's data config: its pairs (None when not given)."""
-    from seqlab.families.seq2seq.config import read_pairs
+    """A split of the run's data config: its pairs, read one at a time (None when not given)."""
+    from seqlab.families.seq2seq.sources import pair_files
 
     data = config.data
-    pairs, _ = read_pairs(data, option)
-    if pairs is None:
+    found = pair_files(data, option)
+    if found is None:
         return None
     names = (option, f"{option}_src", f"{option}_tgt")
     files = {name: getattr(data, name) for name in names if getattr(data, name)}
-    return Split(option, files, len(pairs), {"source": [p.source for p in pairs],
-                                             "target": [p.target for p in pairs]}, [])
+    return Split(option, files, ("source", "target"), lambda: (((p.source, p.target), ()) for p in found.pairs()))
 
 
 def read_units(path: str | Path, fmt: str = "tsv", fields: tuple[str, str] = ("source", "target"),

@@ -18,15 +18,15 @@ from seqlab.progress import progress_bar
 
 
 def read_split(config, option: str) -> Split | None:
-    """A split of the run's data config: its sentences (None when not given)."""
-    from seqlab.families.tagger.config import read_sentences
+    """A split of the run's data config: its sentences, read one at a time (None when not given)."""
+    from seqlab.families.tagger.config import iter_sentences
 
     path = getattr(config.data, option)
     if not path:
         return None
-    sentences = read_sentences(path, config.data, f"{option} file")
-    return Split(option, {option: path}, len(sentences), {"text": [" ".join(s.tokens) for s in sentences]},
-                 [label for s in sentences for label in s.labels])
+    return Split(option, {option: path}, ("text",), lambda: (((" ".join(s.tokens),), s.labels)
+                                                             for s in iter_sentences(path, config.data,
+                                                                                     f"{option} file")))
 
 
 def read_units(path: str | Path, fmt: str = "conllu", **options) -> dict:

@@ -4,11 +4,13 @@ groups of a run's config.json; and the sentences of a file read as the data opti
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from seqlab.config import check_fields, option
-from seqlab.data.conll import FORMATS, Sentence, read_labelled
+from seqlab.data.conll import FORMATS, Sentence, labelled_sentences, read_labelled
+from seqlab.data.stream import LineReader
 from seqlab.data.tags import (
     SCHEMES,
 )
@@ -114,6 +116,13 @@ def resolve_tagger_config(config_file: str | Path | None = None, overrides: dict
 
 def read_sentences(path: str, data: TaggerDataConfig, what: str) -> list[Sentence]:
     return read_labelled(path, data.format, data.label_column or None, what)
+
+
+def iter_sentences(path: str, data: TaggerDataConfig, what: str) -> Iterator[Sentence]:
+    """`read_sentences`, one sentence at a time (a model card's datasheet streams them)."""
+    read = labelled_sentences(None, data.format, data.label_column or None, path, what)
+    with LineReader(path, what, stdin=False) as lines:
+        yield from read(lines)
 
 
 def read_run_config(run_dir: str | Path) -> TaggerTrainConfig:

@@ -139,8 +139,9 @@ def write_run_files(run_dir: Path, config: TaggerTrainConfig, vocabulary: Tagger
                                                 "file_scheme": file_scheme})
     if vocabulary.chars is not None:
         atomic_write_json(run_dir / "chars.json", vocabulary.chars.to_dict())
-    if config.data.lm_features:
-        copy_lm_files(run_dir, config.data.lm_features)
+    else:
+        (run_dir / "chars.json").unlink(missing_ok=True)                 # an overwritten run's
+    copy_lm_files(run_dir, config.data.lm_features)
 
 
 def load_tagger(run_dir: str | Path, device: str = "cpu") -> TrainedTagger:
