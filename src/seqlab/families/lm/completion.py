@@ -316,16 +316,19 @@ def spell(trained, tokens: list[str], before: list[str],
     byte-level BPE piece's bytes decoded, without the space a line's first piece reads), so that the tokens
     joined are the text; a token that is part of a character only (half a UTF-8 character, or one that completes
     it) is its bytes, `bytes:\\xe6\\x9d` (OpenAI's convention). Also where each token's text begins in the text
-    the tokens add (a part of a character: where that character begins), and `top` (each step's most likely
-    tokens) spelt the same way."""
+    the tokens add (a part of a character: where that character begins; a byte that is no part of a character
+    reads as "\\ufffd"), and `top` (each step's most likely tokens) spelt the same way."""
     tokenizer = trained.tokenizer
     ends = [i for i, token in enumerate(before) if token == LINE_END]
     line = list(before[ends[-1] + 1:] if ends else before)         # the tokens of the line the tokens go on
     written = tokenizer.detokenize(line)
-    start = -len(written.rstrip("\ufffd"))                         # where the text after `before` begins
+    start = -len(written)                                           # where the text after `before` begins
     texts, offsets, tops = [], [], []
     for k, token in enumerate(tokens):
-        offsets.append(start + len(written.rstrip("\ufffd")))
+        # a token whose first byte continues the character the line ends in half of begins where it begins
+        continues = written.endswith("\ufffd") and token != LINE_END and \
+            0x80 <= (tokenizer.token_bytes(token) or b"\0")[0] < 0xC0
+        offsets.append(start + len(written) - continues)
         texts.append(token_text(tokenizer, line, written, token))
         if top is not None:
             best: dict[str, float] = {}
