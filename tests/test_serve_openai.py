@@ -287,6 +287,29 @@ def test_openai_client_without_the_key_gets_an_authentication_error(run):
         server.should_exit = True
 
 
+def requests_total(url: str) -> dict[tuple[str, str], float]:
+    """/metrics' seqlab_requests_total: {(endpoint, status): count}."""
+    import re
+
+    found = re.findall(r'^seqlab_requests_total\{endpoint="([^"]*)",status="(\d+)"\} (\S+)$',
+                       httpx.get(f"{url}/metrics").text, re.MULTILINE)
+    return {(endpoint, status): float(n) for endpoint, status, n in found}
+
+
+def test_serve_metrics_count_a_model_s_route_under_its_template(url):
+    """GET /v1/models/{model_id} is one endpoint of /metrics, whatever the model named (so that names cannot grow
+    the series), with its statuses; a path no route answers is "other"."""
+    before = requests_total(url)
+    for name in ("lm", "sentiment", "nobody", "x" * 50):
+        httpx.get(f"{url}/v1/models/{name}")
+    httpx.get(f"{url}/no/such/path")
+    after = requests_total(url)
+    assert after[("/v1/models/{model_id}", "200")] - before.get(("/v1/models/{model_id}", "200"), 0) == 2
+    assert after[("/v1/models/{model_id}", "404")] - before.get(("/v1/models/{model_id}", "404"), 0) == 2
+    assert after[("other", "404")] - before.get(("other", "404"), 0) == 1
+    assert not any(endpoint.startswith("/v1/models/") and "{" not in endpoint for endpoint, _ in after)
+
+
 # ------------------------------------------------------------------------------ CORS
 
 
@@ -310,6 +333,33 @@ def test_serve_cors_lets_the_given_origins_only(run):
     assert "access-control-allow-origin" not in closed.headers                # none by default
 
 
+def test_serve_cors_refusal_is_an_error_answer_like_every_other(serve_runs):
+    """A preflight a real server refuses (an origin not given to --cors-origin, a method or header not allowed) is a
+    400 whose body is JSON in the route's shape, one line saying what was refused (not Starlette's plain text),
+    with no Access-Control-Allow-Origin; an allowed one still passes."""
+    models = load_runs([serve_runs["lm"], serve_runs["sentiment"]])
+    server, url = serving(create_app(models, LIMITS, cors_origins=["http://app.example.org"]))
+    try:
+        asked = {"Origin": "http://evil.example", "Access-Control-Request-Method": "POST"}
+        for path, shape in (("/v1/completions", dict), ("/v1/classify", str)):
+            refused = httpx.options(f"{url}{path}", headers=asked)
+            assert refused.status_code == 400 and refused.headers["content-type"] == "application/json"
+            assert "access-control-allow-origin" not in refused.headers
+            error = refused.json()["error"]
+            message = error["message"] if shape is dict else error
+            assert isinstance(error, shape) and "'http://evil.example'" in message and "--cors-origin" in message
+            assert "\n" not in message
+        openai_error = httpx.options(f"{url}/v1/completions", headers=asked).json()["error"]
+        assert (openai_error["type"], openai_error["code"]) == ("invalid_request_error", "cors_refused")
+        method = httpx.options(f"{url}/v1/completions", headers={"Origin": "http://app.example.org",
+                                                                 "Access-Control-Request-Method": "DELETE"})
+        assert method.status_code == 400 and "'DELETE' is not allowed" in method.json()["error"]["message"]
+        allowed = httpx.options(f"{url}/v1/completions", headers={**asked, "Origin": "http://app.example.org"})
+        assert allowed.status_code == 200 and allowed.headers["access-control-allow-origin"] == "http://app.example.org"
+    finally:
+        server.should_exit = True
+
+
 def test_serve_command_takes_cors_origins_and_refuses_a_bad_one(run, monkeypatch, capsys):
     import socket
 
@@ -324,7 +374,7 @@ def test_serve_command_takes_cors_origins_and_refuses_a_bad_one(run, monkeypatch
     code, _ = run_seqlab(["serve", run, "--port", port, "--cors-origin", "https://a.example",
                           "--cors-origin", "http://localhost:3000"], capsys)
     assert code == 0
-    (cors,) = [m for m in seen["app"].user_middleware if m.cls.__name__ == "CORSMiddleware"]
+    (cors,) = [m for m in seen["app"].user_middleware if m.cls.__name__ == "CORS"]
     assert cors.kwargs["allow_origins"] == ["https://a.example", "http://localhost:3000"]
     one_line_error(*run_seqlab(["serve", run, "--port", port, "--cors-origin", "https://a.example/page"], capsys),
                    "--cors-origin 'https://a.example/page'")

@@ -37,6 +37,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import seqlab.serve.compat as compat
@@ -100,8 +101,7 @@ def create_app(runs: Iterable[str | Path] | dict[str, Served], limits: ServeLimi
     add_docs(app, secured=api_key is not None)          # the OpenAPI document true to the server, and /docs offline
     app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
     app.add_middleware(KeyCheck, key=api_key)           # the key before anything reads a /v1 request's body
-    metrics = Metrics({"/", "/healthz", "/metrics", *schemas.OPENAI_ROUTES,
-                       *(f"/v1/{e}" for family in FAMILIES.values() for e in family.endpoints)})
+    metrics = Metrics(app.router.routes)                # each request counted under its route's template
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(Watch, timeout=limits.request_timeout)     # each /v1 request a job: its deadline, its client
     inference = Scheduler(read_threads=read_threads or available_cores())   # one inference thread, shared fairly
@@ -133,9 +133,38 @@ def create_app(runs: Iterable[str | Path] | dict[str, Served], limits: ServeLimi
     for family in FAMILIES.values():                      # each family's endpoints
         family.part("serve").add_routes(app, routes)
     if cors_origins:                                      # outermost: a preflight carries no key
-        app.add_middleware(CORSMiddleware, allow_origins=cors_origins, allow_methods=["GET", "POST"],
-                           allow_headers=["Authorization", "Content-Type"])
+        app.add_middleware(CORS, allow_origins=cors_origins, allow_methods=list(CORS_METHODS),
+                           allow_headers=list(CORS_HEADERS))
     return app
+
+
+CORS_METHODS = ("GET", "POST")                      # what a page of an allowed origin may send (--cors-origin)
+CORS_HEADERS = ("Authorization", "Content-Type")
+
+
+class CORS(CORSMiddleware):
+    """Starlette's CORS middleware, whose refusal of a preflight (an origin not among --cors-origin, a method or a
+    header not allowed) is an error answer like every other (`schemas.error_body`: JSON in the route's shape,
+    one line saying what was refused), not Starlette's plain text."""
+
+    async def __call__(self, scope, receive, send):
+        headers = Headers(scope=scope)
+        if scope["type"] != "http" or scope["method"] != "OPTIONS" or "origin" not in headers or \
+                "access-control-request-method" not in headers:
+            return await super().__call__(scope, receive, send)
+        response = self.preflight_response(request_headers=headers)
+        if response.status_code == 400:                # Starlette's "Disallowed CORS origin, method, headers"
+            refused = bytes(response.body).decode().removeprefix("Disallowed CORS ").split(", ")
+            why = {"origin": f"the origin {headers['origin']!r} is not one this server lets call it (--cors-origin)",
+                   "method": f"the method {headers['access-control-request-method']!r} is not allowed (only "
+                             f"{' and '.join(CORS_METHODS)})",
+                   "headers": f"the headers {headers.get('access-control-request-headers', '')!r} are not all "
+                              f"allowed (only {', '.join(CORS_HEADERS)})",
+                   "private-network": "a request from a public page to a private network is not allowed"}
+            message = "a browser may not send this request (CORS): " + "; ".join(why.get(r, r) for r in refused)
+            kept = {k: v for k, v in response.headers.items() if k not in ("content-length", "content-type")}
+            response = error_response(Request(scope), 400, message, code="cors_refused", headers=kept)
+        await response(scope, receive, send)
 
 
 def check_origins(origins: Iterable[str]) -> list[str]:
