@@ -259,9 +259,9 @@ print(pipeline("text-generation", model=model, tokenizer=tokenizer)("To be", max
 ```
 
 - `tokenizer(text).input_ids` is seqlab's `prompt_ids(text)`: `</s>` (id 3) first, as seqlab starts every
-  prompt, then the tokens of each line with `</s>` for each line break (`add_special_tokens=False`, the
-  text-generation pipeline's default, leaves out the first `</s>`); text the vocabulary lacks is `<unk>`
-  (id 1) as in seqlab. `decode` writes `</s>` as a line break, as seqlab's `detokenize` does, and keeps it
+  prompt, then the tokens of each line with `</s>` for each line break (`add_special_tokens=False` leaves out
+  the first `</s>`: the pipeline above asks for it, as seqlab reads a prompt); text the vocabulary lacks is
+  `<unk>` (id 1) as in seqlab. `decode` writes `</s>` as a line break, as seqlab's `detokenize` does, and keeps it
   with `skip_special_tokens=True`: a line break is text, not a special token.
 - `</s>` (id 3) is the model's bos (`generate` without a prompt starts from it); its eos is `<s>` (id 2),
   which seqlab never generates: generation_config.json suppresses it with `<pad>`, `<unk>` and `<sep>`, so
