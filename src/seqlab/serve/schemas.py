@@ -8,8 +8,8 @@ a list of texts; the response lists one result per text, in order.
 Every limit on a request is declared once, on its field, and both the OpenAPI document and the server's checks
 read it there: a fixed one as the field's type (`Text`: not empty; a list of texts: not empty), a limit of the
 server (`ServeLimits`: --max-chars, --max-items, --max-tokens, --max-beam, --max-length) as `limited(...)`, which
-`over_limit` checks and `seqlab.serve.openapi` writes into the document with the server's values. An integer no
-limit bounds is at most `JSON_INTEGER`.
+`over_limit` checks and `seqlab.serve.openapi` writes into the document with the server's values. An integer's
+bound above 2**53 - 1 (a seed's 2**63) is lowered to it (`JSON_INTEGER`).
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ def error_body(path: str, status: int, message: str, param: str | None = None, c
 
 
 # The largest integer every JSON reader holds exactly (JavaScript's Number.MAX_SAFE_INTEGER, and a JSON Schema
-# validator that compares numbers as doubles): an integer field no limit bounds lower (a seed) is at most this, so
-# that the document's bound means the same to every client (2**63 - 1 is 2**63 as a double).
+# validator that compares numbers as doubles): an integer field whose bound is above it (a seed's 2**63) is at most
+# this, so that the document's bound means the same to every client (2**63 - 1 is 2**63 as a double).
 JSON_INTEGER = 2**53 - 1
 
 LIMIT = "x-seqlab-limit"      # how `limited` marks a field in its JSON schema (`seqlab.serve.openapi` resolves it)
