@@ -81,6 +81,37 @@ def train_serve_runs(folder: Path, lr: float | None = None) -> dict[str, Path]:
     return {name: folder / name for name in ("lm", "ner", "sentiment", "de-en")}
 
 
+MULTIBYTE = "東京の café, naïve 😀 déjà vu\nROMEO: ô mon âme, 東京\n"     # characters of 2, 3 and 4 UTF-8 bytes
+
+
+def bytes_lm_run(folder: Path) -> Path:
+    """A tiny byte-level BPE transformer LM of few merges trained (hardly) on text of multi-byte characters, so that
+    its pieces are mostly single bytes and what it generates often ends in half a character: the run directory."""
+    import dataclasses
+
+    from seqlab.families.lm.pipeline import train_lm
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "multibyte.txt").write_text(MULTIBYTE * 30, encoding="utf-8")
+    config = tiny_config(folder / "bytes", "transformer", "bpe", max_steps=4)
+    data = dataclasses.replace(config.data, train=str(folder / "multibyte.txt"), valid=str(folder / "multibyte.txt"),
+                               test="", bpe_vocab_size=270)
+    train_lm(dataclasses.replace(config, data=data))
+    return folder / "bytes"
+
+
+def unk_lm_run(folder: Path) -> Path:
+    """A tiny word LM whose vocabulary keeps 12 words, so that <unk> is most of its training text and its most
+    likely next token after anything (a search that did not block it would write it often): the run directory."""
+    import dataclasses
+
+    from seqlab.families.lm.pipeline import train_lm
+
+    config = tiny_config(folder / "unk", "lstm", "word", max_steps=30, lr=1e-2)
+    train_lm(dataclasses.replace(config, data=dataclasses.replace(config.data, max_vocab=12)))
+    return folder / "unk"
+
+
 @pytest.fixture(scope="session")
 def serve_runs(tmp_path_factory) -> dict[str, Path]:
     """`train_serve_runs` once for the whole session: the serve tests that only read the runs share them."""

@@ -12,9 +12,11 @@ import pytest
 import torch
 
 import seqlab
-from conftest import tiny_config
+from conftest import bytes_lm_run, tiny_config
+from seqlab.data.vocab import EOS
 from seqlab.decoding.options import SamplingOptions
-from seqlab.families.lm.completion import complete, complete_stream, prompt_logprobs
+from seqlab.decoding.search import blocked_tokens
+from seqlab.families.lm.completion import complete, complete_stream, prompt_logprobs, score_texts, spell
 from seqlab.families.lm.pipeline import train_lm
 
 PROMPTS = ["ROMEO :", "", "JULIET : O Romeo , Romeo", "the", "First Citizen :\nBefore we proceed"]
@@ -50,7 +52,7 @@ def test_a_batch_of_ragged_prompts_gives_what_each_prompt_gives_alone(lm):
         assert completion.text == alone(lm, prompt, option)
         assert len(completion.ids) == len(completion.logprobs) <= option.max_tokens
         assert all(lp <= 0 and math.isfinite(lp) for lp in completion.logprobs)
-        assert completion.finish_reason == ("stop" if completion.ids[-1:] == [2] and option.stop_at_eos
+        assert completion.finish_reason == ("stop" if completion.ids[-1:] == [EOS] and option.stop_at_eos
                                             else "length")
 
 
@@ -82,12 +84,73 @@ def test_the_stream_gives_the_whole_completion_piece_by_piece(lm):
     assert pieces[-1].finish_reason == "length" and all(p.finish_reason == "" for p in pieces[:-1])
 
 
-def test_prompt_log_probabilities_are_the_scores_without_the_never_generated_ids(lm):
-    tokens, logprobs = prompt_logprobs(lm, "ROMEO : O")
-    scored = lm.score("ROMEO : O")[:-1]                         # the text's own </s> is not a prompt token
-    assert tokens == [t for t, _ in scored]
-    for echoed, (_, full) in zip(logprobs, scored, strict=True):    # the never-generated ids' mass is removed:
-        assert full - 1e-5 <= echoed <= full + 0.05                    # a little more for every real token
+def test_completion_prompt_log_probabilities_are_the_scores_of_the_text(lm):
+    """One definition of a log probability: a prompt's (echo) are its scores (`score_texts`, /v1/score's), to the
+    last bit, without the </s> the score ends its last line with (kept when the prompt ends a line)."""
+    for prompt in ("ROMEO : O", "First Citizen :\nBefore we", "the king\n", ""):
+        tokens, logprobs = prompt_logprobs(lm, prompt)
+        (scored,) = score_texts(lm, [prompt])
+        cut = len(scored.tokens) - (not prompt.endswith("\n"))
+        assert (tokens, logprobs) == (scored.tokens[:cut], scored.logprobs[:cut])
+        assert logprobs == pytest.approx([p for _, p in lm.score(prompt)][:cut], abs=1e-4)
+
+
+def test_completion_log_probabilities_are_the_model_s_and_the_top_ones_the_choosable(lm):
+    """A generated token's log probability is the model's over every id (as the prompt's), not renormalised
+    without the ids the search blocks; the top ones list only ids the search could choose."""
+    (made,) = complete(lm, ["ROMEO :"], SamplingOptions(max_tokens=4, greedy=True), top_logprobs=5)
+    context = lm.prompt_ids("ROMEO :")
+    with torch.no_grad():
+        logits, _ = lm.model(torch.tensor([context + made.ids[:-1]]), lm.model.init_state(1)
+                             if lm.model.context_length is None else None)
+    expected = torch.log_softmax(logits[0, len(context) - 1:], dim=-1)                   # (4, V): every id
+    assert made.logprobs == pytest.approx([float(expected[i, t]) for i, t in enumerate(made.ids)], abs=1e-4)
+    never = {lm.vocab.tokens[i] for i in blocked_tokens(lm.model).ids}
+    assert all(top and not never & set(top) for top in made.top_logprobs)
+
+
+@pytest.fixture(scope="module")
+def bytes_lm(tmp_path_factory):
+    return seqlab.load(bytes_lm_run(tmp_path_factory.mktemp("bytes")))
+
+
+def test_completion_stream_never_sends_half_a_character(bytes_lm):
+    """A byte-level BPE model's pieces hold a character's bytes back until it is whole, and one the continuation
+    ends in (cut by max_tokens) is never sent: the stream joined is the whole completion's text, seed by seed."""
+    lm = bytes_lm
+    cut = 0
+    for seed in range(4):
+        for max_tokens in range(1, 10):
+            option = SamplingOptions(max_tokens=max_tokens, seed=seed, temperature=1.5)
+            pieces = list(complete_stream(lm, "ROMEO: ô", option))
+            (whole,) = complete(lm, ["ROMEO: ô"], option)
+            assert "".join(p.text for p in pieces) == whole.text and [i for p in pieces for i in p.ids] == whole.ids
+            assert not any(p.text.endswith("\ufffd") for p in pieces) and not whole.text.endswith("\ufffd")
+            cut += lm.detokenize(whole.prompt_ids[1:] + whole.ids).endswith("\ufffd")    # ids ending mid-character
+    assert cut >= 3
+    (beam,) = complete(lm, ["ROMEO: ô"], SamplingOptions(max_tokens=5, beam=2))       # whole at once: the same rule
+    assert not beam.text.endswith("\ufffd") and beam.text == lm.generate("ROMEO: ô", max_tokens=5, beam=2)
+
+
+def test_completion_spell_gives_each_piece_s_text_and_the_bytes_of_part_characters(bytes_lm):
+    """`spell` (OpenAI's logprobs.tokens): a piece that holds whole characters is the text it adds (the line's first
+    without the space seqlab reads before it), so that such pieces join to the text; a piece of part of a character
+    is `bytes:\\xNN...`, and the character's pieces' bytes are its UTF-8."""
+    lm = bytes_lm
+
+    def raw(piece: str) -> bytes:
+        if not piece.startswith("bytes:"):
+            return piece.encode()
+        return bytes(int(h, 16) for h in piece.removeprefix("bytes:").split("\\x")[1:])
+
+    text = "ROMEO: ô mon âme, 東京 😀"
+    texts, offsets, _ = spell(lm, lm.tokenizer.tokenize(text), [])
+    parts = [t for t in texts if t.startswith("bytes:")]
+    assert parts and len(parts) < len(texts) and not any("Ġ" in t for t in texts)      # both kinds, no Ġ
+    assert b"".join(raw(t) for t in texts).decode() == text
+    assert all(text[at:at + len(t)] == t for at, t in zip(offsets, texts, strict=True) if t not in parts)
+    ascii_text = "ROMEO: and you"
+    assert "".join(spell(lm, lm.tokenizer.tokenize(ascii_text), [])[0]) == ascii_text    # whole: joined, the text
 
 
 def test_transformer_rows_that_would_slide_are_decoded_alone(tmp_path):

@@ -12,7 +12,16 @@ import torch
 
 from seqlab.data.vocab import BOS, EOS, PAD, SEP, UNK
 from seqlab.decoding.processors import BlockTokens, Temperature, TopK, TopP, process, processors_for
-from seqlab.decoding.search import Sampling, SamplingOptions, choose, generate_ids, greedy_steps, lm_beam_search
+from seqlab.decoding.search import (
+    Sampling,
+    SamplingOptions,
+    blocked_tokens,
+    choose,
+    generate_ids,
+    greedy_steps,
+    lm_beam_search,
+    sample_ids,
+)
 from seqlab.errors import SeqlabError
 from seqlab.models.lm import LMConfig, build_lm
 
@@ -434,23 +443,23 @@ def log_prob(model, context: list[int], tokens: list[int]) -> float:
     with torch.no_grad():
         state = None if model.context_length else model.init_state(1)
         logits, _ = model(sequence, state)                                     # (1, T, V)
-    log_probs = torch.log_softmax(BlockTokens()(logits[0]), dim=-1)            # (T, V)
+    log_probs = torch.log_softmax(blocked_tokens(model)(logits[0]), dim=-1)    # (T, V)
     return sum(float(log_probs[len(context) - 1 + i, token]) for i, token in enumerate(tokens))
 
 
 @pytest.mark.parametrize("arch", ["ffn", "gru", "transformer"])
 def test_decoding_lm_beam_search_finds_the_best_sequence_of_an_exhaustive_search(arch):
-    """V = 6 (3 producible tokens: <unk>, </s>, 5), 3 new tokens: a beam of 9 keeps every prefix of 2, so it
-    finds the most likely of the 27 continuations; greedy finds one no better."""
+    """V = 7 (3 producible tokens: </s>, 5, 6; a language model never generates <unk>), 3 new tokens: a beam of 9
+    keeps every prefix of 2, so it finds the most likely of the 27 continuations; greedy finds one no better."""
     torch.manual_seed(3)
-    config = dict(arch=arch, vocab_size=6, embedding_size=8, hidden_size=8, num_layers=1, num_heads=2, dropout=0.0,
+    config = dict(arch=arch, vocab_size=7, embedding_size=8, hidden_size=8, num_layers=1, num_heads=2, dropout=0.0,
                   context=4 if arch == "ffn" else 16 if arch == "transformer" else 0)
     model = build_lm(LMConfig(**config)).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
             p.normal_(0.0, 1.0) if not name.endswith("bias") else p.zero_()
     context = [EOS, 5, UNK]
-    scored = {seq: log_prob(model, context, list(seq)) for seq in itertools.product([UNK, EOS, 5], repeat=3)}
+    scored = {seq: log_prob(model, context, list(seq)) for seq in itertools.product([EOS, 5, 6], repeat=3)}
     best = max(scored, key=scored.get)
     options = SamplingOptions(max_tokens=3, beam=9, stop_at_eos=False)
     (found,) = lm_beam_search(model, context, options)
@@ -474,7 +483,8 @@ def test_decoding_lm_beam_one_equals_greedy(arch, overrides):
     (beam,) = lm_beam_search(model, prompt, SamplingOptions(max_tokens=20, beam=1))
     assert beam.tokens == greedy and len(greedy) == 20
     assert beam.score == pytest.approx(log_prob_stepped(model, prompt, greedy), abs=1e-4)
-    wider = lm_beam_search(model, prompt, SamplingOptions(max_tokens=20, beam=4, length_penalty=0.0))[0]
+    # a wider beam (not exact: on the window LM a beam of 4 ends below greedy, which 5 passes)
+    wider = lm_beam_search(model, prompt, SamplingOptions(max_tokens=20, beam=5, length_penalty=0.0))[0]
     assert wider.score >= beam.score - 1e-5
 
 
@@ -484,9 +494,54 @@ def log_prob_stepped(model, context: list[int], tokens: list[int]) -> float:
         state, total, fed = model.start(torch.tensor([context])), 0.0, context[-1]
         for token in tokens:
             logits, state, _ = model.step(torch.tensor([fed]), state)
-            total += float(torch.log_softmax(BlockTokens()(logits), dim=-1)[0, token])
+            total += float(torch.log_softmax(blocked_tokens(model)(logits), dim=-1)[0, token])
             fed = token
     return total
+
+
+class NumpyStep:
+    """A PyTorch language model as the numpy searches' decoder (`seqlab.decoding.numpy_search`), as an ONNX export's
+    runtime is one: its logits as arrays, and the ids it never generates (`ExportedLM`'s decoder adds <unk>)."""
+
+    never_generated = (UNK,)
+
+    def __init__(self, model):
+        self.model = model
+
+    def step(self, tokens, state):
+        logits, state, _ = self.model.step(torch.from_numpy(tokens), state)
+        return logits.numpy(), state, None
+
+    def reorder(self, state, index):
+        return self.model.reorder_state(state, torch.from_numpy(index))
+
+
+@pytest.mark.parametrize("arch", ["lstm", "transformer"])
+def test_decoding_lm_never_generates_unk_even_where_it_is_the_most_likely(arch):
+    """<unk> is no text: no search of a language model chooses it (greedy, sampled, beam search, n samples at once,
+    and the numpy searches of the ONNX runtime), though the model makes it the most likely token at every step;
+    its scores keep it (the model's probability)."""
+    from seqlab.decoding import numpy_search
+
+    model = tiny_lm(arch).eval()
+    with torch.no_grad():
+        model.output.decoder.bias[UNK] = 6.0                                   # <unk> first after any context
+        prompt = torch.tensor([[EOS, 7, 9, 11]])
+        logits, _, _ = model.step(prompt[:, -1], model.start(prompt))
+    assert int(BlockTokens()(logits).argmax()) == UNK                          # what a search without the block takes
+    assert float(torch.log_softmax(logits, dim=-1)[0, UNK]) > math.log(0.5)
+    context = prompt[0].tolist()
+    made = [list(generate_ids(model, context, SamplingOptions(max_tokens=30, greedy=True))),
+            *[list(generate_ids(model, context, SamplingOptions(max_tokens=30, seed=seed, temperature=2.0)))
+              for seed in range(3)],
+            lm_beam_search(model, context, SamplingOptions(max_tokens=8, beam=3))[0].tokens,
+            *sample_ids(model, context, SamplingOptions(max_tokens=30, seed=1, temperature=2.0), 4)]
+    with torch.no_grad():
+        for options in (SamplingOptions(max_tokens=30, greedy=True), SamplingOptions(max_tokens=30, seed=2),
+                        SamplingOptions(max_tokens=8, beam=3)):
+            made.append(list(numpy_search.generate_ids(NumpyStep(model), model.start(prompt), context[-1], options)))
+    assert all(ids and UNK not in ids for ids in made), made
+    assert made[-3] == made[0]                                                 # numpy's greedy is PyTorch's
 
 
 @pytest.mark.parametrize("arch", ["lstm", "transformer"])
@@ -523,7 +578,7 @@ def test_decoding_rnn_lm_step_on_cells_equals_the_sequence_kernel(arch):
     from seqlab.models.base import LanguageModel
     model = tiny_lm(arch).eval()
     prompt = torch.tensor([[EOS, 7, 9, 11]])
-    block = [BlockTokens()]
+    block = [blocked_tokens(model)]
     with torch.no_grad():
         state, reference = model.start(prompt), model.start(prompt)
         tokens, expected = prompt[:, -1], []

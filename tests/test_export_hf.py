@@ -1,5 +1,6 @@
 """`seqlab export --format hf`: Hugging Face's GPT2LMHeadModel, loaded from the export, gives the logits (1e-4) and
-the greedy continuations of `seqlab.load(run)`, and AutoTokenizer its ids; options GPT-2 has no place for are
+the greedy continuations of `seqlab.load(run)`, line breaks included (`generate` and the text-generation pipeline
+go on past them, as seqlab does), and AutoTokenizer its ids; options GPT-2 has no place for are
 refused by name. The tests that load the export need `transformers` (pip install 'seqlab[hf]') and are skipped
 without it; the refusals and the command line need only seqlab."""
 
@@ -18,8 +19,8 @@ from tokenizers import Tokenizer
 import seqlab
 from conftest import tiny_config
 from seqlab.cli import main
-from seqlab.data.vocab import EOS, PAD, UNK
-from seqlab.decoding.search import SamplingOptions, generate_ids
+from seqlab.data.vocab import BOS, EOS, PAD, SEP, UNK
+from seqlab.decoding.search import SamplingOptions, blocked_tokens, generate_ids
 from seqlab.errors import SeqlabError
 from seqlab.families.lm.config import LMDataConfig, LMTrainConfig, LMTrainOptions
 from seqlab.families.lm.hf import GPT2_OPTIONS, check_gpt2_options, export_hf
@@ -107,24 +108,43 @@ def test_export_hf_logits_equal_seqlab(runs, transformers, name):
 
 
 def test_export_hf_greedy_generation_equals_seqlab(runs, transformers):
+    """`generate` with the export's own settings (no eos_token_id given) goes on past line ends as seqlab does."""
     lm = seqlab.load(runs["char"])
     gpt2 = transformers.GPT2LMHeadModel.from_pretrained(exported(runs, "char")).eval()
     prompt = prompt_ids(lm, "lazy")                              # the continuation crosses a line break (</s>)
     room = lm.model.context_length - len(prompt)                 # seqlab slides its window past the context
     ours = list(generate_ids(lm.model, prompt, SamplingOptions(greedy=True, max_tokens=room)))
     theirs = gpt2.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
-                           max_new_tokens=room, do_sample=False, eos_token_id=None)[0, len(prompt):].tolist()
-    assert theirs == ours
+                           max_new_tokens=room, do_sample=False)[0, len(prompt):].tolist()
+    assert theirs == ours and EOS in ours[:-1]                   # through a line break, to max_new_tokens
     assert lm.detokenize(ours).startswith(" dog.\nthe")         # it learned the sentence
-    stopped = gpt2.generate(torch.tensor([prompt]), max_new_tokens=room, do_sample=False)[0, len(prompt):]
-    assert stopped.tolist() == ours[:ours.index(EOS) + 1]      # by default GPT-2 stops at its eos, </s>
+    unprompted = gpt2.generate(max_new_tokens=room, do_sample=False)[0].tolist()      # from the bos, </s>
+    assert unprompted[0] == EOS and lm.detokenize(unprompted[1:]) == lm.generate("", max_tokens=room, greedy=True)
+
+
+def test_export_hf_text_generation_pipeline_keeps_the_line_breaks(runs, transformers):
+    """`pipeline("text-generation")` writes the line breaks and runs to max_new_tokens: with the line start first
+    (add_special_tokens=True, as seqlab reads a prompt) it is the prompt and seqlab's continuation; with the
+    pipeline's own defaults too, every line break generated is kept and none stops it."""
+    lm = seqlab.load(runs["char"])
+    model = transformers.GPT2LMHeadModel.from_pretrained(exported(runs, "char")).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(exported(runs, "char"))
+    generate = transformers.pipeline("text-generation", model=model, tokenizer=tokenizer)
+    room = lm.model.context_length - len(prompt_ids(lm, "lazy"))
+    ours = "lazy" + lm.generate("lazy", max_tokens=room, greedy=True)
+    (theirs,) = generate("lazy", max_new_tokens=room, do_sample=False, add_special_tokens=True)
+    assert theirs["generated_text"] == ours and "\n" in ours and len(ours) == len("lazy") + room
+    (plain,) = generate("lazy dog.", max_new_tokens=6, do_sample=False)        # the pipeline's own tokenizing
+    text = plain["generated_text"]
+    assert text.startswith("lazy dog.\n") and len(text) == len("lazy dog.") + 6  # a character a token, none lost
+    assert tokenizer.decode([EOS], skip_special_tokens=True) == "\n"            # a line break is text
 
 
 def test_export_hf_files_and_config(runs):
     out = exported(runs, "bpe")
-    assert {p.name for p in out.iterdir()} == {"config.json", "model.safetensors", "tokenizer.json",
-                                               "tokenizer_config.json", "special_tokens_map.json", "README.md",
-                                               "manifest.json"}
+    assert {p.name for p in out.iterdir()} == {"config.json", "generation_config.json", "model.safetensors",
+                                               "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                                               "README.md", "manifest.json"}
     manifest = json.loads((out / "manifest.json").read_text())    # what seqlab wrote: what --overwrite replaces
     assert manifest["format"] == "hf"
     assert manifest["files"] == sorted({p.name for p in out.iterdir()} - {"manifest.json"})
@@ -134,7 +154,12 @@ def test_export_hf_files_and_config(runs):
     assert (config["n_positions"], config["n_embd"], config["n_layer"], config["n_head"], config["n_inner"]) == (
         model.context, model.embedding_size, model.num_layers, model.num_heads, model.ff_size)
     assert config["resid_pdrop"] == config["embd_pdrop"] == config["attn_pdrop"] == model.dropout == 0.1
-    assert (config["bos_token_id"], config["eos_token_id"], config["pad_token_id"]) == (EOS, EOS, PAD)
+    assert (config["bos_token_id"], config["eos_token_id"], config["pad_token_id"]) == (EOS, BOS, PAD)
+    generation = json.loads((out / "generation_config.json").read_text())
+    assert {k: generation[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id")} == {
+        k: config[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id")}
+    lm = seqlab.load(runs["bpe"])                                # what seqlab's searches never choose, suppressed
+    assert generation["suppress_tokens"] == sorted(blocked_tokens(lm.model).ids) == [PAD, UNK, BOS, SEP]
     weights = load_file(out / "model.safetensors")
     D = model.embedding_size
     assert weights["transformer.h.0.attn.c_attn.weight"].shape == (D, 3 * D)          # Conv1D: (in, out)
@@ -163,15 +188,16 @@ def test_export_hf_tokenizer_gives_seqlab_ids(runs, transformers, name):
 
 @pytest.mark.parametrize("name", ["bpe", "char", "word"])
 def test_export_hf_tokenizer_declares_the_special_tokens_config_sets(runs, name):
-    """bos, eos (the token of id 3: the line break), pad and unk, in tokenizer_config.json and special_tokens_map.json,
-    each the token of the id config.json gives; the `tokenizers` file alone gives seqlab's ids too."""
+    """eos (`<s>`, a token seqlab never generates), pad and unk, in tokenizer_config.json and
+    special_tokens_map.json, each the token of the id config.json gives; no bos token (the model's bos, id 3, is the
+    line break, which stays text); the `tokenizers` file alone gives seqlab's ids too."""
     out, lm = exported(runs, name), seqlab.load(runs[name])
     config = json.loads((out / "config.json").read_text())
     tokenizer = Tokenizer.from_file(str(out / "tokenizer.json"))
     for file in ("tokenizer_config.json", "special_tokens_map.json"):
         declared = json.loads((out / file).read_text())
-        assert {tokenizer.token_to_id(declared[f"{kind}_token"]) for kind in ("bos", "eos")} == {config["eos_token_id"]}
-        assert config["bos_token_id"] == config["eos_token_id"] == EOS
+        assert "bos_token" not in declared and config["bos_token_id"] == EOS
+        assert tokenizer.token_to_id(declared["eos_token"]) == config["eos_token_id"] == BOS
         assert tokenizer.token_to_id(declared["pad_token"]) == config["pad_token_id"] == PAD
         assert tokenizer.token_to_id(declared["unk_token"]) == UNK
     for text in TEXTS[:4]:
@@ -182,10 +208,11 @@ def test_export_hf_tokenizer_declares_the_special_tokens_config_sets(runs, name)
 def test_export_hf_auto_tokenizer_has_the_special_tokens(runs, transformers, name):
     tokenizer = transformers.AutoTokenizer.from_pretrained(exported(runs, name))
     config = json.loads((exported(runs, name) / "config.json").read_text())
-    assert (tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id, tokenizer.unk_token_id) == (
-        config["bos_token_id"], config["eos_token_id"], config["pad_token_id"], UNK)
-    assert tokenizer.eos_token == tokenizer.bos_token == ("</s>" if name == "word" else "\n")
-    assert (tokenizer.pad_token, tokenizer.unk_token) == ("<pad>", "<unk>")
+    assert (tokenizer.eos_token_id, tokenizer.pad_token_id, tokenizer.unk_token_id) == (
+        config["eos_token_id"], config["pad_token_id"], UNK)
+    assert tokenizer.bos_token is None and tokenizer("x").input_ids[0] == config["bos_token_id"]   # put first
+    assert (tokenizer.eos_token, tokenizer.pad_token, tokenizer.unk_token) == ("<s>", "<pad>", "<unk>")
+    assert EOS not in tokenizer.all_special_ids                  # the line break is text
 
 
 # ---------------------------------------------------------------------------- refusals and the command line

@@ -12,8 +12,7 @@ import seqlab
 from conftest import TEST, VALID, tiny_config
 from seqlab.data.batching import StreamBatches, sliding_windows
 from seqlab.data.vocab import EOS
-from seqlab.decoding.processors import BlockTokens
-from seqlab.decoding.search import SamplingOptions, generate_ids, lm_beam_search
+from seqlab.decoding.search import SamplingOptions, blocked_tokens, generate_ids, lm_beam_search
 from seqlab.errors import SeqlabError, SeqlabWarning
 from seqlab.families.lm.task import LanguageModelingTask, evaluate_lm, summarize
 from seqlab.models.lm import LMConfig, build_lm
@@ -95,7 +94,7 @@ def greedy_by_full_passes(model, context: list[int], count: int) -> list[int]:
     with torch.no_grad():
         for _ in range(count):
             state = None if model.context_length else model.init_state(1)
-            logits = BlockTokens()(model(torch.tensor([history]), state)[0][:, -1])
+            logits = blocked_tokens(model)(model(torch.tensor([history]), state)[0][:, -1])
             history.append(int(logits.argmax()))
     return history[len(context):]
 
@@ -138,7 +137,7 @@ def test_lm_api_beam_search_continuation(trained):
     def log_prob(tokens: list[int]) -> float:
         with torch.no_grad():
             logits, _ = lm.model(torch.tensor([context + tokens]), lm.model.init_state(1))
-        log_probs = torch.log_softmax(BlockTokens()(logits[0]), dim=-1)
+        log_probs = torch.log_softmax(blocked_tokens(lm.model)(logits[0]), dim=-1)
         return sum(float(log_probs[len(context) - 1 + i, t]) for i, t in enumerate(tokens))
 
     greedy = greedy_by_full_passes(lm.model, context, 6)

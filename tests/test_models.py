@@ -12,8 +12,7 @@ import torch
 
 from conftest import ARCHS
 from seqlab.data.vocab import EOS, PAD
-from seqlab.decoding.processors import NEVER_GENERATED
-from seqlab.decoding.search import SamplingOptions, generate_ids
+from seqlab.decoding.search import SamplingOptions, blocked_tokens, generate_ids
 from seqlab.errors import SeqlabError
 from seqlab.families.lm.task import token_loss
 from seqlab.models.lm import LMConfig, build_lm
@@ -248,7 +247,7 @@ def test_models_greedy_generation_equals_argmax_of_full_pass(arch):
     history = list(context)
     for token in generated:
         logits = full_pass(model, torch.tensor([history]))[0, -1].clone()
-        logits[list(NEVER_GENERATED)] = float("-inf")
+        logits[list(blocked_tokens(model).ids)] = float("-inf")      # <pad>, <s>, <sep>, <unk>
         assert token == int(logits.argmax())
         history.append(token)
     assert len(generated) == 8
@@ -265,7 +264,7 @@ def test_models_transformer_generation_past_context_re_encodes_recent_half():
     history, window = list(context), list(context)
     for token in generated:
         logits = full_pass(model, torch.tensor([window]))[0, -1].clone()
-        logits[list(NEVER_GENERATED)] = float("-inf")
+        logits[list(blocked_tokens(model).ids)] = float("-inf")      # <pad>, <s>, <sep>, <unk>
         assert token == int(logits.argmax())
         history.append(token)
         window = history[-4:] if len(window) >= 8 else [*window, token]

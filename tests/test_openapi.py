@@ -151,6 +151,116 @@ def test_openapi_every_bad_request_gets_a_declared_error_in_its_routes_shape(ser
         assert send(server, "post", path, body)[0].status_code == status, (path, body)
 
 
+# The least a request needs (no option that a bound's value could conflict with: a seed beside a beam)
+BASE = {**GOOD, "/v1/generate": {"model": "lm", "prompt": "ROMEO:", "max_tokens": 4},
+        "/v1/translate": {"model": "de-en", "text": "der hund sieht .", "max_length": 6},
+        "/v1/summarize": {"model": "de-en", "text": "der hund sieht .", "max_length": 6}}
+# what only the model can refuse of a request the document allows (422): a prompt over its context (16 tokens),
+# a text of spaces only (no words), a beam wider than the tokens it can produce
+MODEL_REFUSALS = ("longer than the model's context", "there is nothing to", "tokens the model can produce")
+
+
+def member_schemas(schema: dict, shapes: dict) -> list[dict]:
+    """The schemas a property's value may follow: each member of its anyOf, $refs followed, with the bounds the
+    property declares beside its anyOf (the stricter of both)."""
+    found = []
+    for member in schema.get("anyOf", [schema]):
+        while "$ref" in member:
+            member = shapes[member["$ref"].rsplit("/", 1)[-1]]
+        member = dict(member)
+        for key, stricter in (("maximum", min), ("minimum", max), ("maxLength", min), ("maxProperties", min)):
+            if key in schema and member is not schema:
+                member[key] = stricter(schema[key], member.get(key, schema[key]))
+        found.append(member)
+    return found
+
+
+def edges(schema: dict) -> list[tuple[object, bool]]:
+    """Values just inside and just outside each bound the schema of a property declares: (value, inside)."""
+    cases: list[tuple[object, bool]] = []
+    kind = schema.get("type")
+    if kind in ("integer", "number"):
+        step = 1 if kind == "integer" else 1e-6
+        if "maximum" in schema:
+            top = int(schema["maximum"]) if kind == "integer" else schema["maximum"]
+            cases += [(top, True), (top + step, False)]
+        if "minimum" in schema:
+            low = int(schema["minimum"]) if kind == "integer" else schema["minimum"]
+            cases += [(low, True), (low - step, False)]
+        if "exclusiveMinimum" in schema:
+            cases += [(schema["exclusiveMinimum"], False), (schema["exclusiveMinimum"] + step, True)]
+    elif kind == "string":
+        if "maxLength" in schema:
+            cases += [("x" * schema["maxLength"], True), ("x" * (schema["maxLength"] + 1), False)]
+        if schema.get("minLength"):
+            cases += [("x" * (schema["minLength"] - 1), False), ("x" * schema["minLength"], True)]
+    elif kind == "array":
+        if "maxItems" in schema:
+            cases += [(["x"] * schema["maxItems"], True), (["x"] * (schema["maxItems"] + 1), False)]
+        if schema.get("minItems"):
+            cases += [(["x"] * (schema["minItems"] - 1), False), (["x"] * schema["minItems"], True)]
+        cases += [([value], inside) for value, inside in edges(schema.get("items", {}))]
+    elif kind == "object" and "maxProperties" in schema:
+        cases += [({}, True), ({str(k): 1.0 for k in range(schema["maxProperties"] + 1)}, False)]
+    return cases
+
+
+@pytest.mark.parametrize("server", [None], ids=["open"], indirect=True)     # the key changes no bound
+def test_openapi_declares_every_limit_the_server_enforces(server):
+    """The document and the server's checks side by side: for every bound the document declares on a request's
+    fields (a maximum, a length, a number of items, each with this server's limits: --max-chars, --max-items,
+    --max-tokens, --max-beam, --max-length), the value at the bound is valid for the document and the server
+    takes it, and the value past it is invalid for both (a 4xx); so are the bounds that tie two fields (prompts x
+    n, stream_options with stream, a beam without sampling options). A request at a bound the model itself
+    refuses (a prompt over its context) must be refused by the model, not by a limit."""
+    from jsonschema import Draft202012Validator
+
+    url, key, document, _ = server
+    shapes, checked = document["components"]["schemas"], 0
+    http = httpx.Client(base_url=url, timeout=30, headers={"authorization": f"Bearer {key}"} if key else {})
+
+    def taken(response) -> bool:
+        if response.status_code == 200:
+            return True
+        error = response.json()["error"]
+        return any(refusal in (error["message"] if isinstance(error, dict) else error) for refusal in MODEL_REFUSALS)
+
+    def check(path: str, body: dict, inside: bool) -> None:
+        name = document["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+        valid = Draft202012Validator({"$ref": name, "components": document["components"]}).is_valid(body)
+        response = http.post(path, json=body)
+        assert valid == inside, (path, body, "the document's verdict")
+        assert taken(response) == inside and (inside or 400 <= response.status_code < 500), (path, body,
+                                                                                              response.text)
+
+    for path, base in BASE.items():
+        body = request_schema_of(document, path)
+        for name, field in body["properties"].items():
+            for member in member_schemas(field, shapes):
+                for value, inside in edges(member):
+                    check(path, {**base, name: value}, inside)
+                    checked += 1
+    for k in range(1, LIMITS.max_items + 1):                                   # prompts x n <= max_items
+        prompts = ["ROMEO:"] * k
+        check("/v1/completions", {**BASE["/v1/completions"], "prompt": prompts, "n": LIMITS.max_items // k}, True)
+        check("/v1/completions", {**BASE["/v1/completions"], "prompt": prompts, "n": LIMITS.max_items // k + 1},
+              False)
+    check("/v1/completions", {**BASE["/v1/completions"], "stream_options": {"include_usage": True}}, False)
+    check("/v1/completions", {**BASE["/v1/completions"], "stream_options": {"include_usage": True},
+                              "stream": True}, True)
+    check("/v1/generate", {**BASE["/v1/generate"], "beam": 2}, True)
+    for sampling in ({"seed": 1}, {"greedy": True}, {"temperature": 0.5}, {"top_k": 3}, {"top_p": 0.5}):
+        check("/v1/generate", {**BASE["/v1/generate"], "beam": 2, **sampling}, False)
+    assert checked > 60                                                         # every endpoint's bounds were met
+    http.close()
+
+
+def request_schema_of(document: dict, path: str) -> dict:
+    """The JSON schema of POST `path`'s body, its $ref followed."""
+    schema = document["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    return document["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]
+
+
 def test_openapi_declares_the_bearer_scheme_exactly_when_the_server_has_a_key(server):
     url, key, document, _ = server
     schemes = document["components"].get("securitySchemes", {})
@@ -222,8 +332,9 @@ def test_openapi_vendored_swagger_ui_is_the_files_its_readme_names():
 @pytest.mark.parametrize("key", [None, KEY], ids=["open", "keyed"])
 def test_openapi_fuzzed_requests_get_declared_answers(models, key):
     """Requests generated from the document (schemathesis: fitting it, and not), each answered with a declared
-    status in its declared schema, never a 5xx; a request that does not fit the document is refused. The model
-    named is one that answers the endpoint, so that the fuzz reaches the models and not only the 404."""
+    status in its declared schema, never a 5xx; a request that does not fit the document is refused, and one that
+    fits it is taken (but what only the model can refuse, `MODEL_REFUSALS`). The model named is one that answers
+    the endpoint, so that the fuzz reaches the models and not only the 404."""
     import dataclasses
 
     import schemathesis
@@ -233,9 +344,19 @@ def test_openapi_fuzzed_requests_get_declared_answers(models, key):
     from schemathesis.specs.openapi.checks import (
         content_type_conformance,
         negative_data_rejection,
+        positive_data_acceptance,
         response_schema_conformance,
         status_code_conformance,
     )
+
+    def accepted(ctx, response, case):
+        """schemathesis' positive_data_acceptance, but for a refusal only the model can make (a 422 of
+        `MODEL_REFUSALS`) and a number with a fractional part of 0 for an integer field (JSON Schema's integer
+        takes 1.0, which the server refuses as a client's mistake: no schema can tell 1.0 from 1)."""
+        if response.status_code == 422 and any(refusal in response.text for refusal in (
+                *MODEL_REFUSALS, "expects an integer, got")):
+            return None
+        return positive_data_acceptance(ctx, response, case)
 
     limits = dataclasses.replace(LIMITS, max_tokens=64, max_beam=8, max_length=16)   # the defaults within them
     server, url = serving(create_app(models, limits, api_key=key))
@@ -254,7 +375,7 @@ def test_openapi_fuzzed_requests_get_declared_answers(models, key):
                 for name in case.path_parameters or {}:
                     case.path_parameters[name] = "lm"
             response = case.call(base_url=url, headers=headers, timeout=60)
-            more = [negative_data_rejection] if mode == GenerationMode.NEGATIVE else []
+            more = [negative_data_rejection] if mode == GenerationMode.NEGATIVE else [accepted]
             case.validate_response(response, checks=checks + more)
 
         return check

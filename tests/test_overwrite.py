@@ -110,9 +110,11 @@ def test_overwrite_export_replaces_old_format_exports(runs, tmp_path, capsys):
     gpt2 = tmp_path / "gpt2"                              # a GPT-2 export of before its manifest.json
     assert run(export_args(runs["gpt"], gpt2, "hf"), capsys)[0] == 0
     (gpt2 / "manifest.json").unlink()
+    (gpt2 / "generation_config.json").unlink()          # nor its generation_config.json: its six files
     assert run(export_args(runs["gpt"], gpt2, "hf", "--overwrite"), capsys)[0] == 0
     assert json.loads((gpt2 / "manifest.json").read_text())["format"] == "hf"
     (gpt2 / "manifest.json").unlink()                     # and an ONNX export in its place
+    (gpt2 / "generation_config.json").unlink()
     assert run(export_args(runs["lstm"], gpt2, "onnx", "--overwrite"), capsys)[0] == 0
     assert (gpt2 / "step.onnx").exists() and not (gpt2 / "model.safetensors").exists()
 

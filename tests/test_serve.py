@@ -108,7 +108,7 @@ BAD = [
     ("post", "/v1/classify", {"model": "sentiment", "text": ["a", "b", "c", "d", "e"]}, 422, "limit is 4"),
     ("post", "/v1/classify", {"model": "sentiment", "text": "x" * 201}, 422, "201 characters"),
     ("post", "/v1/classify", {"model": "sentiment", "text": "y" * 5000}, 413, "limit is 4,096"),
-    ("post", "/v1/classify", {"model": "sentiment", "text": []}, 422, "no text"),
+    ("post", "/v1/classify", {"model": "sentiment", "text": []}, 422, "text: is an empty list"),
     ("post", "/v1/classify", {"model": "sentiment", "text": ""}, 422, "empty"),
     ("post", "/v1/generate", {"model": "lm", "max_tokens": 65}, 422, "over the limit of 64"),
     ("post", "/v1/generate", {"model": "lm", "max_tokens": -1}, 422, "max_tokens"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -198,9 +199,12 @@ REFUSED = [
     (openai.UnprocessableEntityError, {"prompt": []}, "prompt", "empty list"),
     (openai.UnprocessableEntityError, {"stop": ["a", "b", "c", "d", "e"]}, "stop", "at most 4"),
     (openai.UnprocessableEntityError, {"stop": ""}, "stop", "empty string"),
+    (openai.UnprocessableEntityError, {"stop": ["x", ""]}, "stop.1", "empty string"),
+    (openai.UnprocessableEntityError, {"stop": "x" * 257}, "stop", "257 characters; at most 256"),
+    (openai.UnprocessableEntityError, {"stop": ["y" * 256, "x" * 300]}, "stop.1", "at most 256"),
     (openai.UnprocessableEntityError, {"temperature": 2.5}, "temperature", "less than or equal to 2"),
     (openai.UnprocessableEntityError, {"logprobs": 6}, "logprobs", "less than or equal to 5"),
-    (openai.UnprocessableEntityError, {"seed": 2**63 - 1, "n": 2}, "seed", "below 2**63"),
+    (openai.UnprocessableEntityError, {"seed": 2**53, "n": 2}, "seed", "less than or equal to 9007199254740991"),
     (openai.UnprocessableEntityError, {"prompt": "a" * 40, "max_tokens": 1}, "prompt", "longer than"),
 ]
 
@@ -287,6 +291,121 @@ def test_openai_client_without_the_key_gets_an_authentication_error(run):
         server.should_exit = True
 
 
+def requests_total(url: str) -> dict[tuple[str, str], float]:
+    """/metrics' seqlab_requests_total: {(endpoint, status): count}."""
+    import re
+
+    found = re.findall(r'^seqlab_requests_total\{endpoint="([^"]*)",status="(\d+)"\} (\S+)$',
+                       httpx.get(f"{url}/metrics").text, re.MULTILINE)
+    return {(endpoint, status): float(n) for endpoint, status, n in found}
+
+
+def test_serve_metrics_count_a_model_s_route_under_its_template(url):
+    """GET /v1/models/{model_id} is one endpoint of /metrics, whatever the model named (so that names cannot grow
+    the series), with its statuses; a path no route answers is "other"."""
+    before = requests_total(url)
+    for name in ("lm", "sentiment", "nobody", "x" * 50):
+        httpx.get(f"{url}/v1/models/{name}")
+    httpx.get(f"{url}/no/such/path")
+    after = requests_total(url)
+    assert after[("/v1/models/{model_id}", "200")] - before.get(("/v1/models/{model_id}", "200"), 0) == 2
+    assert after[("/v1/models/{model_id}", "404")] - before.get(("/v1/models/{model_id}", "404"), 0) == 2
+    assert after[("other", "404")] - before.get(("other", "404"), 0) == 1
+    assert not any(endpoint.startswith("/v1/models/") and "{" not in endpoint for endpoint, _ in after)
+
+
+# ------------------------------------------------------------------------------ what the client reads
+
+
+@pytest.fixture(scope="module")
+def odd(tmp_path_factory):
+    """A server of two models whose text is hard to give back: a byte-level BPE model whose pieces are mostly
+    single bytes of multi-byte characters (`conftest.bytes_lm_run`), and a word model for which <unk> is the most
+    likely next token (`conftest.unk_lm_run`): (client, base url, {name: the Python API's model})."""
+    from conftest import bytes_lm_run, unk_lm_run
+
+    folder = tmp_path_factory.mktemp("odd")
+    runs = [bytes_lm_run(folder), unk_lm_run(folder)]
+    server, url = serving(create_app(load_runs(runs), LIMITS))
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=30)
+    yield client, url, {run.name: seqlab.load(run) for run in runs}
+    server.should_exit = True
+
+
+def spelt_bytes(token: str) -> bytes:
+    """A logprobs token's bytes: its text's UTF-8, or those of a `bytes:\\xNN...` token (part of a character)."""
+    if not token.startswith("bytes:"):
+        return token.encode()
+    return bytes(int(h, 16) for h in token.removeprefix("bytes:").split("\\x")[1:])
+
+
+def test_openai_logprobs_tokens_are_the_text_not_the_vocabulary_s_pieces(odd):
+    """Byte-level BPE tokens as the client reads them: no Ġ, each the text it adds, and a piece of part of a
+    character OpenAI's `bytes:\\xNN` spelling; joined, the text (their bytes, the text's UTF-8), and each whole
+    token at its offset; top_logprobs spelt alike."""
+    client, _, models = odd
+    parts = 0
+    for seed in range(3):
+        answer = client.completions.create(model="bytes", prompt="ROMEO: ô", max_tokens=12, seed=seed,
+                                           temperature=1.5, logprobs=3, echo=True)
+        (choice,) = answer.choices
+        tokens = choice.logprobs.tokens
+        assert not any("Ġ" in t for t in tokens) and "".join(tokens).startswith("ROMEO:")   # the line's space: ""
+        joined = b"".join(spelt_bytes(t) for t in tokens).decode("utf-8", errors="replace")
+        assert joined.rstrip("\ufffd") == choice.text                # but the bytes of a cut character at the end
+        for token, offset in zip(tokens, choice.logprobs.text_offset, strict=True):
+            parts += token.startswith("bytes:")
+            if not token.startswith("bytes:"):
+                assert choice.text[offset:offset + len(token)] == token
+        assert all(token in top for token, top in zip(tokens[1:], choice.logprobs.top_logprobs[1:], strict=True))
+    assert parts > 0                                                              # the bytes spelling was met
+
+
+def test_openai_stream_is_the_whole_text_and_never_half_a_character(odd):
+    """Streamed, a choice's pieces hold a character's bytes back until it is whole and never send the half one
+    max_tokens cuts: joined, they are the text of the same request unstreamed, seed by seed."""
+    client, _, models = odd
+    lm, cut = models["bytes"], 0
+    for seed in range(3):
+        for max_tokens in (3, 5, 8):
+            request = {"model": "bytes", "prompt": "東京", "max_tokens": max_tokens, "seed": seed, "temperature": 1.5}
+            chunks = [c.choices[0].text for c in client.completions.create(**request, stream=True)]
+            whole = client.completions.create(**request).choices[0].text
+            assert "".join(chunks) == whole and not any(c.endswith("\ufffd") for c in chunks)
+            (made,) = completion.complete(lm, ["東京"], [SamplingOptions(max_tokens=max_tokens, seed=seed,
+                                                                          temperature=1.5)])
+            cut += lm.detokenize(made.prompt_ids[1:] + made.ids).endswith("\ufffd")
+    assert cut > 0                                                                # max_tokens did cut one
+
+
+def test_openai_echo_log_probabilities_are_those_of_v1_score(client, url, odd):
+    """One definition: echo's log probability of each prompt token is /v1/score's for the same text, exactly."""
+    _, odd_url, _ = odd
+    for base, model, prompt in ((url, "lm", "ROMEO: O"), (url, "lm", "JULIET:\nO R"), (odd_url, "bytes", "東京 ô")):
+        echoed = httpx.post(f"{base}/v1/completions", json={"model": model, "prompt": prompt, "max_tokens": 0,
+                                                            "echo": True, "logprobs": 0}).json()
+        scored = httpx.post(f"{base}/v1/score", json={"model": model, "text": prompt}).json()["results"][0]
+        figures = [t["logprob"] for t in scored["tokens"]][:-1]                 # the text's own last </s> is not
+        assert echoed["choices"][0]["logprobs"]["token_logprobs"] == [None, *figures[1:]], (model, prompt)
+
+
+def test_openai_sampled_completions_never_write_unk(odd):
+    """A model for which <unk> is the most likely token (/v1/score gives an unknown word most of the probability)
+    samples, greedily and at high temperature, many tokens without ever writing <unk>, streamed or not; it never
+    lists it among the top tokens either."""
+    client, url, _ = odd
+    scored = httpx.post(f"{url}/v1/score", json={"model": "unk", "text": "the zzyzx"}).json()["results"][0]
+    assert scored["tokens"][1]["logprob"] > math.log(0.4)                       # <unk> after "the": likely
+    answer = client.completions.create(model="unk", prompt=["the", "you"], n=3, max_tokens=40, seed=1,
+                                       temperature=1.3, logprobs=5)
+    greedy = client.completions.create(model="unk", prompt="the", max_tokens=40, temperature=0)
+    streamed = "".join(c.choices[0].text for c in client.completions.create(model="unk", prompt="the", seed=2,
+                                                                             max_tokens=40, stream=True))
+    texts = [c.text for c in answer.choices] + [greedy.choices[0].text, streamed]
+    assert all("<unk>" not in text for text in texts) and sum(len(t.split()) for t in texts) > 40, texts
+    assert not any("<unk>" in top or " <unk>" in top for c in answer.choices for top in c.logprobs.top_logprobs)
+
+
 # ------------------------------------------------------------------------------ CORS
 
 
@@ -310,6 +429,33 @@ def test_serve_cors_lets_the_given_origins_only(run):
     assert "access-control-allow-origin" not in closed.headers                # none by default
 
 
+def test_serve_cors_refusal_is_an_error_answer_like_every_other(serve_runs):
+    """A preflight a real server refuses (an origin not given to --cors-origin, a method or header not allowed) is a
+    400 whose body is JSON in the route's shape, one line saying what was refused (not Starlette's plain text),
+    with no Access-Control-Allow-Origin; an allowed one still passes."""
+    models = load_runs([serve_runs["lm"], serve_runs["sentiment"]])
+    server, url = serving(create_app(models, LIMITS, cors_origins=["http://app.example.org"]))
+    try:
+        asked = {"Origin": "http://evil.example", "Access-Control-Request-Method": "POST"}
+        for path, shape in (("/v1/completions", dict), ("/v1/classify", str)):
+            refused = httpx.options(f"{url}{path}", headers=asked)
+            assert refused.status_code == 400 and refused.headers["content-type"] == "application/json"
+            assert "access-control-allow-origin" not in refused.headers
+            error = refused.json()["error"]
+            message = error["message"] if shape is dict else error
+            assert isinstance(error, shape) and "'http://evil.example'" in message and "--cors-origin" in message
+            assert "\n" not in message
+        openai_error = httpx.options(f"{url}/v1/completions", headers=asked).json()["error"]
+        assert (openai_error["type"], openai_error["code"]) == ("invalid_request_error", "cors_refused")
+        method = httpx.options(f"{url}/v1/completions", headers={"Origin": "http://app.example.org",
+                                                                 "Access-Control-Request-Method": "DELETE"})
+        assert method.status_code == 400 and "'DELETE' is not allowed" in method.json()["error"]["message"]
+        allowed = httpx.options(f"{url}/v1/completions", headers={**asked, "Origin": "http://app.example.org"})
+        assert allowed.status_code == 200 and allowed.headers["access-control-allow-origin"] == "http://app.example.org"
+    finally:
+        server.should_exit = True
+
+
 def test_serve_command_takes_cors_origins_and_refuses_a_bad_one(run, monkeypatch, capsys):
     import socket
 
@@ -324,7 +470,7 @@ def test_serve_command_takes_cors_origins_and_refuses_a_bad_one(run, monkeypatch
     code, _ = run_seqlab(["serve", run, "--port", port, "--cors-origin", "https://a.example",
                           "--cors-origin", "http://localhost:3000"], capsys)
     assert code == 0
-    (cors,) = [m for m in seen["app"].user_middleware if m.cls.__name__ == "CORSMiddleware"]
+    (cors,) = [m for m in seen["app"].user_middleware if m.cls.__name__ == "CORS"]
     assert cors.kwargs["allow_origins"] == ["https://a.example", "http://localhost:3000"]
     one_line_error(*run_seqlab(["serve", run, "--port", port, "--cors-origin", "https://a.example/page"], capsys),
                    "--cors-origin 'https://a.example/page'")
@@ -369,16 +515,21 @@ def test_serve_streams_send_no_cache_headers_and_the_finish_reason(run, lm, tmp_
 # ------------------------------------------------------------------------------ offsets and stop strings
 
 
-def test_openai_text_offsets_point_at_each_token_s_text():
-    from seqlab.serve.compat import text_offsets
+def test_openai_logprobs_tokens_are_the_text_each_adds_and_offsets_where_it_begins():
+    from types import SimpleNamespace
 
-    words = " ".join                                                    # a word tokenizer's line
-    tokens = ["to", "be", "</s>", "or", "not"]
+    from seqlab.data.tokenizers import WordTokenizer
+    from seqlab.families.lm.completion import spell
+
+    words = SimpleNamespace(tokenizer=WordTokenizer())                  # a word model's text: " ".join
     after = " to be\nor not"                                           # after a prompt line ending "that is"
-    assert [after[at:at + 3] for at in text_offsets(words, tokens, ["that", "is"])] == [" to", " be", "\nor",
-                                                                                         "or ", " no"]
-    assert text_offsets(words, ["to", "be"], []) == [0, 2]                # a line's first word: no space
-    assert text_offsets(words, ["x"], ["a", "</s>"]) == [0]             # a new line: no space before it
+    texts, offsets, tops = spell(words, ["to", "be", "</s>", "or", "not"], ["that", "is"],
+                                 [{"to": -1.0, "</s>": -2.0}, {}, {}, {"or": -0.5, "nor": -1.5}, {}])
+    assert texts == [" to", " be", "\n", "or", " not"] and "".join(texts) == after
+    assert [after[at:at + len(text)] for at, text in zip(offsets, texts, strict=True)] == texts
+    assert tops[0] == {" to": -1.0, "\n": -2.0} and tops[3] == {"or": -0.5, "nor": -1.5}   # spelt where they'd go
+    assert spell(words, ["to", "be"], [])[:2] == (["to", " be"], [0, 2])  # a line's first word: no space
+    assert spell(words, ["x"], ["a", "</s>"])[:2] == (["x"], [0])       # a new line: no space before it
 
 
 def test_openai_stop_strings_cut_the_text_and_hold_back_what_may_begin_one():

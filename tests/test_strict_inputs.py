@@ -317,8 +317,9 @@ def test_strict_command_line_generates_at_the_extremes_and_refuses_in_one_line(r
 
 
 LIMITS = {"max_body_bytes": 4096, "max_tokens": 64, "max_beam": 4}
+# 2**53 - 1: the largest seed a request takes (`schemas.JSON_INTEGER`); 2: an int for a float
 EXTREMES = [{"temperature": 5e-324}, {"temperature": 1e-300, "top_p": 5e-324}, {"temperature": 1e308},
-            {"temperature": 1e308, "top_k": 10**30}, {"seed": 2**63 - 1}, {"temperature": 2}]   # 2: an int for a float
+            {"temperature": 1e308, "top_k": 10**30}, {"seed": 2**53 - 1}, {"temperature": 2}]
 
 # wrong JSON types on every endpoint's fields; validation comes first, so the model need not exist
 WRONG_TYPES = [

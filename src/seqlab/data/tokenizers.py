@@ -12,6 +12,7 @@ model, so that no text ever gets an `<unk>`.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from collections.abc import Iterable
@@ -39,6 +40,11 @@ class Tokenizer:
     def detokenize(self, tokens: list[str]) -> str:
         """Tokens of one line (no </s>) -> text."""
         return self.joiner.join(tokens)
+
+    def token_bytes(self, token: str) -> bytes:
+        """The bytes a token stands for (its UTF-8; a byte-level BPE piece's bytes, which may be part of a
+        character)."""
+        return token.encode("utf-8")
 
     def vocabulary(self, token_lines: list[list[str]], min_freq: int = 1, max_size: int | None = None) -> Vocab:
         """The vocabulary of a model over these tokens: the tokens of the training lines seen at least
@@ -116,6 +122,13 @@ class BPETokenizer(Tokenizer):
         text = self.hf.decoder.decode(tokens)
         return text[1:] if text.startswith(" ") else text
 
+    def token_bytes(self, token: str) -> bytes:
+        """The bytes of a piece, each written as a character of GPT-2's byte-level alphabet (`byte_of`)."""
+        alphabet = byte_of()
+        if all(char in alphabet for char in token):
+            return bytes(alphabet[char] for char in token)
+        return token.encode("utf-8")                   # a special token (<unk>, ...): not bytes of the text
+
     def pieces(self) -> list[str]:
         """Every piece of the trained BPE model in the model's id order: the 256 byte symbols (sorted),
         then each merge's result in the order the merges were learned."""
@@ -162,6 +175,15 @@ class MosesTokenizer(Tokenizer):
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "lang": self.lang}
+
+
+@functools.cache
+def byte_of() -> dict[str, int]:
+    """GPT-2's byte-level alphabet, reversed: the character that stands for each byte in a byte-level BPE piece ->
+    the byte (the printable bytes stand for themselves; the others are shifted past 255 in order: " " is "Ġ")."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    shifted = [byte for byte in range(256) if byte not in printable]
+    return {**{chr(byte): byte for byte in printable}, **{chr(256 + k): byte for k, byte in enumerate(shifted)}}
 
 
 def _prefix_space(line: str) -> str:

@@ -12,11 +12,11 @@ A search drives a `decoder`, any object with
 
 What lives here:
 
-- the processors' rules (`processor_plan`): the ids never generated (<pad>, <s>, <sep>) are blocked in every
-  search; sampling also applies the temperature, then top-k, then top-p, each only where it changes
-  something (greedy and beam search never need them: they do not change the argmax, and a beam ranks by
-  the model's own probabilities); their arithmetic at the extremes, the same in both runtimes
-  (`temperature_scale`, `nucleus_mass`);
+- the processors' rules (`processor_plan`): the ids never generated (<pad>, <s>, <sep>, and those the model
+  adds: a language model's <unk>, since its continuation is text) are blocked in every search; sampling also
+  applies the temperature, then top-k, then top-p, each only where it changes something (greedy and beam
+  search never need them: they do not change the argmax, and a beam ranks by the model's own probabilities);
+  their arithmetic at the extremes, the same in both runtimes (`temperature_scale`, `nucleus_mass`);
 - greedy decoding and sampling (SLP 13.4, 9.2.3): `greedy_steps` feeds one token per step and yields the
   chosen tokens with their log probabilities; `greedy_outputs` ends each sentence at </s> or its limit;
   `continuation` is a language model's continuation of a prompt;
@@ -369,9 +369,10 @@ def lm_beam(decoder, ops: Ops, state, last, options, block: Callable, nbest: int
 def text_pieces(ids: Iterable[int], body: list[int], detokenize: Callable[[list[int]], str], stop_at_eos: bool,
                 whole: bool) -> Generator[str, None, str]:
     """The continuation of a prompt (its ids `body`) as text, piece by piece as the generated `ids` come: the
-    text each id adds (nothing while half a UTF-8 character waits for the rest, with byte-level BPE); the
-    first `</s>` ends it with `stop_at_eos`; `whole` (beam search, whose ids come at the end) yields it once.
-    Returns why it ended: "stop" (that `</s>`) or "length" (the ids ran out)."""
+    text each id adds (nothing while half a UTF-8 character waits for the rest, with byte-level BPE, and nothing
+    of a half character the ids end in); the first `</s>` ends it with `stop_at_eos`; `whole` (beam search,
+    whose ids come at the end) yields it once. Returns why it ended: "stop" (that `</s>`) or "length" (the ids
+    ran out)."""
     shown = len(detokenize(body)) if body else 0
     generated: list[int] = []
     reason = "length"
@@ -390,5 +391,10 @@ def text_pieces(ids: Iterable[int], body: list[int], detokenize: Callable[[list[
         if piece:
             yield piece
     if whole and generated:
-        yield detokenize(body + generated)[shown:]
+        kept = len(generated)
+        text = detokenize(body + generated)
+        while text.endswith("\ufffd") and kept:       # the half character it ends in is left out, as above
+            kept -= 1
+            text = detokenize(body + generated[:kept])
+        yield text[shown:]
     return reason

@@ -116,6 +116,13 @@ class Block:
 block = Block()
 
 
+def blocker(decoder) -> Block:
+    """The ids a search of `decoder` never chooses: `block`'s, and those the decoder adds (`never_generated`: a
+    language model's <unk>, as `seqlab.decoding.search.blocked_tokens` adds a PyTorch model's)."""
+    extra = tuple(getattr(decoder, "never_generated", ()))
+    return Block(NEVER_GENERATED + extra) if extra else block
+
+
 def temperature(logits: np.ndarray, t: float) -> np.ndarray:
     """(z - max z) / t as `Temperature` divides: float32 steps of `core.temperature_scale`, each row's maximum
     exactly 0, no nan for any positive finite t."""
@@ -206,7 +213,7 @@ def greedy_steps(decoder, state, tokens: np.ndarray, processors: list, sample: b
                  generator: np.random.Generator | None = None) -> Iterator[tuple]:
     """Greedy decoding or sampling, one step per `next()`, without end (`core.greedy_steps`): `processors`
     are those of `processors_for` (`block` first)."""
-    return core.greedy_steps(decoder, OPS, state, tokens, block,
+    return core.greedy_steps(decoder, OPS, state, tokens, blocker(decoder),
                              partial(choose_tokens, processors=processors[1:], sample=sample, generator=generator))
 
 
@@ -215,7 +222,7 @@ def beam_steps(decoder, state, tokens: np.ndarray, limit: np.ndarray, beam: int,
                lengths: np.ndarray | None = None) -> list[list[Hypothesis]]:
     """Beam search from a started state of B sentences to each sentence's `limit` (B,): every finished
     hypothesis of each sentence, unsorted (`core.beam_steps`)."""
-    return core.beam_steps(decoder, OPS, state, tokens, limit, beam, length_penalty, block, ends_at_eos,
+    return core.beam_steps(decoder, OPS, state, tokens, limit, beam, length_penalty, blocker(decoder), ends_at_eos,
                            need_weights, lengths)
 
 
@@ -235,10 +242,10 @@ def decode(decoder, state, lengths: np.ndarray, limit: np.ndarray, start_token: 
     options = options or SearchOptions()
     tokens = OPS.full(len(lengths), start_token)
     if options.beam > 1:
-        found = core.beam_steps(decoder, OPS, state, tokens, limit, options.beam, options.length_penalty, block, True,
-                                need_weights, lengths)
+        found = core.beam_steps(decoder, OPS, state, tokens, limit, options.beam, options.length_penalty,
+                                blocker(decoder), True, need_weights, lengths)
         return [best_first(hypotheses, options.nbest) for hypotheses in found]
-    steps = core.greedy_steps(decoder, OPS, state, tokens, block, chooser(options, options.sample))
+    steps = core.greedy_steps(decoder, OPS, state, tokens, blocker(decoder), chooser(options, options.sample))
     return [[h] for h in core.greedy_outputs(OPS, steps, lengths, limit, options.length_penalty, need_weights)]
 
 
@@ -250,7 +257,7 @@ def generate_ids(decoder, state, last: int, options: SamplingOptions) -> Iterato
         (best,) = lm_beam_search(decoder, state, last, options)
         yield from core.best_continuation(best)
         return
-    steps = core.greedy_steps(decoder, OPS, state, np.array([last], np.int64), block,
+    steps = core.greedy_steps(decoder, OPS, state, np.array([last], np.int64), blocker(decoder),
                               chooser(options, not options.greedy), scores=False)
     yield from core.continuation(steps, options.max_tokens, options.stop_at_eos)
 
@@ -258,4 +265,4 @@ def generate_ids(decoder, state, last: int, options: SamplingOptions) -> Iterato
 def lm_beam_search(decoder, state, last: int, options: SamplingOptions, nbest: int = 1) -> list[Hypothesis]:
     """The `nbest` continuations of highest length-normalised log probability found by a beam of
     `options.beam`, best first (`core.lm_beam`)."""
-    return core.lm_beam(decoder, OPS, state, np.array([last], np.int64), options, block, nbest)
+    return core.lm_beam(decoder, OPS, state, np.array([last], np.int64), options, blocker(decoder), nbest)

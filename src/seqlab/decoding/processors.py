@@ -1,7 +1,8 @@
 """Logits processors: small composable callables `logits (B, V) -> logits (B, V)` that every search
 (`seqlab.decoding.search`: greedy, sampling, beam) applies the same way before it chooses a token.
 
-    BlockTokens   the ids that are never generated (<pad>, <s>, <sep>) get -inf
+    BlockTokens   the ids that are never generated (<pad>, <s>, <sep>; with a language model's search, <unk>
+                  too: `seqlab.decoding.search.blocked_tokens`) get -inf
     Temperature   (z - max z) / τ: below 1 sharpens softmax(z / τ), above 1 flattens it
     TopK          keep the k largest logits (the rest -inf)
     TopP          keep the smallest set of tokens whose probability reaches p (nucleus sampling,

@@ -110,8 +110,9 @@ def max_lengths(lengths: Tensor, options: SearchOptions, model) -> Tensor:
 
 
 def blocked_tokens(model) -> BlockTokens:
-    """The tokens a search never chooses: <pad>, <s>, <sep>, and those the model adds (`never_generated`:
-    a copy model's <unk>, since it writes a source word instead)."""
+    """The tokens a search never chooses: <pad>, <s>, <sep>, and those the model adds (`never_generated`: a
+    language model's <unk>, since its continuation is text; a copy model's <unk>, since it writes a source word
+    instead)."""
     extra = tuple(getattr(model, "never_generated", ()))
     return BlockTokens(NEVER_GENERATED + extra) if extra else BlockTokens()
 
@@ -255,11 +256,14 @@ def generate_ids(model, context: list[int], options: SamplingOptions, device=Non
     yield from core.continuation(steps, options.max_tokens, options.stop_at_eos)
 
 
-def nucleus_choose(logits: Tensor, options: SamplingOptions, generator: torch.Generator | None = None) -> Tensor:
+def nucleus_choose(logits: Tensor, options: SamplingOptions, generator: torch.Generator | None = None,
+                   block: BlockTokens | None = None) -> Tensor:
     """The next tokens (B,) sampled from logits (B, V) from the distribution `choose` samples from (blocked
-    tokens, temperature, top-k, top-p, in that order), without sorting every row: the top-p set is
-    `processors.nucleus`, and the draw inverts each row's cumulative distribution at a uniform u (B,)."""
-    scores = process(logits, processors_for(replace(options, top_p=1.0), sample=True))   # (B, V)
+    tokens, `block`: the model's, `blocked_tokens`, by default `BlockTokens()`; temperature, top-k, top-p, in
+    that order), without sorting every row: the top-p set is `processors.nucleus`, and the draw inverts each
+    row's cumulative distribution at a uniform u (B,)."""
+    rest = processors_for(replace(options, top_p=1.0), sample=True)[1:]                 # after the block
+    scores = process(logits, [block or BlockTokens(), *rest])                           # (B, V)
     probs = scores.softmax(dim=-1)
     if options.top_p < 1.0:
         probs = probs * nucleus(scores, options.top_p)
@@ -290,11 +294,12 @@ def sample_ids(model, context: list[int], options: SamplingOptions, n: int, devi
     state = model.reorder_state(model.start(prompt), rows)
     tokens = prompt[rows, -1]                                                          # (n,)
     generator = None if options.greedy else seeded(options.seed, device)
+    block = blocked_tokens(model)
     drawn = []
     for _ in range(options.max_tokens):
         logits, state, _ = model.step(tokens, state)                                   # (n, V)
-        tokens = (choose_tokens(logits, processors_for(options), sample=False) if options.greedy
-                  else nucleus_choose(logits, options, generator))
+        tokens = (choose_tokens(logits, [block], sample=False) if options.greedy
+                  else nucleus_choose(logits, options, generator, block))
         drawn.append(tokens)
     if not drawn:
         return [[] for _ in range(n)]

@@ -246,8 +246,9 @@ def decode_batch(model, prompts: torch.Tensor, steps: int, top_k: int = 0,
     (`model.start`, then `model.step`) that `seqlab.decoding.search` uses: greedy (top_k 0: the argmax, as
     `seqlab.decoding.search.greedy_steps`) or top-k sampling (a draw from the softmax of the k largest logits, which
     is `TopK` then sampling, without a softmax over the whole vocabulary). The tokens that are never
-    generated (<pad>, <s>, <sep>) are blocked. Returns the tokens (B, steps) and their log-probabilities
-    under the model, log softmax(z)_w = z_w - logsumexp(z) (B, steps)."""
+    generated (<pad>, <s>, <sep>) are blocked; <unk> is not, as generation blocks it: the audit asks what the
+    model reproduces of its training text, which holds <unk> where the text had a rare word. Returns the tokens
+    (B, steps) and their log-probabilities under the model, log softmax(z)_w = z_w - logsumexp(z) (B, steps)."""
     from seqlab.decoding.processors import BlockTokens
 
     model.eval()

@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 from torch import Tensor, nn
 
-from seqlab.data.vocab import BOS
+from seqlab.data.vocab import BOS, UNK
 from seqlab.errors import SeqlabError
 from seqlab.nn.adaptive_softmax import AdaptiveOutputLayer
 
@@ -141,6 +141,9 @@ class LanguageModel(Model):
     transformer, trained on independent windows; its decoding state is a KV cache and the tokens in it)."""
 
     context_length: int | None = None
+    # a continuation is text: <unk> (a word the vocabulary lacks) is no text, so no search generates it (beside
+    # the ids no model generates, `seqlab.decoding.search.blocked_tokens`); scoring still gives its probability
+    never_generated: tuple[int, ...] = (UNK,)
 
     def init_state(self, batch_size: int, device=None):
         """The state `forward` carries before any text (training, scoring)."""

@@ -37,6 +37,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import seqlab.serve.compat as compat
@@ -97,11 +98,10 @@ def create_app(runs: Iterable[str | Path] | dict[str, Served], limits: ServeLimi
     api_key = api_key or os.environ.get(API_KEY_VARIABLE) or None
     app = FastAPI(title="seqlab", version=__version__, docs_url=None, redoc_url=None,    # /docs: add_docs
                   description="The models of Jurafsky & Martin's SLP chapters, trained with seqlab, over HTTP.")
-    add_docs(app, secured=api_key is not None)          # the OpenAPI document true to the server, and /docs offline
+    add_docs(app, secured=api_key is not None, limits=limits)   # the OpenAPI document true to the server, /docs
     app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
     app.add_middleware(KeyCheck, key=api_key)           # the key before anything reads a /v1 request's body
-    metrics = Metrics({"/", "/healthz", "/metrics", *schemas.OPENAI_ROUTES,
-                       *(f"/v1/{e}" for family in FAMILIES.values() for e in family.endpoints)})
+    metrics = Metrics(app.router.routes)                # each request counted under its route's template
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(Watch, timeout=limits.request_timeout)     # each /v1 request a job: its deadline, its client
     inference = Scheduler(read_threads=read_threads or available_cores())   # one inference thread, shared fairly
@@ -133,9 +133,38 @@ def create_app(runs: Iterable[str | Path] | dict[str, Served], limits: ServeLimi
     for family in FAMILIES.values():                      # each family's endpoints
         family.part("serve").add_routes(app, routes)
     if cors_origins:                                      # outermost: a preflight carries no key
-        app.add_middleware(CORSMiddleware, allow_origins=cors_origins, allow_methods=["GET", "POST"],
-                           allow_headers=["Authorization", "Content-Type"])
+        app.add_middleware(CORS, allow_origins=cors_origins, allow_methods=list(CORS_METHODS),
+                           allow_headers=list(CORS_HEADERS))
     return app
+
+
+CORS_METHODS = ("GET", "POST")                      # what a page of an allowed origin may send (--cors-origin)
+CORS_HEADERS = ("Authorization", "Content-Type")
+
+
+class CORS(CORSMiddleware):
+    """Starlette's CORS middleware, whose refusal of a preflight (an origin not among --cors-origin, a method or a
+    header not allowed) is an error answer like every other (`schemas.error_body`: JSON in the route's shape,
+    one line saying what was refused), not Starlette's plain text."""
+
+    async def __call__(self, scope, receive, send):
+        headers = Headers(scope=scope)
+        if scope["type"] != "http" or scope["method"] != "OPTIONS" or "origin" not in headers or \
+                "access-control-request-method" not in headers:
+            return await super().__call__(scope, receive, send)
+        response = self.preflight_response(request_headers=headers)
+        if response.status_code == 400:                # Starlette's "Disallowed CORS origin, method, headers"
+            refused = bytes(response.body).decode().removeprefix("Disallowed CORS ").split(", ")
+            why = {"origin": f"the origin {headers['origin']!r} is not one this server lets call it (--cors-origin)",
+                   "method": f"the method {headers['access-control-request-method']!r} is not allowed (only "
+                             f"{' and '.join(CORS_METHODS)})",
+                   "headers": f"the headers {headers.get('access-control-request-headers', '')!r} are not all "
+                              f"allowed (only {', '.join(CORS_HEADERS)})",
+                   "private-network": "a request from a public page to a private network is not allowed"}
+            message = "a browser may not send this request (CORS): " + "; ".join(why.get(r, r) for r in refused)
+            kept = {k: v for k, v in response.headers.items() if k not in ("content-length", "content-type")}
+            response = error_response(Request(scope), 400, message, code="cors_refused", headers=kept)
+        await response(scope, receive, send)
 
 
 def check_origins(origins: Iterable[str]) -> list[str]:
@@ -208,29 +237,52 @@ def validation_problem(problems: list[dict]) -> tuple[str, str]:
     """The first problem pydantic found in a request, as (where: the field's path or "the body", what is wrong
     in words), the value named when it is short: "max_tokens", 'expects an integer, got "5"'. A union field's
     members are not part of its path: a value no member takes is "text: expects a string or a list of
-    strings, got 5"; a value one member took further is named where that member stopped ("text.1")."""
+    strings, got 5"; a value one member took further is named where that member stopped ("text.1"), and one a
+    member took but found out of its bounds (an empty list) is named as that member found it."""
     def path(problem: dict) -> list:
-        return [part for part in problem.get("loc", ()) if part != "body" and part not in UNION_MEMBERS]
+        return [part for part in problem.get("loc", ()) if part != "body" and member(part) is None]
 
     if not problems:
         return "the body", "invalid request"
     field = path(problems[0])[:1]
     alike = [p for p in problems if path(p)[:1] == field]               # a union's members: one problem each
-    problem = max(alike, key=lambda p: len(path(p)))                    # the member that got furthest
+    bounded = [p for p in alike if p.get("type") in BOUNDS]             # of the member whose type took it
+    problem = max(bounded or alike, key=lambda p: len(path(p)))         # else the member that got furthest
     where = ".".join(str(part) for part in path(problem)) or "the body"
     kind, value = problem.get("type"), problem.get("input")
-    members = [part for p in alike for part in p.get("loc", ()) if part in UNION_MEMBERS]
+    members = [member(part) for p in alike for part in p.get("loc", ()) if member(part) is not None]
     if kind == "missing":
         return where, "is required"
     if kind == "extra_forbidden":
         return where, "is not a field of this request"
+    if kind in BOUNDS:
+        return where, BOUNDS[kind](value, problem.get("ctx", {}))
     if len(members) > 1 and len(path(problem)) == len(field):        # no member took the value
-        expected = " or ".join(UNION_MEMBERS[m] for m in members)
+        expected = " or ".join(members)
         return where, f"expects {expected}, got {shown(value)}"
     if kind in EXPECTED:
         return where, f"expects {EXPECTED[kind]}, got {shown(value)}"
     message = str(problem.get("msg", "invalid value")).replace("Input should be", "must be")
     return where, message + (f", got {shown(value)}" if isinstance(value, (int, float, str)) else "")
+
+
+def member(part) -> str | None:
+    """What a union's member takes, in words ("a list of strings"), when `part` of an error's location is the tag
+    pydantic gives that member ("list[str]"; "list[constrained-str]", a list of `schemas.Text`); else None."""
+    if not isinstance(part, str):
+        return None
+    return UNION_MEMBERS.get(part.replace("constrained-", ""))
+
+
+# a string's or a list's length out of its field's bounds (`schemas.Text`, a list of texts, stop strings), by
+# pydantic's error type: what is wrong, in words
+BOUNDS = {
+    "string_too_short": lambda value, ctx: "is an empty string" if ctx.get("min_length") == 1 else
+    f"has {len(value):,} characters; at least {ctx.get('min_length')}",
+    "string_too_long": lambda value, ctx: f"has {len(value):,} characters; at most {ctx.get('max_length'):,}",
+    "too_short": lambda value, ctx: "is an empty list: give at least one" if ctx.get("min_length") == 1 else
+    f"has {ctx.get('actual_length')} items; at least {ctx.get('min_length')}",
+    "too_long": lambda value, ctx: f"has {ctx.get('actual_length')} items; at most {ctx.get('max_length')}"}
 
 
 def shown(value) -> str:

@@ -25,11 +25,11 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 import seqlab.serve.schemas as schemas
@@ -38,14 +38,18 @@ from seqlab.errors import SeqlabError
 from seqlab.registry import FAMILIES
 from seqlab.serve.routes import SSE_HEADERS, Routes
 from seqlab.serve.scheduler import Cancelled, current_job
+from seqlab.serve.schemas import JSON_INTEGER, limited
 from seqlab.serve.served import Served
 
 # OpenAI's routes this server does not answer, and why: a 404 in OpenAI's shape, so that the client shows it
 NOT_SERVED = {"/v1/chat/completions": "the models continue text, they are not chat models: use POST /v1/completions",
               "/v1/embeddings": "the models give no embeddings"}
 MAX_STOPS = 4                 # OpenAI's limit on stop strings
+MAX_STOP_CHARS = 256          # seqlab's limit on a stop string's length (OpenAI states none): a stop string is looked
+                              # for in the text after every token, so its length bounds that work
 MAX_LOGPROBS = 5              # OpenAI's limit on `logprobs`
-LINE_END = "</s>"             # how a language model's vocabulary spells a line end
+
+StopText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_STOP_CHARS)]
 
 
 class Refused(Exception):
@@ -79,26 +83,37 @@ def texts(value, what: str):
     return value
 
 
+NULL_AS_DEFAULT = ("max_tokens", "temperature", "top_p", "n", "stream", "echo")   # OpenAI's: null, the default
+
+
 class CompletionRequest(BaseModel):
     """POST /v1/completions: OpenAI's text completion request. A field of null takes its default."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)      # a misspelt field, or "5" for 5, is an error
+    # a misspelt field, or "5" for 5, is an error; stream_options only with stream true (declared here, checked in
+    # `completing`)
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={
+        "if": {"properties": {"stream_options": {"type": "object"}}, "required": ["stream_options"]},
+        "then": {"properties": {"stream": {"const": True}}, "required": ["stream"]}})
 
     model: str = Field(description="the run directory's name (GET /v1/models)")
-    prompt: str | list[str] = Field("", description="the text to continue, or a list of texts (each gets `n` "
-                                                    "choices); empty: start a new line")
-    max_tokens: int | None = Field(16, ge=0, description="tokens to generate for each choice (at most the server's "
-                                                         "max_tokens)")
+    prompt: str | Annotated[list[str], Field(min_length=1)] = Field(
+        "", description="the text to continue, or a list of texts (each gets `n` choices); empty: start a new line; "
+                        "at most the server's max_items texts of max_chars characters",
+        json_schema_extra=limited("max_chars", "max_items"))
+    max_tokens: int | None = Field(16, ge=0, le=JSON_INTEGER, json_schema_extra=limited("max_tokens"),
+                                   description="tokens to generate for each choice (at most the server's max_tokens)")
     temperature: float | None = Field(1.0, ge=0, le=2, allow_inf_nan=False,
                                       description="softmax temperature; 0: greedy (always the most likely token)")
     top_p: float | None = Field(1.0, ge=0, le=1, allow_inf_nan=False,
                                 description="nucleus sampling: sample among the most likely tokens holding this "
                                             "probability; 0: greedy")
-    n: int | None = Field(1, ge=1, description="choices for each prompt (prompts x n at most the server's max_items)")
-    stop: str | list[str] | None = Field(None, description=f"up to {MAX_STOPS} strings: a choice ends before the "
-                                                           "first one it produces (finish_reason \"stop\")")
-    seed: int | None = Field(None, ge=0, lt=2**63, description="random seed: a repeatable sample; with n > 1, "
-                                                               "choice k of each prompt uses seed + k")
+    n: int | None = Field(1, ge=1, json_schema_extra=limited("max_items", per="prompt"),
+                          description="choices for each prompt (prompts x n at most the server's max_items)")
+    stop: StopText | Annotated[list[StopText], Field(max_length=MAX_STOPS)] | None = Field(
+        None, description=f"up to {MAX_STOPS} strings of 1 to {MAX_STOP_CHARS} characters: a choice ends before the "
+                          "first one it produces (finish_reason \"stop\")")
+    seed: int | None = Field(None, ge=0, le=JSON_INTEGER, description="random seed: a repeatable sample; with n > 1, "
+                                                                      "choice k of each prompt uses seed + k")
     stream: bool | None = Field(False, description="send the text as server-sent events, piece by piece")
     stream_options: StreamOptions | None = None
     logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS,
@@ -106,18 +121,28 @@ class CompletionRequest(BaseModel):
                                              "each step (this many, and the token chosen)")
     echo: bool | None = Field(False, description="put the prompt before the continuation (and with logprobs, its "
                                                  "tokens' log probabilities)")
-    best_of: int | None = Field(None, ge=1, description="refused above 1 (ask for n choices)")
-    logit_bias: dict[str, float] | None = Field(None, description="refused unless empty")
-    presence_penalty: float | None = Field(None, ge=-2, le=2, description="refused unless 0")
-    frequency_penalty: float | None = Field(None, ge=-2, le=2, description="refused unless 0")
-    suffix: str | None = Field(None, description="refused unless empty: the models continue text, never insert it")
+    # OpenAI's fields that these models cannot honour: their schemas declare the one value accepted (a request
+    # with another is refused, 400, by `completing`)
+    best_of: int | None = Field(None, ge=1, json_schema_extra={"maximum": 1},
+                                description="refused above 1 (ask for n choices)")
+    logit_bias: dict[str, float] | None = Field(None, json_schema_extra={"maxProperties": 0},
+                                                description="refused unless empty")
+    presence_penalty: float | None = Field(None, ge=-2, le=2, json_schema_extra={"minimum": 0, "maximum": 0},
+                                           description="refused unless 0")
+    frequency_penalty: float | None = Field(None, ge=-2, le=2, json_schema_extra={"minimum": 0, "maximum": 0},
+                                            description="refused unless 0")
+    suffix: str | None = Field(None, json_schema_extra={"maxLength": 0},
+                               description="refused unless empty: the models continue text, never insert it")
     user: str | None = Field(None, description="accepted and unused")
 
-    @field_validator("max_tokens", "temperature", "top_p", "n", "stream", "echo", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def null_as_default(cls, value, info: ValidationInfo):
-        """A null takes the field's default (OpenAI's), so that the rest reads the value as it is."""
-        return cls.model_fields[info.field_name].default if value is None else value
+    def null_as_default(cls, data):
+        """A null takes the field's default (OpenAI's), as if the field were left out (so a default over the
+        server's limit takes the limit, `schemas.over_limit`), and the rest reads the value as it is."""
+        if not isinstance(data, dict):
+            return data
+        return {k: v for k, v in data.items() if v is not None or k not in NULL_AS_DEFAULT}
 
     @field_validator("prompt", mode="before")
     @classmethod
@@ -139,11 +164,15 @@ class CompletionRequest(BaseModel):
 class Logprobs(BaseModel):
     """OpenAI's legacy log probabilities of a choice's tokens."""
 
-    tokens: list[str] = Field(description="the tokens as the model's vocabulary spells them (</s>: a line end)")
+    tokens: list[str] = Field(description="the tokens as the text spells them (joined, they are the text): what "
+                                          "each adds to it (\"\\n\" for a line end); a token that is part of a "
+                                          "character only, its bytes (\"bytes:\\xe6\\x9d\", OpenAI's convention)")
     token_logprobs: list[float | None] = Field(description="each token's natural-log probability given the ones "
-                                                           "before it (the first prompt token's: null)")
-    top_logprobs: list[dict[str, float] | None] = Field(description="the `logprobs` most likely tokens at each "
-                                                                    "step, and the token chosen")
+                                                           "before it, under the model (as POST /v1/score gives "
+                                                           "it; the first prompt token's: null)")
+    top_logprobs: list[dict[str, float] | None] = Field(description="the `logprobs` most likely tokens the model "
+                                                                    "could choose at each step, and the token "
+                                                                    "chosen, spelt as `tokens`")
     text_offset: list[int] = Field(description="where each token's text begins in the choice's text")
 
 
@@ -253,28 +282,9 @@ def completing(routes: Routes, body: CompletionRequest) -> Served:
             raise Refused(400, f"{name} {why}", name, "unsupported_parameter")
     if body.stream_options is not None and not body.stream:
         raise Refused(400, "stream_options is only allowed with stream: true", "stream_options")
-    limits = routes.limits
-    if body.max_tokens > limits.max_tokens:
-        raise Refused(422, f"max_tokens {body.max_tokens} is over the server's limit of {limits.max_tokens}",
-                      "max_tokens")
-    prompts, n = body.prompts(), body.n
-    if not prompts:
-        raise Refused(422, "prompt is an empty list: give a string or a non-empty list of strings", "prompt")
-    if len(prompts) * n > limits.max_items:
-        raise Refused(422, f"{len(prompts)} prompt(s) x n {n} = {len(prompts) * n} choices; the server's limit is "
-                           f"{limits.max_items} (max_items)", "n" if n > 1 else "prompt")
-    for i, prompt in enumerate(prompts):
-        if len(prompt) > limits.max_chars:
-            raise Refused(422, f"prompt {i + 1} has {len(prompt):,} characters; the server's limit is "
-                               f"{limits.max_chars:,} (max_chars)", "prompt")
-    stops = body.stops()
-    if len(stops) > MAX_STOPS:
-        raise Refused(422, f"{len(stops)} stop strings; at most {MAX_STOPS}", "stop")
-    if "" in stops:
-        raise Refused(422, "stop: an empty string would stop before the first token; drop it", "stop")
-    if body.seed is not None and body.seed + n - 1 >= 2**63:
-        raise Refused(422, f"seed {body.seed}: with n {n} the choices use seeds up to seed + {n - 1}, which must "
-                           "stay below 2**63", "seed")
+    over = schemas.over_limit(body, routes.limits)       # the prompts, max_tokens, n x prompts (`limited`)
+    if over is not None:
+        raise Refused(422, over[1], over[0])
     return served
 
 
@@ -346,49 +356,33 @@ def family_part(trained):
 
 
 def continuation(trained, made, tokens: bool, before: list[str]) -> Piece:
-    """A `Completion` (or one piece of it) as a `Piece`: with `tokens`, its tokens, their log probabilities, the
-    most likely tokens at each step (and the one chosen) and where each token's text begins (`before`: the tokens
-    before them), for `logprobs`, and to cut at a stop string and count the tokens up to it."""
+    """A `Completion` (or one piece of it) as a `Piece`: with `tokens`, its tokens as the text spells them, their
+    log probabilities, the most likely tokens at each step (and the one chosen) and where each token's text begins
+    (the family's `spell`; `before`: the tokens before them), for `logprobs`, and to cut at a stop string and count
+    the tokens up to it."""
     piece = Piece(made.text, ids=len(made.ids), prompt_tokens=len(made.prompt_ids) - 1,
                   finish_reason=made.finish_reason, warnings=list(made.warnings))
     if tokens:
-        piece.tokens, piece.logprobs = list(made.tokens), list(made.logprobs)
         tops = made.top_logprobs or [{} for _ in made.tokens]
-        piece.top = [{**best, token: logprob} for best, token, logprob in zip(tops, made.tokens, made.logprobs,
-                                                                              strict=True)]
-        piece.offsets = text_offsets(trained.tokenizer.detokenize, made.tokens, before)
+        tops = [{**best, token: logprob} for best, token, logprob in zip(tops, made.tokens, made.logprobs,
+                                                                         strict=True)]
+        piece.tokens, piece.offsets, piece.top = family_part(trained).spell(trained, made.tokens, before, tops)
+        piece.logprobs = list(made.logprobs)
     return piece
 
 
 def echo_piece(trained, prompt: str, logprobs: bool) -> Piece:
     """The prompt as a choice's text begins with it (`echo`): with `logprobs`, its tokens as the text spells them
-    and their log probabilities, the first one's null (OpenAI's: no token before it)."""
+    (the family's `spell`) and their log probabilities, /v1/score's for the same text, the first one's null
+    (OpenAI's: no token before it)."""
     if not logprobs:
         return Piece(prompt)
-    tokens, scores = family_part(trained).prompt_logprobs(trained, prompt)
+    completion = family_part(trained)
+    tokens, scores = completion.prompt_logprobs(trained, prompt)
+    texts, offsets, _ = completion.spell(trained, tokens, [])
     scores = [None, *scores[1:]] if scores else []
-    return Piece(prompt, list(tokens), scores, [None if s is None else {t: s} for t, s in zip(tokens, scores,
-                                                                                               strict=True)],
-                 text_offsets(trained.tokenizer.detokenize, tokens, []))
-
-
-def text_offsets(detokenize: Callable[[list[str]], str], tokens: list[str], before: list[str]) -> list[int]:
-    """Where the text of each of `tokens` begins in the text they add to that of `before` (the tokens before
-    them), `</s>` a line break: a token's text is what it adds to its line (a word's space included), as
-    `seqlab.decoding.core.text_pieces` cuts a continuation (half a UTF-8 character, "\ufffd", counts as none)."""
-    ends = [i for i, token in enumerate(before) if token == LINE_END]
-    line = list(before[ends[-1] + 1:] if ends else before)
-    start = -len(detokenize(line).rstrip("\ufffd"))          # where the text after `before` begins
-    offsets = []
-    for token in tokens:
-        written = detokenize(line)
-        offsets.append(start + len(written.rstrip("\ufffd")))
-        if token == LINE_END:
-            start += len(written) + 1
-            line = []
-        else:
-            line.append(token)
-    return offsets
+    return Piece(prompt, texts, scores, [None if s is None else {t: s} for t, s in zip(texts, scores, strict=True)],
+                 offsets)
 
 
 # ------------------------------------------------------------------------------ stop strings

@@ -5,8 +5,9 @@
     seqlab_request_seconds{endpoint}                 a histogram of the time to the last byte of the answer
     seqlab_batch_size{endpoint}                      a histogram of the texts run in one forward pass
 
-An endpoint is a route of the API (/v1/classify, ...) or "other", so that arbitrary paths cannot grow
-the series without bound.
+An endpoint is a route of the app under its template (/v1/classify, /v1/models/{model_id}: every model's path
+counted as one) or "other" (a path no route answers, a static file), so that arbitrary paths cannot grow the
+series without bound.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 import time
 from bisect import bisect_left
 from collections import Counter, defaultdict
+
+from starlette.routing import Route
 
 SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -37,14 +40,21 @@ class Histogram:
 
 
 class Metrics:
-    def __init__(self, endpoints: set[str]):
-        self.endpoints = endpoints
+    """The counts and histograms of the app whose routes are `routes` (its router's list, read as it grows: the
+    routes are added after the middleware)."""
+
+    def __init__(self, routes: list):
+        self.routes = routes
         self.requests: Counter = Counter()
         self.seconds: dict[str, Histogram] = defaultdict(lambda: Histogram(SECONDS))
         self.batches: dict[str, Histogram] = defaultdict(lambda: Histogram(SIZES))
 
     def endpoint(self, path: str) -> str:
-        return path if path in self.endpoints else "other"
+        """The template of the route that answers `path` (whatever the method), or "other"."""
+        for route in self.routes:
+            if isinstance(route, Route) and route.path_regex.match(path):
+                return route.path
+        return "other"
 
     def request(self, path: str, status: int, seconds: float) -> None:
         endpoint = self.endpoint(path)

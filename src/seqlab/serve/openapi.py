@@ -3,15 +3,19 @@ files the package ships (Swagger UI, `static/vendor/swagger-ui/`), so that it wo
 internet.
 
     app = FastAPI(..., docs_url=None, redoc_url=None)
-    add_docs(app, secured=api_key is not None)       # GET /docs, and app.openapi() made honest
+    add_docs(app, secured=api_key is not None, limits=limits)   # GET /docs, and app.openapi() made honest
 
 FastAPI's own document declares one error, its {"detail": [...]} validation error (422), which this server
 never sends. `honest` rewrites it from what every route shares, not route by route, so that an endpoint a
 family adds tomorrow is described as truly as today's: each operation declares every error status it can
 give, with the schema its route answers in (`schemas.Error`, {"error": "one line"}, or on the OpenAI-compatible
 routes, `schemas.OPENAI_ROUTES`, OpenAI's `schemas.OpenAIError`); with an API key, the bearer security scheme
-and its requirement on every /v1 operation (Swagger UI's Authorize button); and an operation whose request has
-a `stream` field answers server-sent events (text/event-stream) too.
+and its requirement on every /v1 operation (Swagger UI's Authorize button); an operation whose request has
+a `stream` field answers server-sent events (text/event-stream) too; and every request field bounded by a limit
+of the server (`schemas.limited`) declares it with this server's value (`declare_limits`), so that a request the
+document allows is one the server's checks allow (but what only the model can tell: a prompt longer than its
+context, a text without a word; and an integer written 5.0, which JSON Schema counts as an integer and the server
+refuses as a client's mistake).
 
 A 500 is not declared: it is never meant (a bug), and the tests fail on one.
 """
@@ -27,6 +31,7 @@ from fastapi.responses import HTMLResponse
 from pydantic.json_schema import models_json_schema
 
 import seqlab.serve.schemas as schemas
+from seqlab.serve.limits import ServeLimits
 
 SWAGGER_UI_VERSION = "5.35.0"           # static/vendor/swagger-ui/README.md: where the files come from
 VENDOR = "/static/vendor/swagger-ui"    # where the app's /static mount serves them
@@ -41,8 +46,9 @@ ERRORS = {
     408: "the request's headers or body took longer to arrive than the server's limit (--header-timeout, "
          "--body-timeout)",
     413: "the body is over the server's limit (--max-body-bytes)",
-    422: "a field is missing, misspelt, of the wrong type or out of range, a text or list is over a limit, or "
-         "the model refuses the request (a prompt longer than its context, ...)",
+    422: "a field is missing, misspelt, of the wrong type (an integer field takes 5, not 5.0, which JSON Schema's "
+         "integer allows, nor \"5\") or out of range, a text or list is over a limit, or the model refuses the "
+         "request (a prompt longer than its context, a text without a word, ...)",
     431: "the request's URL and headers are over the server's limits (--max-header-bytes, --max-headers)",
     504: "the request took longer than the server's limit (--request-timeout); its work was stopped",
 }
@@ -57,14 +63,14 @@ CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self' 'unsafe-inline
                            "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'")
 
 
-def add_docs(app: FastAPI, secured: bool) -> None:
+def add_docs(app: FastAPI, secured: bool, limits=None) -> None:
     """GET /docs (Swagger UI from the package's files) and `app.openapi()` rewritten by `honest`; `secured`: the
-    server needs an API key on /v1."""
+    server needs an API key on /v1; `limits`: its `ServeLimits` (the defaults when None)."""
     build = app.openapi                 # FastAPI's own, which caches what it returns in app.openapi_schema
 
     def openapi() -> dict:
         if app.openapi_schema is None:
-            app.openapi_schema = honest(build(), secured)
+            app.openapi_schema = honest(build(), secured, limits or ServeLimits())
         return app.openapi_schema
 
     app.openapi = openapi
@@ -81,12 +87,14 @@ def add_docs(app: FastAPI, secured: bool) -> None:
         return page
 
 
-def honest(document: dict, secured: bool) -> dict:
+def honest(document: dict, secured: bool, limits: ServeLimits) -> dict:
     """`document` (FastAPI's) with every operation's error statuses and schemas, the bearer scheme when
-    `secured`, and text/event-stream on the streaming operations; a new dict."""
+    `secured`, text/event-stream on the streaming operations, and the request fields' bounds from `limits`
+    (`declare_limits`); a new dict."""
     document = copy.deepcopy(document)
     components = document.setdefault("components", {})
     shapes = components.setdefault("schemas", {})
+    declare_limits(shapes, limits)
     _, definitions = models_json_schema([(schemas.Error, "validation"), (schemas.OpenAIError, "validation")],
                                         ref_template="#/components/schemas/{model}")
     shapes.update(definitions["$defs"])
@@ -112,6 +120,48 @@ def honest(document: dict, secured: bool) -> dict:
     unused(shapes, ("HTTPValidationError", "ValidationError"), document)
     document["info"]["license"] = {"name": "MIT", "identifier": "MIT"}
     return document
+
+
+def declare_limits(shapes: dict, limits: ServeLimits) -> None:
+    """Each request field that `schemas.limited` marks, its mark replaced by the bounds `limits` give it, as
+    `schemas.over_limit` checks them: max_chars the maxLength of its strings (a list's too), max_items the
+    maxItems of its lists, another limit an integer's maximum; with `per`, one `if`/`then` for each number of
+    texts k of the other field where the integer's maximum (limit // k) drops."""
+    for shape in shapes.values():
+        for name, field in shape.get("properties", {}).items():
+            marker = field.pop(schemas.LIMIT, None)
+            if marker is None:
+                continue
+            for limit_name in marker["limits"]:
+                bound(field, limit_name, getattr(limits, limit_name))
+                default = field.get("default")
+                if type(default) is int and limit_name != "max_chars" and not marker.get("per"):
+                    field["default"] = min(default, getattr(limits, limit_name))    # a default over it: the limit
+            if marker.get("per"):
+                (limit_name,) = marker["limits"]
+                top, per = getattr(limits, limit_name), marker["per"]
+                shape.setdefault("allOf", []).extend(
+                    {"if": {"properties": {per: {"type": "array", "minItems": k}}, "required": [per]},
+                     "then": {"properties": {name: {"maximum": top // k}}}}
+                    for k in range(2, top + 1) if top // k < top // (k - 1))
+
+
+def bound(schema: dict, limit_name: str, limit: int) -> None:
+    """`schema` (and each member of its anyOf) bounded by the server's limit `limit_name` (see `declare_limits`)."""
+    for member in schema.get("anyOf", []):
+        bound(member, limit_name, limit)
+    kind = schema.get("type")
+    if kind == "string" and limit_name == "max_chars":
+        schema["maxLength"] = min(limit, schema.get("maxLength", limit))
+    elif kind == "array":
+        if limit_name == "max_items":
+            schema["maxItems"] = min(limit, schema.get("maxItems", limit))
+        bound(schema.get("items", {}), limit_name, limit)
+    elif kind == "integer" and limit_name != "max_chars":
+        schema["maximum"] = min(limit, schema.get("maximum", limit))
+        if schema.get("exclusiveMaximum", limit + 1) <= limit:
+            schema["maximum"] = min(schema["maximum"], schema.pop("exclusiveMaximum") - 1)
+        schema.pop("exclusiveMaximum", None)
 
 
 def declared(path: str, operation: dict, body: dict, secured: bool) -> list[int]:

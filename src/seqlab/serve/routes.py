@@ -37,8 +37,9 @@ class Routes:
         return await (future if job is None else job.wait(future))
 
     def served(self, request: schemas.Request, endpoint: str) -> Served:
-        """The request's model, checked to answer `endpoint`, and its texts checked against the limits."""
-        models, limits = self.models, self.limits
+        """The request's model, checked to answer `endpoint`, and the request checked against the server's limits
+        (its fields' `schemas.limited`: its texts, max_tokens, beam, ...)."""
+        models = self.models
         if request.model not in models:
             raise HTTPException(404, f"no model named {request.model!r}; this server has "
                                      f"{', '.join(sorted(models))} (GET /v1/models)")
@@ -51,21 +52,10 @@ class Routes:
             answers = " and ".join(f"POST /v1/{e}" for e in answered)
             raise HTTPException(400, f"model {request.model!r} is {model.title or 'a ' + model.task + ' model'}, "
                                      f"which does not answer /v1/{endpoint}: use {answers}")
-        texts = request.texts() if hasattr(request, "text") else [getattr(request, "prompt", "")]
-        if len(texts) > limits.max_items:
-            raise HTTPException(422, f"{len(texts)} texts in one request; the limit is {limits.max_items}")
-        if not texts:
-            raise HTTPException(422, "the request has no text: give one text or a non-empty list")
-        for i, text in enumerate(texts):
-            if len(text) > limits.max_chars:
-                raise HTTPException(422, f"text {i + 1} has {len(text):,} characters; the limit is "
-                                         f"{limits.max_chars:,}")
+        over = schemas.over_limit(request, self.limits)
+        if over is not None:
+            raise HTTPException(422, over[1])
         return model
-
-    def check_beam(self, beam: int) -> None:
-        """A beam over the server's limit is a 422."""
-        if beam > self.limits.max_beam:
-            raise HTTPException(422, f"beam {beam} is over the limit of {self.limits.max_beam}")
 
 
 # Every server-sent-event response's headers: no cache may keep the stream, and no proxy may buffer it (nginx

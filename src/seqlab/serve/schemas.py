@@ -4,14 +4,20 @@ the OpenAPI page (/docs) and checked before a model sees it.
 
 A request names its model by its run directory's name (`GET /v1/models` lists them) and takes one text or
 a list of texts; the response lists one result per text, in order.
+
+Every limit on a request is declared once, on its field, and both the OpenAPI document and the server's checks
+read it there: a fixed one as the field's type (`Text`: not empty; a list of texts: not empty), a limit of the
+server (`ServeLimits`: --max-chars, --max-items, --max-tokens, --max-beam, --max-length) as `limited(...)`, which
+`over_limit` checks and `seqlab.serve.openapi` writes into the document with the server's values. An integer's
+bound above 2**53 - 1 (a seed's 2**63) is lowered to it (`JSON_INTEGER`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 # The routes that speak OpenAI's protocol (`seqlab.serve.compat`; the last two answer only why they are not
 # served): their errors are OpenAI's {"error": {"message", "type", "param", "code"}}; every other route's are
@@ -38,19 +44,78 @@ def error_body(path: str, status: int, message: str, param: str | None = None, c
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
-def option_field(cls, name: str, default=dataclasses.MISSING, description: str = ""):
+# The largest integer every JSON reader holds exactly (JavaScript's Number.MAX_SAFE_INTEGER, and a JSON Schema
+# validator that compares numbers as doubles): an integer field whose bound is above it (a seed's 2**63) is at most
+# this, so that the document's bound means the same to every client (2**63 - 1 is 2**63 as a double).
+JSON_INTEGER = 2**53 - 1
+
+LIMIT = "x-seqlab-limit"      # how `limited` marks a field in its JSON schema (`seqlab.serve.openapi` resolves it)
+
+
+def limited(*names: str, per: str | None = None) -> dict:
+    """A request field's `json_schema_extra`: bounded by the server's limits `names` (fields of `ServeLimits`):
+    a string (and each string of a list) at most max_chars characters, a list at most max_items items, an integer
+    at most its limit; with `per` (another field, a text or a list of texts), the integer times that field's
+    number of texts at most the limit. `over_limit` checks a request against them, and the OpenAPI document
+    declares them with the server's values."""
+    return {LIMIT: {"limits": list(names), "per": per}}
+
+
+def over_limit(request: BaseModel, limits) -> tuple[str, str] | None:
+    """The first field of `request` over a limit of the server (`limited`), as (the field, what is wrong in one
+    line); None when every field is within them. An integer the request leaves out whose default is over its
+    limit takes the limit (a beam of 5 by default, with --max-beam 4: 4), as the document declares its default."""
+    for name, info in type(request).model_fields.items():
+        marker = (info.json_schema_extra or {}).get(LIMIT) if isinstance(info.json_schema_extra, dict) else None
+        value = getattr(request, name)
+        if marker is None or value is None:
+            continue
+        if isinstance(value, int) and name not in request.model_fields_set and not marker["per"]:
+            value = min([value, *(getattr(limits, limit_name) for limit_name in marker["limits"])])
+            setattr(request, name, value)
+        for limit_name in marker["limits"]:
+            limit = getattr(limits, limit_name)
+            if isinstance(value, str) and limit_name == "max_chars" and len(value) > limit:
+                return name, f"{name} has {len(value):,} characters; the limit is {limit:,} (max_chars)"
+            if isinstance(value, list) and limit_name == "max_items" and len(value) > limit:
+                return name, f"{name} has {len(value)} items; the limit is {limit} (max_items)"
+            if isinstance(value, list) and limit_name == "max_chars":
+                for i, text in enumerate(value):
+                    if len(text) > limit:
+                        return name, (f"{name} {i + 1} has {len(text):,} characters; the limit is {limit:,} "
+                                      "(max_chars)")
+            if isinstance(value, int) and not isinstance(value, bool):
+                per = marker["per"]
+                texts = getattr(request, per) if per else None
+                count = 1 if texts is None or isinstance(texts, str) else len(texts)
+                if value > limit:
+                    return name, f"{name} {value} is over the limit of {limit}"
+                if value * count > limit:
+                    return name, (f"{count} {per}s x {name} {value} = {count * value}; the limit is {limit} "
+                                  f"({limit_name})")
+    return None
+
+
+def option_field(cls, name: str, default=dataclasses.MISSING, description: str = "", limit: str | None = None):
     """The request field of the option `name` of the config dataclass `cls` (`seqlab.config.option`), with its
     range as the field's bounds (and a float finite): the range the command line and the Python API check, in
-    the OpenAPI document too. `default`: the request's (by default the option's); `description`: the request's
-    wording (default: the option's help)."""
+    the OpenAPI document too (an integer's bound above `JSON_INTEGER` lowered to it), and with `limit` at most the
+    server's limit of that name (`limited`). `default`: the request's (by default the option's); `description`:
+    the request's wording (default: the option's help)."""
     f = {f.name: f for f in dataclasses.fields(cls)}[name]
     bounds = {"ge": f.metadata.get("at_least"), "gt": f.metadata.get("above"), "le": f.metadata.get("at_most"),
               "lt": f.metadata.get("below")}
     if isinstance(f.default, float):
         bounds["allow_inf_nan"] = False
+    elif bounds["lt"] is not None and bounds["lt"] > JSON_INTEGER:        # a bound no JSON reader holds: 2**63
+        bounds["le"], bounds["lt"] = JSON_INTEGER, None
     value = f.default if default is dataclasses.MISSING else default
     bounds = {k: v for k, v in bounds.items() if v is not None}
-    return Field(value, description=description or f.metadata["help"], **bounds)
+    extra = limited(limit) if limit else None
+    return Field(value, description=description or f.metadata["help"], json_schema_extra=extra, **bounds)
+
+
+Text = Annotated[str, StringConstraints(min_length=1)]         # a text that is not empty
 
 
 class Request(BaseModel):
@@ -68,7 +133,18 @@ class Request(BaseModel):
 
 
 class TextsRequest(Request):
-    text: str | list[str] = Field(description="one text, or a list of texts")
+    text: str | Annotated[list[str], Field(min_length=1)] = Field(
+        description="one text, or a list of texts (at least one; at most the server's max_items, each at most "
+                    "its max_chars characters)", json_schema_extra=limited("max_chars", "max_items"))
+
+
+class WordsRequest(TextsRequest):
+    """A request whose texts the model reads as words: none may be empty (one of spaces only has no words either,
+    which the model refuses, 422)."""
+
+    text: Text | Annotated[list[Text], Field(min_length=1)] = Field(
+        description="one text, or a list of texts (at least one; none empty; at most the server's max_items, each "
+                    "at most its max_chars characters)", json_schema_extra=limited("max_chars", "max_items"))
 
 
 class ModelInfo(BaseModel):

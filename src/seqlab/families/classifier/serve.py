@@ -7,7 +7,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 
 from seqlab.serve.routes import Routes
-from seqlab.serve.schemas import TextsRequest
+from seqlab.serve.schemas import WordsRequest
 
 
 class ClassifyResult(BaseModel):
@@ -25,7 +25,7 @@ def add_routes(app: FastAPI, routes: Routes) -> None:
     """POST /v1/classify."""
 
     @app.post("/v1/classify", response_model=ClassifyResponse)
-    async def classify(body: TextsRequest) -> ClassifyResponse:
+    async def classify(body: WordsRequest) -> ClassifyResponse:
         routes.served(body, "classify")
         predictions = await routes.batcher.submit((body.model, "classify"), body.texts())
         return ClassifyResponse(model=body.model, results=[

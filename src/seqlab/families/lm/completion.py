@@ -17,10 +17,12 @@ and the reason it ended, as the HTTP API answers them (`/v1/generate`, `/v1/comp
   (`core.beam_steps`, the search of one prompt's `lm_beam`);
 - transformer rows whose prompt and continuation would slide past the context are decoded alone.
 
-The log probabilities are those of the distribution the search chooses from before any sampling processor: the
-model's, natural log, with the never-generated ids (<pad>, <s>, <sep>) blocked and so renormalised without them
-(`/v1/score` gives the model's over every id: a real token's figure here is a little higher, by what those ids
-held). `complete_stream` yields one prompt's continuation piece by piece.
+The log probabilities have one definition, the model's own distribution over every id (natural log), that of
+`score_texts` (`/v1/score`): a prompt's (`prompt_logprobs`, for echo) are its scores, and a generated token's is
+its probability before the search blocks the ids it never generates (<pad>, <s>, <sep>, <unk>) or any sampling
+processor applies; the `top_logprobs` list the most likely ids the search could choose. `complete_stream` yields
+one prompt's continuation piece by piece, and `spell` writes tokens as the text a client reads (OpenAI's
+`logprobs.tokens`).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from seqlab.data.vocab import EOS
+from seqlab.data.vocab import EOS, SPECIALS
 from seqlab.decoding import core
 from seqlab.decoding.core import best_first
 from seqlab.decoding.options import SamplingOptions
@@ -39,6 +41,8 @@ from seqlab.decoding.processors import BlockTokens, process, processors_for
 from seqlab.decoding.search import beam_steps as search_beam_steps
 from seqlab.decoding.search import blocked_tokens, check_prompt, lm_beam_search, reading, seeded
 from seqlab.errors import SeqlabError
+
+LINE_END = SPECIALS[EOS]        # </s>: how the vocabulary spells a line end
 
 
 @dataclass
@@ -140,10 +144,11 @@ def decode_steps(trained, rows: list[Row], top_logprobs: int) -> Iterator[None]:
         core.checkpoint()
         logits, state, _ = model.step(tokens, state)                                          # (n, V)
         blocked = block(logits)                                                               # (n, V)
-        log_probs = torch.log_softmax(blocked, dim=-1)                                        # (n, V)
+        log_probs = torch.log_softmax(logits.float(), dim=-1)             # (n, V): the model's, as `score_texts`
         chosen = choose_rows(blocked, [rows[i] for i in live])                                # (n,)
         picked = log_probs.gather(1, chosen[:, None])[:, 0].tolist()
-        tops = log_probs.topk(top_logprobs, dim=-1) if top_logprobs else None
+        choosable = log_probs.masked_fill(blocked == float("-inf"), float("-inf"))           # (n, V)
+        tops = choosable.topk(min(top_logprobs, choosable.size(-1)), dim=-1) if top_logprobs else None
         keep = []
         for j, (i, token) in enumerate(zip(live, chosen.tolist(), strict=True)):
             row = rows[i]
@@ -151,7 +156,8 @@ def decode_steps(trained, rows: list[Row], top_logprobs: int) -> Iterator[None]:
             row.logprobs.append(picked[j])
             if tops is not None:
                 row.top.append({trained.vocab.tokens[t]: v for t, v in
-                                zip(tops.indices[j].tolist(), tops.values[j].tolist(), strict=True)})
+                                zip(tops.indices[j].tolist(), tops.values[j].tolist(), strict=True)
+                                if v > float("-inf")})
             row.stopped = row.options.stop_at_eos and token == EOS
             if not row.done:
                 keep.append(j)
@@ -227,18 +233,17 @@ def beam_row(trained, row: Row) -> None:
 
 
 def teacher_forced(trained, prompt_ids: list[int], ids: list[int]) -> list[float]:
-    """The log probability of each of `ids` after the prompt and the ids before it (the blocked distribution)."""
+    """The log probability of each of `ids` after the prompt and the ids before it (the model's distribution)."""
     model, device = trained.model, trained.device
     if not ids:
         return []
     state = model.start(torch.tensor([prompt_ids], device=device))
-    block = blocked_tokens(model)
     out = []
     fed = torch.tensor([prompt_ids[-1]], device=device)
     for token in ids:
         core.checkpoint()
         logits, state, _ = model.step(fed, state)
-        out.append(float(torch.log_softmax(block(logits), dim=-1)[0, token]))
+        out.append(float(torch.log_softmax(logits.float(), dim=-1)[0, token]))
         fed = torch.tensor([token], device=device)
     return out
 
@@ -255,8 +260,9 @@ def finished(trained, row: Row, top_logprobs: int) -> Completion:
 @torch.inference_mode()
 def complete_stream(trained, prompt: str, options: SamplingOptions, top_logprobs: int = 0) -> Iterator[Completion]:
     """One prompt's continuation as it is generated: a `Completion` per new piece of text (its ids, text and log
-    probabilities; a byte-level BPE id that ends half a character waits for the rest), the last one carrying the
-    finish reason. Beam search yields its continuation whole, once the search is over."""
+    probabilities; a byte-level BPE id that ends half a character waits for the rest, and a half character the
+    continuation ends in is never written, as `complete` leaves it out), the last one carrying the finish
+    reason. Beam search yields its continuation whole, once the search is over."""
     ids, said = read_prompt(trained, prompt)
     check_prompt(trained.model, ids)
     row = Row(ids, options, said)
@@ -272,12 +278,13 @@ def complete_stream(trained, prompt: str, options: SamplingOptions, top_logprobs
     for _ in decode_steps(trained, [row], top_logprobs):
         shown_ids = row.ids[:-1] if row.stopped else row.ids  # the </s> that stops is not written
         text = trained.detokenize(body + shown_ids)
-        if text.endswith("\ufffd") and not row.done:
+        half = text.endswith("\ufffd")                       # half a UTF-8 character: held for its next bytes
+        if half and not row.done:
             continue
-        piece = text[shown:]
+        piece = "" if half else text[shown:]                  # at the end, never written (`core.text_pieces`)
         if not piece and not row.done:
             continue
-        shown = len(text)
+        shown = shown if half else len(text)
         yield piece_of(trained, row, sent, piece, top_logprobs, last=row.done)
         sent = len(row.ids)
 
@@ -290,16 +297,61 @@ def piece_of(trained, row: Row, start: int, text: str, top_logprobs: int, last: 
 
 
 @torch.inference_mode()
-def prompt_logprobs(trained, prompt: str) -> tuple[list[str], list[float | None]]:
+def prompt_logprobs(trained, prompt: str) -> tuple[list[str], list[float]]:
     """The prompt's tokens as the text spells them (after the leading </s>; an unknown one is scored as <unk>) and
     each one's log probability given the ones before it (the first one's given the line start </s>), for echoing
-    a prompt with its log probabilities."""
+    a prompt with its log probabilities: the prompt's scores (`score_texts`, /v1/score's), without the </s> that
+    the score puts at the end of the prompt's last line (a prompt's last line has no end)."""
     ids, _ = read_prompt(trained, prompt)
     check_prompt(trained.model, ids)
-    lines = prompt.split("\n")
-    tokens = [t for k, line in enumerate(lines)
-              for t in [*trained.tokenizer.tokenize(line), *(["</s>"] if k < len(lines) - 1 else [])]]
-    return tokens, teacher_forced(trained, ids[:1], ids[1:])
+    (scored,) = score_texts(trained, [prompt])
+    cut = len(scored.tokens) - (0 if prompt.endswith("\n") else 1)
+    return scored.tokens[:cut], scored.logprobs[:cut]
+
+
+def spell(trained, tokens: list[str], before: list[str],
+          top: list[dict[str, float]] | None = None) -> tuple[list[str], list[int], list[dict[str, float]]]:
+    """`tokens` (as the vocabulary spells them, after the tokens `before`) as the text a client reads, OpenAI's
+    `logprobs.tokens`: each token's text is what it adds to the text (a word's space before it, "\\n" for </s>, a
+    byte-level BPE piece's bytes decoded, without the space a line's first piece reads), so that the tokens
+    joined are the text; a token that is part of a character only (half a UTF-8 character, or one that completes
+    it) is its bytes, `bytes:\\xe6\\x9d` (OpenAI's convention). Also where each token's text begins in the text
+    the tokens add (a part of a character: where that character begins; a byte that is no part of a character
+    reads as "\\ufffd"), and `top` (each step's most likely tokens) spelt the same way."""
+    tokenizer = trained.tokenizer
+    ends = [i for i, token in enumerate(before) if token == LINE_END]
+    line = list(before[ends[-1] + 1:] if ends else before)         # the tokens of the line the tokens go on
+    written = tokenizer.detokenize(line)
+    start = -len(written)                                           # where the text after `before` begins
+    texts, offsets, tops = [], [], []
+    for k, token in enumerate(tokens):
+        # a token whose first byte continues the character the line ends in half of begins where it begins
+        continues = written.endswith("\ufffd") and token != LINE_END and \
+            0x80 <= (tokenizer.token_bytes(token) or b"\0")[0] < 0xC0
+        offsets.append(start + len(written) - continues)
+        texts.append(token_text(tokenizer, line, written, token))
+        if top is not None:
+            best: dict[str, float] = {}
+            for other, logprob in top[k].items():                   # most likely first: the first of a spelling
+                best.setdefault(token_text(tokenizer, line, written, other), logprob)
+            tops.append(best)
+        if token == LINE_END:
+            start += len(written) + 1
+            line, written = [], ""
+        else:
+            line.append(token)
+            written = tokenizer.detokenize(line)
+    return texts, offsets, tops
+
+
+def token_text(tokenizer, line: list[str], written: str, token: str) -> str:
+    """What `token` adds to the text `written` of the tokens `line` (see `spell`)."""
+    if token == LINE_END:
+        return "\n"
+    after = tokenizer.detokenize([*line, token])
+    if after.startswith(written) and not after.endswith("\ufffd"):     # the text before it unchanged, and whole
+        return after[len(written):]
+    return "bytes:" + "".join(f"\\x{byte:02x}" for byte in tokenizer.token_bytes(token))
 
 
 @dataclass

@@ -185,7 +185,10 @@ class ExportedLM(Exported):
 
 
 class Decoder:
-    """An `ExportedLM` as the decoder `seqlab.decoding` drives: its step gives no attention weights."""
+    """An `ExportedLM` as the decoder `seqlab.decoding` drives: its step gives no attention weights; like the
+    PyTorch language models, it never generates <unk> (`seqlab.models.base.LanguageModel.never_generated`)."""
+
+    never_generated = (UNK,)
 
     def __init__(self, runtime: ExportedLM):
         self.runtime = runtime

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from seqlab.data.vocab import EOS, NEVER_GENERATED
+from seqlab.data.vocab import EOS, NEVER_GENERATED, UNK
 from seqlab.errors import SeqlabError
 from seqlab.export.graphs import Graph, export_graph, layers_first
 from seqlab.export.readme import commented
@@ -209,7 +209,8 @@ def example(arch: str, kind: str, m, context: int | None) -> str:
                   "    return logits[0]"]
     lines += ["", "", "for token in ids[:-1]:", "    step(token)", "logits, generated = step(ids[-1]), []",
               commented(f"for _ in range({NEW_TOKENS}):", "greedy: the most likely next token,"),
-              commented(f"    logits[{list(NEVER_GENERATED)}] = -np.inf", "never <pad>, <s> or <sep>"),
+              commented(f"    logits[{sorted(NEVER_GENERATED + (UNK,))}] = -np.inf",
+                        "never <pad>, <unk>, <s> or <sep>"),
               "    generated.append(int(logits.argmax()))",
               "    logits = step(generated[-1])",
               "print(generated)"]

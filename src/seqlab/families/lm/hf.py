@@ -35,11 +35,16 @@ each line's tokens with `</s>` for every "\\n"; with `add_special_tokens=False`,
     For bpe and char the token of id 3 is "\\n" (a line break; also an added token, which the `tokenizers`
     library splits off first), for word it is `</s>`.
 
-The special tokens are declared as config.json sets their ids: bos and eos the token of id 3, pad `<pad>`
-(0), unk `<unk>` (1). They are split like text (`split_special_tokens`), as seqlab reads "<pad>" in text:
-a line break gets its id 3 through the normalizer and pre-tokenizer, not as a special token (transformers 5
-makes every declared special token special, whatever tokenizer.json says). `decode(ids,
-skip_special_tokens=True)` therefore leaves out the line breaks (the eos token).
+The special tokens: seqlab's </s> (id 3) is a line break, so it is no special token of the tokenizer (a special
+token is left out by `decode(ids, skip_special_tokens=True)`, as `pipeline("text-generation")` decodes, and
+`generate` stops at the eos token: a line break either would lose every line break and stop at the first). It
+is the model's bos in config.json (`bos_token_id` 3: `generate` without a prompt starts from a line start, as
+seqlab does), and the tokenizer's post-processor puts it first. The eos token is `<s>` (id 2), a token no
+seqlab language model generates, declared with pad `<pad>` (0) and unk `<unk>` (1). generation_config.json
+suppresses the ids seqlab's searches never choose (<pad>, <unk>, <s>, <sep>), so that `generate` and
+`pipeline("text-generation")` continue as `seqlab generate` does: past line ends, to max_new_tokens, greedy the
+same tokens. The special tokens are split like text (`split_special_tokens`), as seqlab reads "<pad>" in text
+(transformers 5 makes every declared special token special, whatever tokenizer.json says).
 
 Beside those files, manifest.json ({"format": "hf", "files": [...]}, which transformers ignores) says that
 seqlab wrote the folder and what it wrote: what `--overwrite` may replace (`seqlab.export`).
@@ -54,7 +59,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from seqlab.data.vocab import EOS, PAD, SPECIALS, UNK
+from seqlab.data.vocab import BOS, EOS, NEVER_GENERATED, PAD, SPECIALS, UNK
 from seqlab.errors import SeqlabError
 from seqlab.export import export_folder
 from seqlab.export.tokens import bpe_state
@@ -90,8 +95,8 @@ def check_gpt2_options(model_config) -> None:
 # ---------------------------------------------------------------------------- the model
 
 def gpt2_config(model, model_config) -> dict:
-    """config.json of a GPT2LMHeadModel with the model's sizes. </s> (id 3) is both GPT-2's bos and eos, as
-    its <|endoftext|> is: seqlab starts every prompt with it and ends every line with it."""
+    """config.json of a GPT2LMHeadModel with the model's sizes. Its bos is </s> (id 3), with which seqlab starts
+    every prompt; its eos `<s>` (id 2), which a seqlab LM never generates (`generation_config`)."""
     eps = {module.eps for module in model.modules() if isinstance(module, nn.LayerNorm)}
     if len(eps) != 1:
         raise SeqlabError(f"seqlab export --format hf: the model's LayerNorms differ in epsilon ({sorted(eps)}); "
@@ -105,8 +110,16 @@ def gpt2_config(model, model_config) -> dict:
             "embd_pdrop": p, "attn_pdrop": p, "resid_pdrop": p,
             # Q K^T / sqrt(d_k) and nothing else (SLP eqs. 9.20-9.21)
             "scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn": False,
-            "tie_word_embeddings": True, "bos_token_id": EOS, "eos_token_id": EOS, "pad_token_id": PAD,
+            "tie_word_embeddings": True, "bos_token_id": EOS, "eos_token_id": BOS, "pad_token_id": PAD,
             "initializer_range": 0.02, "use_cache": True, "dtype": "float32"}
+
+
+def generation_config() -> dict:
+    """generation_config.json: the config's bos, eos and pad, and the ids seqlab's searches never choose suppressed
+    (`seqlab.decoding.search.blocked_tokens` of a language model: <pad>, <unk>, <s>, <sep>), so that `generate`
+    chooses what seqlab chooses and never stops before max_new_tokens (its eos is one of them)."""
+    return {"bos_token_id": EOS, "eos_token_id": BOS, "pad_token_id": PAD,
+            "suppress_tokens": sorted(NEVER_GENERATED + (UNK,))}
 
 
 def layer_norm(norm: nn.LayerNorm, name: str) -> dict[str, Tensor]:
@@ -212,18 +225,17 @@ def hf_tokenizer(tokenizer, vocab) -> str:
     return json.dumps(state, indent=2)
 
 
-def special_tokens(kind: str) -> dict[str, str]:
-    """The tokenizer's special tokens as config.json sets their ids: bos and eos are id 3 (</s>, which is "\\n" in
-    tokenizer.json for bpe and char, where it is the line break), pad 0, unk 1."""
-    line_break = line_break_token(kind)
-    return {"bos_token": line_break, "eos_token": line_break, "unk_token": SPECIALS[UNK], "pad_token": SPECIALS[PAD]}
+def special_tokens() -> dict[str, str]:
+    """The tokenizer's special tokens as config.json sets their ids: eos `<s>` (2), pad (0), unk (1); no bos token,
+    since the model's (id 3) is the line break, which must stay text (the post-processor puts it first)."""
+    return {"eos_token": SPECIALS[BOS], "unk_token": SPECIALS[UNK], "pad_token": SPECIALS[PAD]}
 
 
-def tokenizer_config(context: int, kind: str) -> dict:
+def tokenizer_config(context: int) -> dict:
     """tokenizer_config.json: a fast tokenizer over tokenizer.json, its special tokens declared. Only input_ids
     and attention_mask go to the model (GPT-2 would add the embedding of token_type_ids to its input)."""
     return {"tokenizer_class": "PreTrainedTokenizerFast", "model_input_names": ["input_ids", "attention_mask"],
-            **special_tokens(kind), "split_special_tokens": True, "clean_up_tokenization_spaces": False,
+            **special_tokens(), "split_special_tokens": True, "clean_up_tokenization_spaces": False,
             "padding_side": "left", "model_max_length": context}
 
 
@@ -241,17 +253,23 @@ that gives the run's logits, and its tokenizer.
 ```python
 {loading}
 inputs = tokenizer("To be", return_tensors="pt")
-out = model.generate(**inputs, max_new_tokens={new_tokens}, do_sample=False, eos_token_id=None)
+out = model.generate(**inputs, max_new_tokens={new_tokens}, do_sample=False)
 print(tokenizer.decode(out[0, 1:]))
+
+from transformers import pipeline
+print(pipeline("text-generation", model=model, tokenizer=tokenizer)("To be", max_new_tokens={new_tokens},
+                                                                    add_special_tokens=True))
 ```
 
 - `tokenizer(text).input_ids` is seqlab's `prompt_ids(text)`: `</s>` (id 3) first, as seqlab starts every
   prompt, then the tokens of each line with `</s>` for each line break (`add_special_tokens=False` leaves out
-  the first `</s>`); text the vocabulary lacks is `<unk>` (id 1) as in seqlab. `decode` writes `</s>` as a
-  line break, as seqlab's `detokenize` does.
-- `</s>` is the model's eos (and bos) token, as the tokenizer declares it, so `generate` stops at the end of a
-  line unless given `eos_token_id=None`; seqlab goes on past line ends by default. `decode(ids,
-  skip_special_tokens=True)` leaves out the line breaks, the eos token.
+  the first `</s>`: the pipeline above asks for it, as seqlab reads a prompt); text the vocabulary lacks is
+  `<unk>` (id 1) as in seqlab. `decode` writes `</s>` as a line break, as seqlab's `detokenize` does, and keeps it
+  with `skip_special_tokens=True`: a line break is text, not a special token.
+- `</s>` (id 3) is the model's bos (`generate` without a prompt starts from it); its eos is `<s>` (id 2),
+  which seqlab never generates: generation_config.json suppresses it with `<pad>`, `<unk>` and `<sep>`, so
+  `generate` and the pipeline go on past line ends to `max_new_tokens`, as seqlab does, and never write
+  `<unk>`.
 - GPT-2 reads at most n_positions = {context} tokens (prompt and continuation together); seqlab goes on
   past its context from its most recent {half} tokens.
 """
@@ -279,8 +297,9 @@ def export_hf(run_dir: str | Path, output: str | Path, overwrite: bool = False) 
         atomic_write_json(folder / "config.json", config)
         write_weights(folder / "model.safetensors", gpt2_weights(model))
         atomic_write_text(folder / "tokenizer.json", hf_tokenizer(trained.tokenizer, trained.vocab))
-        atomic_write_json(folder / "tokenizer_config.json", tokenizer_config(context, trained.tokenizer.kind))
-        atomic_write_json(folder / "special_tokens_map.json", special_tokens(trained.tokenizer.kind))
+        atomic_write_json(folder / "tokenizer_config.json", tokenizer_config(context))
+        atomic_write_json(folder / "special_tokens_map.json", special_tokens())
+        atomic_write_json(folder / "generation_config.json", generation_config())
         atomic_write_text(folder / "README.md", README.format(
             version=__version__, run=run_dir.resolve().name, unit=trained.tokenizer.unit,
             layers=model_config.num_layers, width=model_config.embedding_size, heads=model_config.num_heads,

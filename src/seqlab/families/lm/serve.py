@@ -5,20 +5,28 @@ from __future__ import annotations
 
 import dataclasses
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from seqlab.decoding.options import SamplingOptions
 from seqlab.serve.routes import SSE_HEADERS, Routes, events
 from seqlab.serve.schemas import Request as ModelRequest
-from seqlab.serve.schemas import TextsRequest, option_field
+from seqlab.serve.schemas import TextsRequest, limited, option_field
 
 
 class GenerateRequest(ModelRequest):
-    prompt: str = Field("", description="the text to continue (empty: start a new line)")
+    # beam search samples nothing: with a beam above 1, the sampling fields keep their defaults (`SamplingOptions`
+    # refuses the rest, 422), as the OpenAPI document declares
+    model_config = ConfigDict(json_schema_extra={
+        "if": {"properties": {"beam": {"minimum": 2}}, "required": ["beam"]},
+        "then": {"properties": {"temperature": {"minimum": 1, "maximum": 1}, "top_k": {"maximum": 0},
+                                "top_p": {"minimum": 1}, "seed": {"type": "null"}, "greedy": {"const": False}}}})
+
+    prompt: str = Field("", description="the text to continue (empty: start a new line; at most the server's "
+                                        "max_chars characters)", json_schema_extra=limited("max_chars"))
     max_tokens: int = option_field(SamplingOptions, "max_tokens", 50, "tokens to generate (at most the server's "
-                                   "limit: GET /v1/models)")
+                                   "limit: GET /v1/models)", limit="max_tokens")
     temperature: float = option_field(SamplingOptions, "temperature", description="softmax temperature: any "
                                       "positive number (towards 0: the most likely token; large: uniform)")
     top_k: int = option_field(SamplingOptions, "top_k", description="sample among the k most likely tokens (0: all)")
@@ -27,7 +35,7 @@ class GenerateRequest(ModelRequest):
     seed: int | None = option_field(SamplingOptions, "seed", description="random seed for a repeatable sample")
     greedy: bool = Field(False, description="always take the most likely token")
     beam: int = option_field(SamplingOptions, "beam", description="beam search over this many hypotheses (1: "
-                             "sampling or greedy; at most the server's limit: GET /v1/models)")
+                             "sampling or greedy; at most the server's limit: GET /v1/models)", limit="max_beam")
     stop_at_eos: bool = Field(False, description="stop at the first line end")
     stream: bool = Field(False, description="send the text piece by piece as server-sent events")
 
@@ -61,10 +69,7 @@ def add_routes(app: FastAPI, routes: Routes) -> None:
     @app.post("/v1/generate", response_model=GenerateResponse,
               responses={200: {"content": {"text/event-stream": {}}}})
     async def generate(body: GenerateRequest, request: Request):
-        model = routes.served(body, "generate")
-        if body.max_tokens > routes.limits.max_tokens:
-            raise HTTPException(422, f"max_tokens {body.max_tokens} is over the limit of {routes.limits.max_tokens}")
-        routes.check_beam(body.beam)
+        model = routes.served(body, "generate")                   # max_tokens, beam and the prompt: limited
         options = body.model_dump(exclude={"model", "prompt", "stream"})
         if not body.stream:                      # gathered with concurrent requests into one batch (`run_batch`)
             sampling = SamplingOptions(**options)    # checked here: a bad one is this request's 422, not its batch's

@@ -4,18 +4,19 @@ same decoding options decoded in one batch."""
 
 from __future__ import annotations
 
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI
 from pydantic import BaseModel, Field
 
 from seqlab.decoding.options import SearchOptions
 from seqlab.serve.routes import Routes
-from seqlab.serve.schemas import TextsRequest, option_field
+from seqlab.serve.schemas import WordsRequest, option_field
 
 
-class DecodeRequest(TextsRequest):
-    beam: int = option_field(SearchOptions, "beam", 5, "beam size (1: greedy)")
+class DecodeRequest(WordsRequest):
+    beam: int = option_field(SearchOptions, "beam", 5, "beam size (1: greedy; at most the server's max_beam)",
+                             limit="max_beam")
     max_length: int = option_field(SearchOptions, "max_length", description="most output tokens (0: the model's "
-                                   "rule)")
+                                   "rule; at most the server's max_length)", limit="max_length")
     length_penalty: float = option_field(SearchOptions, "length_penalty", description="rank by log p / "
                                          "length^alpha (at most 10)")
     attention: bool = Field(False, description="return each output token's attention over the source tokens")
@@ -38,11 +39,8 @@ def add_routes(app: FastAPI, routes: Routes) -> None:
     """POST /v1/translate and /v1/summarize: the same decoding, named for the two uses."""
 
     async def decode(body: DecodeRequest, endpoint: str) -> DecodeResponse:
-        routes.served(body, endpoint)
-        routes.check_beam(body.beam)
+        routes.served(body, endpoint)                   # beam and max_length within the limits (`limited`)
         cap = routes.limits.max_length                  # the default, 2 x the source + 10, is capped too
-        if body.max_length > cap:
-            raise HTTPException(422, f"max_length {body.max_length} is over the limit of {cap}")
         key = (body.model, endpoint, body.beam, body.max_length, body.length_penalty, body.attention, cap)
         outputs = await routes.batcher.submit(key, body.texts())
         return DecodeResponse(model=body.model, results=[
