@@ -110,9 +110,9 @@ def test_distributed_barrier_waits_for_a_busy_peer_beyond_the_timeout(sessions):
     assert failures == []
 
 
-def seqlab_processes(args: list[str], folder: Path) -> list[subprocess.Popen]:
-    """`seqlab ARGS` as ranks 0 and 1 of one job, as torchrun starts them (its agent left out: rank 0's process
-    serves the store); stderr in folder/rank{R}.err."""
+def seqlab_processes(args: list[str], folder: Path, program: list[str] | None = None) -> list[subprocess.Popen]:
+    """`seqlab ARGS` (or `program`) as ranks 0 and 1 of one job, as torchrun starts them (its agent left out: rank
+    0's process serves the store); stderr in folder/rank{R}.err."""
     import socket
 
     with socket.socket() as probe:
@@ -123,9 +123,46 @@ def seqlab_processes(args: list[str], folder: Path) -> list[subprocess.Popen]:
         environment = {**os.environ, "OMP_NUM_THREADS": "1", "RANK": str(rank), "LOCAL_RANK": "0",
                        "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
         with open(folder / f"rank{rank}.err", "w") as err:
-            processes.append(subprocess.Popen([sys.executable, "-m", "seqlab", *args], stdout=subprocess.DEVNULL,
+            processes.append(subprocess.Popen(program or [sys.executable, "-m", "seqlab", *args],
+                                              stdout=subprocess.DEVNULL,
                                               stderr=err, env=environment))
     return processes
+
+
+FAILING = """
+import sys, time, torch
+from seqlab.cli import fail
+from seqlab.errors import SeqlabError
+from seqlab.training import distributed
+try:
+    with distributed.joined(torch.device("cpu"), 30):
+        for step in range(1000):
+            if distributed.world()[0] == 1 and step == 5:
+                raise SeqlabError("rank 1's own problem")
+            distributed.all_reduce_sum([1.0], "cpu")
+except SeqlabError as error:
+    sys.exit(fail(str(error)))
+"""
+
+
+def test_distributed_failed_process_ends_the_other_with_its_line(tmp_path):
+    """Rank 1 fails by an error in the middle of the collectives: rank 0 ends at once (not --dist-timeout later),
+    with rank 1's line as the reason, not gloo's "Connection closed by peer"."""
+    script = tmp_path / "failing.py"
+    script.write_text(FAILING, encoding="utf-8")
+    ranks = seqlab_processes([], tmp_path, [sys.executable, str(script)])
+    try:
+        codes = [process.wait(timeout=60) for process in ranks]
+    finally:
+        for process in ranks:
+            process.kill()
+            process.wait()
+    errs = [(tmp_path / f"rank{rank}.err").read_text() for rank in range(2)]
+    assert codes == [2, 2], errs
+    assert errs[1].strip() == "seqlab: error: rank 1's own problem"
+    assert re.fullmatch(r"seqlab: error: rank 1 \(pid \d+ on \S+\) stopped: rank 1's own problem; ending rank 0 "
+                        r"too \(the last checkpoint, if any, is intact: --resume continues from it\)\n",
+                        errs[0]), errs[0]
 
 
 OPTIONS = ["train", "lm", "--train", str(TRAIN), "--valid", str(VALID), "--tokenizer", "word", "--arch", "lstm",

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import sys
 import threading
@@ -219,8 +220,16 @@ class Session:
                 thread.join(timeout=beat_interval(self.timeout) * 2)
 
     def explain(self, error: BaseException) -> str:
-        """One line for a collective that failed (no store operation: the store may be what failed)."""
-        text = first_line(error)
+        """One line for a collective that failed. A peer that failed by an error said so in the store before its
+        connections closed: asked there (for at most a beat: the store may be what failed)."""
+        text = re.sub(r"^\[[^\]]*\] ", "", first_line(error)).split(". ")[0]    # gloo's "[file.cc:553] ..."
+        if self.failed is None:
+            def ask():
+                for peer in list(self.seen):
+                    if self.store.add(self.key("beat", peer), 0) == FAILED:
+                        self.failed = (peer, self.store.get(self.key("failed", peer)).decode())
+                        return
+            bounded(ask, beat_interval(self.timeout))
         if self.failed is not None:
             return f"{self.name(self.failed[0])} stopped: {self.failed[1]}"
         if self.silent(margin=2 * beat_interval(self.timeout)):
@@ -265,10 +274,11 @@ def setup(device: torch.device, timeout: float = DEFAULT_TIMEOUT) -> None:
     except RuntimeError as error:            # DistStoreError, DistNetworkError: a peer or the store never came
         if dist.is_initialized():
             dist.destroy_process_group()
+        reason = first_line(error).rstrip(".")
         raise SeqlabError(f"rank {rank} could not join the other {size - 1} process(es) within {limit:g} s "
-                          f"(--dist-timeout {timeout:g} plus a grace): {first_line(error)}; every node must start "
-                          "the same torchrun command (the same --rdzv-endpoint and --rdzv-id), and every process "
-                          "must get this far (see the other nodes' logs)") from None
+                          f"(--dist-timeout {timeout:g} plus a grace): {reason}; every node must start the same "
+                          "torchrun command (the same --rdzv-endpoint and --rdzv-id), and every process must get "
+                          "this far (see the other nodes' logs)") from None
 
 
 def teardown(error: BaseException | None = None, problem: str = "") -> None:
