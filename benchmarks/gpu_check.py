@@ -1,27 +1,31 @@
-"""One short check of seqlab on a GPU (under 8 minutes on one H100): the bf16 matmul peak, then tokens/s and
-model-FLOPs utilisation (MFU) of short `seqlab train lm` runs with `--precision bf16 --compile
---fused-output on`, as a user would start them:
+"""One short check of seqlab on a GPU (under 8 minutes: --budget): the bf16 matmul peak measured beside the card's
+datasheet peak, the attention kernel PyTorch picks, then tokens/s and model-FLOPs utilisation (MFU) of short
+`seqlab train lm` runs with `--precision bf16 --compile --fused-output on`, as a user would start them:
 
-    run                      data                                        model
-    shakespeare-char         Tiny Shakespeare, characters (90% / 20k)    configs/shakespeare-char-transformer.yaml
-    wikitext2-word-lstm      wikitext-2, words                           configs/wikitext2-lstm-tied.yaml (2 x 200)
-    gpt2-small-bpe           wikitext-2, BPE 50,257, `seqlab prepare`d   transformer 12 x 12 heads x 768, context 1024
-    gpt2-small-bpe (DDP)     the same, torchrun over every GPU           (only with more than one GPU)
+    run                 data (../shared/data)             without it           model
+    shakespeare-char    Tiny Shakespeare, characters      the bundled copy     configs/shakespeare-char-transformer.yaml
+    word-lstm           wikitext-2, words                 bundled Shakespeare  configs/wikitext2-lstm-tied.yaml
+    gpt2-small-bpe      wikitext-2, BPE 50,257, prepared  synthetic words      transformer 12 x 12 x 768, context 1024
+    gpt2-small-bpe-ddp  the same, torchrun over every GPU PyTorch sees (only where it sees more than one)
 
 Each run trains `--steps` optimizer steps, logged every `--steps / 10`; a figure is the median of the logged
 records after the first (which holds the warm-up and the compile). MFU is the run's model FLOP/s (its
-train_log.jsonl `gflop_per_s`, all processes together: `seqlab.training.flops`) over the peak measured here,
-an 8192^3 bf16 matrix product timed with CUDA events, times the number of GPUs. The run's own `mfu` is a share
-of seqlab's cached 4096^3 peak instead; both are kept.
+train_log.jsonl `gflop_per_s`, all processes together: `seqlab.training.flops`) over the datasheet's dense bf16
+peak of the card (`DATASHEET`, scaled by the share of its SMs that PyTorch sees: a MIG slice) times the number of
+GPUs; a card the table does not know is named, and its MFU is a share of the measured peak instead. The measured
+peak (an 8192^3 bf16 product timed with CUDA events) is reported beside it, with the MFU against it
+(`mfu_measured`). The attention kernel is the one PyTorch's profiler saw run for each transformer's shapes (flash,
+memory-efficient, cuDNN or math), with the list of backends that accept them.
 
-    bash benchmarks/gpu_check.sh                                  # every GPU of the machine
+    bash benchmarks/gpu_check.sh                                  # every GPU; installs what is missing
     python benchmarks/gpu_check.py --gpus 1 --steps 200           # one GPU, fewer steps
-    python benchmarks/gpu_check.py --dry-run --output /tmp/gpu.json [--gpus 2]   # CPU, seconds: checks the
-        # script on tiny models (fp32, no compile, 3 steps) over a synthetic corpus; --gpus 2: DDP on 2 processes
+    python benchmarks/gpu_check.py --dry-run --output /tmp/gpu.json [--gpus 2]   # CPU, a minute: checks the
+        # script on tiny models (fp32, no compile, 3 steps) over small cuts of the same data; --gpus 2: DDP on 2
+        # processes
 
 Results: a JSON list of rows {task, dataset, arch, config, metric, value, unit, device, torch, command, date}
-in benchmarks/results/gpu.json (or --output). A run that fails is reported on stderr and the others go on;
-the script then exits with status 1.
+in benchmarks/results/gpu.json (or --output). A run that fails is reported on stderr and the others go on; one
+that would not fit in what is left of --budget is skipped and named; the script then exits with status 1.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import json
 import math
 import os
 import random
+import re
 import shlex
 import signal
 import statistics
@@ -96,42 +101,154 @@ def matmul_peak(device: torch.device, size: int, dtype: torch.dtype, repeats: in
     return 2 * size**3 / best
 
 
+# (a pattern of torch.cuda.get_device_name, the card, dense bf16 TFLOP/s of its datasheet (without sparsity), its
+# SMs); the first that matches is the card
+DATASHEET = [
+    (r"GH200", "NVIDIA GH200", 989.4, 132),
+    (r"H200 NVL", "NVIDIA H200 NVL", 835.0, 132),
+    (r"H200", "NVIDIA H200 SXM", 989.4, 132),
+    (r"H100 NVL", "NVIDIA H100 NVL", 835.0, 132),
+    (r"H100.*PCIe", "NVIDIA H100 PCIe", 756.0, 114),
+    (r"H100", "NVIDIA H100 SXM", 989.4, 132),
+    (r"B200", "NVIDIA B200", 2250.0, 148),
+    (r"A100", "NVIDIA A100", 312.0, 108),
+    (r"L40S", "NVIDIA L40S", 362.0, 142),
+    (r"L40\b", "NVIDIA L40", 181.0, 142),
+    (r"\bL4\b", "NVIDIA L4", 121.0, 58),
+    (r"\bA10\b", "NVIDIA A10", 125.0, 72),
+]
+
+
+def datasheet_peak(name: str, sms: int | None) -> tuple[float, str] | None:
+    """(FLOP/s, what it is) of the card called `name` with `sms` SMs visible, from `DATASHEET`; None for a card
+    it does not know. A slice of a card (MIG) or a part with fewer SMs gets their share of the peak."""
+    for pattern, card, tflops, full in DATASHEET:
+        if re.search(pattern, name):
+            if sms and sms < full:
+                return (tflops * 1e12 * sms / full,
+                        f"{card} datasheet dense bf16 {tflops:g} TFLOP/s x {sms}/{full} SMs (a MIG slice or a "
+                        f"smaller part)")
+            return tflops * 1e12, f"{card} datasheet dense bf16 {tflops:g} TFLOP/s"
+    return None
+
+
+KERNELS = {"_scaled_dot_product_flash_attention_for_cpu": "flash (CPU)",
+           "_scaled_dot_product_flash_attention": "flash",
+           "_scaled_dot_product_efficient_attention": "memory-efficient",
+           "_scaled_dot_product_cudnn_attention": "cuDNN",
+           "_scaled_dot_product_fused_attention_overrideable": "fused (device-specific)",
+           "_scaled_dot_product_attention_math": "math"}
+
+
+def attention_kernel(device: torch.device, dtype: torch.dtype, batch: int, heads: int, context: int,
+                     width: int) -> str:
+    """Which kernel `F.scaled_dot_product_attention` runs for a transformer's training call (seqlab.nn.attention:
+    q, k, v split from one projection, is_causal, no mask, no dropout), seen by PyTorch's profiler in a forward
+    and backward, and which backends accept those shapes (`torch.nn.attention.sdpa_kernel`, one at a time).
+    --compile keeps the choice: the compiled graph calls the aten kernel PyTorch selects for the same inputs."""
+    import warnings
+
+    import torch.nn.functional as F
+    from torch.profiler import ProfilerActivity, profile
+
+    def call():
+        qkv = torch.randn(batch, context, 3, heads, width // heads, device=device, dtype=dtype,
+                          requires_grad=True)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)                 # (B, nh, T, hs) each, as the model's
+        F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
+
+    call()                                                              # warm-up
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    try:
+        with profile(activities=activities) as prof:
+            call()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+        names = {event.name.removeprefix("aten::") for event in prof.events()}
+        ran = [label for op, label in KERNELS.items() if op in names] or ["not seen by the profiler"]
+    except RuntimeError as error:                                        # no profiler (CUPTI) here
+        ran = [f"unknown (the profiler failed: {str(error).splitlines()[0][:80]})"]
+    accepted = []
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:                                                  # PyTorch before 2.3
+        SDPBackend = None
+    for name, label in (("FLASH_ATTENTION", "flash"), ("EFFICIENT_ATTENTION", "memory-efficient"),
+                        ("CUDNN_ATTENTION", "cuDNN"), ("MATH", "math")):
+        backend = getattr(SDPBackend, name, None) if SDPBackend is not None else None
+        if backend is None:
+            continue
+        try:
+            with warnings.catch_warnings(), sdpa_kernel([backend]):
+                warnings.simplefilter("ignore")
+                call()
+            accepted.append(label)
+        except RuntimeError:
+            pass
+    return f"{ran[0]} (these accept the shapes: {', '.join(accepted) or '?'})"
+
+
 # ---------------------------------------------------------------------------- data
 
-def synthetic_corpus(folder: Path) -> dict[str, Path]:
-    """A tiny made-up corpus (for --dry-run): 400 training and 60 validation lines of 6-14 words."""
-    words = "the a king queen lord lady sword crown night day speak hear love hate fair foul come go".split()
+BUNDLED = ROOT / "src" / "seqlab" / "corpora" / "tinyshakespeare.txt"     # nanoGPT's input.txt, byte for byte
+
+
+def synthetic_words(path: Path, types: int, tokens: int) -> Path:
+    """A made-up corpus for a BPE of GPT-2's size where wikitext-2 is absent: `types` words of 2-4 random
+    syllables, Zipf-distributed over `tokens` tokens (every word at least twice), 12-30 words a line."""
     rng = random.Random(0)
+    syllables = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"] + ["th", "st", "an", "er", "on", "in"]
+    words = sorted({"".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))) for _ in range(types * 2)})
+    words = rng.sample(words, min(types, len(words)))
+    drawn = rng.choices(words, weights=[1 / rank for rank in range(1, len(words) + 1)],
+                        k=max(0, tokens - 2 * len(words))) + words * 2
+    rng.shuffle(drawn)
+    lines, start = [], 0
+    while start < len(drawn):
+        end = start + rng.randint(12, 30)
+        lines.append(" ".join(drawn[start:end]))
+        start = end
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
 
-    def lines(count: int) -> str:
-        return "".join(" ".join(rng.choice(words) for _ in range(rng.randint(6, 14))) + "\n" for _ in range(count))
 
+def corpus(data: Path, folder: Path, dry: bool) -> tuple[dict[str, Path], dict[str, str]]:
+    """The files of the runs, and the dataset each is named by. From `data` (../shared/data): nanoGPT's 90%
+    Shakespeare training split with 20k characters of the rest, and wikitext-2's training text with its first 400
+    validation lines (evaluation is not what is measured). Where `data` lacks them: the Shakespeare bundled with
+    seqlab, its words standing in for wikitext-2's in the LSTM, and a synthetic corpus for the BPE of GPT-2's size.
+    The dry run takes small cuts of the same sources."""
     folder.mkdir(parents=True, exist_ok=True)
-    train, valid = folder / "synthetic.train.txt", folder / "synthetic.valid.txt"
-    train.write_text(lines(400), encoding="utf-8")
-    valid.write_text(lines(60), encoding="utf-8")
-    return {"shakespeare-train": train, "shakespeare-valid": valid, "wikitext-train": train,
-            "wikitext-valid": valid}
-
-
-def real_corpus(data: Path, folder: Path) -> dict[str, Path]:
-    """nanoGPT's 90% Shakespeare training split with 20k characters of the rest, and wikitext-2's training text
-    with its first 400 validation lines (evaluation is not what is measured)."""
-    shakespeare, wikitext = data / "tinyshakespeare" / "input.txt", data / "wikitext-2"
-    for path in (shakespeare, wikitext / "train.txt", wikitext / "valid.txt"):
-        if not path.is_file():
-            raise SystemExit(f"{path} is missing: pass --data-dir (the shared data folder), or --dry-run")
-    text = shakespeare.read_text(encoding="utf-8")
+    shared = data / "tinyshakespeare" / "input.txt"
+    text = (shared if shared.is_file() else BUNDLED).read_text(encoding="utf-8")
     cut = int(0.9 * len(text))
-    folder.mkdir(parents=True, exist_ok=True)
+    train, valid = (text[:20_000], text[cut:cut + 4_000]) if dry else (text[:cut], text[cut:cut + 20_000])
     files = {"shakespeare-train": folder / "shakespeare.train.txt",
-             "shakespeare-valid": folder / "shakespeare.valid.small.txt",
-             "wikitext-train": wikitext / "train.txt", "wikitext-valid": folder / "wikitext2.valid.small.txt"}
-    files["shakespeare-train"].write_text(text[:cut], encoding="utf-8")
-    files["shakespeare-valid"].write_text(text[cut:cut + 20_000], encoding="utf-8")
-    valid = (wikitext / "valid.txt").read_text(encoding="utf-8").splitlines(True)
-    files["wikitext-valid"].write_text("".join(valid[:400]), encoding="utf-8")
-    return files
+             "shakespeare-valid": folder / "shakespeare.valid.txt"}
+    files["shakespeare-train"].write_text(train, encoding="utf-8")
+    files["shakespeare-valid"].write_text(valid, encoding="utf-8")
+    names = {"shakespeare": "tinyshakespeare"}
+    wikitext = data / "wikitext-2"
+    if (wikitext / "train.txt").is_file() and (wikitext / "valid.txt").is_file():
+        lines = (wikitext / "valid.txt").read_text(encoding="utf-8").splitlines(True)
+        files["words-valid"] = folder / "wikitext2.valid.small.txt"
+        files["words-valid"].write_text("".join(lines[:40 if dry else 400]), encoding="utf-8")
+        if dry:
+            files["words-train"] = folder / "wikitext2.train.small.txt"
+            files["words-train"].write_text("".join((wikitext / "train.txt").read_text(encoding="utf-8")
+                                                    .splitlines(True)[:400]), encoding="utf-8")
+        else:
+            files["words-train"] = wikitext / "train.txt"
+        files["bpe-train"], files["bpe-valid"] = files["words-train"], files["words-valid"]
+        names.update(words="wikitext-2", bpe="wikitext-2")
+    else:
+        files["words-train"], files["words-valid"] = files["shakespeare-train"], files["shakespeare-valid"]
+        files["bpe-train"] = synthetic_words(folder / "synthetic.train.txt", *((400, 4_000) if dry else
+                                                                                 (100_000, 2_000_000)))
+        files["bpe-valid"] = synthetic_words(folder / "synthetic.valid.txt", *((400, 1_000) if dry else
+                                                                                 (20_000, 50_000)))
+        names.update(words="tinyshakespeare", bpe="synthetic")
+    return files, names
 
 
 def seqlab_has(words: list[str], option: str = "") -> bool:
@@ -142,10 +259,13 @@ def seqlab_has(words: list[str], option: str = "") -> bool:
 
 # ---------------------------------------------------------------------------- the runs
 
-def runs(files: dict[str, Path], folder: Path, dry: bool, gpus: int, prepared: bool) -> list[Run]:
-    """The runs of the check; tiny versions of the same under --dry-run."""
+def runs(files: dict[str, Path], names: dict[str, str], folder: Path, dry: bool, gpus: int, prepared: bool,
+         attention: dict[str, str]) -> list[Run]:
+    """The runs of the check; tiny versions of the same under --dry-run. `attention`: the kernel each
+    transformer's shapes get (`attention_kernel`), by run name."""
     shakespeare = ["--train", str(files["shakespeare-train"]), "--valid", str(files["shakespeare-valid"])]
-    wikitext = ["--train", str(files["wikitext-train"]), "--valid", str(files["wikitext-valid"])]
+    words = ["--train", str(files["words-train"]), "--valid", str(files["words-valid"])]
+    bpe = ["--train", str(files["bpe-train"]), "--valid", str(files["bpe-valid"])]
     tiny_transformer = ["--embedding-size", "16", "--layers", "1", "--heads", "2", "--context", "16",
                         "--batch-size", "4"] if dry else []
     tiny_lstm = ["--embedding-size", "16", "--hidden-size", "16", "--batch-size", "4", "--seq-len", "8"] if dry else []
@@ -158,28 +278,32 @@ def runs(files: dict[str, Path], folder: Path, dry: bool, gpus: int, prepared: b
             "--beta2", "0.95", "--warmup-steps", "20", "--grad-clip", "1", "--eval-stride", str(context),
             "--eval-batch-size", "16"]
     dry_note = ", tiny for the dry run: " if dry else ""
-    out = [Run("shakespeare-char", "synthetic" if dry else "tinyshakespeare", "transformer",
+    stand_in = "" if names["words"] == "wikitext-2" else ", on Shakespeare's words (wikitext-2 absent)"
+    out = [Run("shakespeare-char", names["shakespeare"], "transformer",
                "configs/shakespeare-char-transformer.yaml (4 x 128, context 64, batch 12)"
-               + (f"{dry_note}1 x 16, context 16, batch 4" if dry else ""),
+               + (f"{dry_note}1 x 16, context 16, batch 4" if dry else "")
+               + f"; attention kernel: {attention['shakespeare-char']}",
                ["--config", str(CONFIGS / "shakespeare-char-transformer.yaml"), *shakespeare, *tiny_transformer]),
-           Run("wikitext2-word-lstm", "synthetic" if dry else "wikitext-2", "lstm",
-               "configs/wikitext2-lstm-tied.yaml (2 x 200 tied, batch 20 x 35)"
+           Run("word-lstm", names["words"], "lstm",
+               f"configs/wikitext2-lstm-tied.yaml (2 x 200 tied, batch 20 x 35){stand_in}"
                + (f"{dry_note}2 x 16, batch 4 x 8" if dry else ""),
-               ["--config", str(CONFIGS / "wikitext2-lstm-tied.yaml"), *wikitext, *tiny_lstm])]
+               ["--config", str(CONFIGS / "wikitext2-lstm-tied.yaml"), *words, *tiny_lstm])]
     described = f"GPT-2 small shape: {shape}, context {context}, --bpe-vocab-size {vocab:,}"
-    data = folder / "prepared-wikitext2-bpe" if prepared else None
+    if names["bpe"] == "synthetic":
+        described += " (a synthetic corpus of Zipf-distributed made-up words: wikitext-2 absent)"
+    data = folder / "prepared-bpe" if prepared else None
     if data is not None:
-        prepare = ["prepare", "lm", *wikitext, "--tokenizer", "bpe", "--bpe-vocab-size", str(vocab),
+        prepare = ["prepare", "lm", *bpe, "--tokenizer", "bpe", "--bpe-vocab-size", str(vocab),
                    "--workers", "1" if dry else "0", "--no-progress", "--output", str(data)]
         source, described = ["--data", str(data)], f"{described}, prepared shards (--data)"
     else:
-        prepare, source = [], [*wikitext, "--tokenizer", "bpe", "--bpe-vocab-size", str(vocab)]
+        prepare, source = [], [*bpe, "--tokenizer", "bpe", "--bpe-vocab-size", str(vocab)]
         described += ", from the text files (no `seqlab prepare lm` here)"
-    dataset = "synthetic" if dry else "wikitext-2"
-    out.append(Run("gpt2-small-bpe", dataset, "transformer", f"{described}, batch {batch}",
+    described += f"; attention kernel: {attention['gpt2-small-bpe']}"
+    out.append(Run("gpt2-small-bpe", names["bpe"], "transformer", f"{described}, batch {batch}",
                    [*source, *gpt2, "--batch-size", str(batch)], prepare=prepare, prepared=data))
     if gpus > 1:                                   # the same batch per GPU: --batch-size is the global batch
-        out.append(Run("gpt2-small-bpe-ddp", dataset, "transformer",
+        out.append(Run("gpt2-small-bpe-ddp", names["bpe"], "transformer",
                        f"{described}, DDP over {gpus} {'CPU processes' if dry else 'GPUs'} (torchrun), global batch "
                        f"{batch * gpus}", [*source, *gpt2, "--batch-size", str(batch * gpus)], nproc=gpus,
                        prepare=prepare, prepared=data))
@@ -238,19 +362,23 @@ def figures(log: Path) -> dict[str, float]:
     return out
 
 
-def run_rows(run: Run, found: dict[str, float], peak: float, wall: float, base: dict) -> list[dict]:
-    """The rows of one run (MFU against the peak measured here, of every GPU the run used), and a line on stdout."""
+def run_rows(run: Run, found: dict[str, float], reference: tuple[float, str], measured: float, wall: float,
+             base: dict) -> list[dict]:
+    """The rows of one run and a line on stdout. MFU against `reference` (FLOP/s of one GPU, and what it is: the
+    datasheet's peak, or the measured one for a card the table does not know) and against the `measured` peak,
+    each times the GPUs the run used."""
     common = {"task": "lm", "dataset": run.dataset, "arch": run.arch, "config": run.config, **base}
     rows = [{**common, "metric": "tokens_per_s", "value": found["tokens_per_s"], "unit": "tokens/s"}]
     summary = f"{run.name}: {found['tokens_per_s']:,.0f} tokens/s"
     if "gflop_per_s" in found:
-        mfu = 100 * found["gflop_per_s"] * 1e9 / (peak * run.nproc)
+        mfu = 100 * found["gflop_per_s"] * 1e9 / (reference[0] * run.nproc)
+        mfu_measured = 100 * found["gflop_per_s"] * 1e9 / (measured * run.nproc)
         rows += [{**common, "metric": "gflop_per_s", "value": found["gflop_per_s"], "unit": "GFLOP/s"},
-                 {**common, "metric": "mfu", "value": mfu, "unit": "% of the measured peak"}]
-        summary += f", {found['gflop_per_s']:,.1f} GFLOP/s, MFU {mfu:.1f}%"
-    if "mfu" in found:
-        rows.append({**common, "metric": "mfu_logged", "value": found["mfu"],
-                     "unit": "% of seqlab's cached peak (the run's own train_log.jsonl)"})
+                 {**common, "metric": "mfu", "value": mfu, "unit": f"% of the peak: {reference[1]}, per process"},
+                 {**common, "metric": "mfu_measured", "value": mfu_measured,
+                  "unit": "% of the matmul peak measured here, per process"}]
+        summary += (f", {found['gflop_per_s']:,.1f} GFLOP/s, MFU {mfu:.1f}% ({mfu_measured:.1f}% of the measured "
+                    "peak)")
     rows += [{**common, "metric": "train_loss", "value": found["train_loss"], "unit": "nats per token"},
              {**common, "metric": "wall_s", "value": round(wall, 1), "unit": "s (start-up and compile included)"}]
     print(f"{summary}, loss {found['train_loss']:.3f}, {wall:.0f} s", flush=True)
@@ -263,68 +391,107 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     shared = [ROOT.parent / "shared" / "data", ROOT / "shared" / "data"]
     parser.add_argument("--data-dir", default=str(next((p for p in shared if p.is_dir()), shared[0])),
-                        help="the shared data folder (tinyshakespeare/, wikitext-2/); default ../shared/data")
+                        help="the shared data folder (tinyshakespeare/, wikitext-2/); default ../shared/data; "
+                             "without it, the bundled Shakespeare and a synthetic corpus")
     parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "gpu.json"))
     parser.add_argument("--steps", type=int, default=0, help="optimizer steps per run (default 300; dry run 3)")
     parser.add_argument("--gpus", type=int, default=None,
-                        help="GPUs (DDP over them when more than 1; default: every GPU torch sees); with --dry-run, "
-                             "CPU processes for a DDP row (default 1: none)")
-    parser.add_argument("--timeout", type=float, default=240, help="seconds allowed to each run")
+                        help="GPUs (DDP over them when more than 1; default: every GPU PyTorch sees, "
+                             "torch.cuda.device_count()); with --dry-run, CPU processes for a DDP row (default 1: "
+                             "none)")
+    parser.add_argument("--timeout", type=float, default=240, help="seconds allowed to each run at most")
+    parser.add_argument("--budget", type=float, default=450,
+                        help="seconds for the whole check (default 450, under 8 minutes with the start-up): each "
+                             "command gets at most what is left; one that cannot start in time is skipped")
     parser.add_argument("--dry-run", action="store_true",
-                        help="on the CPU in seconds: tiny models, fp32, no compile, a synthetic corpus")
+                        help="on the CPU in a minute: tiny models, fp32, no compile, small cuts of the data")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder of data and runs")
     args = parser.parse_args(argv)
+    began = time.time()
+    deadline = began + args.budget
     dry = args.dry_run
     steps = args.steps or (3 if dry else 300)
-    gpus = args.gpus if args.gpus is not None else (1 if dry else torch.cuda.device_count())
     if not dry and not torch.cuda.is_available():
         raise SystemExit("no CUDA GPU here: run on a GPU machine, or check the script with --dry-run")
-    device = torch.device("cpu" if dry else "cuda")
+    visible = 0 if dry else torch.cuda.device_count()
+    gpus = args.gpus if args.gpus is not None else (1 if dry else visible)
+    if not dry and not 1 <= gpus <= visible:
+        raise SystemExit(f"--gpus {gpus}: PyTorch sees {visible} GPU(s) here (torch.cuda.device_count())")
+    device = torch.device("cpu" if dry else "cuda:0")
     device_label = flops.device_name(device)
     folder = Path(tempfile.mkdtemp(prefix="seqlab-gpu-check-"))
     environment = {**os.environ, "SEQLAB_CACHE_DIR": os.environ.get("SEQLAB_CACHE_DIR") or str(folder / "cache")} \
         if dry else dict(os.environ)
     if dry:
         environment["OMP_NUM_THREADS"] = "1"
-    began = time.time()
+        torch.set_num_threads(1)
+    else:
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        print(f"devices: {visible} visible to PyTorch ({device_label}, {sms} SMs each); DDP "
+              + (f"over {gpus}" if gpus > 1 else "not run: it needs two"), flush=True)
 
     size, dtype = (256, torch.float32) if dry else (8192, torch.bfloat16)
-    if dry:
-        torch.set_num_threads(1)
-    peak = matmul_peak(device, size, dtype)
-    print(f"peak: {peak / 1e12:,.3f} TFLOP/s ({size}^3 {str(dtype).removeprefix('torch.')} matmul on {device_label})",
-          flush=True)
+    measured = matmul_peak(device, size, dtype)
+    kind = f"{size}^3 {str(dtype).removeprefix('torch.')} matmul"
+    sheet = None if dry else datasheet_peak(device_label, sms)
+    if sheet is None:
+        reference = (measured, f"the measured {kind} ({device_label} is not in the datasheet table)")
+        print(f"note: {device_label} is not in gpu_check.py's datasheet table: MFU is a share of the measured peak",
+              flush=True)
+    else:
+        reference = sheet
+    print(f"peak: measured {measured / 1e12:,.3f} TFLOP/s ({kind} on {device_label}); MFU against "
+          + (f"{sheet[0] / 1e12:,.1f} TFLOP/s, {sheet[1]}" if sheet else "the measured peak"), flush=True)
     base = {"device": device_label, "torch": torch.__version__, "date": datetime.date.today().isoformat()}
     script = shlex.join(["python", "benchmarks/gpu_check.py", *(sys.argv[1:] if argv is None else argv)])
     rows = [{"task": "matmul", "dataset": None, "arch": None,
-             "config": f"{size}x{size} {str(dtype).removeprefix('torch.')} torch.mm, best of 5 x 20 after warm-up"
-                       f" ({'CUDA events' if device.type == 'cuda' else 'wall clock'})",
-             "metric": "peak_tflop_per_s", "value": peak / 1e12, "unit": "TFLOP/s", **base,
-             "command": script}]
+             "config": f"measured: {size}x{size} {str(dtype).removeprefix('torch.')} torch.mm, best of 5 x 20 "
+                       f"after warm-up ({'CUDA events' if device.type == 'cuda' else 'wall clock'})",
+             "metric": "peak_tflop_per_s", "value": measured / 1e12, "unit": "TFLOP/s", **base, "command": script}]
+    if sheet is not None:
+        rows.append({"task": "matmul", "dataset": None, "arch": None, "config": sheet[1],
+                     "metric": "datasheet_peak_tflop_per_s", "value": sheet[0] / 1e12, "unit": "TFLOP/s", **base,
+                     "command": script})
 
-    files = synthetic_corpus(folder / "data") if dry else real_corpus(Path(args.data_dir), folder / "data")
+    attention = {}
+    for name, shape in (("shakespeare-char", (4, 2, 16, 16) if dry else (12, 4, 64, 128)),
+                        ("gpt2-small-bpe", (4, 2, 16, 16) if dry else (16, 12, 1024, 768))):
+        try:
+            attention[name] = attention_kernel(device, dtype, *shape)
+        except Exception as error:                 # the check goes on: the runs say more than the probe
+            attention[name] = f"unknown (the probe failed: {str(error).splitlines()[0][:120]})"
+        print(f"attention kernel, {name} (batch, heads, context, width = {shape}): {attention[name]}", flush=True)
+
+    files, names = corpus(Path(args.data_dir), folder / "data", dry)
     prepared = seqlab_has(["prepare", "lm"]) and seqlab_has(["train", "lm"], "--data")
     if not prepared:
         print("note: this seqlab has no `seqlab prepare lm` / `train lm --data`: the GPT-2-shaped run trains from "
               "the text files", flush=True)
     failures = []
-    for run in runs(files, folder, dry, gpus, prepared):
+    order = ["gpt2-small-bpe", "gpt2-small-bpe-ddp", "shakespeare-char", "word-lstm"]   # the most telling first
+    shortest = 5 if dry else 60                    # seconds a command needs at least to say anything
+    for run in sorted(runs(files, names, folder, dry, gpus, prepared, attention), key=lambda r: order.index(r.name)):
+        commands = []
         if run.prepared is not None and not run.prepared.exists():
-            command = [sys.executable, "-m", "seqlab", *run.prepare]
-            ok, output, wall = execute(command, args.timeout, environment)
-            print(f"prepare: {shown(command)} ({wall:.0f} s)", flush=True)
-            if not ok:
+            commands.append(("prepare", [sys.executable, "-m", "seqlab", *run.prepare]))
+        commands.append(("train", train_command(run, folder / "runs" / run.name, steps, dry)))
+        for what, command in commands:
+            left = deadline - time.time() - 5
+            if left < shortest:
+                failures.append(f"{run.name} (skipped: {left + 5:.0f} s of --budget left)")
+                print(f"SKIPPED: {shown(command)}: {left + 5:.0f} s of --budget {args.budget:g} left",
+                      file=sys.stderr, flush=True)
+                break
+            ok, output, wall = execute(command, min(args.timeout, left), environment)
+            if what == "prepare":
+                print(f"prepare: {shown(command)} ({wall:.0f} s)", flush=True)
+            log = folder / "runs" / run.name / "train_log.jsonl"
+            if not ok or (what == "train" and not log.exists()):
                 failures.append(run.name)
                 print(f"FAILED: {shown(command)}\n{output[-3000:]}", file=sys.stderr, flush=True)
-                continue
-        command = train_command(run, folder / "runs" / run.name, steps, dry)
-        ok, output, wall = execute(command, args.timeout, environment)
-        log = folder / "runs" / run.name / "train_log.jsonl"
-        if not ok or not log.exists():
-            failures.append(run.name)
-            print(f"FAILED: {shown(command)}\n{output[-3000:]}", file=sys.stderr, flush=True)
-            continue
-        rows += run_rows(run, figures(log), peak, wall, {**base, "command": shown(command)})
+                break
+            if what == "train":
+                rows += run_rows(run, figures(log), reference, measured, wall, {**base, "command": shown(command)})
 
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,9 @@ import pytest
 from conftest import TEST, TRAIN, VALID
 
 TIMEOUT_S = 150          # each command; the two variants take ~35 s together on two cores
+# what a stack trace leaves in a log: Python's, PyTorch's C++ one (c10::Error's frames), a C++ log line
+# ("[W1128 09:01:16.66 socket.cpp:469] ..."), gloo's abort at exit
+TRACE = re.compile(r"Traceback|Exception raised from|frame #\d|^\[[WEF]\d{4}|terminate called", re.MULTILINE)
 
 FILES = ["--train", str(TRAIN), "--valid", str(VALID), "--test", str(TEST), "--tokenizer", "word"]
 OPTIONS = ["--arch", "lstm", "--embedding-size", "16", "--hidden-size", "16", "--dropout", "0", "--batch-size", "4",
@@ -129,9 +134,11 @@ def stop(launcher: subprocess.Popen) -> None:
             pass
 
 
-def run_nodes(args: list[str], folder: Path, nodes: int = 2) -> list[tuple[int, str]]:
+def run_nodes(args: list[str], folder: Path, nodes: int = 2, options: Callable[[int], list[str]] = lambda node: [],
+              during: Callable[[list[subprocess.Popen]], None] = lambda launchers: None) -> list[tuple[int, str]]:
     """Run `seqlab ARGS` on `nodes` torchrun launchers of one process each, meeting by c10d rendezvous on
-    127.0.0.1: [(return code, output)] per launcher, in node order."""
+    127.0.0.1: [(return code, output)] per launcher, in node order. `options(node)`: more of torchrun's options;
+    `during(launchers)` is called every 0.2 s while they run."""
     port, run_id = free_port(), f"seqlab-test-{uuid.uuid4().hex[:8]}"
     environment = {**os.environ, "OMP_NUM_THREADS": "1"}
     launchers, logs = [], []
@@ -140,12 +147,13 @@ def run_nodes(args: list[str], folder: Path, nodes: int = 2) -> list[tuple[int, 
             command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nodes), "--nproc-per-node",
                        "1", "--node-rank", str(node), "--rdzv-backend", "c10d", "--rdzv-endpoint",
                        f"127.0.0.1:{port}", "--rdzv-id", run_id, "--rdzv-conf", "join_timeout=60",
-                       "--local-addr", "127.0.0.1", "--max-restarts", "0", "-m", "seqlab", *args]
+                       "--local-addr", "127.0.0.1", "--max-restarts", "0", *options(node), "-m", "seqlab", *args]
             logs.append(open(folder / f"node{node}.log", "w+", encoding="utf-8"))
             launchers.append(subprocess.Popen(command, stdout=logs[-1], stderr=subprocess.STDOUT, env=environment,
                                               start_new_session=True))
         deadline = time.monotonic() + TIMEOUT_S
         while time.monotonic() < deadline:          # until all end, or one fails (the others would wait for it)
+            during(launchers)
             codes = [launcher.poll() for launcher in launchers]
             if None not in codes or any(codes):
                 break
@@ -197,6 +205,7 @@ def test_multinode_two_nodes_equal_one_process(tmp_path, monkeypatch, source):
     nodes = run_nodes(["train", "lm", *data, *OPTIONS, "--output", str(run_dir)], tmp_path)
     for node, (code, output) in enumerate(nodes):
         assert code == 0, f"node {node} exited with {code}:\n{output[-4000:]}"
+        assert not TRACE.search(output), f"node {node} ended cleanly, with a stack trace:\n{output[-4000:]}"
 
     one, two = jsonl(tmp_path / "one" / "train_log.jsonl"), jsonl(run_dir / "train_log.jsonl")
     assert [r["step"] for r in one] == [r["step"] for r in two] == list(range(1, 7))   # one line per step: one writer
@@ -212,3 +221,53 @@ def test_multinode_two_nodes_equal_one_process(tmp_path, monkeypatch, source):
     writers = {line.split()[1] for line in lines if line.startswith("write")}
     assert writers == {"0"}, [line for line in lines if not line.startswith(("started", "write 0"))]
     assert any(line.endswith("train_log.jsonl") for line in lines)          # the watcher saw rank 0's writes
+
+
+def rank_of(pid: int) -> int | None:
+    """The RANK torchrun gave the worker `pid` (None for a launcher, which has none, or a process gone)."""
+    try:
+        environment = dict(entry.split(b"=", 1) for entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                           if b"=" in entry)
+    except OSError:
+        return None
+    return int(environment[b"RANK"]) if b"LOCAL_RANK" in environment else None
+
+
+@pytest.mark.slow
+def test_multinode_stopped_worker_ends_the_other_node_within_the_timeout(tmp_path):
+    """Two nodes train; at step 3 the worker of global rank 1 is stopped (SIGSTOP, as a hung node would be).
+    The other node's worker ends --dist-timeout later (not after gloo's 30 minutes, printing nothing), with one
+    line naming rank 1 and no trace of its own, and its launcher exits non-zero. (torchrun's own report of a
+    failed worker follows on the launcher's output, with the launcher's traceback: not seqlab's to change.)"""
+    timeout = 5
+    run_dir, stopped = tmp_path / "run", {}
+
+    def stop_rank_1(launchers):
+        log = run_dir / "train_log.jsonl"
+        if "at" not in stopped and log.exists() and len(log.read_text(encoding="utf-8").splitlines()) >= 3:
+            for node, launcher in enumerate(launchers):
+                for pid in children(launcher.pid):
+                    if rank_of(pid) == 1:
+                        os.kill(pid, signal.SIGSTOP)
+                        stopped.update(at=time.monotonic(), node=node)
+        for node, launcher in enumerate(launchers):
+            if "at" in stopped and launcher.poll() is not None:
+                stopped.setdefault(f"ended{node}", time.monotonic())
+
+    nodes = run_nodes(["train", "lm", *FILES, *OPTIONS[:OPTIONS.index("--max-steps")], "--max-steps", "100000",
+                       "--eval-every", "100000", "--log-every", "1", "--no-progress", "--threads", "1",
+                       "--dist-timeout", str(timeout), "--output", str(run_dir)], tmp_path,
+                      options=lambda node: ["--log-dir", str(tmp_path / f"workers{node}"), "--redirects", "2"],
+                      during=stop_rank_1)
+    assert "at" in stopped, nodes
+    survivor = 1 - stopped["node"]
+    code, output = nodes[survivor]
+    waited = stopped[f"ended{survivor}"] - stopped["at"]
+    assert code != 0, output
+    assert timeout - 1 <= waited <= timeout + 15, (waited, output)
+    [worker_err] = (tmp_path / f"workers{survivor}").rglob("stderr.log")
+    err = worker_err.read_text(encoding="utf-8")
+    assert err.rstrip().splitlines()[-1].startswith("seqlab: error: rank 1 (pid ") and \
+        f"did not answer within {timeout} s (--dist-timeout)" in err.splitlines()[-1], err
+    assert sum(line.startswith("seqlab: error") for line in err.splitlines()) == 1, err
+    assert not TRACE.search(err), err

@@ -29,8 +29,8 @@ BUFFERS = ("transition_penalty", "start_penalty", "end_penalty")
 # the training options always shown; the others only when they differ from the task's defaults
 TRAIN_SHOWN = ("epochs", "max_steps", "batch_size", "optimizer", "lr", "schedule", "seq_len")
 # training options about where and how visibly a run went, not what it learned: left out of "training"
-TRAIN_HIDDEN = ("output", "progress", "log_every", "device", "threads", "keep_memory", "eval_batch_size", "log",
-                "experiment", "mlflow_uri")
+TRAIN_HIDDEN = ("output", "progress", "log_every", "device", "threads", "keep_memory", "dist_timeout",
+                "eval_batch_size", "log", "experiment", "mlflow_uri")
 # the data options always shown (the others only when they differ from the defaults)
 DATA_SHOWN = ("tokenizer", "format")
 # the files a run keeps its vocabularies in

@@ -53,7 +53,8 @@ def log(message: str) -> None:
 
 def train_in_run(config, resume: bool, overwrite: bool, work: Callable) -> dict:
     """Check the run directory and take its lock, pick the device and threads, join the process group
-    (under torchrun) and call `work(config, run_dir, device)`; leave the group whatever happens.
+    (under torchrun; --dist-timeout bounds every wait for a silent peer) and call `work(config, run_dir,
+    device)`; leave the group whatever happens.
 
     `config` is the task's whole config (its `train` group names the run directory). Its input files
     become absolute paths, so that --resume reads the same files from any folder, and --resume refuses
@@ -73,11 +74,8 @@ def train_in_run(config, resume: bool, overwrite: bool, work: Callable) -> dict:
             check_data_files(run_dir, config.data)
             load_tensors(run_dir / "checkpoint.safetensors")        # a damaged checkpoint fails here, before any work
         configure_threads(config.train.threads, device)
-        distributed.setup(device)
-        try:
+        with distributed.joined(device, config.train.dist_timeout):
             return work(config, run_dir, device)
-        finally:
-            distributed.teardown()
 
 
 def check_own_folder(run_dir: Path, overwrite: bool) -> None:

@@ -123,6 +123,11 @@ class TrainConfig:
                                        "logits (off), or as seqlab.nn.fused_output.should_fuse expects to be faster "
                                        "for a batch's rows and the vocabulary (auto); the same loss either way",
                                choices=FUSED_OUTPUT)
+    dist_timeout: float = option(distributed.DEFAULT_TIMEOUT, "under torchrun: seconds a process waits for a peer "
+                                 "that went silent (stopped, hung, its machine unreachable) or for the others to "
+                                 "join, before it ends the job with one line naming that rank; a peer busy alone "
+                                 "(rank 0 preparing the data or writing a checkpoint) is not silent",
+                                 at_least=1)
     threads: int = option(0, "CPU threads for PyTorch (0: PyTorch's default, split between local processes)",
                           at_least=0)
     progress: bool = option(True, "show a progress bar")
