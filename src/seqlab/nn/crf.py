@@ -75,9 +75,12 @@ class CRF(nn.Module):
     def marginals(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """p(y_t = k | x) for every token, (B, T, K), 0 at padding: the gradient of log Z with respect to
         the emissions, which is what the forward-backward algorithm computes (the backward pass of the
-        forward algorithm is the backward algorithm)."""
-        with torch.enable_grad():
-            e = emissions.detach().requires_grad_(True)
+        forward algorithm is the backward algorithm). Under `torch.inference_mode` too (a server runs a tagger's
+        work inside a decoding's checkpoint, whose inference mode is the thread's): autograd is turned back on
+        for copies of the inputs."""
+        with torch.inference_mode(False), torch.enable_grad():
+            e = emissions.detach().clone().requires_grad_(True)
+            mask = mask.clone()
             (grad,) = torch.autograd.grad(self.log_partition(e, mask).sum(), e)
         return grad * mask[:, :, None]
 
