@@ -17,6 +17,7 @@ from seqlab.data.documents import Document, document_reader, text_documents
 from seqlab.data.limits import DEFAULT_MAX_TOKENS, InputLimit
 from seqlab.data.sniff import EVALUATED
 from seqlab.data.stream import CHUNK_SIZE, LineReader, chunked, interactive
+from seqlab.decoding import core
 from seqlab.errors import SeqlabError, place
 from seqlab.families.classifier import FAMILY
 from seqlab.families.classifier.config import ClassifierTrainConfig
@@ -71,15 +72,22 @@ class TrainedClassifier(FromRun):
 
     @torch.no_grad()
     def _predict(self, encoded: list, batch_size: int, progress: bool | None = False) -> list[Prediction]:
+        """Each document's Prediction, batches of similar length; on a server's inference thread each batch a
+        few documents at a time (`core.slices`), with a checkpoint between them: the same labels, and
+        probabilities within float rounding of the whole batch's, as any other batching gives."""
         results: list[Prediction | None] = [None] * len(encoded)
         encoded = with_lm_features(self.model, encoded)
-        groups = length_batches(document_lengths(encoded), batch_size, None)   # shortest first: little padding
+        lengths = document_lengths(encoded)
+        groups = length_batches(lengths, batch_size, None)   # shortest first: little padding
         for group in progress_bar(groups, progress, desc="classifying", unit="batch", leave=False):
-            batch = self.vocabulary.collate([encoded[i] for i in group]).to(self.device)
-            p = probabilities(self.model, self.model(batch.words, batch.lengths, batch.features, batch.lm))  # (B, K)
-            for i, row in zip(group, p.tolist(), strict=True):
-                best = max(range(len(row)), key=row.__getitem__)
-                results[i] = Prediction(self.labels[best], row[best], dict(zip(self.labels, row, strict=True)))
+            costs = [max(1, lengths[i]) for i in group]
+            for part in core.slices(costs, (id(self.model), "classify")):
+                rows = [group[j] for j in part]
+                batch = self.vocabulary.collate([encoded[i] for i in rows]).to(self.device)
+                p = probabilities(self.model, self.model(batch.words, batch.lengths, batch.features, batch.lm))
+                for i, row in zip(rows, p.tolist(), strict=True):                                # (B, K)
+                    best = max(range(len(row)), key=row.__getitem__)
+                    results[i] = Prediction(self.labels[best], row[best], dict(zip(self.labels, row, strict=True)))
         return results
 
     def input_limit(self, max_input_length: int | None = None, long_input: str = "truncate") -> InputLimit:

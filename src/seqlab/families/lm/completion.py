@@ -316,7 +316,12 @@ class Scored:
 def score_texts(trained, texts: list[str]) -> list[Scored]:
     """`TrainedLM.score` and `evaluate_text` of many texts in one batch: the texts' id streams side by side, padded
     at their ends (a causal model's scores of a row never read what follows it). A transformer's text longer than
-    its context is scored alone, over the overlapping windows `score` uses."""
+    its context is scored alone, over the overlapping windows `score` uses.
+
+    On a server's inference thread the pass is cut into slices (`core.slices`) that give the same figures: a
+    model that carries a state (the RNNs, the window LM) reads the batch a window of time steps at a time, the
+    state carried from one to the next; a transformer reads it a few texts at a time, each padded as in the
+    whole batch (each slice's products with at least `core.LEAST_ROWS` rows, whose figures are the whole's)."""
     from seqlab.data.readers import count_characters, encode_lines
     from seqlab.families.lm.task import summarize
 
@@ -328,17 +333,25 @@ def score_texts(trained, texts: list[str]) -> list[Scored]:
     together = [i for i, ids in enumerate(streams) if window is None or len(ids) <= window]
     logprobs: dict[int, list[float]] = {}
     if together:                                  # row b reads [</s>] + ids[:-1] and is scored on ids, as `score`
-        core.checkpoint()
         T = max(len(streams[i]) for i in together)
         inputs = torch.zeros(len(together), T, dtype=torch.long, device=device)                   # (B, T)
         targets = torch.zeros(len(together), T, dtype=torch.long, device=device)                  # (B, T)
         for b, i in enumerate(together):
             ids = torch.tensor(streams[i], device=device)
             inputs[b, 0], inputs[b, 1:len(ids)], targets[b, :len(ids)] = EOS, ids[:-1], ids
-        state = model.init_state(len(together), device) if window is None else None
-        with reading():
-            logits, _ = model(inputs, state)                                                      # (B, T, V)
-        picked = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets[..., None])[..., 0]  # (B, T)
+        picked = torch.empty(len(together), T, device=device)                                     # (B, T)
+        pace = (id(model), "score")
+        if window is None:                        # a window of time steps at a time, the state carried
+            state = model.init_state(len(together), device)
+            for part in core.slices([len(together)] * T, pace, core.least_items(len(together))):
+                with reading():
+                    logits, state = model(inputs[:, part.start:part.stop], state)                 # (B, t, V)
+                picked[:, part.start:part.stop] = log_probability(logits, targets[:, part.start:part.stop])
+        else:                                     # a few texts at a time
+            for part in core.slices([T] * len(together), pace, core.least_items(T)):
+                with reading():
+                    logits, _ = model(inputs[part.start:part.stop], None)                         # (b, T, V)
+                picked[part.start:part.stop] = log_probability(logits, targets[part.start:part.stop])
         for b, i in enumerate(together):
             logprobs[i] = picked[b, :len(streams[i])].tolist()
     results = []
@@ -351,3 +364,8 @@ def score_texts(trained, texts: list[str]) -> list[Scored]:
         figures = summarize(-sum(logprobs[i]), len(logprobs[i]), count_characters(lines))
         results.append(Scored(tokens, logprobs[i], figures))
     return results
+
+
+def log_probability(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Each target's natural-log probability under the logits (B, T, V) -> (B, T)."""
+    return torch.log_softmax(logits.float(), dim=-1).gather(-1, targets[..., None])[..., 0]
