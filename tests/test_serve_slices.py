@@ -74,10 +74,10 @@ def test_serve_slices_tag_and_classify_as_the_unsliced_pass(runs, sliced):
     core.set_slice_seconds(1e-9, first=1)
     cut = tagger.tag_sentences(sentences)
     assert [[t for t, _ in row] for row in cut] == [[t for t, _ in row] for row in whole]
-    assert [p for row in cut for _, p in row] == pytest.approx([p for row in whole for _, p in row], abs=1e-6)
+    assert [p for row in cut for _, p in row] == pytest.approx([p for row in whole for _, p in row], abs=1e-5)
     again = classifier.classify(texts)
     assert [p.label for p in again] == [p.label for p in labels]
-    assert [p.probability for p in again] == pytest.approx([p.probability for p in labels], abs=1e-6)
+    assert [p.probability for p in again] == pytest.approx([p.probability for p in labels], abs=1e-5)
 
 
 def test_scheduler_long_items_nested_in_each_other_still_yield():
@@ -111,8 +111,8 @@ def test_scheduler_long_items_nested_in_each_other_still_yield():
     scheduler.shutdown()
 
 
-TIMEOUT = 2.0
-LIMITS = ServeLimits(request_timeout=TIMEOUT, max_chars=2000)
+TIMEOUT = 1.5
+LIMITS = ServeLimits(request_timeout=TIMEOUT, max_chars=5000)
 
 
 @pytest.fixture(scope="module")
@@ -124,14 +124,14 @@ def server(runs):
 
 
 def worst_score() -> dict:
-    """The largest /v1/score request the server takes: 64 texts of 2,000 characters, ~250 windows each of the
+    """The largest /v1/score request the server takes: 64 texts of 5,000 characters, ~600 windows each of the
     character transformer (context 16)."""
-    return {"model": "lm", "text": [("the king " * 250)[:LIMITS.max_chars]] * LIMITS.max_items}
+    return {"model": "lm", "text": [("the king " * 600)[:LIMITS.max_chars]] * LIMITS.max_items}
 
 
 def worst_tag() -> dict:
-    """The largest /v1/tag request: 64 sentences of 1,000 tokens, through the BiLSTM and the CRF."""
-    return {"model": "ner", "text": [("a " * 1000)[:LIMITS.max_chars]] * LIMITS.max_items}
+    """The largest /v1/tag request: 64 sentences of 2,500 tokens, through the BiLSTM and the CRF."""
+    return {"model": "ner", "text": [("a " * 2500)[:LIMITS.max_chars]] * LIMITS.max_items}
 
 
 SMALL = [("/v1/classify", {"model": "sentiment", "text": "a warm film"}),
@@ -176,7 +176,7 @@ def test_serve_worst_score_and_tag_let_small_requests_through_and_stop_at_their_
     for thread in threads:
         thread.join()
     assert all(running) and len(latencies) >= 3                 # answered beside the long ones
-    assert max(latencies) < 0.75, latencies                      # a slice or two, not the 2 s of a whole one
+    assert max(latencies) < 0.75, latencies                      # a few slices, not the whole 1.5 s
     for path, (answer, seconds) in results.items():
         assert answer.status_code == 504, (path, answer.text)
         assert f"limit of {TIMEOUT:g} s" in answer.json()["error"]
@@ -192,10 +192,10 @@ def test_serve_a_client_that_closes_frees_the_worker_within_a_slice(server):
     with socket.create_connection((host, int(port))) as connection:
         connection.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                            b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-        time.sleep(0.5)                                          # the scoring runs
+        time.sleep(0.4)                                          # the scoring runs
         assert app.state.scheduler.stopped["disconnected"] == stopped
     freed = stopped_soon(app, "disconnected", stopped)           # from the close
-    assert freed < 0.5, freed                                    # well before the 2 s deadline
+    assert freed < 0.5, freed                                    # well before the 1.5 s deadline
     start = time.perf_counter()
     answer = httpx.post(f"{url}/v1/score", json=SMALL[1][1], timeout=30)
     assert answer.status_code == 200 and time.perf_counter() - start < 0.5

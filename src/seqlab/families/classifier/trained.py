@@ -32,7 +32,7 @@ from seqlab.families.classifier.task import (
 )
 from seqlab.families.classifier.vocab import Prediction
 from seqlab.families.run_files import FromRun
-from seqlab.models.classifier import Classifier
+from seqlab.models.classifier import RECURRENT, Classifier
 from seqlab.progress import progress_bar
 from seqlab.training.plots import plot_confusion
 
@@ -72,16 +72,19 @@ class TrainedClassifier(FromRun):
 
     @torch.no_grad()
     def _predict(self, encoded: list, batch_size: int, progress: bool | None = False) -> list[Prediction]:
-        """Each document's Prediction, batches of similar length; on a server's inference thread each batch a
-        few documents at a time (`core.slices`), with a checkpoint between them: the same labels, and
-        probabilities within float rounding of the whole batch's, as any other batching gives."""
+        """Each document's Prediction, batches of similar length. On a server's inference thread the work is cut
+        into slices with a checkpoint between two: a recurrent encoder reads a window of time steps of the whole
+        batch at a time (`RecurrentStack.windowed`), the other classifiers classify a few documents at a time
+        (`core.slices`): the same labels, and probabilities within float rounding of the unsliced pass's, as any
+        other batching gives."""
         results: list[Prediction | None] = [None] * len(encoded)
         encoded = with_lm_features(self.model, encoded)
         lengths = document_lengths(encoded)
         groups = length_batches(lengths, batch_size, None)   # shortest first: little padding
         for group in progress_bar(groups, progress, desc="classifying", unit="batch", leave=False):
             costs = [max(1, lengths[i]) for i in group]
-            for part in core.slices(costs, (id(self.model), "classify")):
+            by_rows = self.config.model.arch not in RECURRENT                 # the recurrent ones read in windows
+            for part in core.slices(costs, (id(self.model), "classify")) if by_rows else [range(len(group))]:
                 rows = [group[j] for j in part]
                 batch = self.vocabulary.collate([encoded[i] for i in rows]).to(self.device)
                 p = probabilities(self.model, self.model(batch.words, batch.lengths, batch.features, batch.lm))
