@@ -159,6 +159,16 @@ def least_items(rows_per_item: int) -> int:
     return max(1, -(-LEAST_ROWS // max(1, rows_per_item)))
 
 
+def slice_budget(pace: Hashable) -> float | None:
+    """The units of cost a slice of the work `pace` may hold now on this thread (`slices`), or None outside a
+    server's thread (no slicing): a computation that fits one slice can run as it runs unsliced."""
+    seconds = getattr(_hook, "slice_seconds", 0.0)
+    if not seconds:
+        return None
+    rate = _hook.pace.get(pace)
+    return _hook.first_slice if rate is None else seconds / max(rate, 1e-12)
+
+
 def slices(costs: Sequence[int], pace: Hashable, least: int = 1) -> Iterator[range]:
     """The items 0..n-1 of some work (texts, sentences, time steps), `costs` their cost (their token positions,
     say), cut into runs of consecutive items that each take about this thread's slice time (`set_slice_seconds`),
@@ -169,8 +179,7 @@ def slices(costs: Sequence[int], pace: Hashable, least: int = 1) -> Iterator[ran
     of cost size the first slice of the next such work. Without a slice time (outside a server): one run of every
     item, and no checkpoint."""
     total = len(costs)
-    seconds = getattr(_hook, "slice_seconds", 0.0)
-    if not seconds:
+    if slice_budget(pace) is None:
         if total:
             yield range(total)
         return
@@ -178,7 +187,7 @@ def slices(costs: Sequence[int], pace: Hashable, least: int = 1) -> Iterator[ran
     start = 0
     while start < total:
         rate = paces.get(pace)                                     # seconds per unit of cost
-        budget = _hook.first_slice if rate is None else seconds / max(rate, 1e-12)
+        budget = slice_budget(pace)
         stop, spent = start, 0
         while stop < total and (stop - start < least or spent + costs[stop] <= budget or stop == start):
             spent += costs[stop]
@@ -437,18 +446,31 @@ def text_pieces(ids: Iterable[int], body: list[int], detokenize: Callable[[list[
     """The continuation of a prompt (its ids `body`) as text, piece by piece as the generated `ids` come: the
     text each id adds (nothing while half a UTF-8 character waits for the rest, with byte-level BPE); the
     first `</s>` ends it with `stop_at_eos`; `whole` (beam search, whose ids come at the end) yields it once.
-    Returns why it ended: "stop" (that `</s>`) or "length" (the ids ran out)."""
-    shown = len(detokenize(body)) if body else 0
+    Returns why it ended: "stop" (that `</s>`) or "length" (the ids ran out).
+
+    A line's text never depends on the lines before it (`</s>` is a line break), so only the current line is
+    detokenized again for each id: the body's last line, then the continuation's (a long prompt made each id cost
+    the whole prompt); a checkpoint after each id lets a server run other work between two."""
+    breaks = [i for i, token in enumerate(body) if token == EOS]
+    line = list(body[breaks[-1] + 1:] if breaks else body)          # the ids of the line the next id joins
+    shown = len(detokenize(line)) if line else 0                     # its text already shown
     generated: list[int] = []
     reason = "length"
     for token in ids:
+        checkpoint()
         if stop_at_eos and token == EOS:
             reason = "stop"
             break
         generated.append(token)
         if whole:
             continue
-        text = detokenize(body + generated)
+        if token == EOS:                                             # the line ends: its rest and a line break
+            piece = (detokenize(line)[shown:] if line else "") + "\n"
+            line, shown = [], 0
+            yield piece
+            continue
+        line.append(token)
+        text = detokenize(line)
         if text.endswith("\ufffd"):
             continue
         piece = text[shown:]
@@ -456,5 +478,5 @@ def text_pieces(ids: Iterable[int], body: list[int], detokenize: Callable[[list[
         if piece:
             yield piece
     if whole and generated:
-        yield detokenize(body + generated)[shown:]
+        yield detokenize(line + generated)[shown:]
     return reason

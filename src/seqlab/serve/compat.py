@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from pydantic_core import PydanticCustomError
 
 import seqlab.serve.schemas as schemas
+from seqlab.decoding.core import checkpoint
 from seqlab.decoding.options import SamplingOptions
 from seqlab.errors import SeqlabError
 from seqlab.registry import FAMILIES
@@ -381,6 +382,7 @@ def text_offsets(detokenize: Callable[[list[str]], str], tokens: list[str], befo
     start = -len(detokenize(line).rstrip("\ufffd"))          # where the text after `before` begins
     offsets = []
     for token in tokens:
+        checkpoint()                                          # each token detokenizes its line: a server may yield
         written = detokenize(line)
         offsets.append(start + len(written.rstrip("\ufffd")))
         if token == LINE_END:
