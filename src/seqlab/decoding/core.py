@@ -126,6 +126,18 @@ def read_threads() -> int:
     return getattr(_hook, "read_threads", 0)
 
 
+def set_work_threads(threads: int) -> None:
+    """Note the CPU threads this thread's work runs on outside a read on the read threads
+    (`seqlab.decoding.search.reading` sets it while it reads; 0: none): a long read, cut into slices, goes back to
+    them, so that it leaves the server's event loop its core."""
+    _hook.work_threads = threads
+
+
+def work_threads() -> int:
+    """This thread's `set_work_threads` (0: not inside a read on the read threads)."""
+    return getattr(_hook, "work_threads", 0)
+
+
 def checkpoint() -> None:
     """Called by every search once per step, and by sliced work once per slice (`slices`): the thread's hook
     (`set_checkpoint`), if it has one, may raise to stop the work there."""

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seqlab.decoding import core
+from seqlab.decoding.search import work_threads
 from seqlab.errors import SeqlabError
 from seqlab.nn.cells import Weights, run_cell
 
@@ -85,7 +86,8 @@ class RecurrentStack(nn.Module):
         if state is None:
             state = self.init_state(x.size(0), x.device, x.dtype)
         if self.windows_needed(x, lengths):
-            return self.windowed(x, state, lengths)
+            with work_threads():                                # a long read leaves the event loop its core
+                return self.windowed(x, state, lengths)
         d = self.directions
         final = []
         for l, layer in enumerate(self.layers):

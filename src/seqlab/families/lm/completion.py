@@ -25,6 +25,7 @@ held). `complete_stream` yields one prompt's continuation piece by piece.
 
 from __future__ import annotations
 
+import contextlib
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -341,15 +342,17 @@ def score_texts(trained, texts: list[str]) -> list[Scored]:
             inputs[b, 0], inputs[b, 1:len(ids)], targets[b, :len(ids)] = EOS, ids[:-1], ids
         picked = torch.empty(len(together), T, device=device)                                     # (B, T)
         pace = (id(model), "score")
+        budget = core.slice_budget(pace)          # a pass of several slices runs on the model's own threads
+        read = reading if budget is None or len(together) * T <= budget else contextlib.nullcontext
         if window is None:                        # a window of time steps at a time, the state carried
             state = model.init_state(len(together), device)
             for part in core.slices([len(together)] * T, pace, core.least_items(len(together))):
-                with reading():
+                with read():
                     logits, state = model(inputs[:, part.start:part.stop], state)                 # (B, t, V)
                 picked[:, part.start:part.stop] = log_probability(logits, targets[:, part.start:part.stop])
         else:                                     # a few texts at a time
             for part in core.slices([T] * len(together), pace, core.least_items(T)):
-                with reading():
+                with read():
                     logits, _ = model(inputs[part.start:part.stop], None)                         # (b, T, V)
                 picked[part.start:part.stop] = log_probability(logits, targets[part.start:part.stop])
         for b, i in enumerate(together):
