@@ -98,10 +98,11 @@ def complete(trained, prompts: list[str], options: list[SamplingOptions] | Sampl
     model = trained.model
     model.eval()
     rows = []
-    for prompt, option in zip(prompts, options, strict=True):
-        ids, said = read_prompt(trained, prompt)
-        check_prompt(model, ids)
-        rows.append(Row(ids, option, said))
+    for part in core.slices([len(p) for p in prompts], (id(model), "prompts")):   # on a server: a few at a time
+        for prompt, option in zip(prompts[part.start:part.stop], options[part.start:part.stop], strict=True):
+            ids, said = read_prompt(trained, prompt)
+            check_prompt(model, ids)
+            rows.append(Row(ids, option, said))
     batched = {id(r) for r in rows if r.options.max_tokens > 0 and model.fits(len(r.prompt_ids), r.options.max_tokens)}
     together = [r for r in rows if r.options.beam == 1 and id(r) in batched]
     beams: dict[tuple, list[Row]] = defaultdict(list)         # beam searches that can run side by side
@@ -328,8 +329,11 @@ def score_texts(trained, texts: list[str]) -> list[Scored]:
 
     model, device = trained.model, trained.device
     model.eval()
-    token_lines = [trained.tokenize(text) for text in texts]
-    streams = [encode_lines(lines, trained.vocab).tolist() for lines in token_lines]
+    token_lines, streams = [], []
+    for part in core.slices([len(text) for text in texts], (id(model), "texts")):   # on a server: a few at a time
+        for text in texts[part.start:part.stop]:
+            token_lines.append(trained.tokenize(text))
+            streams.append(encode_lines(token_lines[-1], trained.vocab).tolist())
     window = model.context_length
     together = [i for i, ids in enumerate(streams) if window is None or len(ids) <= window]
     logprobs: dict[int, list[float]] = {}
