@@ -160,6 +160,8 @@ def set_slice_seconds(seconds: float, first: int = FIRST_SLICE) -> None:
     its inference thread (`--slice-ms`)."""
     _hook.slice_seconds, _hook.first_slice = seconds, first
     _hook.pace = {}
+
+
 LEAST_ROWS = 16       # a matrix product of fewer rows runs another kernel (oneDNN's small-matrix path on CPU) whose
                       # last digits differ: a slice gives its products at least this many rows, so that its figures
                       # are those of the whole pass
@@ -462,7 +464,7 @@ def text_pieces(ids: Iterable[int], body: list[int], detokenize: Callable[[list[
 
     A line's text never depends on the lines before it (`</s>` is a line break), so only the current line is
     detokenized again for each id: the body's last line, then the continuation's (a long prompt made each id cost
-    the whole prompt); a checkpoint after each id lets a server run other work between two."""
+    the whole prompt); a checkpoint at each id lets a server run other work between two."""
     breaks = [i for i, token in enumerate(body) if token == EOS]
     line = list(body[breaks[-1] + 1:] if breaks else body)          # the ids of the line the next id joins
     shown = len(detokenize(line)) if line else 0                     # its text already shown
