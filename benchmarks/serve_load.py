@@ -19,11 +19,17 @@ its first token.
 
 With --baseline-src SRC (the src/ folder of an earlier seqlab, e.g. a `git worktree` of an earlier commit) the
 generation load and the mixed load also run against that version's server, in the same run, so that the gain is
-a ratio measured side by side. The mixed load (--mixed, with --classifier and --seq2seq) sends one worst-case
-translation (4 sources of --max-chars characters, the largest beam and max_length the server accepts) and,
-while it runs, 1,000 classification requests at concurrency 8: their p50 / p99 latency, and what the
-translation got (the new server stops it at its --request-timeout). Writes benchmarks/results/serve_load.json
-and .md.
+a ratio measured side by side. The mixed load (--mixed, with --classifier and the runs of the other endpoints)
+runs on a server of its own with `seqlab serve`'s default limits of one request (20,000 characters a text, 64
+texts, a body of 1 MB) and sends, for each endpoint kind in turn, one worst-case request (the largest those limits
+accept: 50 texts of 20,000 characters to score, tag or classify; a prompt of 20,000 characters continued for 1,024
+tokens with beam 16; 50 such prompts to /v1/completions with echo, logprobs and 1,024 tokens; a translation of 16
+sources of 2,000 characters with beam 16 and max_length 1,024: longer sources make each step of a beam search of
+800 hypotheses hold the model thread for seconds and take gigabytes, a step being what a decoding yields at) and,
+while it runs, --mixed-requests classification requests (1,000) at concurrency 8: their p50 / p99 latency, and
+what the worst request got (the server stops it at its --request-timeout). --mixed-only runs the mixed loads
+alone (a quick check: --mixed-only --mixed-requests 100; --worst to pick kinds).
+Writes benchmarks/results/serve_load.json and .md.
 """
 
 from __future__ import annotations
@@ -48,17 +54,19 @@ from common import device_name, free_port, record, resident_mb, write_records  #
 TITLE = "seqlab serve under load (127.0.0.1)"
 NOTES = __doc__.split("\n\n", 1)[1]
 LIMITS = ["--max-chars", "2000", "--max-items", "16", "--max-body-bytes", "65536"]
+MIXED_LIMITS = ["--max-chars", "20000", "--max-items", "64", "--max-body-bytes", "1048576"]   # seqlab serve's defaults
 
 
 class Server:
     """`seqlab serve` in a subprocess on 127.0.0.1."""
 
-    def __init__(self, runs: list[str], threads: int, extra: list[str], src: str | None = None):
+    def __init__(self, runs: list[str], threads: int, extra: list[str], src: str | None = None,
+                 limits: list[str] = LIMITS):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "PYTHONPATH": str(Path(src).resolve())} if src else None       # an earlier seqlab
         self.process = subprocess.Popen([sys.executable, "-m", "seqlab", "serve", *runs, "--port", str(self.port),
-                                         "--threads", str(threads), *LIMITS, *extra],
+                                         "--threads", str(threads), *limits, *extra],
                                         stderr=subprocess.PIPE, text=True, env=env)
         deadline = time.time() + 300
         while time.time() < deadline:
@@ -156,32 +164,89 @@ async def first_token_ms(url: str, model: str, prompts: list[str], n: int) -> li
     return times
 
 
-async def mixed_load(url: str, worst: dict, small: dict, model: str, n: int = 1000, concurrency: int = 8) -> dict:
-    """One worst-case translation and, while it runs, `n` classification requests at `concurrency`: the small
-    requests' latencies, and the worst one's status and time."""
+async def mixed_load(url: str, path: str, worst: dict, small: dict, model: str, n: int = 1000,
+                     concurrency: int = 8) -> dict:
+    """One worst-case request (`worst` to `path`) and, while it runs, `n` classification requests at
+    `concurrency`: the small requests' latencies, and the worst one's status and time."""
     worst_result = {}
 
     async def worst_request(client: aiohttp.ClientSession) -> None:
         start = time.perf_counter()
-        async with client.post("/v1/translate", json=worst) as response:
+        async with client.post(path, json=worst) as response:
             worst_result["status"], worst_result["answer"] = response.status, (await response.read())[:200]
         worst_result["seconds"] = time.perf_counter() - start
 
     async with aiohttp.ClientSession(url, timeout=aiohttp.ClientTimeout(total=1800)) as client:
         task = asyncio.create_task(worst_request(client))
-        await asyncio.sleep(0.5)                                  # the worst case has started decoding
+        await asyncio.sleep(0.5)                                  # the worst case has started
         result = await run_load(url, small, model, n, concurrency, bad_share=0.0)
         worst_result["running_when_small_ones_ended"] = not task.done()
         await task
     return {**result, "worst": worst_result}
 
 
-def worst_translation(model: str, limits: list[str], max_length: int, beam: int = 16) -> dict:
-    """The largest translation a server with `limits` accepts: 4 sources of --max-chars characters of words it
-    has never seen, the largest beam and max_length."""
-    chars = int(limits[limits.index("--max-chars") + 1])
+WORK = {"score": "scoring", "tag": "tagging", "classify": "classification", "translate": "translation",
+        "generate": "generation", "completions": "completion"}        # the records' names of each kind's worst case
+
+
+def limit(name: str, limits: list[str] = MIXED_LIMITS) -> int:
+    """The value of one of a server's limits ("--max-chars")."""
+    return int(limits[limits.index(name) + 1])
+
+
+def worst_translation(model: str, limits: list[str], max_length: int, beam: int = 16, sources: int = 4) -> dict:
+    """The largest translation a server with `limits` accepts: `sources` sources of --max-chars characters of words
+    it has never seen, the largest beam and max_length."""
+    chars = limit("--max-chars", limits)
     source = " ".join(["zqxv"] * (chars // 5))[:chars]
-    return {"model": model, "text": [source] * 4, "beam": beam, "max_length": max_length}
+    return {"model": model, "text": [source] * sources, "beam": beam, "max_length": max_length}
+
+
+def worst_cases(args, specs: dict, names: dict) -> dict[str, tuple[str, dict, str]]:
+    """{endpoint kind: (path, body, what it is)}: the largest request of each kind a server with the default limits
+    accepts (MIXED_LIMITS: 20,000 characters a text, as many texts as a body of 1 MB holds, 50), for the runs
+    given; a translation, 16 sources of 2,000 characters (LIMITS'), see the module's docstring."""
+    chars = limit("--max-chars")
+    words = ("a " * chars)[:chars]                    # the most tokens --max-chars characters hold
+    shakespeare = (Path(args.data_dir) / "tinyshakespeare/input.txt").read_text()[:chars]
+
+    def most(make) -> int:
+        """The most texts `make(n)` (a body) holds within the limits (--max-items, --max-body-bytes)."""
+        n = limit("--max-items")
+        while n > 1 and len(json.dumps(make(n)).encode()) > limit("--max-body-bytes"):
+            n -= 1
+        return n
+
+    out = {}
+    if "generate" in specs:
+        lm = names[specs["generate"][0]]
+
+        def score(n: int) -> dict:
+            return {"model": lm, "text": [shakespeare] * n}
+
+        def completions(n: int) -> dict:
+            return {"model": lm, "prompt": [shakespeare] * n, "max_tokens": 1024, "echo": True, "logprobs": 5,
+                    "seed": 1}
+
+        out["score"] = ("/v1/score", score(most(score)), f"{most(score)} texts x {chars} chars")
+        out["generate"] = ("/v1/generate", {"model": lm, "prompt": shakespeare, "max_tokens": 1024, "beam": 16},
+                           f"a {chars}-char prompt, beam 16, max_tokens 1024")
+        out["completions"] = ("/v1/completions", completions(most(completions)),
+                              f"{most(completions)} prompts x {chars} chars, echo, logprobs 5, max_tokens 1024")
+    for kind, run in (("tag", "tag"), ("classify", "classify")):
+        if run in specs:
+            def texts(n: int, model=names[specs[run][0]]) -> dict:
+                return {"model": model, "text": [words] * n}
+
+            out[kind] = (f"/v1/{kind}", texts(most(texts)), f"{most(texts)} texts x {len(words.split())} tokens"
+                         + (" (the small requests' model)" if kind == "classify" else ""))
+    if "translate" in specs:
+        small = limit("--max-chars", LIMITS)
+        out["translate"] = ("/v1/translate", worst_translation(names[specs["translate"][0]], LIMITS, args.max_length,
+                                                               sources=limit("--max-items", LIMITS)),
+                            f"{limit('--max-items', LIMITS)} sources x {small} chars, beam 16, max_length "
+                            f"{args.max_length}")
+    return out
 
 
 def families(args) -> dict[str, tuple[str, dict]]:
@@ -251,8 +316,13 @@ def main() -> int:
     parser.add_argument("--no-compare", action="store_true", help="skip the classifier with --max-batch 1")
     parser.add_argument("--baseline-src", help="the src/ folder of an earlier seqlab: its server runs the generation "
                         "and mixed loads too, side by side")
-    parser.add_argument("--mixed", action="store_true", help="the mixed load: one worst-case translation and 1,000 "
-                        "classifications (needs --classifier and --seq2seq)")
+    parser.add_argument("--mixed", action="store_true", help="the mixed loads: for each endpoint kind whose run is "
+                        "given, one worst-case request beside --mixed-requests classifications (needs --classifier)")
+    parser.add_argument("--mixed-requests", type=int, default=1_000, help="the small requests of each mixed load")
+    parser.add_argument("--mixed-only", action="store_true", help="run the mixed loads alone (implies --mixed)")
+    parser.add_argument("--worst", nargs="+", choices=list(WORK), help="only these worst cases in the mixed loads")
+    parser.add_argument("--results", default="serve_load", help="the results' name: benchmarks/results/NAME.json "
+                        "and .md (another name for a quick check)")
     parser.add_argument("--max-length", type=int, default=1024, help="the worst-case translation's max_length "
                         "(the server's limit)")
     parser.add_argument("--request-timeout", type=float, default=10.0, help="the new server's --request-timeout")
@@ -265,6 +335,15 @@ def main() -> int:
     cores = len(os.sched_getaffinity(0))
     threads = args.threads or max(1, cores - 1)
     records, machine = [], device_name()
+    args.mixed = args.mixed or args.mixed_only
+    if args.mixed and "classify" not in specs:
+        parser.error("--mixed needs --classifier (its small requests are classifications)")
+    if args.mixed_only:
+        records += mixed_only(args, specs, threads, machine)
+        if args.baseline_src:
+            records += baseline(args, specs, threads, machine, records)
+        write_records(args.results, records, TITLE, notes=NOTES)
+        return 0
     # the classifier also one request at a time (what batching gains), and with a model thread on every core
     # (what leaving a core to the event loop gains)
     settings = [("batched", [], args.threads)] + ([("one-at-a-time", ["--max-batch", "1"], args.threads),
@@ -302,9 +381,7 @@ def main() -> int:
                     records.append(record(**base, metric="server_errors_5xx", value=result["server_errors"]))
                     records.append(record(**base, metric="wrong_answers", value=len(result["wrong"]),
                                           note=json.dumps(result["statuses"])))
-                    write_records("serve_load", records, TITLE, notes=NOTES)      # as it goes: nothing lost
-            if setting == "batched" and args.mixed:
-                records += mixed_records(args, specs, names, server.url, device, "batched (this version)")
+                    write_records(args.results, records, TITLE, notes=NOTES)      # as it goes: nothing lost
             if "generate" in wanted and setting == "batched":
                 run, spec = wanted["generate"]
                 times = asyncio.run(first_token_ms(server.url, names[run], spec["texts"], 100))
@@ -322,43 +399,64 @@ def main() -> int:
                                   device=device))
         finally:
             server.stop()
+    if args.mixed:
+        records += mixed_only(args, specs, threads, machine)
     if args.baseline_src:
         records += baseline(args, specs, threads, machine, records)
-    write_records("serve_load", records, TITLE, notes=NOTES)
+    write_records(args.results, records, TITLE, notes=NOTES)
     return 0
 
 
+def mixed_only(args, specs: dict, threads: int, machine: str) -> list[dict]:
+    """The mixed loads, on a server of this version with the default limits of one request (MIXED_LIMITS)."""
+    server = Server([run for run, _ in specs.values()], args.threads, ["--request-timeout", str(args.request_timeout)],
+                    limits=MIXED_LIMITS)
+    try:
+        names = {run: Path(run).resolve().name for run, _ in specs.values()}
+        return mixed_records(args, specs, names, server.url, f"{machine} (server: {args.threads or threads} model "
+                             "threads)", "batched (this version)")
+    finally:
+        server.stop()
+
+
 def mixed_records(args, specs: dict, names: dict, url: str, device: str, setting: str) -> list[dict]:
-    """The mixed load on the server at `url`, as records."""
-    (classifier, small), (translator, _) = specs["classify"], specs["translate"]
-    worst = worst_translation(names[translator], LIMITS, args.max_length)
-    result = asyncio.run(mixed_load(url, worst, small, names[classifier]))
-    print(json.dumps({"mixed": setting, **{k: v for k, v in result.items() if k not in ("wrong", "worst")},
-                      "worst": {k: str(v) for k, v in result["worst"].items()}}), flush=True)
-    base = dict(task="serve", dataset=Path(classifier).name, split="", arch="classify + 1 worst translation",
-                config=f"{setting}, concurrency 8", device=device, wall_s=round(result["wall_s"], 2))
-    worst_note = (f"worst case: 4 sources x {len(worst['text'][0])} chars, beam {worst['beam']}, max_length "
-                  f"{worst['max_length']}: {result['worst']['status']} after {result['worst']['seconds']:.1f} s")
-    return [*(record(**base, metric=m, value=round(result[m], 2))
-              for m in ("requests_per_s", "p50_ms", "p99_ms", "max_ms")),
-            record(**base, metric="wrong_answers", value=len(result["wrong"]), note=worst_note)]
+    """The mixed loads on the server at `url` (one per worst-case endpoint kind), as records."""
+    classifier, small = specs["classify"]
+    records = []
+    for kind, (path, worst, what) in worst_cases(args, specs, names).items():
+        if args.worst and kind not in args.worst:
+            continue
+        result = asyncio.run(mixed_load(url, path, worst, small, names[classifier], args.mixed_requests))
+        print(json.dumps({"mixed": setting, "worst": kind, **{k: v for k, v in result.items()
+                                                                  if k not in ("wrong", "worst")},
+                          "worst_result": {k: str(v) for k, v in result["worst"].items()}}), flush=True)
+        base = dict(task="serve", dataset=Path(classifier).name, split="", arch=f"classify + 1 worst {WORK[kind]}",
+                    config=f"{setting}, concurrency 8", device=device, wall_s=round(result["wall_s"], 2))
+        worst_note = (f"worst case: {what}: {result['worst']['status']} after {result['worst']['seconds']:.1f} s"
+                      + ("" if result["worst"]["running_when_small_ones_ended"] else
+                         " (it ended before the small requests did)"))
+        records += [*(record(**base, metric=m, value=round(result[m], 2), note=worst_note)
+                      for m in ("requests_per_s", "p50_ms", "p99_ms", "max_ms")),
+                    record(**base, metric="wrong_answers", value=len(result["wrong"]), note=worst_note)]
+        write_records(args.results, records, TITLE, notes=NOTES)              # as it goes: nothing lost
+    return records
 
 
 def baseline(args, specs: dict, threads: int, machine: str, records: list) -> list[dict]:
-    """The generation and mixed loads against the earlier version's server (`--baseline-src`), and the ratios."""
+    """The generation and mixed loads against the earlier version's server (`--baseline-src`), and the ratios: the
+    generation load on a server with LIMITS, the mixed ones on another with MIXED_LIMITS."""
     out = []
-    wanted = {f: specs[f] for f in ("generate", "classify", "translate") if f in specs}
-    server = Server([run for run, _ in wanted.values()], args.threads, [], src=args.baseline_src)
     device = f"{machine} (server: {args.threads or threads} model threads)"
     setting = f"earlier version ({Path(args.baseline_src).resolve().parent.name})"
-    try:
-        names = {run: Path(run).resolve().name for run, _ in wanted.values()}
-        if "generate" in wanted:
-            run, spec = wanted["generate"]
+    if "generate" in specs and not args.mixed_only:
+        run, spec = specs["generate"]
+        server = Server([run], args.threads, [], src=args.baseline_src)
+        try:
+            name = Path(run).resolve().name
             for concurrency in args.concurrency:                  # warm up, then the load
-                asyncio.run(run_load(server.url, spec, names[run], 100, concurrency, args.malformed, seed=1))
+                asyncio.run(run_load(server.url, spec, name, 100, concurrency, args.malformed, seed=1))
             for concurrency in args.concurrency:
-                result = asyncio.run(run_load(server.url, spec, names[run], args.generate_requests, concurrency,
+                result = asyncio.run(run_load(server.url, spec, name, args.generate_requests, concurrency,
                                               args.malformed))
                 print(json.dumps({"family": "generate", "setting": setting, "concurrency": concurrency,
                                   **{k: v for k, v in result.items() if k != "wrong"}}), flush=True)
@@ -373,10 +471,16 @@ def baseline(args, specs: dict, threads: int, machine: str, records: list) -> li
                     out.append(record(**{**base, "config": f"this version / earlier, concurrency {concurrency}"},
                                       metric="requests_per_s_ratio",
                                       value=round(now[0]["value"] / result["requests_per_s"], 2)))
-        if args.mixed and "classify" in wanted and "translate" in wanted:
+        finally:
+            server.stop()
+    if args.mixed:
+        server = Server([run for run, _ in specs.values()], args.threads, [], src=args.baseline_src,
+                        limits=MIXED_LIMITS)
+        try:
+            names = {run: Path(run).resolve().name for run, _ in specs.values()}
             out += mixed_records(args, specs, names, server.url, device, setting)
-    finally:
-        server.stop()
+        finally:
+            server.stop()
     return out
 
 

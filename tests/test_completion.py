@@ -227,3 +227,20 @@ def test_a_batch_of_texts_scores_as_each_text_alone(lm):
         figures = lm.evaluate_text(text)
         assert scored.figures["perplexity"] == pytest.approx(figures["perplexity"], rel=1e-4)
         assert scored.figures["bits_per_char"] == pytest.approx(figures["bits_per_char"], rel=1e-4)
+
+
+def test_completion_sliced_scores_are_the_unsliced_ones(lm):
+    """On a server's thread `score_texts` reads the batch in slices (a window of time steps of every text with the
+    state carried, or a few texts of a transformer): its figures are the one pass's, exactly."""
+    from seqlab.decoding import core
+    from seqlab.families.lm.completion import score_texts
+    texts = ["ROMEO : O", "the king", "First Citizen :\nBefore we proceed any further", "x", " ".join(["the"] * 30),
+             "a b c d"]
+    whole = score_texts(lm, texts)
+    core.set_slice_seconds(1e-9, first=1)                    # the smallest slices
+    try:
+        sliced = score_texts(lm, texts)
+    finally:
+        core.set_slice_seconds(0)
+    for a, b in zip(whole, sliced, strict=True):
+        assert (a.tokens, a.logprobs, a.figures) == (b.tokens, b.logprobs, b.figures)

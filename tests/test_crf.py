@@ -104,3 +104,27 @@ def test_crf_nll_trains_to_the_gold_tags():
         optimizer.step()
     assert loss.item() < 0.05
     assert torch.equal(crf.decode(emissions, mask) * mask, tags * mask)
+
+
+def test_crf_in_windows_on_a_server_thread_gives_the_same_tags_and_marginals():
+    """On a server's inference thread the recursions run a window of time steps at a time (`core.slices`), a
+    checkpoint between two: the same arithmetic, so the same figures exactly."""
+    from seqlab.decoding import core
+    torch.manual_seed(3)
+    crf = CRF(5)
+    with torch.no_grad():
+        for p in crf.parameters():
+            p.normal_()
+    emissions = torch.randn(3, 40, 5)
+    mask = torch.arange(40)[None, :] < torch.tensor([40, 7, 23])[:, None]
+    whole = crf.decode(emissions, mask), crf.marginals(emissions, mask)
+    stops = []
+    core.set_checkpoint(lambda: stops.append(None))
+    core.set_slice_seconds(1e-9, first=1)
+    try:
+        sliced = crf.decode(emissions, mask), crf.marginals(emissions, mask)
+    finally:
+        core.set_checkpoint(None)
+        core.set_slice_seconds(0)
+    assert len(stops) > 30                                   # it did yield, window by window
+    assert torch.equal(whole[0], sliced[0]) and torch.equal(whole[1], sliced[1])

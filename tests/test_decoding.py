@@ -645,3 +645,48 @@ def test_decoding_transformer_step_equals_forward_of_one_token(norm_position, ac
         torch.manual_seed(5)
         forward, _ = model(tokens[:, 2:3], model.start(tokens[:, :2]).cache)
         assert torch.equal(stepped, forward[:, 0])
+
+
+def test_decoding_text_pieces_detokenize_only_the_current_line():
+    """`core.text_pieces` detokenizes the line an id joins, not the whole prompt and continuation: the pieces (and
+    the text of a whole beam output) are those of detokenizing everything again for each id, line breaks, half
+    characters of byte-level BPE and stop_at_eos included."""
+    import random
+
+    from seqlab.decoding import core
+
+    def detokenize(ids: list[int]) -> str:
+        # 10 + k: the word "wk"; 7 then 8: one character, "é", from two byte tokens (7 alone: "\ufffd")
+        lines, words = [], []
+        for i in [*ids, EOS]:
+            if i == EOS:
+                lines.append(" ".join(words).replace("\x07 \x08", "é").replace("\x07", "\ufffd").replace("\x08", ""))
+                words = []
+            else:
+                words.append({7: "\x07", 8: "\x08"}.get(i, f"w{i - 10}"))
+        return "\n".join(lines)
+
+    def reference(ids, body, stop_at_eos, whole):
+        shown, generated, out = len(detokenize(body)) if body else 0, [], []
+        for token in ids:
+            if stop_at_eos and token == EOS:
+                break
+            generated.append(token)
+            text = detokenize(body + generated)
+            if not whole and not text.endswith("\ufffd") and text[shown:]:
+                out.append(text[shown:])
+                shown = len(text)
+        if whole and generated:
+            kept = len(generated)
+            while detokenize(body + generated[:kept]).endswith("\ufffd") and kept:   # no half character at the end
+                kept -= 1
+            out.append(detokenize(body + generated[:kept])[shown:])
+        return out
+
+    rng = random.Random(0)
+    for _ in range(300):
+        body = [rng.choice([EOS, 7, 8, 10, 11, 12]) for _ in range(rng.randint(0, 8))]
+        ids = [rng.choice([EOS, 7, 8, 10, 11, 12, 13]) for _ in range(rng.randint(0, 10))]
+        for stop_at_eos, whole in itertools.product([False, True], [False, True]):
+            got = list(core.text_pieces(ids, body, detokenize, stop_at_eos, whole))
+            assert got == reference(ids, body, stop_at_eos, whole), (body, ids, stop_at_eos, whole)

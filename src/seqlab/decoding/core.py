@@ -29,7 +29,10 @@ What lives here:
   (RNN states or KV caches, and the encoder's memory) is reordered to follow the surviving hypotheses, and
   finished sentences leave the batch. A language model's beam (one prompt, `lm_beam`) runs every hypothesis
   to max_tokens, </s> being a line end, unless stop_at_eos makes </s> end a hypothesis;
-- each sentence's output limit (`output_limits`), and a continuation as text, piece by piece (`text_pieces`).
+- each sentence's output limit (`output_limits`), and a continuation as text, piece by piece (`text_pieces`);
+- between steps: `checkpoint()`, which a server's scheduler answers (stopping work whose requests have gone,
+  letting other work run), and `slices`, which cuts long work that is not a search (scoring, tagging,
+  classifying, reading a long prompt) into slices of a bounded time with a checkpoint between them.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ from __future__ import annotations
 import math
 import struct
 import threading
-from collections.abc import Callable, Generator, Iterable, Iterator
+import time
+from collections.abc import Callable, Generator, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Protocol
@@ -122,12 +126,97 @@ def read_threads() -> int:
     return getattr(_hook, "read_threads", 0)
 
 
+def set_work_threads(threads: int) -> None:
+    """Note the CPU threads this thread's work runs on outside a read on the read threads
+    (`seqlab.decoding.search.reading` sets it while it reads; 0: none): a long read, cut into slices, goes back to
+    them, so that it leaves the server's event loop its core."""
+    _hook.work_threads = threads
+
+
+def work_threads() -> int:
+    """This thread's `set_work_threads` (0: not inside a read on the read threads)."""
+    return getattr(_hook, "work_threads", 0)
+
+
 def checkpoint() -> None:
-    """Called by every search once per step: the thread's hook (`set_checkpoint`), if it has one, may raise to stop
-    the search there."""
+    """Called by every search once per step, and by sliced work once per slice (`slices`): the thread's hook
+    (`set_checkpoint`), if it has one, may raise to stop the work there."""
     hook = getattr(_hook, "call", None)
     if hook is not None:
-        hook()
+        began = time.perf_counter()
+        try:
+            hook()
+        finally:
+            _hook.away = getattr(_hook, "away", 0.0) + time.perf_counter() - began   # others' work, not ours
+
+
+FIRST_SLICE = 256                             # units (token positions) of a slice whose pace is not known yet
+
+
+def set_slice_seconds(seconds: float, first: int = FIRST_SLICE) -> None:
+    """Make `slices` cut this thread's long work (scoring, tagging, classifying, reading long inputs) into slices of
+    about `seconds` each, with a `checkpoint()` before each (0: one slice, the whole work, as outside a server);
+    `first`: the units of cost of a first slice, before the work's pace is known. The server's scheduler sets it on
+    its inference thread (`--slice-ms`)."""
+    _hook.slice_seconds, _hook.first_slice = seconds, first
+    _hook.pace = {}
+
+
+LEAST_ROWS = 16       # a matrix product of fewer rows runs another kernel (oneDNN's small-matrix path on CPU) whose
+                      # last digits differ: a slice gives its products at least this many rows, so that its figures
+                      # are those of the whole pass
+
+
+def least_items(rows_per_item: int) -> int:
+    """The fewest items a slice holds for its matrix products to have LEAST_ROWS rows: a time step of B texts
+    is B rows, a text of T tokens T rows."""
+    return max(1, -(-LEAST_ROWS // max(1, rows_per_item)))
+
+
+def slice_budget(pace: Hashable) -> float | None:
+    """The units of cost a slice of the work `pace` may hold now on this thread (`slices`), or None outside a
+    server's thread (no slicing): a computation that fits one slice can run as it runs unsliced."""
+    seconds = getattr(_hook, "slice_seconds", 0.0)
+    if not seconds:
+        return None
+    rate = _hook.pace.get(pace)
+    return _hook.first_slice if rate is None else seconds / max(rate, 1e-12)
+
+
+def slices(costs: Sequence[int], pace: Hashable, least: int = 1) -> Iterator[range]:
+    """The items 0..n-1 of some work (texts, sentences, time steps), `costs` their cost (their token positions,
+    say), cut into runs of consecutive items that each take about this thread's slice time (`set_slice_seconds`),
+    with a `checkpoint()` before each run: between two slices the server runs other requests' waiting work, and
+    stops this work when its requests have gone or are past their deadline. A run holds at least `least` items
+    (and so does the last: it takes the remainder); the caller's computation must give the same figures however
+    its items are cut. `pace` names the kind of work (the model and what it does): its measured seconds per unit
+    of cost size the first slice of the next such work. Without a slice time (outside a server): one run of every
+    item, and no checkpoint."""
+    total = len(costs)
+    if slice_budget(pace) is None:
+        if total:
+            yield range(total)
+        return
+    paces = _hook.pace
+    start = 0
+    while start < total:
+        rate = paces.get(pace)                                     # seconds per unit of cost
+        budget = slice_budget(pace)
+        stop, spent = start, 0
+        while stop < total and (stop - start < least or spent + costs[stop] <= budget or stop == start):
+            spent += costs[stop]
+            stop += 1
+        if total - stop < least:                                   # no run shorter than `least`: take the rest
+            spent += sum(costs[stop:])
+            stop = total
+        checkpoint()
+        began, away = time.perf_counter(), getattr(_hook, "away", 0.0)
+        yield range(start, stop)
+        took = time.perf_counter() - began - (getattr(_hook, "away", 0.0) - away)   # less the checkpoints inside
+        if spent > 0 and took > 0:
+            measured = took / spent
+            paces[pace] = measured if rate is None else (rate + measured) / 2
+        start = stop
 
 
 # ------------------------------------------------------------------------------ rules
@@ -372,18 +461,31 @@ def text_pieces(ids: Iterable[int], body: list[int], detokenize: Callable[[list[
     text each id adds (nothing while half a UTF-8 character waits for the rest, with byte-level BPE, and nothing
     of a half character the ids end in); the first `</s>` ends it with `stop_at_eos`; `whole` (beam search,
     whose ids come at the end) yields it once. Returns why it ended: "stop" (that `</s>`) or "length" (the ids
-    ran out)."""
-    shown = len(detokenize(body)) if body else 0
+    ran out).
+
+    A line's text never depends on the lines before it (`</s>` is a line break), so only the current line is
+    detokenized again for each id: the body's last line, then the continuation's (a long prompt made each id cost
+    the whole prompt); a checkpoint at each id lets a server run other work between two."""
+    breaks = [i for i, token in enumerate(body) if token == EOS]
+    line = list(body[breaks[-1] + 1:] if breaks else body)          # the ids of the line the next id joins
+    shown = len(detokenize(line)) if line else 0                     # its text already shown
     generated: list[int] = []
     reason = "length"
     for token in ids:
+        checkpoint()
         if stop_at_eos and token == EOS:
             reason = "stop"
             break
         generated.append(token)
         if whole:
             continue
-        text = detokenize(body + generated)
+        if token == EOS:                                             # the line ends: its rest and a line break
+            piece = (detokenize(line)[shown:] if line else "") + "\n"
+            line, shown = [], 0
+            yield piece
+            continue
+        line.append(token)
+        text = detokenize(line)
         if text.endswith("\ufffd"):
             continue
         piece = text[shown:]
@@ -392,9 +494,9 @@ def text_pieces(ids: Iterable[int], body: list[int], detokenize: Callable[[list[
             yield piece
     if whole and generated:
         kept = len(generated)
-        text = detokenize(body + generated)
+        text = detokenize(line + generated)
         while text.endswith("\ufffd") and kept:       # the half character it ends in is left out, as above
             kept -= 1
-            text = detokenize(body + generated[:kept])
+            text = detokenize(line + generated[:kept])
         yield text[shown:]
     return reason

@@ -135,8 +135,25 @@ def choose(logits: Tensor, options: SamplingOptions, generator: torch.Generator 
 @contextmanager
 def reading() -> Iterator[None]:
     """Around the reading of a batch's prompts (or texts): PyTorch's CPU threads set to this thread's read threads
-    (`core.set_read_threads`, when set), then back. Each row's figures are the same on any number of threads."""
+    (`core.set_read_threads`, when set), then back. Each row's figures are the same on any number of threads. A
+    read long enough to be cut into slices (`core.slices`) runs on the other threads (`core.work_threads`)."""
     threads, before = core.read_threads(), torch.get_num_threads()
+    if not threads or threads == before:
+        yield
+        return
+    torch.set_num_threads(threads)
+    core.set_work_threads(before)
+    try:
+        yield
+    finally:
+        core.set_work_threads(0)
+        torch.set_num_threads(before)
+
+
+@contextmanager
+def work_threads() -> Iterator[None]:
+    """Inside `reading`, a long read's own CPU threads (`core.work_threads`): those outside the read, then back."""
+    threads, before = core.work_threads(), torch.get_num_threads()
     if not threads or threads == before:
         yield
         return

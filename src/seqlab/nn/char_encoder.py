@@ -11,6 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from seqlab.data.vocab import PAD
+from seqlab.decoding import core
 from seqlab.nn.recurrent import RecurrentStack
 
 
@@ -28,6 +29,16 @@ class CharEncoder(nn.Module):
         self.output_size = 2 * hidden_size if kind == "lstm" else hidden_size
 
     def forward(self, chars: Tensor) -> Tensor:
+        """On a server's inference thread, many words (a long sentence's) are read a few at a time
+        (`core.slices`, a checkpoint between two): each word's vector is its own."""
+        N, C = chars.shape
+        budget = core.slice_budget((id(self), "words"))
+        if budget is None or N * C <= budget:
+            return self.encode(chars)
+        return torch.cat([self.encode(chars[part.start:part.stop])
+                          for part in core.slices([C] * N, (id(self), "words"), core.least_items(C))])
+
+    def encode(self, chars: Tensor) -> Tensor:
         lengths = (chars != PAD).sum(1).clamp(min=1)                   # (N,)
         x = self.embedding(chars)                                      # (N, C, e)
         if self.kind == "lstm":

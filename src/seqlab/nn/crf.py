@@ -11,9 +11,13 @@ and p(y | x) = exp s(y) / Z with Z = sum over all K^T sequences, computed by the
     alpha_t[j] = logsumexp_i (alpha_{t-1}[i] + A[i, j]) + e_t[j]
     log Z      = logsumexp_j (alpha_T[j] + end[j])
 
-Training minimises -log p(y | x) = log Z - s(y); decoding is Viterbi, the same recursion with max.
-Both are batched: the only loop is over time. Transitions that a tag scheme forbids (I-PER after O
-in IOB2) get a score of -10^4, so they are never decoded and carry no probability.
+Training minimises -log p(y | x) = log Z - s(y); decoding is Viterbi, the same recursion with max; each
+token's tag probabilities are its marginals, from the forward and the backward algorithm
+(beta_t[i] = logsumexp_j (A[i, j] + e_{t+1}[j] + beta_{t+1}[j]), beta_T = end):
+p(y_t = j | x) = exp(alpha_t[j] + beta_t[j] - log Z).
+All are batched: the only loop is over time (on a server's inference thread, a window of steps at a time).
+Transitions that a tag scheme forbids (I-PER after O in IOB2) get a score of -10^4, so they are never decoded
+and carry no probability.
 Masks are (B, T) booleans, True on the real tokens of each left-aligned sentence.
 """
 
@@ -21,6 +25,8 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+
+from seqlab.decoding import core
 
 FORBIDDEN = -1e4
 
@@ -50,12 +56,38 @@ class CRF(nn.Module):
 
     def log_partition(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """log Z for each sentence: emissions (B, T, K), mask (B, T) -> (B,)."""
-        transitions, start, end = self._scores()
+        end = self._scores()[2]
+        return torch.logsumexp(self.forward_scores(emissions, mask)[:, -1] + end, dim=1)   # (B,)
+
+    def forward_scores(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """alpha_t (B, T, K) of the forward algorithm; at padding each row keeps its last real alpha. On a
+        server's inference thread the time steps run a window at a time (`core.slices`), the same arithmetic."""
+        transitions, start, _ = self._scores()
+        B, T, _ = emissions.shape
         alpha = start + emissions[:, 0]                                       # (B, K)
-        for t in range(1, emissions.shape[1]):
-            step = torch.logsumexp(alpha[:, :, None] + transitions, dim=1) + emissions[:, t]   # (B, K)
-            alpha = torch.where(mask[:, t, None], step, alpha)               # padding keeps alpha
-        return torch.logsumexp(alpha + end, dim=1)                            # (B,)
+        alphas = [alpha]
+        for part in core.slices([B] * (T - 1), (id(self), "crf")):
+            for t in part:
+                t += 1
+                step = torch.logsumexp(alpha[:, :, None] + transitions, dim=1) + emissions[:, t]   # (B, K)
+                alpha = torch.where(mask[:, t, None], step, alpha)           # padding keeps alpha
+                alphas.append(alpha)
+        return torch.stack(alphas, dim=1)                                     # (B, T, K)
+
+    def backward_scores(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """beta_t (B, T, K) of the backward algorithm: beta_t[i] = logsumexp_j (A[i, j] + e_{t+1}[j] +
+        beta_{t+1}[j]), beta at a row's last real token its end scores (and so at its padding)."""
+        transitions, _, end = self._scores()
+        B, T, K = emissions.shape
+        beta = end.expand(B, K)                                               # (B, K)
+        betas = [beta]
+        for part in core.slices([B] * (T - 1), (id(self), "crf")):
+            for t in part:
+                t = T - 2 - t
+                step = torch.logsumexp(transitions + (emissions[:, t + 1] + beta)[:, None, :], dim=2)   # (B, K)
+                beta = torch.where(mask[:, t + 1, None], step, beta)         # past the end: the end scores
+                betas.append(beta)
+        return torch.stack(betas[::-1], dim=1)                                # (B, T, K)
 
     def score(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """s(y) of the given tags (B, T) -> (B,); tags at padded positions are ignored."""
@@ -73,13 +105,12 @@ class CRF(nn.Module):
         return self.log_partition(emissions, mask) - self.score(emissions, tags, mask)
 
     def marginals(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """p(y_t = k | x) for every token, (B, T, K), 0 at padding: the gradient of log Z with respect to
-        the emissions, which is what the forward-backward algorithm computes (the backward pass of the
-        forward algorithm is the backward algorithm)."""
-        with torch.enable_grad():
-            e = emissions.detach().requires_grad_(True)
-            (grad,) = torch.autograd.grad(self.log_partition(e, mask).sum(), e)
-        return grad * mask[:, :, None]
+        """p(y_t = k | x) for every token, (B, T, K), 0 at padding, by the forward-backward algorithm:
+        exp(alpha_t[k] + beta_t[k] - log Z) (the gradient of log Z with respect to the emissions)."""
+        alpha = self.forward_scores(emissions, mask)                          # (B, T, K)
+        beta = self.backward_scores(emissions, mask)                          # (B, T, K)
+        log_z = torch.logsumexp(alpha[:, -1] + self._scores()[2], dim=1)      # (B,)
+        return torch.exp(alpha + beta - log_z[:, None, None]) * mask[:, :, None]
 
     @torch.no_grad()
     def decode(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -88,10 +119,12 @@ class CRF(nn.Module):
         B, T, K = emissions.shape
         delta = start + emissions[:, 0]                                      # (B, K)
         pointers = []
-        for t in range(1, T):
-            best, argbest = (delta[:, :, None] + transitions).max(dim=1)     # (B, K): best previous tag
-            pointers.append(argbest)
-            delta = torch.where(mask[:, t, None], best + emissions[:, t], delta)
+        for part in core.slices([B] * (T - 1), (id(self), "crf")):          # a window at a time on a server
+            for t in part:
+                t += 1
+                best, argbest = (delta[:, :, None] + transitions).max(dim=1)     # (B, K): best previous tag
+                pointers.append(argbest)
+                delta = torch.where(mask[:, t, None], best + emissions[:, t], delta)
         last = (delta + end).argmax(dim=1)                                   # (B,)
         lengths = mask.sum(1)
         path = torch.zeros(B, T, dtype=torch.long, device=emissions.device)

@@ -18,6 +18,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from seqlab.decoding import core
+from seqlab.decoding.search import work_threads
 from seqlab.errors import SeqlabError
 from seqlab.nn.cells import Weights, run_cell
 
@@ -79,9 +81,13 @@ class RecurrentStack(nn.Module):
     def forward(self, x: Tensor, state=None, lengths: Tensor | None = None):
         """x (B, T, I); with `lengths` (B,) the rows are right-padded sequences, run as packed ones:
         padding never reaches a real position (in either direction), padded outputs are zero, and the
-        final state is each sequence's own."""
+        final state is each sequence's own. On a server's inference thread a long input is read in windows
+        of time steps (`windowed`)."""
         if state is None:
             state = self.init_state(x.size(0), x.device, x.dtype)
+        if self.windows_needed(x, lengths):
+            with work_threads():                                # a long read leaves the event loop its core
+                return self.windowed(x, state, lengths)
         d = self.directions
         final = []
         for l, layer in enumerate(self.layers):
@@ -103,6 +109,90 @@ class RecurrentStack(nn.Module):
         if self.cell == "lstm":
             return x, (torch.cat([s[0] for s in final]), torch.cat([s[1] for s in final]))
         return x, torch.cat(final)                                        # (L*dirs, B, H)
+
+    # ---- long inputs in windows, on a server's inference thread
+
+    def windows_needed(self, x: Tensor, lengths: Tensor | None) -> bool:
+        """Whether this pass is cut into windows: in evaluation, on the fused kernels, on a thread that slices
+        its work (`core.slice_budget`: a server's inference thread), when the pass is more than one slice."""
+        if self.training or self.impl != "fused" or torch.jit.is_tracing() or torch.onnx.is_in_onnx_export():
+            return False
+        budget = core.slice_budget((id(self), "read"))
+        if budget is None:
+            return False
+        steps = int(lengths.sum()) if lengths is not None else x.size(0) * x.size(1)
+        return steps * self.num_layers * self.directions > budget
+
+    def windowed(self, x: Tensor, state, lengths: Tensor | None):
+        """`forward` a window of time steps at a time (`core.slices`, a checkpoint between two), each direction
+        of each layer in turn, the state carried from window to window: a window runs the rows still inside it,
+        packed; the backward direction reads each row from its last real step back. The same states as the one
+        pass within float rounding (exactly, without lengths)."""
+        B, T, _ = x.shape
+        lengths = torch.full((B,), T, dtype=torch.long) if lengths is None else lengths.cpu()
+        h0 = state[0] if self.cell == "lstm" else state                    # (L*dirs, B, H)
+        c0 = state[1] if self.cell == "lstm" else None
+        finals_h, finals_c = [], []
+        for l in range(self.num_layers):
+            out = x.new_empty(B, T, self.directions * self.hidden_size)     # (B, T, dirs*H), filled window by
+            for direction in range(self.directions):                         # window (zeros: all at once, 1.5 GB
+                k = l * self.directions + direction                          # for 50 prompts of 20,000 tokens)
+                h, c = self.read_direction(l, direction, x, lengths, out, h0[k], None if c0 is None else c0[k])
+                finals_h.append(h)
+                finals_c.append(c)
+            for b in (lengths < T).nonzero()[:, 0].tolist():               # the padding: zeros
+                out[b, int(lengths[b]):] = 0
+            x = out
+        if self.cell == "lstm":
+            return x, (torch.stack(finals_h), torch.stack(finals_c))      # (L*dirs, B, H) each
+        return x, torch.stack(finals_h)
+
+    def read_direction(self, l: int, direction: int, x: Tensor, lengths: Tensor, out: Tensor, h: Tensor,
+                       c: Tensor | None):
+        """One direction of layer `l` over x (B, T, I), window by window (the backward one: step p of a row is
+        its position length - 1 - p), its outputs written into its half of `out` (B, T, dirs*H): each row's
+        final h (and c) (B, H)."""
+        B, T, _ = x.shape
+        one = self.one_direction(l, direction)
+        H = self.hidden_size
+        h, c = h.clone(), None if c is None else c.clone()
+        active = (lengths[None, :] > torch.arange(T)[:, None]).sum(1).tolist()   # rows inside each step
+        for part in core.slices(active, (id(self), "read"), core.least_items(B)):
+            start, stop = part.start, part.stop
+            rows = (lengths > start).nonzero()[:, 0]                       # (R,)
+            if not len(rows):
+                break
+            within = (lengths[rows] - start).clamp(max=stop - start)        # (R,)
+            steps = torch.arange(start, stop)[None, :]                      # (1, w)
+            times = steps.expand(len(rows), -1) if direction == 0 else (lengths[rows, None] - 1 - steps).clamp(min=0)
+            # (R, w): the positions read
+            index, times = rows.to(x.device)[:, None], times.to(x.device)
+            packed = pack_padded_sequence(x[index, times], within, batch_first=True, enforce_sorted=False)
+            s = (h[None, rows], c[None, rows]) if c is not None else h[None, rows]
+            packed, s = one(packed, s)
+            y, _ = pad_packed_sequence(packed, batch_first=True, total_length=stop - start)   # (R, w, H)
+            inside = (steps - start).to(x.device) < within.to(x.device)[:, None]   # (R, w): real steps
+            row_of = index.expand_as(times)
+            out[row_of[inside], times[inside], direction * H:(direction + 1) * H] = y[inside]
+            if c is not None:
+                h[rows], c[rows] = s[0][0], s[1][0]
+            else:
+                h[rows] = s[0]
+        return h, c
+
+    def one_direction(self, l: int, direction: int) -> nn.Module:
+        """A one-direction, one-layer module of the cell over layer `l`'s weights of `direction` (the same
+        tensors, not copies), kept outside the module's parameters."""
+        cache = self.__dict__.setdefault("_directions", {})
+        if (l, direction) not in cache:
+            layer = self.layers[l]
+            extra = {"nonlinearity": self.nonlinearity} if self.cell == "rnn" else {}
+            one = CELLS[self.cell](layer.input_size, self.hidden_size, 1, batch_first=True, **extra)
+            suffix = "_l0_reverse" if direction else "_l0"
+            for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+                setattr(one, name + "_l0", getattr(layer, name + suffix))
+            cache[(l, direction)] = one.eval()
+        return cache[(l, direction)]
 
     def step(self, x: Tensor, state=None):
         """One time step, x (B, I) -> the top layer's output (B, H) and the new state: `forward` of a
@@ -149,4 +239,5 @@ class RecurrentStack(nn.Module):
         if self.cell == "lstm":
             return output, (torch.stack([s[0] for s in finals]), torch.stack([s[1] for s in finals]))
         return output, torch.stack(finals)                                 # (dirs, B, H)
+
 

@@ -104,7 +104,8 @@ def create_app(runs: Iterable[str | Path] | dict[str, Served], limits: ServeLimi
     metrics = Metrics(app.router.routes)                # each request counted under its route's template
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(Watch, timeout=limits.request_timeout)     # each /v1 request a job: its deadline, its client
-    inference = Scheduler(read_threads=read_threads or available_cores())   # one inference thread, shared fairly
+    inference = Scheduler(read_threads=read_threads or available_cores(),    # one inference thread, shared fairly
+                          slice_seconds=limits.slice_ms / 1000)
     app.state.scheduler = inference
     batcher = Batcher(lambda key, items: run_batch(models, key, items), limits.max_batch, limits.max_wait_ms / 1000,
                       inference, observe=lambda key, size: metrics.batch(f"/v1/{key[1]}", size))

@@ -8,6 +8,11 @@ seconds for more to arrive, but only when the model's previous batch held severa
 request runs at once (waiting for company that never comes halved its throughput), and under load the queue
 fills while a batch runs, so the wait costs little. When a batch fails (one request's text is refused, say), each of its
 requests is run alone, so that only the bad one gets the error.
+
+A batch still running after `long_after` seconds is a long one (64 texts of 20,000 characters to score): it yields
+to other work at each of its slices or steps (`seqlab.serve.scheduler`), so the key's next batch starts beside it
+instead of waiting for it, and a short request to the same model waits a slice, not the whole long batch. One long
+batch per key runs beside the others: a second long one is awaited before the next batch starts.
 """
 
 from __future__ import annotations
@@ -33,12 +38,13 @@ class Batcher:
     server's inference thread); `observe(key, n)` is told each batch's size (for /metrics)."""
 
     def __init__(self, work: Callable[[Hashable, list], list], max_batch: int, max_wait: float, executor: Executor,
-                 observe: Callable[[Hashable, int], None] | None = None):
+                 observe: Callable[[Hashable, int], None] | None = None, long_after: float = 0.1):
         self.work, self.max_batch, self.max_wait, self.observe = work, max_batch, max_wait, observe
-        self.executor = executor
+        self.executor, self.long_after = executor, long_after
         self.queues: dict[Hashable, deque[Job]] = defaultdict(deque)
         self.workers: dict[Hashable, asyncio.Task] = {}
         self.company: dict[Hashable, bool] = {}                     # did the key's last batch hold several jobs?
+        self.long: dict[Hashable, asyncio.Future] = {}              # the key's long batch running beside the next
 
     async def submit(self, key: Hashable, items: list) -> list:
         """The outputs of `items`, computed in a batch with whatever else is waiting under `key`."""
@@ -66,7 +72,16 @@ class Batcher:
             if not jobs:
                 continue
             self.company[key] = len(jobs) > 1
-            await self.run(key, jobs)
+            running = asyncio.ensure_future(self.run(key, jobs))
+            await asyncio.wait({running}, timeout=self.long_after)
+            if running.done():
+                running.result()
+                continue
+            beside = self.long.get(key)                          # a long batch: the next starts beside it,
+            if beside is not None and not beside.done():         # unless another long one runs already
+                await running
+            else:
+                self.long[key] = running
 
     async def run(self, key: Hashable, jobs: list[Job]) -> None:
         items = [item for job in jobs for item in job.items]

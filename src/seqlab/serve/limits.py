@@ -43,6 +43,10 @@ class ServeLimits:
                                 "forward pass (1: each request alone)", at_least=1)
     max_wait_ms: float = option(5.0, "dynamic batching: how long a request waits for others to join its batch "
                                      "while it is not full", at_least=0, at_most=1000)
+    slice_ms: float = option(20.0, "how long one slice of a long request's work (scoring, tagging, classifying, "
+                                   "reading a long prompt) runs before the other requests' waiting work gets the "
+                                   "model thread, in ms; a slice is also where work stops at its deadline or when "
+                                   "its client goes", above=0, at_most=10_000)
     request_timeout: float = option(60.0, "seconds a request may take, waiting included, before it is answered 504 "
                                           "and its work stopped (0: no limit)", at_least=0, at_most=86400)
 

@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fastapi import HTTPException, Request
+from fastapi import HTTPException, Request, Response
 
 import seqlab.serve.schemas as schemas
 from seqlab.registry import FAMILIES
@@ -56,6 +56,22 @@ class Routes:
         if over is not None:
             raise HTTPException(422, over[1])
         return model
+
+
+async def json_answer(fields: dict, results: list, render: Callable) -> Response:
+    """The JSON answer {**fields, "results": [render(r) for r in results]}, as FastAPI writes a response model's
+    (the same separators, no NaN), written one result at a time with the event loop free between two: a score of
+    64 texts of 20,000 characters holds 1.3 million tokens, which as pydantic objects took the loop 5 s, every
+    other request waiting. The route keeps its `response_model` for the OpenAPI document."""
+    def dumps(value) -> str:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+    parts = [dumps({**fields, "results": []})[:-3], "["]             # {"model":"x","results":[
+    for i, result in enumerate(results):
+        parts.append(("," if i else "") + dumps(render(result)))
+        await asyncio.sleep(0)                                        # the other requests, between two results
+    parts.append("]}")
+    return Response("".join(parts), media_type="application/json")
 
 
 # Every server-sent-event response's headers: no cache may keep the stream, and no proxy may buffer it (nginx

@@ -6,14 +6,18 @@ model call of the server is a work item run on that thread (`Scheduler`, a `conc
 event loop hands it work with `run_in_executor`, the dynamic batcher too). Work is queued per model and taken
 in turn, one item of each model's queue per round, so a busy model does not starve the others.
 
-A decoding item is long (a beam search of 1,000 steps over 4 sources), so it yields at each step: the searches
-call `seqlab.decoding.core.checkpoint()` once per step, which the scheduler answers by
+An item may be long (a beam search of 1,000 steps over 4 sources; the scores of 64 texts of 20,000 characters),
+so it yields: the searches call `seqlab.decoding.core.checkpoint()` once per step, and the work that is one pass
+over its inputs (scoring, tagging, classifying, reading long prompts or sources) is cut by `core.slices` into
+slices of about --slice-ms each (a window of time steps, a few texts: what a slice is, is the family's), with a
+checkpoint before each. The scheduler answers a checkpoint by
 
 - raising `Cancelled` when every request the item serves has gone (its client disconnected) or is past its
-  deadline (`--request-timeout`): the decoding stops there, and its memory is freed;
-- running the items waiting, one of each queue (its own model's too; at most one level deep: an item run there
-  does not itself run others), so that a classification, or a short translation by the same model, waits one
-  decoding step, not the whole decoding.
+  deadline (`--request-timeout`): the work stops there, and its memory is freed;
+- running the items waiting, one of each queue (its own model's too), so that a classification, or a short
+  translation by the same model, waits one decoding step or one slice, not the whole work. An item run there
+  yields in turn, down to NESTING items deep, so that a few long requests at once still let the short ones
+  through.
 
 Each HTTP request under /v1 is a `Job` (`Watch`, an ASGI middleware, makes it and watches its connection): its
 model (`Job.key`, set when the route finds the model), its deadline, and whether its client has gone. An item
@@ -32,6 +36,8 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 
 from seqlab.decoding import core
+
+NESTING = 4      # items one inside another's checkpoint that still let others run: 3 long requests at once yield
 
 
 class Cancelled(Exception):
@@ -110,12 +116,13 @@ class Item:
 class Scheduler(Executor):
     """One thread running the work items, a queue per model taken in turn (see the module's docstring)."""
 
-    def __init__(self, name: str = "seqlab-inference", read_threads: int = 0):
+    def __init__(self, name: str = "seqlab-inference", read_threads: int = 0, slice_seconds: float = 0.0):
         self.read_threads = read_threads            # the CPU threads reading a batch's prompts (0: as the rest)
+        self.slice_seconds = slice_seconds          # how long a slice of long work lasts (`core.slices`; 0: unsliced)
         self.queues: OrderedDict[str, deque[Item]] = OrderedDict()
         self.lock = threading.Condition()
         self.closed = False
-        self.local = threading.local()              # depth: 0 outside items, 1 in an item, 2 in a nested one
+        self.local = threading.local()              # depth: 0 outside items, 1 in an item, 2 in a nested one, ...
         self.stopped: Counter = Counter()           # work stopped, by reason ("disconnected", "deadline")
         self.thread = threading.Thread(target=self.loop, name=name, daemon=True)
         self.thread.start()
@@ -159,6 +166,7 @@ class Scheduler(Executor):
     def loop(self) -> None:
         core.set_checkpoint(self.checkpoint)
         core.set_read_threads(self.read_threads)
+        core.set_slice_seconds(self.slice_seconds)
         self.local.depth = 0
         while True:
             with self.lock:
@@ -194,8 +202,9 @@ class Scheduler(Executor):
             self.local.item = outer
 
     def checkpoint(self) -> None:
-        """Called by the searches once per step on this thread: stop a cancelled item; let the waiting items run,
-        one of each queue, its own model's included (not from an item already run here: one level deep)."""
+        """Called by the searches once per step, and by sliced work once per slice, on this thread: stop a
+        cancelled item; let the waiting items run, one of each queue, its own model's included (from an item
+        run inside another's checkpoint too, down to NESTING items deep)."""
         item = getattr(self.local, "item", None)
         if item is None:
             return
@@ -203,7 +212,7 @@ class Scheduler(Executor):
             reason = item.job.stopped()
             if reason is not None:
                 raise Cancelled(reason, item.job.timeout)
-        if self.local.depth > 1 or not self.queues:
+        if self.local.depth >= NESTING or not self.queues:
             return
         with self.lock:
             turn = []

@@ -7,6 +7,7 @@ import numpy as np
 
 from seqlab.data.grouping import length_batches
 from seqlab.data.text_features import with_ngrams
+from seqlab.decoding import core
 from seqlab.decoding.numpy_search import softmax
 from seqlab.errors import SeqlabError
 from seqlab.export.session import Exported, pad
@@ -53,10 +54,12 @@ class ExportedClassifier(Exported):
         results = [None] * len(texts)
         lengths = [len(e[0]) if e[0] is not None else 0 for e in encoded]
         for group in length_batches(lengths, batch_size, None):
-            p = self.probabilities(self.scores([encoded[i] for i in group]))
-            for i, row in zip(group, p.tolist(), strict=True):
-                best = int(np.argmax(row))
-                results[i] = Prediction(labels[best], row[best], dict(zip(labels, row, strict=True)))
+            for part in core.slices([max(1, lengths[i]) for i in group], (id(self), "classify")):   # on a server
+                rows = [group[j] for j in part]                                                  # a few at a time
+                p = self.probabilities(self.scores([encoded[i] for i in rows]))
+                for i, row in zip(rows, p.tolist(), strict=True):
+                    best = int(np.argmax(row))
+                    results[i] = Prediction(labels[best], row[best], dict(zip(labels, row, strict=True)))
         return results
 
 

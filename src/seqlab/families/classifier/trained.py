@@ -17,6 +17,7 @@ from seqlab.data.documents import Document, document_reader, text_documents
 from seqlab.data.limits import DEFAULT_MAX_TOKENS, InputLimit
 from seqlab.data.sniff import EVALUATED
 from seqlab.data.stream import CHUNK_SIZE, LineReader, chunked, interactive
+from seqlab.decoding import core
 from seqlab.errors import SeqlabError, place
 from seqlab.families.classifier import FAMILY
 from seqlab.families.classifier.config import ClassifierTrainConfig
@@ -31,7 +32,7 @@ from seqlab.families.classifier.task import (
 )
 from seqlab.families.classifier.vocab import Prediction
 from seqlab.families.run_files import FromRun
-from seqlab.models.classifier import Classifier
+from seqlab.models.classifier import RECURRENT, Classifier
 from seqlab.progress import progress_bar
 from seqlab.training.plots import plot_confusion
 
@@ -71,15 +72,25 @@ class TrainedClassifier(FromRun):
 
     @torch.no_grad()
     def _predict(self, encoded: list, batch_size: int, progress: bool | None = False) -> list[Prediction]:
+        """Each document's Prediction, batches of similar length. On a server's inference thread the work is cut
+        into slices with a checkpoint between two: a recurrent encoder reads a window of time steps of the whole
+        batch at a time (`RecurrentStack.windowed`), the other classifiers classify a few documents at a time
+        (`core.slices`): the same labels, and probabilities within float rounding of the unsliced pass's, as any
+        other batching gives."""
         results: list[Prediction | None] = [None] * len(encoded)
         encoded = with_lm_features(self.model, encoded)
-        groups = length_batches(document_lengths(encoded), batch_size, None)   # shortest first: little padding
+        lengths = document_lengths(encoded)
+        groups = length_batches(lengths, batch_size, None)   # shortest first: little padding
         for group in progress_bar(groups, progress, desc="classifying", unit="batch", leave=False):
-            batch = self.vocabulary.collate([encoded[i] for i in group]).to(self.device)
-            p = probabilities(self.model, self.model(batch.words, batch.lengths, batch.features, batch.lm))  # (B, K)
-            for i, row in zip(group, p.tolist(), strict=True):
-                best = max(range(len(row)), key=row.__getitem__)
-                results[i] = Prediction(self.labels[best], row[best], dict(zip(self.labels, row, strict=True)))
+            costs = [max(1, lengths[i]) for i in group]
+            by_rows = self.config.model.arch not in RECURRENT                 # the recurrent ones read in windows
+            for part in core.slices(costs, (id(self.model), "classify")) if by_rows else [range(len(group))]:
+                rows = [group[j] for j in part]
+                batch = self.vocabulary.collate([encoded[i] for i in rows]).to(self.device)
+                p = probabilities(self.model, self.model(batch.words, batch.lengths, batch.features, batch.lm))
+                for i, row in zip(rows, p.tolist(), strict=True):                                # (B, K)
+                    best = max(range(len(row)), key=row.__getitem__)
+                    results[i] = Prediction(self.labels[best], row[best], dict(zip(self.labels, row, strict=True)))
         return results
 
     def input_limit(self, max_input_length: int | None = None, long_input: str = "truncate") -> InputLimit:

@@ -27,6 +27,7 @@ one prompt's continuation piece by piece, and `spell` writes tokens as the text 
 
 from __future__ import annotations
 
+import contextlib
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ import torch
 
 from seqlab.data.vocab import EOS, SPECIALS
 from seqlab.decoding import core
-from seqlab.decoding.core import best_first
+from seqlab.decoding.core import best_first, checkpoint
 from seqlab.decoding.options import SamplingOptions
 from seqlab.decoding.processors import BlockTokens, process, processors_for
 from seqlab.decoding.search import beam_steps as search_beam_steps
@@ -101,10 +102,11 @@ def complete(trained, prompts: list[str], options: list[SamplingOptions] | Sampl
     model = trained.model
     model.eval()
     rows = []
-    for prompt, option in zip(prompts, options, strict=True):
-        ids, said = read_prompt(trained, prompt)
-        check_prompt(model, ids)
-        rows.append(Row(ids, option, said))
+    for part in core.slices([len(p) for p in prompts], (id(model), "prompts")):   # on a server: a few at a time
+        for prompt, option in zip(prompts[part.start:part.stop], options[part.start:part.stop], strict=True):
+            ids, said = read_prompt(trained, prompt)
+            check_prompt(model, ids)
+            rows.append(Row(ids, option, said))
     batched = {id(r) for r in rows if r.options.max_tokens > 0 and model.fits(len(r.prompt_ids), r.options.max_tokens)}
     together = [r for r in rows if r.options.beam == 1 and id(r) in batched]
     beams: dict[tuple, list[Row]] = defaultdict(list)         # beam searches that can run side by side
@@ -325,6 +327,7 @@ def spell(trained, tokens: list[str], before: list[str],
     start = -len(written)                                           # where the text after `before` begins
     texts, offsets, tops = [], [], []
     for k, token in enumerate(tokens):
+        checkpoint()                                    # each token detokenizes its line: a server may yield
         # a token whose first byte continues the character the line ends in half of begins where it begins
         continues = written.endswith("\ufffd") and token != LINE_END and \
             0x80 <= (tokenizer.token_bytes(token) or b"\0")[0] < 0xC0
@@ -368,29 +371,47 @@ class Scored:
 def score_texts(trained, texts: list[str]) -> list[Scored]:
     """`TrainedLM.score` and `evaluate_text` of many texts in one batch: the texts' id streams side by side, padded
     at their ends (a causal model's scores of a row never read what follows it). A transformer's text longer than
-    its context is scored alone, over the overlapping windows `score` uses."""
+    its context is scored alone, over the overlapping windows `score` uses.
+
+    On a server's inference thread the pass is cut into slices (`core.slices`) that give the same figures: a
+    model that carries a state (the RNNs, the window LM) reads the batch a window of time steps at a time, the
+    state carried from one to the next; a transformer reads it a few texts at a time, each padded as in the
+    whole batch (each slice's products with at least `core.LEAST_ROWS` rows, whose figures are the whole's)."""
     from seqlab.data.readers import count_characters, encode_lines
     from seqlab.families.lm.task import summarize
 
     model, device = trained.model, trained.device
     model.eval()
-    token_lines = [trained.tokenize(text) for text in texts]
-    streams = [encode_lines(lines, trained.vocab).tolist() for lines in token_lines]
+    token_lines, streams = [], []
+    for part in core.slices([len(text) for text in texts], (id(model), "texts")):   # on a server: a few at a time
+        for text in texts[part.start:part.stop]:
+            token_lines.append(trained.tokenize(text))
+            streams.append(encode_lines(token_lines[-1], trained.vocab).tolist())
     window = model.context_length
     together = [i for i, ids in enumerate(streams) if window is None or len(ids) <= window]
     logprobs: dict[int, list[float]] = {}
     if together:                                  # row b reads [</s>] + ids[:-1] and is scored on ids, as `score`
-        core.checkpoint()
         T = max(len(streams[i]) for i in together)
         inputs = torch.zeros(len(together), T, dtype=torch.long, device=device)                   # (B, T)
         targets = torch.zeros(len(together), T, dtype=torch.long, device=device)                  # (B, T)
         for b, i in enumerate(together):
             ids = torch.tensor(streams[i], device=device)
             inputs[b, 0], inputs[b, 1:len(ids)], targets[b, :len(ids)] = EOS, ids[:-1], ids
-        state = model.init_state(len(together), device) if window is None else None
-        with reading():
-            logits, _ = model(inputs, state)                                                      # (B, T, V)
-        picked = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets[..., None])[..., 0]  # (B, T)
+        picked = torch.empty(len(together), T, device=device)                                     # (B, T)
+        pace = (id(model), "score")
+        budget = core.slice_budget(pace)          # a pass of several slices runs on the model's own threads
+        read = reading if budget is None or len(together) * T <= budget else contextlib.nullcontext
+        if window is None:                        # a window of time steps at a time, the state carried
+            state = model.init_state(len(together), device)
+            for part in core.slices([len(together)] * T, pace, core.least_items(len(together))):
+                with read():
+                    logits, state = model(inputs[:, part.start:part.stop], state)                 # (B, t, V)
+                picked[:, part.start:part.stop] = log_probability(logits, targets[:, part.start:part.stop])
+        else:                                     # a few texts at a time
+            for part in core.slices([T] * len(together), pace, core.least_items(T)):
+                with read():
+                    logits, _ = model(inputs[part.start:part.stop], None)                         # (b, T, V)
+                picked[part.start:part.stop] = log_probability(logits, targets[part.start:part.stop])
         for b, i in enumerate(together):
             logprobs[i] = picked[b, :len(streams[i])].tolist()
     results = []
@@ -403,3 +424,8 @@ def score_texts(trained, texts: list[str]) -> list[Scored]:
         figures = summarize(-sum(logprobs[i]), len(logprobs[i]), count_characters(lines))
         results.append(Scored(tokens, logprobs[i], figures))
     return results
+
+
+def log_probability(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Each target's natural-log probability under the logits (B, T, V) -> (B, T)."""
+    return torch.log_softmax(logits.float(), dim=-1).gather(-1, targets[..., None])[..., 0]

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from seqlab.data.vocab import EOS, UNK
-from seqlab.decoding.core import text_pieces
+from seqlab.decoding.core import checkpoint, text_pieces
 from seqlab.decoding.numpy_search import SamplingOptions, generate_ids, log_softmax
 from seqlab.decoding.options import prompt_too_long
 from seqlab.export.session import Exported
@@ -69,7 +69,8 @@ class ExportedLM(Exported):
         if self.arch == "transformer":       # its state is the window it re-reads: no step to run
             return {"window": np.array([context[:-1]], np.int64)}                  # (1, T - 1) < context
         state = self.start(1)
-        for token in context[:-1]:
+        for token in context[:-1]:                   # a step per token: a server may run other work between two
+            checkpoint()
             _, state = self.step(np.array([token], np.int64), state)
         return state
 
@@ -132,6 +133,7 @@ class ExportedLM(Exported):
         if self.context is None:                     # a state carried along the stream
             state, logprobs = self.start(1), []
             for token, target in zip(inputs, ids, strict=True):
+                checkpoint()                         # a server may run other work between two steps
                 logits, state = self.step(np.array([token], np.int64), state)
                 logprobs.append(float(log_softmax(logits.astype(np.float32))[0, target]))
         else:
@@ -157,6 +159,7 @@ class ExportedLM(Exported):
             start += stride
         logprobs = [0.0] * n
         for width, group in reads.items():
+            checkpoint()
             window = np.array([inputs[s:s + width] for s, _ in group], np.int64)            # (m, width)
             # the state before the last input, then the step that reads it (no slide: width <= context)
             logits, _ = self.step(window[:, -1], {"window": window[:, :-1]})                  # (m, V)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from seqlab.decoding.options import SamplingOptions
-from seqlab.serve.routes import SSE_HEADERS, Routes, events
+from seqlab.serve.routes import SSE_HEADERS, Routes, events, json_answer
 from seqlab.serve.schemas import Request as ModelRequest
 from seqlab.serve.schemas import TextsRequest, limited, option_field
 
@@ -83,12 +83,12 @@ def add_routes(app: FastAPI, routes: Routes) -> None:
                                  media_type="text/event-stream", headers=SSE_HEADERS)
 
     @app.post("/v1/score", response_model=ScoreResponse)
-    async def score(body: TextsRequest) -> ScoreResponse:
+    async def score(body: TextsRequest) -> Response:
         routes.served(body, "score")
         scored = await routes.batcher.submit((body.model, "score"), body.texts())     # batched with others' texts
-        return ScoreResponse(model=body.model, results=[
-            ScoreResult(tokens=[TokenScore(token=t, logprob=p) for t, p in pairs], perplexity=figures["perplexity"],
-                        bits_per_char=figures.get("bits_per_char")) for pairs, figures in scored])
+        return await json_answer({"model": body.model}, scored, lambda result: {     # a `ScoreResult` each
+            "tokens": [{"token": t, "logprob": p} for t, p in result[0]], "perplexity": result[1]["perplexity"],
+            "bits_per_char": result[1].get("bits_per_char")})
 
 
 def run_batch(trained, key: tuple, items: list) -> list:

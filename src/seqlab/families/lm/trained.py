@@ -14,7 +14,7 @@ from seqlab.data.batching import StreamBatches, sliding_windows
 from seqlab.data.readers import count_characters, encode_lines, read_lines, read_stream
 from seqlab.data.tokenizers import Tokenizer
 from seqlab.data.vocab import EOS, UNK, Vocab
-from seqlab.decoding.core import text_pieces
+from seqlab.decoding.core import checkpoint, text_pieces
 from seqlab.decoding.search import SamplingOptions, generate_ids
 from seqlab.errors import SeqlabError, SeqlabWarning
 from seqlab.families.lm import FAMILY
@@ -133,12 +133,14 @@ class TrainedLM(FromRun):
     def score(self, text: str) -> list[tuple[str, float]]:
         """(token, natural-log probability) for every token of `text`, `</s>` at each line end.
 
-        Tokens are the text's own; one the vocabulary lacks is scored as `<unk>`."""
+        Tokens are the text's own; one the vocabulary lacks is scored as `<unk>`. A server's scheduler may run other
+        work, or stop this one, between two windows (`core.checkpoint`)."""
         token_lines = self.tokenize(text)
         ids = encode_lines(token_lines, self.vocab)
         logprobs = []
         state = None
         for batch in self._batches(ids, 1, 0):
+            checkpoint()
             batch = batch.to(self.device)
             if self.model.context_length is None and state is None:
                 state = self.model.init_state(1, self.device)

@@ -10,6 +10,7 @@ import numpy as np
 
 from seqlab.data.grouping import length_batches
 from seqlab.data.vocab import PAD, UNK
+from seqlab.decoding import core
 from seqlab.decoding.numpy_search import softmax
 from seqlab.errors import SeqlabError
 from seqlab.export.session import Exported, pad
@@ -94,17 +95,18 @@ class ExportedTagger(Exported):
         order = [i for i in range(len(sentences)) if sentences[i]]
         lengths = [len(sentences[i]) for i in order]
         for group in length_batches(lengths, batch_size, None):
-            chunk = [order[k] for k in group]
-            scores = self.emissions([sentences[i] for i in chunk])                 # (B, T, K)
-            for row, i in enumerate(chunk):
-                n = len(sentences[i])
-                if self.crf is not None:
-                    tags = viterbi(scores[row].astype(np.float64), n, *self.crf)
-                    p = crf_marginals(scores[row], n, *self.crf)
-                else:
-                    p = softmax(scores[row, :n].astype(np.float32))
-                    tags = p.argmax(axis=-1).tolist()
-                results[i] = [(self.vocabulary.labels[t], float(p[k, t])) for k, t in enumerate(tags)]
+            for part in core.slices([lengths[k] for k in group], (id(self), "tag")):   # on a server: a few at a time
+                chunk = [order[group[j]] for j in part]
+                scores = self.emissions([sentences[i] for i in chunk])                 # (B, T, K)
+                for row, i in enumerate(chunk):
+                    n = len(sentences[i])
+                    if self.crf is not None:
+                        tags = viterbi(scores[row].astype(np.float64), n, *self.crf)
+                        p = crf_marginals(scores[row], n, *self.crf)
+                    else:
+                        p = softmax(scores[row, :n].astype(np.float32))
+                        tags = p.argmax(axis=-1).tolist()
+                    results[i] = [(self.vocabulary.labels[t], float(p[k, t])) for k, t in enumerate(tags)]
         return results
 
     def tag(self, tokens: list[str]) -> list[tuple[str, float]]:

@@ -3,11 +3,11 @@ tags), the texts of concurrent requests tagged in one batch."""
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Response
 from pydantic import BaseModel, Field
 
 from seqlab.data.tags import spans
-from seqlab.serve.routes import Routes
+from seqlab.serve.routes import Routes, json_answer
 from seqlab.serve.schemas import TextsRequest
 
 
@@ -34,18 +34,19 @@ def add_routes(app: FastAPI, routes: Routes) -> None:
     """POST /v1/tag."""
 
     @app.post("/v1/tag", response_model=TagResponse)
-    async def tag(body: TextsRequest) -> TagResponse:
+    async def tag(body: TextsRequest) -> Response:
         tagger = routes.served(body, "tag").trained
         sentences = [text.split() for text in body.texts()]
-        results = []
-        for tokens, tagged in zip(sentences, await routes.batcher.submit((body.model, "tag"), sentences), strict=True):
-            tags = [t for t, _ in tagged]
+        tagged = await routes.batcher.submit((body.model, "tag"), sentences)
+
+        def result(k: int) -> dict:                                     # a `TagResult`
+            tokens, tags = sentences[k], [t for t, _ in tagged[k]]
             entities = None if tagger.scheme == "none" else [
-                Entity(type=kind, start=start, end=end, text=" ".join(tokens[start:end]))
+                {"type": kind, "start": start, "end": end, "text": " ".join(tokens[start:end])}
                 for kind, start, end in spans(tags)]
-            results.append(TagResult(tokens=tokens, tags=tags, probabilities=[p for _, p in tagged],
-                                     entities=entities))
-        return TagResponse(model=body.model, results=results)
+            return {"tokens": tokens, "tags": tags, "probabilities": [p for _, p in tagged[k]], "entities": entities}
+
+        return await json_answer({"model": body.model}, list(range(len(sentences))), result)
 
 
 def run_batch(trained, key: tuple, items: list) -> list:

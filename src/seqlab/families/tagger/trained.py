@@ -17,6 +17,7 @@ from seqlab.data.stream import CHUNK_SIZE, LineReader, chunked, interactive
 from seqlab.data.tags import (
     detect_scheme,
 )
+from seqlab.decoding import core
 from seqlab.errors import SeqlabError, place
 from seqlab.families.run_files import FromRun
 from seqlab.families.tagger import FAMILY
@@ -44,28 +45,50 @@ class TrainedTagger(FromRun):
         `progress`: None or True shows a progress bar over the batches when stderr is a terminal.
 
         The probability is the tag's softmax probability at its token; with a CRF, the tags come from
-        Viterbi and each one's probability is its marginal p(y_t = tag | sentence) under the CRF."""
+        Viterbi and each one's probability is its marginal p(y_t = tag | sentence) under the CRF.
+
+        On a server's inference thread the work is cut into slices with a checkpoint between two: a recurrent
+        encoder reads a window of time steps of the whole batch at a time (`RecurrentStack.windowed`, the CRF's
+        recursions too, the character encoder a few words at a time), a transformer or window tagger tags a few
+        sentences at a time (`core.slices`). The same tags, and probabilities within float rounding (1e-7 to 1e-6)
+        of the unsliced pass's, as any other batching of the sentences gives (a packed recurrent pass computes
+        the steps where few rows are left with another kernel, whose last digits differ)."""
         results: list[list[tuple[str, float]]] = [[] for _ in sentences]
         items = [Sentence(list(tokens), ["O"] * len(tokens)) for tokens in sentences]
         order = [i for i in sorted(range(len(items)), key=lambda i: len(items[i])) if len(items[i])]
         starts = range(0, len(order), batch_size)
         for k in progress_bar(starts, progress, desc="tagging", unit="batch", leave=False):
             chunk = order[k:k + batch_size]
-            sentences = [items[i] for i in chunk]
-            encoded = with_lm_features(self.model, sentences, [self.vocabulary.encode(s) for s in sentences])
-            batch = self.vocabulary.collate(encoded).to(self.device)
-            scores = self.model(batch.words, batch.lengths, batch.chars, batch.lm)   # (B, T, K)
-            if self.model.crf is not None:
-                probabilities = self.model.crf.marginals(scores.float(), batch.mask)   # (B, T, K)
-            else:
-                probabilities = torch.softmax(scores.float(), dim=-1)
-            best = best_tags(self.model, scores, batch.mask)                   # (B, T)
-            chosen = probabilities.gather(-1, best[:, :, None]).squeeze(-1)   # (B, T)
-            for row, i in enumerate(chunk):
-                n = len(items[i])
-                results[i] = [(self.vocabulary.labels[t], p) for t, p in
-                              zip(best[row, :n].tolist(), chosen[row, :n].tolist(), strict=True)]
+            lengths = [len(items[i]) for i in chunk]                          # shortest first
+            by_rows = self.config.model.encoder not in ("rnn", "lstm", "gru")   # the others read in windows
+            for part in core.slices(lengths, (id(self.model), "tag")) if by_rows else [range(len(chunk))]:
+                rows = [chunk[j] for j in part]
+                for i, tagged in zip(rows, self._tag_batch([items[i] for i in rows]), strict=True):
+                    results[i] = tagged
         return results
+
+    def _tag_batch(self, sentences: list[Sentence]) -> list[list[tuple[str, float]]]:
+        """(tag, probability) for every token of sentences tagged in one forward pass; their reading and the
+        answer's lists are cut into slices too (a few sentences at a time)."""
+        lengths = [len(s) for s in sentences]
+        encoded = []
+        for part in core.slices(lengths, (id(self.model), "read")):
+            encoded += [self.vocabulary.encode(sentences[i]) for i in part]
+        encoded = with_lm_features(self.model, sentences, encoded)
+        batch = self.vocabulary.collate(encoded).to(self.device)
+        scores = self.model(batch.words, batch.lengths, batch.chars, batch.lm)   # (B, T, K)
+        if self.model.crf is not None:
+            probabilities = self.model.crf.marginals(scores.float(), batch.mask)   # (B, T, K)
+        else:
+            probabilities = torch.softmax(scores.float(), dim=-1)
+        best = best_tags(self.model, scores, batch.mask)                   # (B, T)
+        chosen = probabilities.gather(-1, best[:, :, None]).squeeze(-1)   # (B, T)
+        tagged = []
+        for part in core.slices(lengths, (id(self.model), "answer")):
+            tagged += [[(self.vocabulary.labels[t], p) for t, p in
+                        zip(best[row, :lengths[row]].tolist(), chosen[row, :lengths[row]].tolist(), strict=True)]
+                       for row in part]
+        return tagged
 
     def tag(self, tokens: list[str]) -> list[tuple[str, float]]:
         """(tag, probability) for each token of one sentence."""
