@@ -223,7 +223,7 @@ MALFORMED = [
     (b'{"model": "lm", "prompt": ', 400, None, "not valid JSON"),
     ({"model": "lm", "max_tokens": "5"}, 422, "max_tokens", "max_tokens: "),
     ({"model": "lm", "max_tokens": True}, 422, "max_tokens", "max_tokens: "),
-    ({"model": "lm", "max_tokens": 2.0}, 422, "max_tokens", "max_tokens: "),
+    ({"model": "lm", "max_tokens": 2.5}, 422, "max_tokens", "max_tokens: "),
     ({"model": "lm", "n": "2"}, 422, "n", "n: "),
     ({"model": "lm", "temperature": "0.5"}, 422, "temperature", "temperature: "),
     ({"model": "lm", "echo": 1}, 422, "echo", "echo: "),

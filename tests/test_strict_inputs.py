@@ -325,7 +325,7 @@ EXTREMES = [{"temperature": 5e-324}, {"temperature": 1e-300, "top_p": 5e-324}, {
 WRONG_TYPES = [
     ("/v1/generate", {"max_tokens": "5"}, 'max_tokens: expects an integer, got "5"'),
     ("/v1/generate", {"max_tokens": True}, "max_tokens: expects an integer, got true"),
-    ("/v1/generate", {"max_tokens": 5.0}, "max_tokens: expects an integer, got 5.0"),
+    ("/v1/generate", {"max_tokens": 5.5}, "max_tokens: expects an integer, got 5.5"),
     ("/v1/generate", {"temperature": "0.5"}, "temperature: expects a number"),
     ("/v1/generate", {"temperature": False}, "temperature: expects a number, got false"),
     ("/v1/generate", {"top_k": 1.5}, "top_k: expects an integer"),
@@ -343,7 +343,7 @@ WRONG_TYPES = [
     ("/v1/tag", {"text": True}, "text: expects a string or a list of strings, got true"),
     ("/v1/classify", {"text": None}, "text: expects a string or a list of strings, got null"),
     ("/v1/translate", {"beam": "2"}, "beam: expects an integer"),
-    ("/v1/translate", {"max_length": 1.0}, "max_length: expects an integer, got 1.0"),
+    ("/v1/translate", {"max_length": 1.5}, "max_length: expects an integer, got 1.5"),
     ("/v1/summarize", {"length_penalty": "1"}, "length_penalty: expects a number"),
     ("/v1/summarize", {"attention": 1}, "attention: expects true or false, got 1"),
     ("/v1/classify", {"model": 5}, "model: expects a string, got 5"),
@@ -404,6 +404,23 @@ def check_extremes(client, name: str = "lm") -> None:
     pieces = [json.loads(line[6:]) for line in streamed.text.splitlines()
               if line.startswith("data: {")]
     assert "".join(p.get("text", "") for p in pieces) == greedy
+
+
+def test_strict_server_reads_an_integral_number_as_the_integer_it_is(client):
+    """JSON has one number type and the OpenAPI document's "integer" (JSON Schema's) holds 5.0 to be one: an
+    integer field takes 5.0 as 5 (the same answer), on seqlab's routes and OpenAI's, and still refuses 5.5."""
+    base = {"model": "lm", "prompt": "ROMEO:", "greedy": True}
+    as_int = client.post("/v1/generate", json={**base, "max_tokens": 5, "seed": 3})
+    as_float = client.post("/v1/generate", json={**base, "max_tokens": 5.0, "seed": 3.0})
+    assert as_float.status_code == 200 and as_float.json()["text"] == as_int.json()["text"]
+    completion = {"model": "lm", "prompt": "ROMEO:", "temperature": 0}
+    as_int = client.post("/v1/completions", json={**completion, "max_tokens": 4, "n": 1, "logprobs": 2})
+    as_float = client.post("/v1/completions", json={**completion, "max_tokens": 4.0, "n": 1.0, "logprobs": 2.0})
+    assert as_float.status_code == 200, as_float.text
+    assert as_float.json()["choices"] == as_int.json()["choices"]
+    for fields in ({"max_tokens": 4.5}, {"n": 1.25}, {"temperature": 0, "max_tokens": True}):
+        answer = client.post("/v1/completions", json={**completion, **fields})
+        assert answer.status_code in (400, 422) and "integer" in answer.text, (fields, answer.text)
 
 
 def test_strict_torch_server_answers_extremes_and_refuses_wrong_types_in_its_own_words(client):

@@ -139,10 +139,12 @@ class CompletionRequest(BaseModel):
     @classmethod
     def null_as_default(cls, data):
         """A null takes the field's default (OpenAI's), as if the field were left out (so a default over the
-        server's limit takes the limit, `schemas.over_limit`), and the rest reads the value as it is."""
+        server's limit takes the limit, `schemas.over_limit`), an integral number for an integer its integer
+        (`schemas.integral_numbers`), and the rest reads the value as it is."""
         if not isinstance(data, dict):
             return data
-        return {k: v for k, v in data.items() if v is not None or k not in NULL_AS_DEFAULT}
+        given = {k: v for k, v in data.items() if v is not None or k not in NULL_AS_DEFAULT}
+        return schemas.integral_numbers(cls, given)
 
     @field_validator("prompt", mode="before")
     @classmethod

@@ -15,9 +15,12 @@ bound above 2**53 - 1 (a seed's 2**63) is lowered to it (`JSON_INTEGER`).
 from __future__ import annotations
 
 import dataclasses
+import math
+import types
+import typing
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 # The routes that speak OpenAI's protocol (`seqlab.serve.compat`; the last two answer only why they are not
 # served): their errors are OpenAI's {"error": {"message", "type", "param", "code"}}; every other route's are
@@ -118,14 +121,41 @@ def option_field(cls, name: str, default=dataclasses.MISSING, description: str =
 Text = Annotated[str, StringConstraints(min_length=1)]         # a text that is not empty
 
 
+def integer_field(annotation) -> bool:
+    """Whether a field of this type takes an integer and no other number (int, int | None)."""
+    if annotation is int:
+        return True
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        arms = [arm for arm in typing.get_args(annotation) if arm is not type(None)]
+        return int in arms and float not in arms
+    return False
+
+
+def integral_numbers(model: type[BaseModel], data):
+    """A request's integral JSON number for an integer field (5.0) read as the integer it is (5): JSON has one
+    number type, and the OpenAPI document's `"type": "integer"` (JSON Schema's) holds 5.0 to be an integer,
+    so a client that writes its integers as floats is answered as the document promises. 5.5, "5" and true
+    stay refused (the fields are strict)."""
+    if not isinstance(data, dict):
+        return data
+    fields = model.model_fields
+    return {k: int(v) if type(v) is float and math.isfinite(v) and v.is_integer() and k in fields
+            and integer_field(fields[k].annotation) else v for k, v in data.items()}
+
+
 class Request(BaseModel):
     """What every request has: the model, and one text or a list of them. Every field is strict: a number is
-    a JSON number (a float field also takes an integer), a boolean true or false, a text a string; "5" or true
-    for an integer is refused (422), not converted."""
+    a JSON number (a float field also takes an integer, an integer field an integral number: 5.0), a boolean
+    true or false, a text a string; "5", 5.5 or true for an integer is refused (422), not converted."""
 
     model_config = ConfigDict(extra="forbid", strict=True)   # a misspelt field is an error, not silently ignored
 
     model: str = Field(description="the run directory's name (GET /v1/models)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def integral(cls, data):
+        return integral_numbers(cls, data)
 
     def texts(self) -> list[str]:
         text = getattr(self, "text", "")
