@@ -258,7 +258,8 @@ CASES = [
                                           "--batch-size", "64", "--seq-len", "64", *OUT], "too small",
          {"tiny.txt": "a b c\n"}),
     # ---- options that only fail together, or by their text
-    Case("lm unknown option", [*LM, *LM_DATA, "--hiden-size", "3", *OUT], "unrecognized arguments"),
+    Case("lm unknown option", [*LM, *LM_DATA, "--hiden-size", "3", *OUT], "unknown option --hiden-size; did you "
+         "mean --hidden-size? (see seqlab train lm --help)"),
     Case("lm bad choice", [*LM, *LM_DATA, "--arch", "cnn", *OUT], "invalid choice"),
     Case("lm fused-output not a choice", [*LM, *LM_DATA, "--fused-output", "maybe", *OUT],
          "argument --fused-output: invalid choice: 'maybe'"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import sys
 from dataclasses import dataclass
 
@@ -16,10 +17,14 @@ from seqlab.data.stream import CHUNK_CHARS, CHUNK_SIZE
 from seqlab.decoding.options import SearchOptions
 from seqlab.errors import SeqlabError
 
+UNREAD_BY = "_seqlab_unread_by"        # the namespace attribute naming the parser that left arguments unread
+
 
 class Parser(argparse.ArgumentParser):
     """argparse with one-line errors: `seqlab train lm: error: argument --lr: must be positive, got -1`, and
-    no abbreviated options: `--dev` must not be taken for `--device` (its subcommands' parsers are Parsers too)."""
+    no abbreviated options: `--dev` must not be taken for `--device` (its subcommands' parsers are Parsers too).
+    An unknown option is named by the subcommand that could not read it, with its nearest option:
+    `seqlab train lm: error: unknown option --epoch; did you mean --epochs? (see seqlab train lm --help)`."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
@@ -27,6 +32,30 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras and not hasattr(namespace, UNREAD_BY):       # the innermost subcommand's parser returns first
+            setattr(namespace, UNREAD_BY, self)
+        return namespace, extras
+
+    def parse_args(self, args=None, namespace=None):
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            parser = getattr(namespace, UNREAD_BY, self)
+            parser.error(parser.unknown(extras))
+        return namespace
+
+    def unknown(self, extras: list[str]) -> str:
+        """What is wrong with arguments no option of this parser reads: the first unknown option, and the option
+        of this parser nearest to it (difflib), if any is near."""
+        option = next((token.split("=")[0] for token in extras if token.startswith("--")), None)
+        if option is None:
+            return f"unrecognized arguments: {' '.join(extras)}"
+        known = [name for name in self._option_string_actions if name.startswith("--")]
+        near = difflib.get_close_matches(option, known, n=1, cutoff=0.6)
+        return f"unknown option {option}" + (f"; did you mean {near[0]}?" if near else "")
+
 
 
 class Number:
