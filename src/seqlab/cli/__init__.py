@@ -68,6 +68,13 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["train"]:
+        from seqlab.cli.train import with_family
+
+        try:
+            argv = with_family(argv)          # `seqlab train --config best.yaml`: the family the file names
+        except SeqlabError as error:
+            return fail(str(error))
     parser = serve.parser() if argv[:1] == ["serve"] else build_parser()
     args = parser.parse_args(argv)
     args.given_options = {token.split("=")[0] for token in argv if token.startswith("--")}
