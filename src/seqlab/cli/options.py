@@ -10,6 +10,7 @@ import dataclasses
 import difflib
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from seqlab.config import element_type, field_default, field_type, option, range_text, value_problem
 from seqlab.data.limits import CHARS_PER_TOKEN, DEFAULT_MAX_TOKENS, LONG_INPUT, MIN_LINE_CHARS
@@ -213,19 +214,45 @@ def inference_command(commands, name: str, help: str, reads: str, formats: dict[
                       unit: str, handler, long_source: bool = False) -> argparse.ArgumentParser:
     """An inference command of a family (`seqlab tag DIR [FILE]`, ...): the run directory, the file (`reads`:
     what a line of it is; standard input by default), --input-format and --output-format (`formats`:
-    {option: (choices, help)}, the first choice the default), the batch size in `unit`s, the input and
-    runtime options, and the function that runs it. Returns the parser, for the options of its own."""
+    {option: (choices, help)}, the first choice the default; --input-format also takes `auto`, its default,
+    which `input_format` resolves before `handler` runs), the batch size in `unit`s, the input and runtime
+    options, and the function that runs it. Returns the parser, for the options of its own."""
     parser = commands.add_parser(name, help=help)
     run_dir_argument(parser)
     parser.add_argument("file", metavar="FILE", nargs="?", default="-",
                         help=f"{reads} (default: - for standard input)")
     for flag, (choices, text) in formats.items():
+        if flag == "--input-format":
+            named = [choice for choice in choices if choice != "text"]
+            parser.add_argument(flag, choices=("auto", *choices), default="auto",
+                                help=f"{text}; auto: a file whose extension names one of {', '.join(named)} "
+                                f"(.gz too) is read in that format, with the run's columns; any other file, and "
+                                f"standard input, as text (default: auto)")
+            continue
         parser.add_argument(flag, choices=choices, default=choices[0], help=f"{text} (default: {choices[0]})")
     add_number(parser, CommandOptions, "batch_size", help=f"{unit} per batch")
     add_input_options(parser, long_source=long_source)
     add_runtime_options(parser)
-    parser.set_defaults(handler=handler)
+    if "--input-format" in formats:
+        choices = formats["--input-format"][0]
+
+        def resolved(args: argparse.Namespace) -> int:
+            args.input_format = input_format(args.input_format, args.file, choices)
+            return handler(args)
+        parser.set_defaults(handler=resolved)
+    else:
+        parser.set_defaults(handler=handler)
     return parser
+
+
+def input_format(chosen: str, path: str, choices: tuple[str, ...]) -> str:
+    """--input-format `auto` resolved: the format the file's extension names (`reviews.csv`, `test.conllu`,
+    `pairs.jsonl.gz`) when it is one of `choices`, else text (one input per line; standard input too), so that
+    a table's header row and label column are never read as an input. Any other choice stands."""
+    if chosen != "auto":
+        return chosen
+    suffix = Path(str(path).removesuffix(".gz")).suffix.lstrip(".").lower()
+    return suffix if suffix in choices and suffix != "text" else "text"
 
 
 def run_dir_argument(parser: argparse.ArgumentParser) -> None:
