@@ -310,7 +310,7 @@ class Trainer:
             if self.config.evaluations and self.eval_interval is None:
                 self._fix_eval_interval()
             self._spent = self._tokens_spent()
-            self._capped = self._budget_spent() >= 1 and pos.step < self.total_steps
+            self._capped = pos.step < self.total_steps and self._budget_spent() >= 1
             stop = pos.step >= self.total_steps or self._capped
             if pos.step % cfg.log_every == 0 or stop:
                 bar.set_postfix(self._log(lr))
