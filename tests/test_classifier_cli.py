@@ -51,6 +51,55 @@ def test_classifier_cli_every_reader_trains_evaluates_and_classifies(tmp_path, c
     assert all(abs(float(row[1]) + float(row[2]) - 1) < 1e-3 for row in rows[1:])
 
 
+def test_classifier_cli_a_headerless_tsv_is_refused_naming_the_options_that_then_train(tmp_path, capsys):
+    """A text<TAB>label file without a header (the documented order) is told the options that read it, not
+    --format labeled-lines; those options train, and the run reads its files so from then on."""
+    rows = [line.split("\t") for line in (FIXTURES / "sentiment.tsv").read_text().splitlines()[1:]]
+    plain = tmp_path / "plain.tsv"
+    plain.write_text("".join(f"{text}\t{label}\n" for _, text, label, _ in rows))
+    argv = ["train", "classifier", "--train", str(plain), "--dev", str(plain), *SMALL, "--max-steps", "30"]
+    assert main([*argv, "--output", str(tmp_path / "refused")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "labeled-lines" not in err and "Traceback" not in err
+    assert err.splitlines()[-1].endswith("so the file has no header row: pass --header no --text-column 0 "
+                                         "--label-column 1")
+    options = err.split("pass ")[-1].split()
+    run = tmp_path / "plain"
+    assert main([*argv, *options, "--output", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(run), str(plain), "--json", "--confusion-png", "none"]) == 0
+    assert json.loads(capsys.readouterr().out)["documents"] == 24          # the run's columns, from config.json
+    flipped = tmp_path / "flipped.tsv"                                      # label<TAB>text: the columns given
+    flipped.write_text("".join(f"{label}\t{text}\n" for _, text, label, _ in rows))
+    assert main(["evaluate", str(run), str(flipped), "--json", "--confusion-png", "none", "--text-column", "1",
+                 "--label-column", "0"]) == 0
+    assert json.loads(capsys.readouterr().out)["documents"] == 24
+
+
+def test_classifier_cli_classify_reads_a_table_by_its_extension_with_the_runs_columns(tmp_path, capsys):
+    """`seqlab classify RUN reviews.csv`: a CSV (TSV, JSON lines) is read as one, with the run's columns, so its
+    header line and labels are never classified; --input-format text reads every line; --text-column and
+    --header read a table with other columns."""
+    run = train(tmp_path, "csv", "csv", "sentiment.csv", "--max-steps", "30")
+    capsys.readouterr()
+    assert main(["classify", str(run), str(FIXTURES / "sentiment.csv")]) == 0
+    auto = capsys.readouterr().out.splitlines()
+    assert len(auto) == 1 + 24                                              # the TSV header, then one per review
+    assert main(["classify", str(run), str(FIXTURES / "sentiment.csv"), "--input-format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines() == auto
+    assert main(["classify", str(run), str(FIXTURES / "sentiment.csv"), "--input-format", "text"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 1 + 25              # asked for: the header line too
+    texts = tmp_path / "reviews.tsv"                                        # other columns: named
+    texts.write_text("review\n" + "".join(f"{line.split(chr(9))[1]}\n" for line in
+                                           (FIXTURES / "sentiment.tsv").read_text().splitlines()[1:]))
+    assert main(["classify", str(run), str(texts)]) == 2
+    assert "no column named 'text'; the header has 'review'" in capsys.readouterr().err
+    assert main(["classify", str(run), str(texts), "--text-column", "review"]) == 0
+    assert capsys.readouterr().out.splitlines() == auto
+    assert main(["classify", str(run), str(texts), "--input-format", "text", "--text-column", "review"]) == 2
+    assert "--text-column names a column of tsv, csv or jsonl input" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_classifier_cli_sst_trees_evaluate_text_report_and_json_classify_from_stdin(tmp_path, capsys, monkeypatch):
     sst = FIXTURES / "sst.txt"

@@ -278,6 +278,29 @@ def every_parser(parser):
                 yield from every_parser(sub)
 
 
+@pytest.mark.parametrize("argv, says", [
+    (["train", "lm", "--epoch", "3"], "seqlab train lm: error: unknown option --epoch; did you mean --epochs? "
+                                      "(see seqlab train lm --help)"),
+    (["train", "classifier", "--text-colum", "0"], "seqlab train classifier: error: unknown option --text-colum; "
+                                                   "did you mean --text-column? (see seqlab train classifier --help)"),
+    (["evaluate", "runs/x", "f.txt", "--batchsize", "3"], "seqlab evaluate: error: unknown option --batchsize; did "
+                                                          "you mean --batch-size? (see seqlab evaluate --help)"),
+    (["tune", "classifier", "--arch", "pooled", "--output", "o", "--trails=3"],
+     "seqlab tune classifier: error: unknown option --trails; did you mean --trials? (see seqlab tune classifier "
+     "--help)"),
+    (["train", "lm", "--zzzz"], "seqlab train lm: error: unknown option --zzzz (see seqlab train lm --help)"),
+])
+def test_cli_an_unknown_option_names_the_nearest_of_its_subcommand(capsys, argv, says):
+    """An unknown option is reported by the subcommand whose options it is not among, with the nearest of
+    them (difflib), in one line, exit 2: not `seqlab: error: unrecognized arguments` and `seqlab --help`."""
+    from seqlab.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and err == says + "\n"
+
+
 def test_no_command_takes_an_abbreviated_option(capsys):
     """argparse would read `--dev b.txt` as `--device b.txt` (a prefix of one option): no parser of any command
     takes abbreviations."""
@@ -287,7 +310,7 @@ def test_no_command_takes_an_abbreviated_option(capsys):
     assert [p.prog for p in parsers if p.allow_abbrev] == []
     with pytest.raises(SystemExit) as stopped:
         build_parser().parse_args(["train", "lm", "--devi", "cpu"])
-    assert stopped.value.code == 2 and "unrecognized arguments: --devi" in capsys.readouterr().err
+    assert stopped.value.code == 2 and "unknown option --devi" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("family, dest", [("lm", "valid"), ("tagger", "dev"), ("classifier", "dev"),

@@ -107,11 +107,12 @@ def test_configs_seq2seq_recipes_are_the_measured_commands():
     folder = Path(__file__).parent.parent / "configs"
     transformer = resolve_seq2seq_config(None, {
         "arch": "transformer", "embedding_size": 256, "num_layers": 3, "num_heads": 8, "ff_size": 512,
-        "dropout": 0.1, "label_smoothing": 0.1, "min_freq": 2, "batch_size": 128, "lr": 5e-4,
+        "dropout": 0.1, "label_smoothing": 0.1, "min_freq": 2, "raw_text": "refuse", "batch_size": 128, "lr": 5e-4,
         "warmup_steps": 400, "epochs": 12})
     assert resolve_seq2seq_config(folder / "multi30k-transformer.yaml") == transformer
     gru = resolve_seq2seq_config(None, {
         "arch": "gru", "attention": "dot", "embedding_size": 256, "hidden_size": 256, "bidirectional": True,
-        "tie_embeddings": True, "dropout": 0.3, "label_smoothing": 0.1, "min_freq": 2, "batch_size": 64,
+        "tie_embeddings": True, "dropout": 0.3, "label_smoothing": 0.1, "min_freq": 2, "raw_text": "refuse",
+        "batch_size": 64,
         "lr": 1e-3, "epochs": 8})
     assert resolve_seq2seq_config(folder / "multi30k-gru-dot.yaml") == gru

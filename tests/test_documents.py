@@ -46,6 +46,39 @@ def test_documents_unlabelled_tables_may_lack_the_label_column(tmp_path):
     assert read_documents(plain, "tsv", Columns("0", "1"), labelled=False)[0].text == "good film"
 
 
+def headerless(tmp_path: Path, order: str, fmt: str = "tsv") -> Path:
+    """The fixture's reviews without a header row: text then label ("text-label", the documented order), or
+    label then text."""
+    documents = read_documents(FIXTURES / "sentiment.tsv", "tsv")
+    delimiter = "\t" if fmt == "tsv" else ","
+    rows = [(d.text.replace(",", ";"), d.label) if order == "text-label" else (d.label, d.text.replace(",", ";"))
+            for d in documents]
+    path = tmp_path / f"{order}.{fmt}"
+    path.write_text("".join(delimiter.join(row) + "\n" for row in rows))
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "csv"])
+@pytest.mark.parametrize("order, text, label", [("text-label", "0", "1"), ("label-text", "1", "0")])
+def test_documents_a_headerless_table_is_refused_naming_the_options_that_read_it(tmp_path, fmt, order, text, label):
+    path = headerless(tmp_path, order, fmt)
+    with pytest.raises(SeqlabError) as refused:
+        read_documents(path, fmt)
+    message = str(refused.value)
+    assert f"{path}: no column named 'text' in the first row; it reads as data, not a header" in message
+    assert message.endswith(f"so the file has no header row: pass --header no --text-column {text} "
+                            f"--label-column {label}")
+    assert "this looks like" not in message                  # labeled-lines is not offered for a table
+    documents = read_documents(path, fmt, Columns(text, label, header="no"))   # the options named: every row read
+    assert len(documents) == 24 and (documents[0].text, documents[0].label) == ("a fine film ; warm and funny", "pos")
+    with pytest.raises(SeqlabError, match=f"pass --header no --text-column {text}$"):
+        read_documents(path, fmt, labelled=False)           # unlabelled input: no label column to name
+    named = tmp_path / "named.tsv"                          # a real header with other names: listed, no guess
+    named.write_text("sentence\tsentiment\ngood film\tpos\nbad\tneg\n")
+    with pytest.raises(SeqlabError, match="no column named 'text'; the header has 'sentence', 'sentiment'$"):
+        read_documents(named, "tsv")
+
+
 def test_documents_csv_quoted_commas_and_gzip(tmp_path):
     path = tmp_path / "quoted.csv.gz"
     path.write_bytes(gzip.compress(b'text,label\n"one, two, three",a\n"say ""hi""",b\n'))

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import seqlab
-from conftest import TEST, VALID, tiny_config
+from conftest import TEST, TRAIN, VALID, tiny_config
 from seqlab.data.batching import StreamBatches, sliding_windows
 from seqlab.data.vocab import EOS
 from seqlab.decoding.search import SamplingOptions, blocked_tokens, generate_ids, lm_beam_search
@@ -208,3 +208,32 @@ def test_lm_api_generation_goes_past_line_ends_unless_asked_to_stop(trained):
     assert lm.generate("We are", max_tokens=5, seed=1) == "\n" * 5
     assert lm.generate("We are", max_tokens=5, greedy=True, stop_at_eos=True) == ""
     assert list(lm.stream("We are", max_tokens=3, greedy=True)) == ["\n", "\n", "\n"]
+
+
+def test_lm_api_evaluate_reads_json_lines_by_the_runs_text_column(tmp_path, capsys):
+    """An LM trained on JSON lines (--text-column body) is evaluated on JSON lines as it trained: the text of
+    each record's field, not the raw records; the figures are those of the same text as a plain file, and
+    the valid figure training recorded. --text-column names another field; on a plain file it is refused."""
+    from seqlab.cli import main
+
+    def records_file(source, name: str):
+        path = tmp_path / name
+        path.write_text("".join(json.dumps({"id": k, "body": line, "note": "the king"}) + "\n"
+                                for k, line in enumerate(source.read_text().splitlines())))
+        return path
+
+    train, valid = records_file(TRAIN, "train.jsonl"), records_file(VALID, "valid.jsonl")
+    config = tiny_config(tmp_path / "run")
+    config.data.train, config.data.valid, config.data.test, config.data.text_column = str(train), str(valid), "", "body"
+    seqlab.train_lm(config)
+    lm = seqlab.load(tmp_path / "run")
+    as_records = lm.evaluate_file(valid)
+    assert as_records == lm.evaluate_file(VALID)                           # the text, not the JSON around it
+    final = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+             if json.loads(line).get("final")][0]
+    assert as_records["perplexity"] == pytest.approx(final["perplexity"], rel=1e-6)
+    assert lm.evaluate_file(valid, text_column="note")["tokens"] == 3 * len(VALID.read_text().splitlines())
+    assert main(["evaluate", str(tmp_path / "run"), str(VALID), "--text-column", "body"]) == 2
+    assert "is plain text (one text per line)" in capsys.readouterr().err
+    assert main(["evaluate", str(tmp_path / "run"), str(valid), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["perplexity"] == as_records["perplexity"]

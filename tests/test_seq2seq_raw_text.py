@@ -274,7 +274,8 @@ def test_export_a_moses_run_whose_readme_example_tokenizes_with_sacremoses(tmp_p
 
 def test_configs_the_raw_text_recipe_is_the_measured_winner():
     """configs/multi30k-raw-gru-dot.yaml is the GRU-dot recipe with the options of benchmarks/seq2seq_raw_text.py's
-    bpe row (--min-freq, which a BPE vocabulary ignores, left at its default)."""
+    bpe row (--min-freq, which a BPE vocabulary ignores, and --raw-text refuse, which acts on the word tokenizer
+    alone, left at their defaults)."""
     import dataclasses
     import sys
 
@@ -283,6 +284,29 @@ def test_configs_the_raw_text_recipe_is_the_measured_winner():
 
     assert VARIANTS["bpe"] == ["--tokenizer", "bpe", "--shared-vocab"]      # and --bpe-vocab-size 8000, its default
     measured = resolve_seq2seq_config(RECIPE, {"tokenizer": "bpe", "shared_vocab": True, "bpe_vocab_size": 8000})
-    measured = dataclasses.replace(measured, data=dataclasses.replace(measured.data, min_freq=1))
+    assert measured.data.raw_text == "refuse"
+    measured = dataclasses.replace(measured, data=dataclasses.replace(measured.data, min_freq=1, raw_text="warn"))
     folder = Path(__file__).parent.parent / "configs"
     assert resolve_seq2seq_config(folder / "multi30k-raw-gru-dot.yaml") == measured
+
+
+def test_text_checks_a_recipe_for_tokenised_text_refuses_raw_text_naming_the_raw_recipe(tmp_path, capsys):
+    """configs/multi30k-gru-dot.yaml (--raw-text refuse) on raw text stops before training, in one line that names
+    the raw recipe; with a tokenizer for raw text (moses) it trains (--raw-text warn, the default, warns: the
+    warning tests above)."""
+    from seqlab.cli import main
+
+    files = raw_files(tmp_path)
+    with pytest.raises(SeqlabError, match=r"the training sources look untokenised \(\d+\.\d% of their words have "
+                                          r"punctuation attached: `.*configs/multi30k-raw-gru-dot.yaml"):
+        train(output=str(tmp_path / "word"), **files, raw_text="refuse")
+    assert not (tmp_path / "word" / "model.safetensors").exists()
+    recipe = Path(__file__).parent.parent / "configs" / "multi30k-gru-dot.yaml"
+    data = [f"--{name.replace('_', '-')}={path}" for name, path in files.items()]
+    tiny = ["--embedding-size", "16", "--hidden-size", "16", "--max-steps", "2", "--no-progress"]
+    code = main(["train", "seq2seq", "--config", str(recipe), *data, *tiny, "--output", str(tmp_path / "recipe")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1].startswith("seqlab: error: the training sources look untokenised")
+    assert "seqlab train seq2seq --config configs/multi30k-raw-gru-dot.yaml" in err[-1]
+    assert main(["train", "seq2seq", "--config", str(recipe), *data, *tiny, "--output", str(tmp_path / "recipe"),
+                 "--tokenizer", "moses", "--target-lang", "de"]) == 0          # the same folder: nothing to replace

@@ -163,6 +163,20 @@ def test_streaming_translate_and_summarize_output_equals_the_whole_input_output(
     assert [r["score"] for r in chunked] == pytest.approx([r["score"] for r in expected], abs=2e-4)
 
 
+@pytest.mark.parametrize("command, run, name, fmt", [("tag", "pos", "tagging.conllu", "conllu"),
+                                                     ("tag", "ner", "ner.conll", "conll"),
+                                                     ("translate", "s2s", "seq2seq/dev.tsv", "tsv"),
+                                                     ("classify", "clf", "classify/sentiment.csv", "csv"),
+                                                     ("classify", "clf", "classify/sentiment.tsv", "tsv")])
+def test_streaming_input_format_auto_reads_a_file_by_its_extension(runs, capsys, command, run, name, fmt):
+    """--input-format auto (the default): a .conllu, .conll, .tsv, .csv or .jsonl file is read in its format
+    (its other columns, header and targets never taken for input); another name, or standard input, as text."""
+    path = str(FIXTURES / name)
+    auto = output_of(capsys, [command, str(runs[run]), path])
+    assert auto == output_of(capsys, [command, str(runs[run]), path, "--input-format", fmt])
+    assert auto != output_of(capsys, [command, str(runs[run]), path, "--input-format", "text"])
+
+
 # ---------------------------------------------------------------- standard input
 
 @pytest.mark.slow

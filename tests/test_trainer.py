@@ -247,6 +247,33 @@ def test_trainer_time_cap_stops_the_run_without_bending_the_schedule(tmp_path, m
     assert runs["capped"] == runs["free"][:len(runs["capped"])]
 
 
+def test_trainer_a_cap_that_stops_training_says_so_whatever_the_progress_mode(tmp_path, monkeypatch, capsys):
+    """--max-time (and --max-tokens) stopping a run before its steps are done is one line of the log under
+    --no-progress too (a bar stopping short said it only on a terminal); a run that ends at its steps says none."""
+    task = FakeTask([3.0])
+    FakeClock(monkeypatch, task)
+    config = TrainConfig(output=str(tmp_path / "capped"), epochs=20, max_time=60.0, progress=False, log_every=1)
+    Trainer(task, FakeModel(), config, tmp_path / "capped", torch.device("cpu")).fit()
+    out = capsys.readouterr().out
+    assert "--max-time 60 s reached: training stopped at step 30 of 100 (epoch 6 of 20), the best weights so far " \
+           "kept; --resume with a higher --max-time trains on" in out
+    config = TrainConfig(output=str(tmp_path / "tokens"), epochs=20, max_tokens=7, progress=False, log_every=1)
+    Trainer(FakeTask([3.0]), FakeModel(), config, tmp_path / "tokens", torch.device("cpu")).fit()
+    assert "--max-tokens 7 reached: training stopped at step " in capsys.readouterr().out
+    config = TrainConfig(output=str(tmp_path / "free"), epochs=2, max_time=1e6, progress=False, log_every=1)
+    Trainer(FakeTask([3.0]), FakeModel(), config, tmp_path / "free", torch.device("cpu")).fit()
+    assert "reached" not in capsys.readouterr().out
+
+
+def test_trainer_a_resumed_run_says_from_which_step(tmp_path, capsys):
+    config = tiny_config(tmp_path / "run", max_steps=8)
+    with pytest.raises(Killed):
+        train_lm(config, callback=kill_after_evaluation(4))
+    assert "resuming" not in capsys.readouterr().out
+    train_lm(config, resume=True)
+    assert "resuming from step 4 (of 8), epoch 1 of 10" in capsys.readouterr().out
+
+
 def test_trainer_time_schedule_without_a_time_cap_is_refused():
     with pytest.raises(SeqlabError, match="--time-schedule fixes the schedule's length from --max-time"):
         TrainConfig(time_schedule=True)

@@ -4,6 +4,12 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -120,16 +126,36 @@ def test_tune_runs_the_recipe_first_then_the_sampler_and_writes_the_best(study):
     assert (study / "history.png").read_bytes()[:4] == b"\x89PNG" and "| trial |" in (study / "tune.md").read_text()
 
 
-def test_best_yaml_trains_the_best_trial_again(study, tmp_path, capsys):
+def test_tune_best_yaml_carries_the_family_and_the_full_length_and_trains_the_best_trial_again(study, tmp_path, capsys):
     best = summary(study)["best"]
-    config = yaml.safe_load((study / "best.yaml").read_text())
-    assert config["model"]["arch"] == "pooled" and config["train"]["lr"] == best["params"]["lr"]
-    code, err = run_seqlab(["train", "classifier", "--config", study / "best.yaml", "--output", tmp_path / "again",
-                            "--no-progress"], capsys)
+    text = (study / "best.yaml").read_text()
+    config = yaml.safe_load(text)
+    assert config["task"] == "classifier" and config["model"]["arch"] == "pooled"
+    assert config["train"]["lr"] == best["params"]["lr"]
+    assert config["train"]["epochs"] == 10 and "evaluations" not in config["train"]    # not the trials' 1 epoch
+    assert "add --epochs 1 --evaluations 4" in text and "epochs is 10" in text
+    # no family on the command line: best.yaml names it; the comment's options train the best trial again
+    code, err = run_seqlab(["train", "--config", study / "best.yaml", "--output", tmp_path / "again", "--no-progress",
+                            "--epochs", "1", "--evaluations", "4"], capsys)
     assert code == 0, err
     again = [r for r in records(tmp_path / "again") if r.get("final")][0]
     trial = [r for r in records(study / best["run"]) if r.get("final")][0]
     assert again["accuracy"] == trial["accuracy"] and again["loss"] == pytest.approx(trial["loss"], rel=1e-6)
+    assert json.loads((tmp_path / "again" / "config.json").read_text())["train"]["epochs"] == 1
+
+
+def test_tune_best_yaml_trains_the_full_length_by_default(study, tmp_path, capsys):
+    code, err = run_seqlab(["train", "--config", study / "best.yaml", "--output", tmp_path / "full", "--no-progress",
+                            "--max-steps", "2"], capsys)                # the length is config.json's; 2 steps: fast
+    assert code == 0, err
+    assert json.loads((tmp_path / "full" / "config.json").read_text())["train"]["epochs"] == 10
+    (tmp_path / "other.yaml").write_text("task: tagger\n")
+    code, err = run_seqlab(["train", "classifier", "--config", tmp_path / "other.yaml"], capsys)
+    one_line_error(code, err, "is for seqlab train tagger (task: tagger), not classifier")
+    (tmp_path / "none.yaml").write_text("train:\n  epochs: 3\n")
+    code, err = run_seqlab(["train", "--config", tmp_path / "none.yaml"], capsys)
+    one_line_error(code, err, "seqlab train needs the family before the options: seqlab train "
+                              "lm|tagger|classifier|seq2seq --config")
 
 
 def test_a_finished_study_run_again_trains_nothing_and_more_trials_continue_it(study, monkeypatch):
@@ -163,10 +189,49 @@ def test_a_killed_study_resumes_its_trial_from_the_checkpoint(tmp_path, monkeypa
     tune("classifier", out, options, "pooled", trials=3, budget_epochs=2, size="tiny", evaluations=3)
     trials = summary(out)["trials"]
     assert [t["state"] for t in trials] == ["COMPLETE"] * 3
+    assert len({json.dumps(t["params"], sort_keys=True) for t in trials}) == 3     # no trial drawn again
     log = records(out / "trials" / "0001", "train_log.jsonl")
     assert [r["step"] for r in log] == sorted({r["step"] for r in log})       # resumed, not trained twice
     sessions = json.loads((out / "trials" / "0001" / "model_card.json").read_text())
     assert "resum" in json.dumps(sessions).lower()
+
+
+@pytest.mark.slow
+def test_tune_killed_mid_trial_by_sigkill_resumes_that_trial_and_ends_with_distinct_trials(tmp_path):
+    """A real `seqlab tune` process killed with SIGKILL in its second trial, then the same command again: the
+    killed trial runs on from its checkpoint with its own options and counts once, and the study ends with
+    --trials complete trials, no two with the same options (the sampler of the resumed session is not the
+    killed one's again). About 30 s: three trials of ~3 s and four process starts."""
+    import optuna
+
+    rows = (FIXTURES / "classify" / "sentiment.tsv").read_text().splitlines()
+    train = tmp_path / "train.tsv"
+    train.write_text("\n".join([rows[0], *rows[1:] * 80]) + "\n")      # 1,920 documents: 480 steps an epoch
+    out = tmp_path / "study"
+    argv = [sys.executable, "-m", "seqlab", "tune", "classifier", "--train", str(train), "--dev", SENTIMENT,
+            "--arch", "pooled", "--size", "tiny", "--trials", "3", "--budget-epochs", "2", "--evaluations", "4",
+            "--batch-size", "4", "--no-progress", "--output", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    checkpoint = out / "trials" / "0001" / "checkpoint.safetensors"       # trial 1's first evaluation of four
+    deadline = time.time() + 120
+    while not checkpoint.exists() and time.time() < deadline and process.poll() is None:
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    assert process.wait() == -signal.SIGKILL
+    storage = optuna.storages.RDBStorage(f"sqlite:///{out / 'study.db'}")
+    killed = optuna.load_study(study_name="seqlab", storage=storage).trials
+    assert [t.state.name for t in killed] == ["COMPLETE", "RUNNING"]        # killed in trial 1, mid-training
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "trial 1 (resumed)" in done.stderr
+    assert re.search(r"resuming from step (240|480|720) \(of 960\), epoch [12] of 2", done.stdout)
+    trials = summary(out)["trials"]
+    assert [t["state"] for t in trials] == ["COMPLETE"] * 3 and [t["number"] for t in trials] == [0, 1, 2]
+    assert trials[1]["params"] == killed[1].params                          # its own options, not drawn again
+    assert len({json.dumps(t["params"], sort_keys=True) for t in trials}) == 3
+    log = records(out / "trials" / "0001", "train_log.jsonl")
+    assert [r["step"] for r in log] == sorted({r["step"] for r in log})     # run on, not trained twice
 
 
 def test_pruned_trials_stop_early_and_are_counted(tmp_path, monkeypatch):

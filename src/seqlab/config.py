@@ -247,13 +247,58 @@ def to_dict(obj) -> dict:
     return json.loads(json.dumps(dataclasses.asdict(obj), default=str))
 
 
+TASK_KEY = "task"       # a config file's family (`task: classifier`): `seqlab train --config FILE` reads it
+
+
 def read_config_file(path: str | Path, groups: dict[str, type] | None = None) -> dict:
     """A YAML (.yaml/.yml) or TOML (.toml) file -> a flat dict of options (groups flattened).
 
     Keys are option names (dashes or underscores), at the top level or under their group. Given
     `groups` (group name -> config class), a group the task lacks and an option under a group it does
-    not belong to are refused; an option given twice is refused either way."""
+    not belong to are refused; an option given twice is refused either way. A top-level `task` names the
+    family the file is for (`config_task`), not an option."""
     path = Path(path)
+    data = _config_mapping(path)
+    members = {f.name: group for group, cls in (groups or {}).items() for f in dataclasses.fields(cls)}
+    flat: dict = {}
+
+    def put(key, value, group: str | None) -> None:
+        if not isinstance(key, str):
+            raise SeqlabError(f"config file {path}: the key {key!r} is not an option name (expected text such "
+                              "as 'lr' or 'hidden_size')")
+        name = key.replace("-", "_")
+        if name in flat:
+            raise SeqlabError(f"config file {path}: option {key!r} is given twice")
+        if group is not None and name in members and members[name] != group:
+            raise SeqlabError(f"config file {path}: option {key!r} belongs to the group {members[name]!r}, "
+                              f"not {group!r}")
+        flat[name] = value
+
+    for key, value in data.items():
+        if key == TASK_KEY and not isinstance(value, dict):
+            continue
+        if isinstance(value, dict):
+            if groups is not None and key not in groups:
+                raise SeqlabError(f"config file {path}: unknown group {key!r}; the groups are "
+                                  f"{', '.join(groups)} (or give options at the top level)")
+            for inner, inner_value in value.items():
+                put(inner, inner_value, key)
+        else:
+            put(key, value, None)
+    return flat
+
+
+def config_task(path: str | Path) -> str | None:
+    """The family a config file names (`task: classifier`, as `seqlab tune` writes best.yaml), or None; a
+    `task` that is not text is a SeqlabError."""
+    task = _config_mapping(Path(path)).get(TASK_KEY)
+    if task is not None and not isinstance(task, str):
+        raise SeqlabError(f"config file {path}: task is {task!r}; expected a family's name (task: classifier)")
+    return task
+
+
+def _config_mapping(path: Path) -> dict:
+    """A YAML or TOML config file read as a mapping (anything else is a SeqlabError naming the file)."""
     text = read_text(path, "config file")
     if path.suffix in (".yaml", ".yml"):
         import yaml
@@ -277,28 +322,4 @@ def read_config_file(path: str | Path, groups: dict[str, type] | None = None) ->
         raise SeqlabError(f"config file {path}: expected a .yaml, .yml or .toml file")
     if not isinstance(data, dict):
         raise SeqlabError(f"config file {path}: expected a mapping of option names to values")
-    members = {f.name: group for group, cls in (groups or {}).items() for f in dataclasses.fields(cls)}
-    flat: dict = {}
-
-    def put(key, value, group: str | None) -> None:
-        if not isinstance(key, str):
-            raise SeqlabError(f"config file {path}: the key {key!r} is not an option name (expected text such "
-                              "as 'lr' or 'hidden_size')")
-        name = key.replace("-", "_")
-        if name in flat:
-            raise SeqlabError(f"config file {path}: option {key!r} is given twice")
-        if group is not None and name in members and members[name] != group:
-            raise SeqlabError(f"config file {path}: option {key!r} belongs to the group {members[name]!r}, "
-                              f"not {group!r}")
-        flat[name] = value
-
-    for key, value in data.items():
-        if isinstance(value, dict):
-            if groups is not None and key not in groups:
-                raise SeqlabError(f"config file {path}: unknown group {key!r}; the groups are "
-                                  f"{', '.join(groups)} (or give options at the top level)")
-            for inner, inner_value in value.items():
-                put(inner, inner_value, key)
-        else:
-            put(key, value, None)
-    return flat
+    return data

@@ -164,6 +164,14 @@ def main(argv: list[str] | None = None) -> int:
         if argv[:1] and argv[0] in torch_commands():
             return fail(needs(argv[0], package))
         parser = without(package)
+    else:
+        if argv[:1] == ["train"]:
+            from seqlab.cli.train import with_family
+
+            try:
+                argv = with_family(argv)          # `seqlab train --config best.yaml`: the family the file names
+            except SeqlabError as error:
+                return fail(str(error))
     args = parser.parse_args(argv)
     args.given_options = {token.split("=")[0] for token in argv if token.startswith("--")}
     warnings.showwarning = _show_warning

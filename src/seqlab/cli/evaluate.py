@@ -55,6 +55,14 @@ def add_parser(commands) -> None:
     evaluate.add_argument("--json", action="store_true", help="print one JSON object with the figures")
     evaluate.add_argument("--format", choices=("conllu", "conll", *DOCUMENT_FORMATS),
                           help=only("--format", "the file's format (default: the training files')"))
+    evaluate.add_argument("--text-column", metavar="COLUMN",
+                          help=only("--text-column", "the text's column (a header name or 0-based index) or JSON "
+                                    "field (default: the run's --text-column, as training read its files)"))
+    evaluate.add_argument("--label-column", metavar="COLUMN",
+                          help=only("--label-column", "the label's column or JSON field (default: the run's)"))
+    evaluate.add_argument("--header", choices=("auto", "yes", "no"),
+                          help=only("--header", "whether the file's first row names its columns (default: the "
+                                    "run's --header)"))
     evaluate.add_argument("--confusion-png", metavar="PNG",
                           help=only("--confusion-png", "where to draw the confusion matrix (default: "
                                     "DIR/confusion_<file name>.png; 'none' for no picture)"))

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from seqlab.config import element_type, field_default, field_type, option, range_text, value_problem
 from seqlab.data.limits import CHARS_PER_TOKEN, DEFAULT_MAX_TOKENS, LONG_INPUT, MIN_LINE_CHARS
@@ -16,10 +18,14 @@ from seqlab.data.stream import CHUNK_CHARS, CHUNK_SIZE
 from seqlab.decoding.options import SearchOptions
 from seqlab.errors import SeqlabError
 
+UNREAD_BY = "_seqlab_unread_by"        # the namespace attribute naming the parser that left arguments unread
+
 
 class Parser(argparse.ArgumentParser):
     """argparse with one-line errors: `seqlab train lm: error: argument --lr: must be positive, got -1`, and
-    no abbreviated options: `--dev` must not be taken for `--device` (its subcommands' parsers are Parsers too)."""
+    no abbreviated options: `--dev` must not be taken for `--device` (its subcommands' parsers are Parsers too).
+    An unknown option is named by the subcommand that could not read it, with its nearest option:
+    `seqlab train lm: error: unknown option --epoch; did you mean --epochs? (see seqlab train lm --help)`."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
@@ -27,6 +33,30 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras and not hasattr(namespace, UNREAD_BY):       # the innermost subcommand's parser returns first
+            setattr(namespace, UNREAD_BY, self)
+        return namespace, extras
+
+    def parse_args(self, args=None, namespace=None):
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            parser = getattr(namespace, UNREAD_BY, self)
+            parser.error(parser.unknown(extras))
+        return namespace
+
+    def unknown(self, extras: list[str]) -> str:
+        """What is wrong with arguments no option of this parser reads: the first unknown option, and the option
+        of this parser nearest to it (difflib), if any is near."""
+        option = next((token.split("=")[0] for token in extras if token.startswith("--")), None)
+        if option is None:
+            return f"unrecognized arguments: {' '.join(extras)}"
+        known = [name for name in self._option_string_actions if name.startswith("--")]
+        near = difflib.get_close_matches(option, known, n=1, cutoff=0.6)
+        return f"unknown option {option}" + (f"; did you mean {near[0]}?" if near else "")
+
 
 
 class Number:
@@ -184,19 +214,45 @@ def inference_command(commands, name: str, help: str, reads: str, formats: dict[
                       unit: str, handler, long_source: bool = False) -> argparse.ArgumentParser:
     """An inference command of a family (`seqlab tag DIR [FILE]`, ...): the run directory, the file (`reads`:
     what a line of it is; standard input by default), --input-format and --output-format (`formats`:
-    {option: (choices, help)}, the first choice the default), the batch size in `unit`s, the input and
-    runtime options, and the function that runs it. Returns the parser, for the options of its own."""
+    {option: (choices, help)}, the first choice the default; --input-format also takes `auto`, its default,
+    which `input_format` resolves before `handler` runs), the batch size in `unit`s, the input and runtime
+    options, and the function that runs it. Returns the parser, for the options of its own."""
     parser = commands.add_parser(name, help=help)
     run_dir_argument(parser)
     parser.add_argument("file", metavar="FILE", nargs="?", default="-",
                         help=f"{reads} (default: - for standard input)")
     for flag, (choices, text) in formats.items():
+        if flag == "--input-format":
+            named = [choice for choice in choices if choice != "text"]
+            parser.add_argument(flag, choices=("auto", *choices), default="auto",
+                                help=f"{text}; auto: a file whose extension names one of {', '.join(named)} "
+                                f"(.gz too) is read in that format, with the run's columns; any other file, and "
+                                f"standard input, as text (default: auto)")
+            continue
         parser.add_argument(flag, choices=choices, default=choices[0], help=f"{text} (default: {choices[0]})")
     add_number(parser, CommandOptions, "batch_size", help=f"{unit} per batch")
     add_input_options(parser, long_source=long_source)
     add_runtime_options(parser)
-    parser.set_defaults(handler=handler)
+    if "--input-format" in formats:
+        choices = formats["--input-format"][0]
+
+        def resolved(args: argparse.Namespace) -> int:
+            args.input_format = input_format(args.input_format, args.file, choices)
+            return handler(args)
+        parser.set_defaults(handler=resolved)
+    else:
+        parser.set_defaults(handler=handler)
     return parser
+
+
+def input_format(chosen: str, path: str, choices: tuple[str, ...]) -> str:
+    """--input-format `auto` resolved: the format the file's extension names (`reviews.csv`, `test.conllu`,
+    `pairs.jsonl.gz`) when it is one of `choices`, else text (one input per line; standard input too), so that
+    a table's header row and label column are never read as an input. Any other choice stands."""
+    if chosen != "auto":
+        return chosen
+    suffix = Path(str(path).removesuffix(".gz")).suffix.lstrip(".").lower()
+    return suffix if suffix in choices and suffix != "text" else "text"
 
 
 def run_dir_argument(parser: argparse.ArgumentParser) -> None:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from seqlab.data.sniff import FORMAT, FormatOption, hinted
+from seqlab.data.sniff import FORMAT, FormatOption, RightFormat, hinted
 from seqlab.data.stream import Line, LineReader, refuse_cut
 from seqlab.errors import SeqlabError, place
 
@@ -114,6 +114,8 @@ def _plain_labels(read: Callable[[Iterable[Line]], Iterator[Document]]
         for document in read(lines):
             if NOT_IN_A_LABEL & set(document.label or ""):
                 raise SeqlabError(f"line {document.line}: {document.label!r} is not a plain label")
+            if "\t" in document.text:
+                raise SeqlabError(f"line {document.line}: a tab-separated row, not 'label text'")
             yield document
     return checked
 
@@ -145,9 +147,11 @@ def _read_table(lines: Iterable[Line], path, fmt: str, columns: Columns, what: s
                 labelled: bool) -> Iterator[Document]:
     delimiter, other = ("\t", ",") if fmt == "tsv" else (",", "\t")
     wanted = [_index_or_name(c) for c in (columns.text, columns.label, *columns.features)]
-    named = any(isinstance(c, str) for c in wanted)
     if columns.header not in ("auto", "yes", "no"):
         raise SeqlabError(f"--header {columns.header!r}: choose auto, yes or no")
+    if not labelled and columns.header == "no" and isinstance(wanted[1], str):
+        wanted[1] = 1 << 30                      # unlabelled input without a header: no label column to name
+    named = any(isinstance(c, str) for c in wanted)
     has_header = columns.header == "yes" or (columns.header == "auto" and named)
     if named and not has_header:
         names = ", ".join(str(c) for c in wanted if isinstance(c, str))
@@ -163,9 +167,14 @@ def _read_table(lines: Iterable[Line], path, fmt: str, columns: Columns, what: s
             width = len(fields)
             if has_header:
                 header = [f.strip() for f in fields]
-                if not labelled and isinstance(wanted[1], str) and wanted[1] not in header:
-                    header.append(wanted[1])              # unlabelled input may lack the label column
-                positions = [_column_position(c, header, path, what) for c in wanted]
+                no_label = not labelled and isinstance(wanted[1], str) and wanted[1] not in header
+                missing = [c for i, c in enumerate(wanted) if isinstance(c, str) and c not in header
+                           and not (i == 1 and no_label)]
+                if missing:           # this refuses the file: reading rows ahead to say why loses nothing
+                    sample = [fields, *(row for _, row in _rows_ahead(rows, SAMPLE_ROWS))]
+                    _refuse_header(sample, missing[0], header, fmt, labelled, place(what, path))
+                positions = [len(header) if i == 1 and no_label else _column_position(c, header, path, what)
+                             for i, c in enumerate(wanted)]    # unlabelled input may lack the label column
                 continue
             for i, c in enumerate(wanted):
                 if not labelled and i == 1 and not -width <= c < width:
@@ -182,6 +191,69 @@ def _read_table(lines: Iterable[Line], path, fmt: str, columns: Columns, what: s
             raise SeqlabError(f"{place(what, path, number)}: expected {width} {_field_word(fmt)} fields (as in "
                               f"the first row), found {len(fields)}{hint}")
         yield _document(fields, positions, columns, path, number, what, labelled)
+
+
+SAMPLE_ROWS = 50           # rows read to tell a header from data (`_refuse_header`)
+LABEL_WORDS = 3            # the most words of a value in a column of labels
+LABEL_CHARS = 40           # ... and the most characters
+
+
+def _rows_ahead(rows: Iterator[tuple[int, list[str]]], count: int) -> list[tuple[int, list[str]]]:
+    """Up to `count` more rows, fewer where the file ends or a row cannot be read."""
+    ahead = []
+    try:
+        for row in rows:
+            ahead.append(row)
+            if len(ahead) >= count:
+                break
+    except SeqlabError:
+        pass
+    return ahead
+
+
+def _refuse_header(sample: list[list[str]], missing: str, header: list[str], fmt: str, labelled: bool,
+                   where: str) -> None:
+    """The refusal of a table whose first row lacks the column `missing`, naming the options that read it.
+
+    A first row that reads as data, not names, means a file without a header (`text<TAB>label`, the documented
+    order, or `label<TAB>text`): its label column is the one of short values (at most LABEL_WORDS words) that
+    repeat (fewest distinct values; no quote, bracket or comma: not a piece of JSON or of a row split by the
+    wrong delimiter), its text column the one of most words, and the first row is data when
+    its text has several words or its label recurs below. Then the message names `--header no` and the two
+    columns by index (and no other format is hinted); otherwise it lists the header's names."""
+    shown = ", ".join(map(repr, header))
+    guess = _headerless_columns(sample)
+    if guess is not None and (guess[1] is not None or not labelled):
+        text, label = guess
+        first = sample[0]
+        flags = f"--header no --text-column {text}" + (f" --label-column {label}" if labelled else "")
+        raise SeqlabError(f"{where}: no column named {missing!r} in the first row; it reads as data, not a header "
+                          f"(the text {first[text].strip()[:60]!r}" + (f" labelled {first[label].strip()!r}"
+                                                                       if labelled else "") +
+                          f"), so the file has no header row: pass {flags}") from RightFormat()
+    raise SeqlabError(f"{where}: no column named {missing!r}; the header has {shown}")
+
+
+def _headerless_columns(sample: list[list[str]]) -> tuple[int, int | None] | None:
+    """(text column, label column or None) of table rows whose first row reads as data (see `_refuse_header`),
+    or None when it may be a header."""
+    width = len(sample[0])
+    rows = [row for row in sample if len(row) == width and any(f.strip() for f in row)]
+    values = [[row[j].strip() for row in rows] for j in range(width)]
+    words = [sum(len(v.split()) for v in column) / len(column) for column in values]
+    text = max(range(width), key=words.__getitem__)
+    if words[text] < 2:
+        return None                                # no column of documents: names or data, it cannot tell
+    short = [j for j in range(width) if j != text and all(len(v.split()) <= LABEL_WORDS and len(v) <= LABEL_CHARS
+                                                         and not NOT_IN_A_LABEL & set(v) for v in values[j])]
+    label = min(short, key=lambda j: (len(set(values[j])), j)) if short else None
+    if label is not None and len(rows) >= 3 and len(set(values[label])) == len(rows):
+        label = None                               # no value repeats: not a column of labels
+    if width > 1 and label is None:
+        return None
+    sentence = len(values[text][0].split()) >= LABEL_WORDS
+    recurs = label is not None and values[label][0] in values[label][1:]
+    return (text, label) if sentence or recurs else None
 
 
 def _tsv_rows(lines: Iterable[Line], path, what: str) -> Iterator[tuple[int, list[str]]]:

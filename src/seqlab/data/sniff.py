@@ -12,8 +12,9 @@ the refusal names, is named at the end of the message:
 
 The message is otherwise the reader's, word for word; it is exactly the reader's when no other reader
 reads the first lines, when the refused line lies past them (a file that is right for the first
-thousand lines and wrong at one is more likely a bad line than a wrong format), or when the refusal
-is not about the format at all (a byte that is not UTF-8, a line too long to read whole).
+thousand lines and wrong at one is more likely a bad line than a wrong format), when the refusal
+is not about the format at all (a byte that is not UTF-8, a line too long to read whole), or when the
+reader found the format right and named the options that read the file (`RightFormat`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,12 @@ SNIFF_LINES = 50          # the most lines a sniff reads
 SNIFF_BYTES = 1 << 16     # a sniff reads no line that starts past this byte, and no piece of a longer line
 
 Read = Callable[[Iterable[Line]], Iterator]      # the lines of a file -> its items (sentences, documents, ...)
+
+
+class RightFormat(Exception):
+    """The cause of a refusal that found the file in its own format and names the options that read it
+    (`raise SeqlabError(...) from RightFormat()`: a table whose first row is data, not a header): `hinted`
+    names no other format after it."""
 
 
 @dataclass(frozen=True)
@@ -60,8 +67,8 @@ def hinted(read: Read, fmt: str, formats: Sequence[str], reader: Callable[[str],
         try:
             yield from read(seen)
         except SeqlabError as error:
-            if seen.failed or seen.last is None or seen.last.cut:      # the file, not its format
-                raise
+            if seen.failed or seen.last is None or seen.last.cut or isinstance(error.__cause__, RightFormat):
+                raise                                                   # the file, or its options, not its format
             found = sniff(path, [name for name in formats if name != fmt], reader, seen.last.number)
             if found is None:
                 raise

@@ -244,6 +244,7 @@ class Trainer:
             raise SeqlabError(f"give --eval-every {config.eval_every} or --evaluations {config.evaluations}, not both")
         self.eval_interval: int | None = None           # --evaluations: steps between evaluations, once fixed
         self._eval_seconds = 0.0                       # the last validation evaluation's time (the cap's margin)
+        self._capped = False                           # a --max-time / --max-tokens cap stopped training
         self._evals_seconds = 0.0                      # all of this session's evaluations' time
         self._best_eval: tuple[int, dict] | None = None   # (step, figures) of the best weights, evaluated here
         self.state = None
@@ -264,6 +265,9 @@ class Trainer:
                     say(finished)
                 return distributed.broadcast_object(final_figures(self.run_dir) if self.is_main else None)
             self._restore()
+            if self.is_main:
+                say(f"resuming from step {pos.step:,} (of {self.total_steps:,}), epoch "
+                    f"{min(pos.epoch + 1, cfg.epochs)} of {cfg.epochs}")
         train_model = self._wrap(self.model)
         self.trackers = open_trackers(cfg, self.run_dir, resume, pos.step, self.is_main)
         bar = progress_bar(None, cfg.progress and self.is_main, total=self.total_steps, initial=pos.step,
@@ -285,11 +289,14 @@ class Trainer:
             keep_freed_memory()
         with self.trackers:                # closed however training ends (an error marks the MLflow run failed)
             try:
-                stop = stop or self._budget_spent() >= 1
+                self._capped = not stop and self._budget_spent() >= 1
+                stop = stop or self._capped
                 while not stop and pos.epoch < cfg.epochs:
                     stop = self._run_epoch(train_model, bar)
             finally:
                 bar.close()
+            if self._capped and self.is_main:
+                say(self._cap_message())
             return self._finish()
 
     def _run_epoch(self, train_model: torch.nn.Module, bar) -> bool:
@@ -308,7 +315,8 @@ class Trainer:
             if self.config.evaluations and self.eval_interval is None:
                 self._fix_eval_interval()
             self._spent = self._tokens_spent()
-            stop = pos.step >= self.total_steps or self._budget_spent() >= 1
+            self._capped = pos.step < self.total_steps and self._budget_spent() >= 1
+            stop = pos.step >= self.total_steps or self._capped
             if pos.step % cfg.log_every == 0 or stop:
                 bar.set_postfix(self._log(lr))
             at_epoch_end = pos.batch // cfg.accumulate >= steps_in_epoch
@@ -349,15 +357,34 @@ class Trainer:
         same on every process (their mean under DDP), so that all stop at the same step. The time counts what
         stopping now still costs, the last evaluation's time for the evaluation at the stop and as much again
         for the test data's, so that the run ends within one evaluation of the cap."""
-        cfg, pos = self.config, self.position
-        ending = self._eval_seconds * (2 if self.task.test_data is not None else 1)
-        shares = ([(pos.elapsed + time.time() - self._start + ending) / cfg.max_time] if cfg.max_time else []) + \
-                 ([pos.tokens / cfg.max_tokens] if cfg.max_tokens else [])
+        shares = self._budget_shares()
         if not shares:
             return 0.0
         if self.world > 1:
-            return distributed.all_reduce_sum([max(shares)], self.device)[0] / self.world
-        return max(shares)
+            return distributed.all_reduce_sum([max(shares.values())], self.device)[0] / self.world
+        return max(shares.values())
+
+    def _budget_shares(self) -> dict[str, float]:
+        """{the cap ("--max-time 60 s"): the share of it this process has spent}, for the caps the run has."""
+        cfg, pos = self.config, self.position
+        ending = self._eval_seconds * (2 if self.task.test_data is not None else 1)
+        shares = {}
+        if cfg.max_time:
+            shares[f"--max-time {cfg.max_time:g} s"] = (pos.elapsed + time.time() - self._start + ending) / cfg.max_time
+        if cfg.max_tokens:
+            shares[f"--max-tokens {cfg.max_tokens:,}"] = pos.tokens / cfg.max_tokens
+        return shares
+
+    def _cap_message(self) -> str:
+        """The line that says a time or token cap stopped training before its steps were done, whatever the
+        progress mode (a bar that stops short says nothing in a log)."""
+        cfg, pos = self.config, self.position
+        shares = self._budget_shares()
+        caps = [cap for cap, share in shares.items() if share >= 1] or [max(shares, key=shares.get)]
+        epoch = pos.epoch if pos.batch == 0 else pos.epoch + 1          # the epoch of the last step
+        return (f"{' and '.join(caps)} reached: training stopped at step {pos.step:,} of {self.total_steps:,} "
+                f"(epoch {epoch} of {cfg.epochs}), the best weights so far kept; --resume with a higher "
+                f"{' and '.join(cap.split()[0] for cap in caps)} trains on")
 
     def _fix_schedule(self, bar) -> None:
         """--time-schedule: once PROBE_STEPS steps are done (timed from the 4th of this session: the first ones

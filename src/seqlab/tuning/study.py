@@ -3,7 +3,7 @@ Optuna (Akiba et al. 2019), every trial an ordinary run directory trained under 
 
     seqlab tune classifier --train train.tsv --dev dev.tsv --arch pooled --trials 12 --budget-epochs 1 \
         --output tune/pooled
-    seqlab train classifier --config tune/pooled/best.yaml --output runs/pooled
+    seqlab train --config tune/pooled/best.yaml --output runs/pooled
 
 What a study does:
 
@@ -18,12 +18,15 @@ What a study does:
   worse than the median of the earlier trials' at the same step.
 - The study stops at --trials trials, or once its trials have spent --study-time seconds or --study-tokens
   training tokens (checked before each trial starts), whichever comes first.
-- It lives in DIR/study.db (SQLite): a killed study resumes where it stopped, with the same command; the trial
-  it was in resumes from its run's checkpoint. DIR/trials/NNNN are the trials' runs. A folder holding a
-  study of another task or architecture, or planned with other options, is refused rather than mixed.
+- It lives in DIR/study.db (SQLite); DIR/trials/NNNN are the trials' runs. A folder holding a study of another
+  task or architecture, or planned with other options, is refused rather than mixed.
 - At the end, and after every trial: DIR/tune.json (every trial: state, value, options, duration, tokens, the
   figures it reported), DIR/tune.md, DIR/history.png (trial values over trials) and DIR/best.yaml, the best
-  trial's options as a config `seqlab train --config` takes.
+  trial's options as a config `seqlab train --config` takes: its family (`task:`) and the full training length
+  (`seqlab train`'s epochs, not the trials' budget), its comment naming the options that train the trial again.
+- A killed study resumes with the same command: the trial it was in runs on from its checkpoint with its own
+  options and counts once; each session's sampler is seeded anew (--seed plus the trials already in the study),
+  so a resumed study never proposes again what the killed session proposed.
 """
 
 from __future__ import annotations
@@ -220,12 +223,12 @@ def open_study(optuna, output: Path, plan: dict, lower: bool, seed: int, trials:
     same (another task, architecture or plan there is a SeqlabError)."""
     storage = optuna.storages.RDBStorage(f"sqlite:///{(output / STUDY_FILE).resolve()}")
     startup = min(10, max(3, (trials or 30) // 3))                 # random trials before TPE models the rest
-    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, multivariate=True)
     pruning = optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=0) if pruner == "median" else \
         optuna.pruners.NopPruner()
     names = optuna.study.get_all_study_names(storage)
     if STUDY_NAME in names:
-        study = optuna.load_study(study_name=STUDY_NAME, storage=storage, sampler=sampler, pruner=pruning)
+        study = optuna.load_study(study_name=STUDY_NAME, storage=storage, sampler=None, pruner=pruning)
+        study.sampler = session_sampler(optuna, seed, len(study.trials), startup)
         held = study.user_attrs.get("plan") or {}
         if held.get("task") != plan["task"]:
             raise SeqlabError(f"{output} holds a study of {held.get('task')!r}, not {plan['task']}: choose another "
@@ -235,12 +238,21 @@ def open_study(optuna, output: Path, plan: dict, lower: bool, seed: int, trials:
             raise SeqlabError(f"{output} holds a study planned differently ({differs}: {held.get(differs)!r}); "
                               "give the same options to resume it, or choose another --output")
         return study
-    study = optuna.create_study(study_name=STUDY_NAME, storage=storage, sampler=sampler, pruner=pruning,
+    study = optuna.create_study(study_name=STUDY_NAME, storage=storage, pruner=pruning,
+                                sampler=session_sampler(optuna, seed, 0, startup),
                                 direction="minimize" if lower else "maximize")
     study.set_user_attr("plan", plan)
     study.set_user_attr("started", datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
     study.set_user_attr("seqlab_version", __version__)
     return study
+
+
+def session_sampler(optuna, seed: int, trials: int, startup: int):
+    """The TPE sampler of one session of a study that holds `trials` trials already, seeded with `seed` + `trials`:
+    a study run without a break draws as it always did, and a resumed one does not draw again what the
+    session before it drew (one seed for every session would propose the killed session's trials once more,
+    each a trial of the budget spent on options already tried)."""
+    return optuna.samplers.TPESampler(seed=seed + trials, n_startup_trials=startup, multivariate=True)
 
 
 def stale_trials(optuna, study) -> list:
@@ -416,8 +428,10 @@ def best_options(output: str | Path) -> dict:
 
 
 def write_best_config(output: Path, plan: dict, best: dict) -> None:
-    """OUTPUT/best.yaml: the best trial's run options (the recipe, the options given, the options found and
-    the trial's budget) grouped as a config file, for `seqlab train --config`."""
+    """OUTPUT/best.yaml: the best trial's run options (the recipe, the options given and the options found)
+    grouped as a config file for `seqlab train --config`, with its family (`task:`, which `seqlab train --config
+    best.yaml` reads when the command names none) and the full training length instead of the trials' budget
+    (`full_length`); its comment says how to train the trial again exactly (`trial_flags`)."""
     import yaml
 
     from seqlab.fileio import read_json
@@ -425,7 +439,10 @@ def write_best_config(output: Path, plan: dict, best: dict) -> None:
     config = read_json(output / best["run"] / "config.json", "the best trial's config")
     task = plan.get("task")
     pipeline = family(task).pipeline
-    skip = {"output", "resume", "progress", *pipeline.derived}
+    given = plan.get("options") or {}
+    budget = plan.get("budget") or {"epochs": 1}
+    set_by_tune = {name for name in (*budget, "time_schedule", "evaluations", "experiment") if name not in given}
+    skip = {"output", "resume", "progress", *pipeline.derived, *set_by_tune}
     defaults = {}
     for group, cls in pipeline.groups.items():
         obj = cls()
@@ -436,14 +453,42 @@ def write_best_config(output: Path, plan: dict, best: dict) -> None:
     for group in pipeline.groups:
         values = config.get(group) if isinstance(config.get(group), dict) else {}
         kept = {k: v for k, v in values.items() if k not in skip and k in pipeline.option_groups
-                and (k in best["params"] or k in (plan.get("options") or {}) or v != defaults[group].get(k))}
+                and (k in best["params"] or k in given or v != defaults[group].get(k))}
+        if group == "train":
+            kept["epochs"] = given.get("epochs") or full_length(budget, defaults[group]["epochs"])
         if kept:
             grouped[group] = kept
+    epochs = grouped["train"]["epochs"]
+    again = trial_flags(budget, (config.get("train") or {}).get("evaluations", 0) if "evaluations" in set_by_tune
+                        else 0)
     header = (f"# seqlab tune: the best of the study in {output} (trial {best['number']}, valid "
-              f"{plan.get('metric')} {best['value']:.6g}).\n# Trained for the trials' budget "
-              f"({describe_budget(plan.get('budget') or {'epochs': 1})}): raise epochs (or max_tokens) to train "
-              f"longer.\n# seqlab train {task} --config {output / BEST} --output runs/{plan.get('arch')}-tuned\n")
-    atomic_write_text(output / BEST, header + yaml.safe_dump(grouped, sort_keys=False))
+              f"{plan.get('metric')} {best['value']:.6g}).\n"
+              f"# Each trial trained for the tuning budget ({describe_budget(budget)}); the options found are meant "
+              f"for a full run,\n# so epochs is {epochs}, seqlab train's full training length for {task} (the "
+              f"budget's when longer).\n# To train the best trial again exactly, add {again}.\n"
+              f"# seqlab train {task} --config {output / BEST} --output runs/{plan.get('arch')}-tuned\n")
+    atomic_write_text(output / BEST, header + yaml.safe_dump({"task": task, **grouped}, sort_keys=False))
+
+
+def full_length(budget: dict, default_epochs: int) -> int:
+    """The epochs of a full run of the options a study found: `seqlab train`'s default for the family
+    (`default_epochs`), or the trials' own epochs when they trained for more (a time or token budget caps
+    epochs the trials never reached: not a length)."""
+    if "max_time" in budget or "max_tokens" in budget:
+        return int(default_epochs)
+    return max(int(default_epochs), int(budget.get("epochs", 1)))
+
+
+def trial_flags(budget: dict, evaluations: int) -> str:
+    """The options that give `seqlab train --config best.yaml` a trial's budget again: `--epochs 1`,
+    `--max-time 300 --time-schedule --epochs 1000`, `--max-tokens N --epochs 1000`; with --evaluations N."""
+    if "max_time" in budget:
+        flags = f"--max-time {budget['max_time']:g} --time-schedule --epochs {budget['epochs']}"
+    elif "max_tokens" in budget:
+        flags = f"--max-tokens {budget['max_tokens']} --epochs {budget['epochs']}"
+    else:
+        flags = f"--epochs {budget.get('epochs', 1)}"
+    return flags + (f" --evaluations {evaluations}" if evaluations else "")
 
 
 def number_text(value) -> str:

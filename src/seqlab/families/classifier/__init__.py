@@ -27,7 +27,7 @@ FAMILY = Family(
             "'label text' lines or SST trees",
     unit="documents", splits=(("train", "train"), ("dev", "valid"), ("test", "test")),
     endpoints=("classify",), commands=("classify",), metric="accuracy", lower_is_better=False,
-    evaluate_options=("--format", "--confusion-png", *INPUT_OPTIONS),
+    evaluate_options=("--format", "--text-column", "--label-column", "--header", "--confusion-png", *INPUT_OPTIONS),
     card=CardText(
         intended="Assigning one of the training labels to documents like the training documents (same "
                  "language, genre and label definitions).",

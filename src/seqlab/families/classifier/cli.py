@@ -19,13 +19,18 @@ from seqlab.fileio import check_writable
 
 def add_commands(commands) -> None:
     """`seqlab classify DIR [FILE] [options]`."""
-    inference_command(commands, "classify", "classify documents with a trained classifier", "one document per line",
-                      {"--input-format": (("text", *DOCUMENT_FORMATS), "text: one document per line; or a file in "
-                                          "a training format (its labels, if any, are ignored; the features "
-                                          "classifier needs its feature columns)"),
-                       "--output-format": (("tsv", "json"), "tsv: the label, then each class's probability, a "
-                                           "header naming the columns; json: one object per document")},
-                      "documents", classify_command)
+    classify = inference_command(
+        commands, "classify", "classify documents with a trained classifier", "one document per line",
+        {"--input-format": (("text", *DOCUMENT_FORMATS), "text: one document per line; or a file in a training "
+                            "format (its labels, if any, are ignored; the features classifier needs its feature "
+                            "columns)"),
+         "--output-format": (("tsv", "json"), "tsv: the label, then each class's probability, a header naming the "
+                             "columns; json: one object per document")},
+        "documents", classify_command)
+    classify.add_argument("--text-column", metavar="COLUMN", help="tsv / csv / jsonl input: the text's column (a "
+                          "header name or 0-based index) or JSON field (default: the run's --text-column)")
+    classify.add_argument("--header", choices=("auto", "yes", "no"), help="tsv / csv input: whether the first row "
+                          "names the columns (default: the run's --header)")
 
 
 def classify_command(args: argparse.Namespace) -> int:
@@ -35,7 +40,8 @@ def classify_command(args: argparse.Namespace) -> int:
     classifier = load_classifier(args.run_dir, args.device)
     header = args.output_format == "tsv"
     for predictions in classifier.classify_stream(args.file, args.input_format, args.batch_size, args.chunk_size,
-                                                  args.max_input_length, args.long_input):
+                                                  args.max_input_length, args.long_input,
+                                                  text_column=args.text_column, header=args.header):
         out = ["\t".join(["label", *(f"p({label})" for label in classifier.labels)]) + "\n"] if header else []
         header = False
         for prediction in predictions:
@@ -58,7 +64,9 @@ def report(args: argparse.Namespace, scorer) -> int:
         check_writable(png, "--confusion-png")
     result = scorer()(args.file, args.format, None if png == "none" else png,
                                       progress=False if args.json else None, chunk_size=args.chunk_size,
-                                      max_input_length=args.max_input_length, long_input=args.long_input)
+                                      max_input_length=args.max_input_length, long_input=args.long_input,
+                                      text_column=args.text_column, label_column=args.label_column,
+                                      header=args.header)
     result["file"] = args.file
     if png != "none":
         result["confusion_png"] = png

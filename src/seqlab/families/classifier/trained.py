@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from seqlab.data.batching import length_batches
-from seqlab.data.documents import Document, document_reader, text_documents
+from seqlab.data.documents import Columns, Document, document_reader, text_documents
 from seqlab.data.limits import DEFAULT_MAX_TOKENS, InputLimit
 from seqlab.data.sniff import EVALUATED
 from seqlab.data.stream import CHUNK_SIZE, LineReader, chunked, interactive
@@ -102,24 +102,38 @@ class TrainedClassifier(FromRun):
         return InputLimit.resolve(max_input_length, data.max_length or hard or DEFAULT_MAX_TOKENS, hard,
                                   f"this {model.arch} classifier", long_input, data.truncate, "document")
 
+    def columns(self, text_column: str | None = None, label_column: str | None = None,
+                header: str | None = None) -> Columns:
+        """The columns training read (`--text-column`, `--label-column`, `--header`), with those given here
+        instead: how a table or JSON-lines file is read for evaluation and classification."""
+        columns = self.config.data.columns
+        given = {"text": text_column, "label": label_column, "header": header}
+        return dataclasses.replace(columns, **{k: str(v) for k, v in given.items() if v is not None})
+
     def classify_stream(self, path: str | Path = "-", input_format: str = "text", batch_size: int = 64,
                         chunk_size: int = CHUNK_SIZE, max_input_length: int | None = None, long_input: str = "truncate",
-                        what: str = "input file") -> Iterator[list[Prediction]]:
+                        what: str = "input file", text_column: str | None = None,
+                        header: str | None = None) -> Iterator[list[Prediction]]:
         """Classify a file (or standard input, "-") a chunk of documents at a time: each chunk's
         Predictions, in input order, as soon as they are made; memory does not grow with the input.
 
-        input_format: text (a document per line) or a training format (its labels, if any, ignored).
+        input_format: text (a document per line) or a training format (its labels, if any, ignored), read
+        with the run's columns, or `text_column` / `header` (tsv, csv, jsonl) instead.
         A chunk holds at most `chunk_size` documents, sorted by length into batches (from a pipe or a
         terminal the first chunk is one batch, then twice as many each time, and a chunk ends early
         when the input pauses: `seqlab.data.stream.chunked`).
         Documents over the limit (`input_limit`) are truncated with a warning, or refused."""
         limit = self.input_limit(max_input_length, long_input)
         data = self.config.data
+        if input_format in ("text", "labeled-lines", "sst-tree") and (text_column is not None or header is not None):
+            raise SeqlabError(f"--{'text-column' if text_column is not None else 'header'} names a column of tsv, csv "
+                              f"or jsonl input; {path} is read as {input_format} (--input-format)")
         with LineReader(path, what, limit.chars, limit.keep if input_format == "text" else "head") as lines:
             if input_format == "text":
                 documents = text_documents(lines, path, what)
             else:
-                documents = document_reader(input_format, data.columns, path, what, labelled=False,
+                documents = document_reader(input_format, self.columns(text_column, None, header), path, what,
+                                            labelled=False,
                                             sst_classes=data.sst_classes, option=None)(lines)
             for chunk in chunked(documents, chunk_size, *interactive(lines, batch_size),
                                  chars=lambda d: len(d.text)):
@@ -136,11 +150,14 @@ class TrainedClassifier(FromRun):
 
     def evaluate_file(self, path: str | Path, fmt: str | None = None, confusion_png: str | Path | None = None,
                       progress: bool | None = False, chunk_size: int = CHUNK_SIZE, max_input_length: int | None = None,
-                      long_input: str = "truncate", on_predictions: Callable | None = None) -> dict:
+                      long_input: str = "truncate", on_predictions: Callable | None = None,
+                      text_column: str | None = None, label_column: str | None = None,
+                      header: str | None = None) -> dict:
         """Accuracy, per-class P/R/F1, macro-F1 and the confusion matrix on a labelled file (a label
         training never saw is an error naming its line); optionally the matrix as a PNG heat map.
-        `on_predictions(gold, predicted)` is called with each chunk's class indices, for figures per
-        document (`seqlab.cards.intervals`).
+        The file is read in `fmt` (default: the run's --format) with the run's columns, or `text_column`,
+        `label_column`, `header` instead. `on_predictions(gold, predicted)` is called with each chunk's class
+        indices, for figures per document (`seqlab.cards.intervals`).
 
         The file is read a chunk of documents at a time, in memory that does not grow with it; the
         confusion matrix (and the loss) are sums over documents, so the chunks give the figures of the
@@ -148,8 +165,8 @@ class TrainedClassifier(FromRun):
         what = "evaluation file"
         data = self.config.data
         limit = self.input_limit(max_input_length, long_input)
-        read = document_reader(fmt or data.format, data.columns, path, what, sst_classes=data.sst_classes,
-                               option=EVALUATED)
+        read = document_reader(fmt or data.format, self.columns(text_column, label_column, header), path, what,
+                               sst_classes=data.sst_classes, option=EVALUATED)
         task = ClassificationTask(self.vocabulary, [], [], None, batch_size=1, eval_batch_size=128, seed=0,
                                   metric=data.metric)
         task.keep_predictions = on_predictions is not None

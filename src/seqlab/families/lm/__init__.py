@@ -26,7 +26,7 @@ FAMILY = Family(
     name="lm", title="a language model", summary="a language model (ffn, rnn, lstm, gru, transformer)",
     unit="lines", splits=(("train", "train"), ("valid", "valid"), ("test", "test")),
     endpoints=("generate", "score"), commands=("generate",), metric="perplexity", lower_is_better=True,
-    evaluate_options=("--batch-size", "--stride"),
+    evaluate_options=("--batch-size", "--stride", "--text-column"),
     card=CardText(
         intended="Scoring text (perplexity) and generating continuations in the style and domain of the training "
                  "text, for study, teaching and baselines; a small model trained on one corpus.",

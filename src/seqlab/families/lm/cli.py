@@ -53,7 +53,8 @@ def generate_command(args: argparse.Namespace) -> int:
 def report(args: argparse.Namespace, scorer) -> int:
     """`seqlab evaluate` of a language model; `scorer()` loads it and gives its pipeline's evaluate."""
     require_file(args)
-    result = scorer()(args.file, args.batch_size or 10, args.stride, progress=False if args.json else None)
+    result = scorer()(args.file, args.batch_size or 10, args.stride, progress=False if args.json else None,
+                      text_column=args.text_column)
     result["file"] = args.file
     if args.json:
         print(json.dumps(result))

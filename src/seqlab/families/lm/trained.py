@@ -83,19 +83,25 @@ class TrainedLM(FromRun):
         return result
 
     def evaluate_file(self, path: str | Path, batch_size: int = 10, stride: int = 0,
-                      progress: bool | None = False) -> dict:
+                      progress: bool | None = False, text_column: str | None = None) -> dict:
         """Tokens, loss (nats/token), bits per token, perplexity and bits per character of a text file;
         `progress` None or True: a line before the file is read through and one when it has been (which
         can take minutes), then a bar over the batches (`seqlab.progress`: a terminal's, or a log's lines).
+        A .jsonl (.parquet) file is read as training reads one: the text of each record's field (column)
+        `text_column`, by default the run's --text-column; a plain text file takes no `text_column`.
 
-        The file is read twice and never held whole (`seqlab.data.lm_stream`): once to count its
+        A text file is read twice and never held whole (`seqlab.data.lm_stream`): once to count its
         tokens, then as the batches need it; the batches, and so the figures, are those
         `evaluate_ids` gives on the file's whole id stream (the recurrent state carried along each
-        row of the stream; the transformer's overlapping windows)."""
+        row of the stream; the transformer's overlapping windows). Records are read whole."""
         what = "evaluation file"
         reading = Reading([path], show=progress is not False)
-        if self.reverse:      # read whole and reversed: the streaming reader reads left to right only
-            lines = lines_as_read(path, True, what)
+        records = text_source(path, what, text_column or self.config.data.text_column)
+        if records is None and text_column is not None:
+            raise SeqlabError(f"--text-column {text_column}: {path} is plain text (one text per line); the option "
+                              "names the text field of a .jsonl file or the text column of a .parquet file")
+        if self.reverse or records is not None:   # read whole: the streaming reader reads text files left to right
+            lines = records_as_read(records, self.reverse) if records is not None else lines_as_read(path, True, what)
             ids, characters = read_stream(lines, self.tokenizer, self.vocab, what)
             reading.done(f"{len(ids):,} tokens")
             bar = progress_bar(None, progress, desc="scoring", unit="batch", leave=False)
@@ -219,6 +225,24 @@ class TrainedLM(FromRun):
         """The prompt's continuation as one string (see `SamplingOptions` for the options: `max_tokens`,
         `greedy`, `temperature`, `top_k`, `top_p`, `seed`, `stop_at_eos`, `beam`, `length_penalty`)."""
         return "".join(self.stream(prompt, **options))
+
+
+def text_source(path, what: str, column: str):
+    """A .jsonl or .parquet file (.gz too) as the `seqlab.data.prepare_text.Source` training reads it, its
+    texts in field (column) `column`; None for a plain text file."""
+    from seqlab.data.prepare_text import Source
+
+    source = Source(str(path), what, column=column)
+    return None if source.fmt == "text" else source
+
+
+def records_as_read(source, reverse: bool) -> list[str]:
+    """The lines of the texts of a .jsonl or .parquet `Source`, as training reads them (a text with line breaks
+    is that many lines; reversed for a --reverse run)."""
+    from seqlab.data.prepare_text import block_lines
+
+    lines = [line for block in source.blocks() for line in block_lines(*block)]
+    return reverse_lines(lines) if reverse else lines
 
 
 def lines_as_read(path, reverse: bool, what: str) -> list[str]:

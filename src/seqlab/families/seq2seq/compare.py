@@ -19,8 +19,10 @@ RECIPES = {
                       "hidden_size": 256},
     "transformer": {"arch": "transformer", "embedding_size": 256, "num_layers": 3, "num_heads": 4, "ff_size": 1024},
 }
-# the training options every recipe shares (AdamW with a cosine decay over the budget)
-TRAIN = {"optimizer": "adamw", "lr": 0.001, "batch_size": 64, "warmup_steps": 100}
+# the training options every recipe shares (AdamW with a cosine decay over the budget), and raw_text: like
+# configs/multi30k-*.yaml, the recipes read tokenised text with --tokenizer word; raw text is refused, naming the
+# options that read it (--tokenizer moses, or bpe --shared-vocab), rather than compared as a field of <unk>
+TRAIN = {"optimizer": "adamw", "lr": 0.001, "batch_size": 64, "warmup_steps": 100, "raw_text": "refuse"}
 # the options `seqlab tune` searches (seqlab.tuning.space; the width is added there)
 SPACE = {"lr": {"low": 1e-4, "high": 3e-3, "log": True}, "dropout": {"low": 0.0, "high": 0.5},
          "label_smoothing": {"low": 0.0, "high": 0.2}}

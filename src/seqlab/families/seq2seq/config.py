@@ -57,6 +57,10 @@ class Seq2SeqDataConfig:
     source_lang: str = option("en", "moses: the sources' language code (its abbreviations; en: doesn 't, fr / it: "
                                     "l' homme; other languages split apostrophes)")
     target_lang: str = option("en", "moses: the targets' language code (how outputs are split and joined back)")
+    raw_text: str = option("warn", "--tokenizer word on text that looks untokenised (more than 2% of a side's words "
+                                   "with punctuation attached, `water.`): warn and train, or refuse (what recipes "
+                                   "for tokenised text set, such as configs/multi30k-gru-dot.yaml)",
+                           choices=("warn", "refuse"))
     shared_vocab: bool = option(False, "one tokenizer and vocabulary learned on both sides (needed by --arch lm "
                                        "and --share-embeddings)")
     bpe_vocab_size: int = option(8000, "bpe: pieces per BPE model (the 256 bytes included); its vocabulary is "

@@ -48,7 +48,7 @@ from seqlab.families.seq2seq.prepare import check_options, for_run, split_name, 
 from seqlab.families.seq2seq.prepared_pairs import PreparedPairs, read_targets
 from seqlab.families.seq2seq.prepared_pairs import read_pairs as read_prepared_pairs
 from seqlab.families.seq2seq.task import LengthReport, PairVocabulary, Seq2SeqTask
-from seqlab.families.seq2seq.text_checks import text_warnings
+from seqlab.families.seq2seq.text_checks import refuse_raw_text, text_warnings
 from seqlab.families.seq2seq.trained import TrainedSeq2Seq
 from seqlab.families.seq2seq.vocab import read_pair_vocabulary
 from seqlab.fileio import atomic_write_json
@@ -103,6 +103,8 @@ def _train(config: Seq2SeqTrainConfig, run_dir: Path, device, resume: bool, over
             log(message)
     if not len(train):
         raise SeqlabError(f"{paths[0]}: no training pair is within the length limits")
+    if not resume:                                  # every process: all of them stop
+        refuse_raw_text(prepared, vocabulary, data)
     if rank == 0 and not resume:
         for message in text_warnings(prepared, vocabulary, data):
             warnings.warn(message, stacklevel=2)
