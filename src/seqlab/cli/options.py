@@ -53,9 +53,9 @@ class Parser(argparse.ArgumentParser):
         option = next((token.split("=")[0] for token in extras if token.startswith("--")), None)
         if option is None:
             return f"unrecognized arguments: {' '.join(extras)}"
-        known = [name for name in self._option_string_actions if name.startswith("--")]
-        near = difflib.get_close_matches(option, known, n=1, cutoff=0.6)
-        return f"unknown option {option}" + (f"; did you mean {near[0]}?" if near else "")
+        known = [name[2:] for name in self._option_string_actions if name.startswith("--")]
+        near = difflib.get_close_matches(option[2:], known, n=1, cutoff=0.6)   # the names: "--" alike in all
+        return f"unknown option {option}" + (f"; did you mean --{near[0]}?" if near else "")
 
 
 
