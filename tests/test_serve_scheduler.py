@@ -162,6 +162,33 @@ def test_a_client_that_disconnects_stops_its_decoding(server):
     assert app.state.scheduler.stopped["disconnected"] == stopped + 1
 
 
+def test_a_streaming_client_that_disconnects_leaves_no_traceback_in_the_log(server, caplog, request):
+    """A stream whose client goes away mid-generation: the work stops at its next step, and the `Cancelled` it
+    ends with is read, not left for asyncio to log as "Future exception was never retrieved" with a traceback."""
+    import gc
+
+    app, url = server
+    model = app.state.models["lm"].trained.model
+    slowed(app, "lm", 0.005)
+    request.addfinalizer(lambda: vars(model).pop("step"))           # the module's other tests: at full speed
+    stopped = app.state.scheduler.stopped["disconnected"]
+    body = json.dumps({"model": "lm", "prompt": "ROMEO:", "max_tokens": 1000, "stream": True}).encode()
+    host, port = url.removeprefix("http://").split(":")
+    with caplog.at_level("ERROR", logger="asyncio"):
+        with socket.create_connection((host, int(port))) as connection:
+            connection.sendall(b"POST /v1/generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                               b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            assert b"200 OK" in connection.recv(4096)               # the stream has begun
+            time.sleep(0.1)
+        deadline = time.time() + 1.0                                  # well before the 1.5 s deadline
+        while app.state.scheduler.stopped["disconnected"] == stopped and time.time() < deadline:
+            time.sleep(0.02)
+        assert app.state.scheduler.stopped["disconnected"] > stopped    # its step, and any waiting behind it
+        time.sleep(0.1)
+        gc.collect()                                                  # an unread future logs when collected
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()], caplog.text
+
+
 def test_concurrent_generate_requests_are_batched_and_answer_as_alone(server, runs):
     app, url = server
     lm = seqlab.load(runs["lm"])

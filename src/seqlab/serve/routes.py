@@ -33,6 +33,9 @@ class Routes:
         """`function(*args)` on the inference thread, awaited (until the request's deadline, or its client goes:
         then `scheduler.Cancelled`)."""
         future = asyncio.get_running_loop().run_in_executor(self.inference, function, *args)
+        # its outcome read once it comes, whoever awaits it: a request whose client went away (its task cancelled
+        # while it waited) leaves the work's `Cancelled` unread, which asyncio would log as a traceback
+        future.add_done_callback(lambda done: done.cancelled() or done.exception())
         job = current_job()
         return await (future if job is None else job.wait(future))
 
