@@ -53,7 +53,7 @@ from seqlab.data.prepared_check import (
 )
 from seqlab.errors import SeqlabError, os_error_reason
 from seqlab.fileio import atomic_write_json, read_json
-from seqlab.owned import listing, strangers
+from seqlab.owned import alive, listing, strangers
 
 FORMAT = "seqlab-prepared"
 VERSION = 1
@@ -157,7 +157,7 @@ class Writer:
             parent.mkdir(parents=True, exist_ok=True)
             for stale in parent.glob(f".{self.output.name}.partial-*"):
                 pid = stale.name.rsplit("-", 1)[-1]
-                if pid.isdigit() and not _alive(int(pid)):
+                if pid.isdigit() and not alive(int(pid)):
                     shutil.rmtree(stale, ignore_errors=True)
             self.folder = parent / f".{self.output.name}.partial-{os.getpid()}"
             shutil.rmtree(self.folder, ignore_errors=True)
@@ -262,16 +262,6 @@ def disk_error(error: OSError, output: Path) -> SeqlabError:
         return SeqlabError(f"the disk is full: preparing {output} stopped and left nothing behind; free some space "
                            "or give another --output")
     return SeqlabError(f"cannot write the prepared folder {output}: {os_error_reason(error)}")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 # ---------------------------------------------------------------------------------------------- reading
