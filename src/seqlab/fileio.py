@@ -15,7 +15,7 @@ import os
 import tempfile
 import zlib
 from collections.abc import Callable, Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from seqlab.errors import SeqlabError, os_error_reason, where
 
@@ -237,3 +237,37 @@ def safetensors_metadata(path: str | os.PathLike) -> dict:
         return {}
     return metadata if isinstance(metadata, dict) and metadata.get("format") == "seqlab" else {}
 
+
+
+# ------------------------------------------------------------------------------ folders read from a manifest
+
+
+def escape(folder: Path, name) -> str | None:
+    """Why `name`, a path that a folder's manifest names (an export's, a prepared dataset's), is not a file inside
+    `folder`: "no file name", "outside" (absolute, or through `..`) or "a link" (one that leads out); None where
+    it is one."""
+    if not isinstance(name, str) or not name or "\x00" in name:
+        return "no file name"
+    if PurePosixPath(name).is_absolute() or PureWindowsPath(name).is_absolute() or name.startswith("\\") \
+            or ".." in PurePosixPath(name.replace("\\", "/")).parts:
+        return "outside"
+    return None if inside(Path(folder).resolve(), Path(folder) / name) else "a link"
+
+
+def outward_link(folder: Path) -> Path | None:
+    """The first link anywhere in `folder` that leads out of it (its path in the resolved folder), or None."""
+    root = Path(folder).resolve()
+    for parent, dirs, files in os.walk(root):
+        for entry in [*dirs, *files]:
+            path = Path(parent) / entry
+            if path.is_symlink() and not inside(root, path):
+                return path
+    return None
+
+
+def inside(root: Path, path: Path) -> bool:
+    """Whether `path`, its links followed, lies in the (resolved) folder `root`."""
+    try:
+        return path.resolve().is_relative_to(root)
+    except (OSError, RuntimeError):          # a link loop
+        return False

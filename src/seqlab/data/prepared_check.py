@@ -3,7 +3,7 @@ never trusted blindly:
 
 - confinement: every file its manifest names is a name inside the folder (no absolute path, no `..`, no link
   that leads out), and no link anywhere in the folder leads out of it, as an export is confined
-  (`seqlab.export.manifest.confine`);
+  (`seqlab.export.manifest.confine`; both through `seqlab.fileio.escape` and `outward_link`);
 - integrity: each shard's ids and each other file the manifest lists (its "hashes") have the SHA-256 the
   manifest records. Hashing costs about 2 s per GB here (2 cores), so it is done once and recorded in
   `verified.json` (each file's size, modification and change times, inode and SHA-256, and each shard's
@@ -28,12 +28,12 @@ import json
 import os
 import time
 import warnings
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 
 import numpy as np
 
 from seqlab.errors import SeqlabError, SeqlabWarning, os_error_reason
-from seqlab.fileio import atomic_write_json
+from seqlab.fileio import atomic_write_json, escape, outward_link
 
 MANIFEST = "manifest.json"
 RECORD = "verified.json"
@@ -50,15 +50,14 @@ _WARNED: set[tuple] = set()             # the warnings this process gave (a run 
 def confined(folder: Path, name, where: str = MANIFEST) -> Path:
     """`folder / name`, refused in one line unless `name` is a path inside the folder that stays inside it
     (links followed)."""
-    if not isinstance(name, str) or not name or "\x00" in name:
+    problem = escape(folder, name)
+    if problem == "no file name":
         raise SeqlabError(f"{folder}/{where} names the file {name!r}, which is no file name; prepare the folder "
                           "again")
-    if PurePosixPath(name).is_absolute() or PureWindowsPath(name).is_absolute() or name.startswith("\\") \
-            or ".." in PurePosixPath(name.replace("\\", "/")).parts:
+    if problem == "outside":
         raise SeqlabError(f"{folder}/{where} names {name!r}, outside the prepared folder; a prepared folder is "
                           "read only from the files inside it")
-    root = folder.resolve()
-    if not _inside(root, folder / name):
+    if problem == "a link":
         raise SeqlabError(f"{folder}/{where} names {name!r}, a link that leads outside the prepared folder; a "
                           "prepared folder is read only from the files inside it")
     return folder / name
@@ -67,20 +66,10 @@ def confined(folder: Path, name, where: str = MANIFEST) -> Path:
 def check_links(folder: Path) -> None:
     """Refuse a link anywhere in the folder that leads out of it (the fixed names, vocab.json and the rest,
     included)."""
-    root = folder.resolve()
-    for parent, dirs, files in os.walk(root):
-        for entry in [*dirs, *files]:
-            path = Path(parent) / entry
-            if path.is_symlink() and not _inside(root, path):
-                raise SeqlabError(f"{folder}: {path.relative_to(root)} is a link to {os.readlink(path)}, outside "
-                                  "the prepared folder; a prepared folder is read only from the files inside it")
-
-
-def _inside(root: Path, path: Path) -> bool:
-    try:
-        return path.resolve().is_relative_to(root)
-    except (OSError, RuntimeError):          # a link loop
-        return False
+    link = outward_link(folder)
+    if link is not None:
+        raise SeqlabError(f"{folder}: {link.relative_to(folder.resolve())} is a link to {os.readlink(link)}, outside "
+                          "the prepared folder; a prepared folder is read only from the files inside it")
 
 
 def shard_records(manifest: dict) -> list[dict]:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import os
 import stat
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 
 from seqlab.errors import SeqlabError
-from seqlab.fileio import read_json
+from seqlab.fileio import escape, outward_link, read_json
 
 FORMAT_VERSION = 3        # 3: README.md, plain tokenizer and vocabulary files, seqlab's own files under seqlab/
 READS = (2, 3)            # 2: the same graphs, seqlab's files beside them
@@ -73,32 +73,22 @@ def confine(export_dir: str | Path, manifest: dict) -> None:
     """Refuse, in one line, a manifest that names a path outside the export folder (absolute, through `..`,
     or a link that leads out), and a link anywhere in the folder that leads out of it: loading an export
     reads only what the folder holds."""
-    root = Path(export_dir).resolve()
     for name in named_paths(manifest):
-        if not isinstance(name, str) or not name or "\x00" in name:
+        problem = escape(Path(export_dir), name)
+        if problem == "no file name":
             raise SeqlabError(f"{export_dir}/manifest.json names the file {name!r}, which is no file name; "
                               "export the run again")
-        if PurePosixPath(name).is_absolute() or PureWindowsPath(name).is_absolute() or name.startswith("\\") \
-                or ".." in PurePosixPath(name.replace("\\", "/")).parts:
+        if problem == "outside":
             raise SeqlabError(f"{export_dir}/manifest.json names {name!r}, outside the export folder; an export "
                               "reads only the files inside its own folder")
-        if not inside(root, root / name):
+        if problem == "a link":
             raise SeqlabError(f"{export_dir}/manifest.json names {name!r}, a link that leads outside the export "
                               "folder; an export reads only the files inside its own folder")
-    for folder, dirs, files in os.walk(root):
-        for entry in [*dirs, *files]:
-            path = Path(folder) / entry
-            if path.is_symlink() and not inside(root, path):
-                raise SeqlabError(f"{export_dir}: {path.relative_to(root)} is a link to {os.readlink(path)}, outside "
-                                  "the export folder; an export reads only the files inside its own folder")
-
-
-def inside(root: Path, path: Path) -> bool:
-    """Whether `path`, its links followed, lies in the (resolved) folder `root`."""
-    try:
-        return path.resolve().is_relative_to(root)
-    except (OSError, RuntimeError):          # a link loop
-        return False
+    link = outward_link(Path(export_dir))
+    if link is not None:
+        raise SeqlabError(f"{export_dir}: {link.relative_to(Path(export_dir).resolve())} is a link to "
+                          f"{os.readlink(link)}, outside the export folder; an export reads only the files inside "
+                          "its own folder")
 
 
 def missing_manifest(export_dir: Path) -> str:
