@@ -424,6 +424,7 @@ def notebook_json(config, uri: str) -> str:
 
 
 def on_page_markdown(markdown, page, config, files):
+    markdown, _ = notebooks.expand(markdown, page.file.src_uri)       # docs: source, exercises, diagram
     if "<!-- results:" in markdown:
         markdown = replace_results(markdown, page.file.src_uri)
     if page.file.src_uri in notebook_pages(config["docs_dir"]):

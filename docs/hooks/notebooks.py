@@ -27,12 +27,15 @@ import re
 import shutil
 import sys
 import tempfile
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$")   # indented: in a tab or a note
 MARK = re.compile(r"^<!--\s*docs:\s*(?P<kind>skip|file)\b\s*(?P<arg>.*?)\s*-->\s*$")
+# a line of prose replaced by generated Markdown, before the page is split (on the site, in the notebook, in CI)
+EXPAND = re.compile(r"^(?P<indent> *)<!--\s*docs:\s*(?P<kind>source|exercises|diagram)\b\s*(?P<arg>.*?)\s*-->\s*$")
 RUN = {"python": "python", "py": "python", "bash": "bash", "sh": "bash", "shell": "bash"}
 FIGURE = re.compile(r"!\[[^\]]*\]\((figures/[^)\s]+\.png)\)")
 
@@ -57,9 +60,97 @@ class Block:
         return RUN.get(self.language)
 
 
+# ------------------------------------------------------------------------------------ generated parts of a page
+def source_block(dotted: str, indent: str = "", where: str = "page") -> list[str]:
+    """`<!-- docs: source seqlab.nn.cells.elman_cell -->`: the source of a function, class or method of seqlab,
+    read from the code when the page is built (so it cannot drift), shown under its file and lines, not run."""
+    import importlib
+    import inspect
+
+    parts = dotted.split(".")
+    target = None
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            target = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        try:
+            for name in parts[cut:]:
+                target = getattr(target, name)
+        except AttributeError:
+            target = None
+        break
+    if target is None or not dotted.startswith("seqlab."):
+        raise ValueError(f"{where}: `docs: source {dotted}`: no such function or class of seqlab")
+    code, first = inspect.getsourcelines(inspect.unwrap(target))
+    path = Path(inspect.getsourcefile(inspect.unwrap(target))).resolve()
+    try:
+        shown = path.relative_to(Path(__file__).resolve().parents[2])
+    except ValueError:
+        shown = Path("src", *path.parts[path.parts.index("seqlab"):])
+    body = textwrap.dedent("".join(code)).rstrip("\n").split("\n")
+    title = f"{shown}, lines {first}-{first + len(code) - 1}"
+    return [f"{indent}<!-- docs: skip the source of {dotted}, shown from the code -->",
+            f'{indent}```python title="{title}"', *(indent + ln if ln else ln for ln in body), f"{indent}```"]
+
+
+def exercises_section(tutorial: str, indent: str = "", where: str = "page") -> list[str]:
+    """`<!-- docs: exercises TUTORIAL -->`: the tutorial's exercises (`seqlab.exercises`), each with its prompt, a
+    cell that checks an answer, and its hints folded; the solutions are on a page of their own."""
+    from seqlab import exercises as book
+
+    found = book.exercises(tutorial)
+    if not found:
+        raise ValueError(f"{where}: `docs: exercises {tutorial}`: seqlab.exercises has none for {tutorial}")
+    out = ["## Exercises", "",
+           f"Each exercise has a check: put your answer in `answer` and run its cell (or, from a shell, `seqlab "
+           f"exercises {tutorial} N --check ANSWER`). The hints unfold one at a time; the worked solutions, for "
+           f"teachers, are on [their own page](solutions.md#{tutorial}).", ""]
+    for exercise in found:
+        out += [f"### {exercise.number}. {exercise.title} {{#exercise-{tutorial}-{exercise.number}}}", "",
+                f"*{exercise.kind}*", "", exercise.prompt.strip(), "", "```python",
+                "from seqlab.exercises import check", "", f"answer = {exercise.placeholder}    # your answer",
+                f"check({tutorial!r}, {exercise.number}, answer)", "```", ""]
+        for k, text in enumerate(exercise.hints, 1):
+            out += [f'<details class="tip" markdown="1"><summary>Hint {k}</summary>', "", text.strip(), "",
+                    "</details>", ""]
+    return [indent + ln if ln else ln for ln in out]
+
+
+def diagram_block(name: str, indent: str = "", where: str = "page") -> list[str]:
+    """`<!-- docs: diagram NAME -->`: a diagram drawn by code (docs/hooks/diagrams.py), inline SVG."""
+    import diagrams
+
+    try:
+        return [indent + ln if ln else ln for ln in diagrams.markdown(name).split("\n")]
+    except KeyError:
+        raise ValueError(f"{where}: `docs: diagram {name}`: no such diagram in docs/hooks/diagrams.py") from None
+
+
+EXPANDERS = {"source": source_block, "exercises": exercises_section, "diagram": diagram_block}
+
+
+def expand(text: str, where: str = "page") -> tuple[str, list[int]]:
+    """The page with each `docs: source|exercises|diagram` line replaced by what it names, and for each line of
+    the result the line of the page it comes from (1-based), so that messages name the page's own lines."""
+    out: list[str] = []
+    origin: list[int] = []
+    for number, line in enumerate(text.split("\n"), 1):
+        found = EXPAND.match(line)
+        if found:
+            made = EXPANDERS[found["kind"]](found["arg"], found["indent"], f"{where}:{number}")
+            out += made
+            origin += [number] * len(made)
+        else:
+            out.append(line)
+            origin.append(number)
+    return "\n".join(out), origin
+
+
 def split(text: str, where: str = "page") -> list[str | Block]:
     """The page as markdown text and fenced blocks, in order. A malformed mark (a skip without its reason, a
     mark not followed by a fence) is refused: the page's examples must all run or say why not."""
+    text, origin = expand(text, where)
     lines = text.split("\n")
     parts: list[str | Block] = []
     prose: list[str] = []
@@ -78,7 +169,7 @@ def split(text: str, where: str = "page") -> list[str | Block]:
             body.append(lines[j][len(found["indent"]):])
             j += 1
         if j == len(lines):
-            raise ValueError(f"{where}:{i + 1}: a fence that is never closed")
+            raise ValueError(f"{where}:{origin[i]}: a fence that is never closed")
         mark = argument = ""
         previous = next((k for k in range(len(prose) - 1, -1, -1) if prose[k].strip()), None)
         if previous is not None and MARK.match(prose[previous].strip()):
@@ -86,11 +177,11 @@ def split(text: str, where: str = "page") -> list[str | Block]:
             mark, argument = m["kind"], m["arg"]
             if not argument:
                 needs = "a reason" if mark == "skip" else "a file name"
-                raise ValueError(f"{where}:{i}: `docs: {mark}` needs {needs}")
+                raise ValueError(f"{where}:{origin[i] - 1}: `docs: {mark}` needs {needs}")
         if prose:
             parts.append("\n".join(prose))
             prose = []
-        parts.append(Block(language, "\n".join(body), i + 1, mark, argument))
+        parts.append(Block(language, "\n".join(body), origin[i], mark, argument))
         i = j + 1
     if prose:
         parts.append("\n".join(prose))

@@ -47,7 +47,7 @@ from seqlab.version import __version__
 # seqlab's own commands, before the families' and after serve, in the order --help lists them: what an install
 # without PyTorch lists and refuses (tests/test_torch_free.py holds them to build_parser's)
 FIRST_COMMANDS = ("examples", "prepare", "train", "evaluate")
-LAST_COMMANDS = ("info", "bench", "card", "compare", "tune", "export", "audit")
+LAST_COMMANDS = ("info", "bench", "card", "compare", "tune", "export", "audit", "exercises")
 
 # a module seqlab imports -> (what a message calls it, what to pip install), where they are not its own name
 PACKAGES = {"torch": ("PyTorch", "torch"), "yaml": ("PyYAML", "pyyaml"), "rouge_score": ("rouge-score", "rouge-score"),
@@ -65,7 +65,7 @@ def top_parser(note: str = "") -> tuple[argparse.ArgumentParser, argparse._SubPa
 @functools.cache
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line: every command, the families' inference commands among them."""
-    from seqlab.cli import audit, compare, evaluate, examples, export, prepare, runs, train, tune
+    from seqlab.cli import audit, compare, evaluate, examples, exercises, export, prepare, runs, train, tune
     from seqlab.registry import FAMILIES
 
     parser, commands = top_parser()
@@ -81,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_parser(commands)
     export.add_parser(commands)
     audit.add_parser(commands)
+    exercises.add_parser(commands)
     return parser
 
 

@@ -1,0 +1,90 @@
+"""seqlab.exercises: every exercise's check accepts its right answer and refuses its wrong one; the checkers say
+why an answer is off without giving it away; `seqlab exercises` lists, shows, checks, hints (exit 0 / 1 / 2)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from seqlab import exercises as book
+from seqlab.errors import SeqlabError
+
+EVERY = [(t, e.number) for t in book.TUTORIALS for e in book.exercises(t)]
+
+
+@pytest.mark.parametrize("tutorial, number", EVERY, ids=[f"{t}-{n}" for t, n in EVERY])
+def test_exercises_each_check_takes_the_right_answer_and_refuses_the_wrong_one(tutorial, number):
+    exercise = book.get(tutorial, number)
+    assert exercise.kind in book.KINDS and exercise.hints and exercise.solution.strip() and exercise.prompt.strip()
+    right = book.check(tutorial, number, exercise.answer())
+    assert right.correct, f"{tutorial} {number}: the right answer is refused: {right}"
+    wrong = book.check(tutorial, number, exercise.wrong)
+    assert not wrong.correct, f"{tutorial} {number}: the wrong answer {exercise.wrong!r} is taken"
+    assert not book.check(tutorial, number, None).correct          # the page's placeholder: "no answer yet"
+
+
+def test_exercises_numbers_follow_each_other_from_one():
+    for tutorial in book.TUTORIALS:
+        numbers = [e.number for e in book.exercises(tutorial)]
+        assert numbers == list(range(1, len(numbers) + 1)), tutorial
+
+
+def test_exercises_number_checker_says_high_or_low_and_refuses_what_is_no_number():
+    check = book.number(rel=0.01)
+    assert check(2.0, 2.01).correct and not check(2.5, 2.0).correct
+    assert "too high" in check(2.5, 2.0).message and "too low" in check(1.5, 2.0).message
+    assert "2.0" not in check(2.5, 2.0).message.replace("2.5", "")     # the right answer is not given away
+    with pytest.raises(SeqlabError, match="a number"):
+        check("two", 2.0)
+    with pytest.raises(SeqlabError, match="finite"):
+        check(float("nan"), 2.0)
+
+
+def test_exercises_function_checker_runs_the_students_function_against_the_reference():
+    import torch
+
+    check = book.function(lambda: [(torch.ones(2, 3),), (torch.arange(6.0).view(2, 3),)])
+    assert check(lambda x: torch.tanh(x), torch.tanh).correct
+    assert "different numbers" in check(lambda x: torch.sigmoid(x), torch.tanh).message
+    assert "raised ZeroDivisionError" in check(lambda x: 1 / 0, torch.tanh).message
+    assert "shape" in check(lambda x: x.sum(0), torch.tanh).message
+
+
+def test_exercises_choice_checker_ignores_case_and_refuses_other_words():
+    check = book.choice("higher", "lower")
+    assert check(" Higher ", "higher").correct and not check("lower", "higher").correct
+    with pytest.raises(SeqlabError, match="answer one of"):
+        check("up", "higher")
+
+
+def test_exercises_unknown_tutorial_or_number_is_one_clear_error():
+    with pytest.raises(SeqlabError, match="no tutorial 'rnn' has exercises"):
+        book.exercises("rnn")
+    with pytest.raises(SeqlabError, match="not 99"):
+        book.get(EVERY[0][0], 99) if EVERY else book.get("rnn-lm", 99)
+
+
+def seqlab(*args):
+    return subprocess.run([sys.executable, "-m", "seqlab", "exercises", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.skipif(not EVERY, reason="no exercises yet")
+def test_exercises_cli_lists_shows_checks_and_hints():
+    tutorial, number = EVERY[0]
+    exercise = book.get(tutorial, number)
+    listed = seqlab()
+    assert listed.returncode == 0 and f"{tutorial} {number}" in listed.stdout
+    shown = seqlab(tutorial, str(number))
+    assert shown.returncode == 0 and exercise.title in shown.stdout
+    assert seqlab(tutorial, str(number), "--hint").stdout.strip() == exercise.hints[0].strip()
+    if exercise.parse is not None:
+        right = seqlab(tutorial, str(number), "--check", str(exercise.answer()))
+        assert right.returncode == 0 and right.stdout.startswith("✓ right"), right.stdout + right.stderr
+        wrong = seqlab(tutorial, str(number), "--check", str(exercise.wrong))
+        assert wrong.returncode == 1 and wrong.stdout.startswith("✗ not yet")
+    bad = seqlab(tutorial, "99")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and len(bad.stderr.strip().split("\n")) == 1
+    assert seqlab("--check", "1").returncode == 2
