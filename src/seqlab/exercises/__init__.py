@@ -99,7 +99,8 @@ def numbers_close(rel: float = 1e-2, abs: float = 1e-6) -> Checker:
         got, want = _as_numbers(answer), _as_numbers(expected)
         if len(got) != len(want):
             return Verdict(False, f"{len(got)} numbers, where {len(want)} are asked for")
-        off = [i for i, (g, w) in enumerate(zip(got, want, strict=True)) if not math.isclose(g, w, rel_tol=rel, abs_tol=abs)]
+        off = [i for i, (g, w) in enumerate(zip(got, want, strict=True))
+               if not math.isclose(g, w, rel_tol=rel, abs_tol=abs)]
         if not off:
             return Verdict(True, f"all {len(want)} numbers")
         return Verdict(False, f"{len(off)} of {len(want)} numbers are off, the first at position {off[0]}")
@@ -137,7 +138,8 @@ def function(inputs: Callable[[], Sequence[tuple]], rel: float = 1e-4, abs: floa
                 return Verdict(False, f"case {k}: shape {tuple(getattr(got, 'shape', ()))}, expected "
                                f"{tuple(want.shape)}")
             g, w = _as_numbers(got), _as_numbers(want)
-            if len(g) != len(w) or any(not math.isclose(a, b, rel_tol=rel, abs_tol=abs) for a, b in zip(g, w, strict=True)):
+            if len(g) != len(w) or any(not math.isclose(a, b, rel_tol=rel, abs_tol=abs)
+                                       for a, b in zip(g, w, strict=True)):
                 return Verdict(False, f"case {k} of {len(cases)} gives different numbers")
         return Verdict(True, f"equal to the reference on {len(cases)} cases")
     return verdict
