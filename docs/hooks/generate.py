@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))     # notebooks.py, beside this hook
+import diagrams  # noqa: E402,F401  (the same: notebooks.diagram_block imports it while a page builds)
 import notebooks  # noqa: E402  (imported now: MkDocs restores sys.path once its hooks are loaded)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
