@@ -465,7 +465,7 @@ def draw_bptt() -> Canvas:
             c.arrow(x - 23, y_h + 8, prev, y_h + 8, colour=ACCENT, dashed=True, width=1.6)
     mid = (xs[2] + xs[3]) / 2
     c.line([(mid, 35), (mid, 300)], arrow=False, dashed=True, width=1)
-    c.text(210, 20, "segment 1 (`--seq-len` 3)", cls="title")
+    c.text(210, 20, "segment 1 (--seq-len 3)", cls="title")
     c.text(510, 20, "segment 2", cls="title")
     c.text(210, 312, "inputs: the true tokens (teacher forcing)", cls="small")
     c.arrow(440, 312, 470, 312, colour=ACCENT, dashed=True, width=1.6)
@@ -858,7 +858,7 @@ def block_column(c: Canvas, x: float, pre: bool) -> None:
 def draw_transformer_block() -> Canvas:
     c = Canvas(680, 410)
     c.text(170, 16, "post-LN (the book, the default)", cls="title")
-    c.text(510, 16, "pre-LN (`--norm-position pre`)", cls="title")
+    c.text(510, 16, "pre-LN (--norm-position pre)", cls="title")
     block_column(c, 150, pre=False)
     block_column(c, 490, pre=True)
     return c
