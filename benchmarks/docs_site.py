@@ -34,7 +34,8 @@ def page_rows() -> list[dict]:
         cells = (saved or {}).get("cells", [])
         printing = [c for c in cells if c["outputs"]]
         figures = sum("text" not in o for c in cells for o in c["outputs"]) + len(notebooks.figures(page))
-        rows.append(record(task="docs", dataset="site", config=str(page.relative_to(DOCS)), metric="cells with output",
+        rows.append(record(task="docs", dataset="site", config=str(page.relative_to(DOCS)),
+                           metric="cells with output",
                            value=len(printing), cells=len(running), figures=figures,
                            wall_s=saved.get("seconds") if saved else None, measured_on=(saved or {}).get("machine"),
                            device=device_name()))
@@ -49,7 +50,8 @@ def diagram_rows() -> list[dict]:
         for name in re.findall(r"<!--\s*docs:\s*diagram\s+(\S+)\s*-->", page.read_text(encoding="utf-8")):
             marks.setdefault(name, []).append(str(page.relative_to(DOCS)))
     return [record(task="docs", dataset="site", config="diagrams", metric="diagrams drawn",
-                   value=len(diagrams.DIAGRAMS), placed=sum(bool(marks.get(n)) for n in diagrams.DIAGRAMS), device=device_name())]
+                   value=len(diagrams.DIAGRAMS), placed=sum(bool(marks.get(n)) for n in diagrams.DIAGRAMS),
+                   device=device_name())]
 
 
 def exercise_rows() -> list[dict]:
