@@ -306,6 +306,10 @@ def test_reference_tokens_are_escaped_outside_code_math_and_svg_only():
     assert "<pad> <pad>" in out and "<text>a</text>" in out and "<tspan>b</tspan>" in out
     assert "comment <unk> -->" in out and "    &lt;sep&gt; in a tab" in out
     assert "become &lt;unk&gt; (BPE keeps...)" in render(page)
+    figure = '<figure>\n<svg viewBox="0 0 1 1">\n<title>t</title>\n<text>&lt;s&gt;</text>\n</svg>\n</figure>'
+    assert escape.escape_tokens(figure) == (figure, 0)                   # a diagram's inline SVG: as it is
+    docstring = "<p><code>&lt;/s&gt;</code> + the prompt; unknown tokens become <unk> with a warning</p>"
+    assert escape.escape_html_tokens(docstring) == docstring.replace("<unk>", "&lt;unk&gt;")
 
 
 def test_reference_generated_pages_are_in_the_navigation():

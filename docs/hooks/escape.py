@@ -86,3 +86,13 @@ def escape_tokens(markdown: str) -> tuple[str, int]:
         out += lines[i:j + 1]
         i = j + 1
     return "\n".join(out), count
+
+
+# The tokens seqlab writes (seqlab.data.vocab's specials and their kin): never an element of a page's HTML.
+TOKENS = re.compile(r"<(/?)(unk|s|sep|pad|bos|eos)>")
+
+
+def escape_html_tokens(html: str) -> str:
+    """A rendered page's HTML with any special token still a tag escaped: what Markdown rendered from text the
+    Markdown pass never saw (the docstrings mkdocstrings renders into the Python API page)."""
+    return TOKENS.sub(lambda m: f"&lt;{m[1]}{m[2]}&gt;", html)

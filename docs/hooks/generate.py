@@ -605,6 +605,10 @@ def on_page_markdown(markdown, page, config, files):
     return markdown
 
 
+def on_page_content(html, page, config, files):
+    return escape.escape_html_tokens(html)             # a docstring's <unk> (mkdocstrings renders after the pass)
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--readme"]:
         write_readme_table()
