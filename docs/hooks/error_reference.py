@@ -318,3 +318,30 @@ def unresolved() -> list[tuple[str, int, str]]:
                     node.func, ast.Name) and not reader.texts(mod, node.args[0], False):
                 missing.append((str(path.relative_to(SRC)), node.lineno, ast.unparse(node)))
     return missing
+
+
+# ------------------------------------------------------------------------------------------ causes and fixes
+def explained(entries=None, found: list[Message] | None = None) -> dict:
+    """Each entry of errors_explained.ENTRIES -> the messages it covers (those of its files that its pattern
+    finds)."""
+    import errors_explained
+
+    entries = errors_explained.ENTRIES if entries is None else entries
+    found = messages(errors_explained.NAMES) if found is None else found
+    return {entry: [m for m in found if re.fullmatch(entry.files, m.file) and re.search(entry.match, m.text)]
+            for entry in entries}
+
+
+def coverage() -> tuple[dict, list[Message], dict]:
+    """(entry -> messages, the messages no entry covers, message -> the entries when more than one covers it)."""
+    import errors_explained
+
+    found = messages(errors_explained.NAMES)
+    covered = explained(errors_explained.ENTRIES, found)
+    by_message: dict[Message, list] = {}
+    for entry, covers in covered.items():
+        for m in covers:
+            by_message.setdefault(m, []).append(entry)
+    missing = [m for m in found if m not in by_message]
+    twice = {m: e for m, e in by_message.items() if len(e) > 1}
+    return covered, missing, twice

@@ -1,0 +1,372 @@
+"""The causes and fixes of seqlab's error messages, for the error reference (reference/errors.md, built by
+error_reference.py): each entry covers the messages of `files` (a glob on the path under src/seqlab) that its regular
+expression `match` finds (searched in the message as the page shows it, each field as ‹words›), says what the user
+was doing (`group`), what happened and why seqlab refuses (`cause`), and what to do next (`fix`). Every message is
+covered by exactly one entry and every entry covers at least one (tests/test_docs.py checks).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """The cause and fix of one or more messages that share them."""
+    group: str           # what the user was doing: a key of GROUPS
+    files: str           # the modules that raise the messages: a glob on the path under src/seqlab
+    match: str           # a regular expression searched in each message (fields as ‹words›)
+    title: str           # a few words: the entry's heading
+    cause: str           # what happened and why seqlab refuses (Markdown)
+    fix: str             # what the user does next: the option, the command, the file to change (Markdown)
+
+
+OPTIONS = "Choosing options and config files"
+EXAMPLES = "Writing example data"
+READING = "Reading a data file"
+WRITING = "Writing results"
+PREPARING = "Preparing a corpus"
+MODEL = "Choosing a model's architecture"
+TRAINING = "Training"
+RUNS = "Resuming and run directories"
+EVALUATING = "Evaluating"
+GENERATING = "Generating and decoding"
+LABELLING = "Tagging and classifying"
+SERVING = "Serving"
+EXPORTING = "Exporting"
+COMPARING = "Comparing and tuning"
+HARMS = "Auditing harms"
+PROCESSES = "Several processes and machines"
+CARDS = "Model cards"
+EXERCISES = "Checking exercises"
+PYTHON = "Calling the library from Python"
+
+GROUPS = {
+    OPTIONS: "Options on the command line, keys of a `--config` file, the family named after `seqlab train`: each "
+             "is checked before anything is read or written, against its type, its range and the rest of the "
+             "configuration. The option's range is in `seqlab COMMAND --help` and in the "
+             "[command reference](cli/index.md).",
+    EXAMPLES: "`seqlab examples TASK DIR` writes small example data sets to try a family on.",
+    READING: "Every file seqlab reads (training text, CoNLL, TSV/CSV/JSONL documents, pairs, vectors, lexicons, "
+             "standard input) is read as UTF-8 and checked line by line; a message names the file and the line.",
+    WRITING: "Every file seqlab writes is written whole or not at all (a temporary file renamed into place), so "
+             "a refused write leaves what was there before intact.",
+    PREPARING: "`seqlab prepare` (and `seqlab train` given files, which prepares them into the run's `prepared/`) "
+               "turns text into memory-mapped shards with a manifest; training with `--data DIR` reads that "
+               "folder back and verifies it.",
+    MODEL: "The architecture options (`--arch`, sizes, heads, attention, output layer, ...) are checked together "
+           "when the model is built: an option that does nothing, or a combination no model computes, is refused.",
+    TRAINING: "`seqlab train`: the device, the schedule, the batch, the loss staying finite, and the trackers "
+              "(`--log`).",
+    RUNS: "A run directory (`--output`) holds `config.json`, the weights, the vocabulary and the checkpoint. seqlab "
+          "never replaces what it did not write, resumes only the run it was given, and refuses a damaged file "
+          "rather than load half of it.",
+    EVALUATING: "`seqlab evaluate RUN FILE` scores a trained run on a file.",
+    GENERATING: "Generating from a language model, translating or summarising with a sequence-to-sequence model: "
+                "the prompt, the search options (`--beam`, `--sample`, `--top-p`, ...) and the model's context.",
+    LABELLING: "Tagging sentences and classifying documents with a trained run (`seqlab tag`, `seqlab classify`, "
+               "`seqlab.load(...)`).",
+    SERVING: "`seqlab serve` runs trained runs (or ONNX exports) behind an HTTP API.",
+    EXPORTING: "`seqlab export RUN --format onnx|hf` writes a self-contained export; seqlab's ONNX runtime and "
+               "`seqlab serve --runtime onnx` read it back and verify it.",
+    COMPARING: "`seqlab compare` trains several architectures under one budget and reports them side by side; "
+               "`seqlab tune` searches a run's options with Optuna; `seqlab inside` draws what a model computes.",
+    HARMS: "`seqlab audit` measures a trained language model's harms (SLP's harms section): memorised training "
+           "text, exposure of planted canaries, bias on CrowS-Pairs, toxicity of continuations.",
+    PROCESSES: "Training on several GPUs or machines with `torchrun` (PyTorch DDP), and one run directory written "
+               "by one process at a time.",
+    CARDS: "`seqlab card RUN` writes a run's model card (`model_card.json`, `MODEL_CARD.md`) with confidence "
+           "intervals of its figures.",
+    EXERCISES: "`seqlab exercises` (and `seqlab.exercises.check`) checks the answers to the tutorials' exercises.",
+    PYTHON: "Messages a user of the command line never sees: they guard the library's functions and modules "
+            "against arguments that do not fit (a shape, a missing input), called from your own Python code.",
+}
+
+# a field's words where the rules of error_reference.words name it badly: "expression" or "file:expression"
+NAMES = {
+    "config.py:problem": "what is wrong with the value",
+    "range_text(metadata)": "range",
+    "', '.join((n for n, f in FAMILIES.items() if f.prepares))": "families",
+    "', '.join((repr(o) for o in options))": "choices",
+    "l + 1": "layer",
+    "MAGIC.decode()": "signature",
+    "next((t for t in tokens if not isinstance(t, str)))": "token",
+    "slot.group(0)": "slot",
+    "message.removesuffix(RUN_ADVICE)": "what the run's files lack",
+    "str(error).splitlines()[0][:300] if str(error) else 'no message'": "what onnxruntime said",
+    "data/sniff.py:error": "what the reader found",
+    "option.hint(found)": "the format the file reads as",
+    "training/distributed.py:problem": "what failed on which rank",
+    "link.relative_to(folder.resolve())": "link",
+    "link.relative_to(Path(export_dir).resolve())": "link",
+    "os.readlink(link)": "target",
+    "self.name": "split",
+    "self.path": "path",
+    "source.path or source.name": "path",
+    "str(error).split('; retrain')[0]": "what is damaged",
+    "where_": "where",
+    "able(needs)": "what it needs",
+    "_field_word(fmt)": "tab- or comma-separated",
+    "_json_kind(text)": "kind of value",
+    "_json_kind(label)": "kind of value",
+    "_flag(name, given)": "option",
+    "_flag(name, value)": "option given at prepare time",
+    "_shown(name, given)": "option",
+    "_shown(name, value)": "option given at prepare time",
+    "graph_damage(path, error)": "what is wrong with the graph",
+    "missing_manifest(export_dir)": "what is there instead",
+    "kind(export_dir)": "what it is",
+    "kind(path)": "what it is",
+    "MANIFEST": "manifest.json",
+    "FILE": "canaries.json",
+    "PLURALS[side]": "sources or targets",
+    "EVERY_ENV": "SEQLAB_PROGRESS_EVERY",
+    "vocabulary - blocked": "number of tokens",
+    "size - 1": "number of other processes",
+    "self.position.step + 1": "step",
+    "empty[0] + 1": "number",
+    "start + T": "length",
+    "value.value if False else value": "value",
+}
+
+ENTRIES: list[Entry] = []
+
+ENTRIES += [
+    # ------------------------------------------------------------------------------------- options and config files
+    Entry(OPTIONS, "config.py", r"^‹option› needs a value", "An option without a value",
+          "The option was given with no value (an empty `--x=`, or a key of a config file left empty); every "
+          "option has a type and no option means 'nothing' by being empty.",
+          "Give the option a value, or leave it out to take its default (shown by `seqlab COMMAND --help`)."),
+    Entry(OPTIONS, "config.py", r"^‹option› (must|expects)", "A value of the wrong type or out of range",
+          "The value does not have the option's type (a word where a number goes, a number that is not an "
+          "integer), is not finite (`nan`, `inf`), lies outside the option's range, or is not one of its choices. "
+          "It is refused before anything runs: `--lr inf`, for one, would train to `nan` weights.",
+          "Give a value of the type and range the message names; every option's range is in `seqlab COMMAND "
+          "--help` and in the [command reference](cli/index.md)."),
+    Entry(OPTIONS, "config.py", r"option ‹name› (‹what is wrong|expects)", "A config file value of the wrong type or "
+          "out of range",
+          "A key of a config file (or of a Python `overrides` mapping) holds a value of the wrong type, a value out "
+          "of the option's range, or a list where one value goes.",
+          "Correct the value in the file named first in the message; the option's type and range are in the "
+          "[config reference](config.md)."),
+    Entry(OPTIONS, "config.py|families/runs.py", r"unknown option", "An unknown option in a config file or overrides",
+          "A key of the config file (or of the `overrides` given to a `resolve_*_config` function) is not an option "
+          "of this family. A typo in a config file is refused, never ignored.",
+          "Correct the key: the message lists the known options (names as in a config file: `hidden_size`, not "
+          "`--hidden-size`); every key is in the [config reference](config.md)."),
+    Entry(OPTIONS, "config.py", r"^config file ‹path›: (the key|option ‹key› is given twice|option ‹key› belongs|"
+          r"unknown group)", "A config file's layout",
+          "The config file maps something that is not an option name, names an option twice (once at the top and "
+          "once in a group, or in two groups), puts an option under a group it does not belong to, or has a group "
+          "seqlab does not know.",
+          "Give each option once, at the top level or under its own group (`data`, `model`, `train`, ...); the "
+          "message names the right group. The [config reference](config.md) lists every option by group."),
+    Entry(OPTIONS, "config.py", r"^config file ‹path›(: task is|(:‹line›)? is not valid|: expected)",
+          "A config file that cannot be read",
+          "The file is not valid YAML or TOML (the message gives the line and the parser's complaint), has another "
+          "extension than `.yaml`, `.yml` or `.toml`, does not hold a mapping of option names to values, or its "
+          "`task:` is not a family's name.",
+          "Correct the file: a mapping such as `lr: 0.001` or grouped `train: {lr: 0.001}`, and `task:` one of "
+          "`lm`, `tagger`, `classifier`, `seq2seq` (or leave `task:` out)."),
+    Entry(OPTIONS, "cli/train.py", r"needs the family before|is not a family seqlab trains|is for seqlab train",
+          "The family of `seqlab train`",
+          "`seqlab train` needs the family (`lm`, `tagger`, `classifier`, `seq2seq`) before its options. It may come "
+          "from the config file's `task:` key; here it is missing, unknown, or the config file names another "
+          "family than the command line.",
+          "Run `seqlab train FAMILY --config FILE ...`, or add `task: FAMILY` to the config file; when they differ, "
+          "use the family the config file was written for."),
+    Entry(OPTIONS, "cli/train.py|families/runs.py", r"^--resume continues the run in --output and --overwrite",
+          "`--resume` with `--overwrite`",
+          "`--resume` continues the run in `--output`, and `--overwrite` deletes it to start again: the two "
+          "contradict each other.",
+          "Give `--resume` to continue the run, or `--overwrite` to replace it, not both."),
+    Entry(OPTIONS, "registry.py", r"^unknown task", "An unknown family",
+          "The task (family) named is not one this seqlab knows.",
+          "Use one of the families the message lists: `lm`, `tagger`, `classifier` or `seq2seq`."),
+    Entry(OPTIONS, "families/runs.py", r"applies to .* only, not", "An option that does nothing here",
+          "The option acts only with another option's value (`--heads` only with `--arch transformer`); with this "
+          "configuration it would do nothing, and seqlab refuses an option given on the command line that it would "
+          "silently ignore. (From a config file shared by several architectures it is a warning instead.)",
+          "Leave the option out, or change the option it depends on to the value the message names."),
+    Entry(OPTIONS, "families/runs.py", r"--fused-output ‹fused output› is for language models",
+          "`--fused-output` for a tagger or classifier",
+          "`--fused-output` computes the loss of an output layer over a large vocabulary without building all the "
+          "logits; a tagger or classifier scores a few labels, so it has nothing to fuse.",
+          "Leave `--fused-output` out."),
+    Entry(OPTIONS, "api.py|cli/prepare.py", r"seqlab prepare", "What `seqlab prepare` takes",
+          "`seqlab prepare` was called without a task (or with `--verify DIR` and a task at once), for a family "
+          "that has no prepare step, or with an option that belongs to training, not to preparing.",
+          "Run `seqlab prepare TASK --output DIR --train ... ` with a family that prepares, or `seqlab prepare "
+          "--verify DIR` alone; give training options to `seqlab train` instead."),
+    Entry(OPTIONS, "progress.py", r"give the seconds between progress lines", "`SEQLAB_PROGRESS_EVERY`",
+          "The environment variable that sets how often progress lines are written to a log (when the output is "
+          "not a terminal) holds something that is not a number of seconds.",
+          "Set it to a number such as `30` or `0.5`, or `0` for no progress lines, or unset it."),
+    Entry(OPTIONS, "families/lm/config.py", r"--canary-repeats needs --canary|--canary plants|--train needs "
+          r"--valid|--valid needs --train", "Language-model data options that go together",
+          "A language model's data options depend on each other: `--train` needs `--valid` (held-out text for "
+          "perplexity and early stopping) and the other way round, `--canary-repeats` needs a `--canary` template, "
+          "and canaries are planted while the text is prepared, so they cannot be added to a prepared `--data` "
+          "folder.",
+          "Give `--train` and `--valid` together; give `--canary` with `--canary-repeats`; with canaries, train from "
+          "`--train`/`--valid` files rather than `--data`."),
+    Entry(OPTIONS, "families/lm/config.py", r"--reverse applies to --tokenizer char", "`--reverse` on a word model",
+          "`--reverse` trains a right-to-left character LM, the backward half of contextual string embeddings "
+          "(`--lm-features`); it exists for `--tokenizer char` only.",
+          "Add `--tokenizer char`, or leave `--reverse` out."),
+]
+
+ENTRIES += [
+    # ---------------------------------------------------------------------------------------- reading a data file
+    Entry(READING, "fileio.py|data/stream.py|data/prepare_text.py|info.py", r"^cannot read ",
+          "A file that cannot be opened",
+          "The operating system refused to open or read the file: it does not exist, it is not readable by you, "
+          "or the disk failed. The message gives the system's reason and what to do about it.",
+          "Check the path and its permissions (`ls -l PATH`); the advice after the `;` says what fits the reason."),
+    Entry(READING, "fileio.py", r"^‹what› ‹path› (does not exist|is a directory, expected)",
+          "A file that is not there",
+          "The path given for a file does not exist, or names a directory.",
+          "Give the path of the file itself; relative paths are read from the folder you run seqlab in."),
+    Entry(READING, "fileio.py|data/stream.py|data/prepare_text.py", r"is not a readable gzip file",
+          "A `.gz` file that is not gzip",
+          "Files whose names end in `.gz` are read through gzip; this one is not a gzip file, or is truncated.",
+          "Decompress it again from its source (`gzip -t FILE` tests it), or rename it if it is plain text."),
+    Entry(READING, "fileio.py|data/stream.py|data/prepare_text.py|families/classifier/prepare.py",
+          r"^(‹what› ‹source path›|‹what› ‹path›|‹place›) is empty$|^‹where› holds no documents",
+          "An empty file",
+          "The file holds nothing to learn from or to score (no line, or only blank lines).",
+          "Give the file that holds the data; check that it was written completely."),
+    Entry(READING, "fileio.py", r"holds a NUL byte", "A binary file",
+          "The file holds a NUL byte, which no text has: it is likely a binary file (a compressed file without "
+          "`.gz`, a model, a spreadsheet) given where text goes.",
+          "Give the text file; export a spreadsheet as TSV or CSV, and name gzip files `*.gz`."),
+    Entry(READING, "fileio.py|data/vectors.py", r"is not valid UTF-8", "A file that is not UTF-8",
+          "seqlab reads every text as UTF-8; the byte at the offset the message gives is not UTF-8 (the file is in "
+          "Latin-1, Windows-1252, UTF-16, ...). It is refused rather than read with wrong characters.",
+          "Convert it: `iconv -f latin1 -t utf-8 FILE > FILE.utf8` (with the file's real encoding)."),
+    Entry(READING, "fileio.py", r"is not valid JSON", "A JSON file that does not parse",
+          "A JSON file seqlab reads (a run's or export's file, a request, a record) is not valid JSON at the line "
+          "given.",
+          "If you edited the file, correct it at that line; if seqlab wrote it, it was damaged: write it again "
+          "(retrain, re-export)."),
+    Entry(READING, "fileio.py", r"^‹what› ‹path› is a (file, not a folder|folder: give)",
+          "A file where a folder goes, or a folder where a file goes",
+          "The path names a file where seqlab writes a folder, or a folder where it writes a file.",
+          "Choose another path of the right kind."),
+    Entry(READING, "data/stream.py", r"^standard input", "Standard input closed or unreadable",
+          "The input was to be read from standard input (`-`), but it is closed (no pipe, a terminal closed) or "
+          "cannot be read.",
+          "Give a file, or pipe the input in: `cat FILE | seqlab ... -`."),
+    Entry(READING, "data/stream.py", r"a ‹fmt› line cannot be cut", "A line too long to read whole",
+          "Lines are read up to a limit of characters (set by `--max-input-length`); a longer line of plain text is "
+          "cut, but a line of a structured format (a TSV row, a JSON record, a CoNLL token, a tree) cannot be cut "
+          "and still be read.",
+          "Raise `--max-input-length`, or break the record into shorter ones."),
+    Entry(READING, "data/lm_stream.py", r"a BPE model reads lines whole", "A line too long for BPE",
+          "A BPE tokenizer reads each line whole, and this line is longer than the most it reads at once.",
+          "Break the text into shorter lines (a paragraph or a sentence a line)."),
+    Entry(READING, "data/lm_stream.py|data/prepare_text.py|data/readers.py", r"tokens are unknown to the vocabulary",
+          "A file whose every token is unknown",
+          "Every token of the file maps to `<unk>`: it is in another language or another tokenization than the "
+          "training file, so a perplexity or score on it would mean nothing.",
+          "Give a file in the language and tokenization of the training data (the same `--tokenizer`; lower case if "
+          "the training text was)."),
+    Entry(READING, "data/sniff.py", r".", "A file in another format than the one given",
+          "The reader of the given (or default) `--format` failed on the file's first lines, and another format "
+          "reads them cleanly; the message is the reader's, followed by the format the file looks like.",
+          "Give the format the message suggests with `--format` (or `--input-format`), or correct the file."),
+    # CoNLL
+    Entry(READING, "data/conll.py", r"^--label-column|^--format", "CoNLL columns and formats",
+          "The `--label-column` does not name a column of the format (CoNLL-U has ten named columns, 0-9; other "
+          "CoNLL files are chosen by index), or the `--format` is not one seqlab reads.",
+          "Give a column the message lists (`upos`, `xpos`, ... or an index; `-1` is the last column) and a "
+          "format it names."),
+    Entry(READING, "data/conll.py", r"^(line ‹number›|‹place›): (10 tab|expected 10|the ID column|token ID|the ‹conllu columns› column)",
+          "A CoNLL-U line that does not parse",
+          "A CoNLL-U token line has ten tab-separated columns, an ID counting 1, 2, 3 within a sentence (or a range "
+          "`1-2`, or an empty node `1.1`), and no empty column (an unknown value is `_`). This line breaks one of "
+          "those rules; a sentence cut short by a lost blank line shows as IDs that do not count on.",
+          "Correct the line the message names (tabs, not spaces, between columns; a blank line between "
+          "sentences)."),
+    Entry(READING, "data/conll.py", r"^‹place›: (‹name› ‹index› does not exist|one column only|‹number of fields› columns, but|the token "
+          r"is empty)|holds no sentences",
+          "A CoNLL line with the wrong columns",
+          "In a CoNLL file (a token and its labels a line, whitespace-separated, a blank line between sentences) "
+          "every token line has as many columns as the first; this line has a different number, only one column, "
+          "an empty token, or the file holds no sentence at all.",
+          "Correct the line the message names; check that the file is the one meant (`--format`) and that the "
+          "label column exists."),
+    # documents: TSV, CSV, JSONL, SST
+    Entry(READING, "data/documents.py", r"^--format|^--sst-classes|^--header", "Document format options",
+          "`--format`, `--sst-classes` or `--header` has a value the document readers do not take.",
+          "Use one of the values the message lists."),
+    Entry(READING, "data/documents.py", r"holds no documents|empty line; every line|found only ‹label›",
+          "A document file with an empty line or none",
+          "A document file holds one document a line; this one is empty, has an empty line, or has a line with a "
+          "label and no text.",
+          "Remove the empty lines (or give every line its text)."),
+    Entry(READING, "data/documents.py", r"^line ‹line›: (‹label› is not a plain label|a tab-separated row)",
+          "A label that is not plain",
+          "In `label text` files the label is the first word; this one holds a tab, which means the file is "
+          "tab-separated (TSV), or is not a plain word.",
+          "Read the file with `--format tsv`, or correct the label."),
+    Entry(READING, "data/documents.py", r"column|fields \(as in the first row\)|not a CSV row",
+          "A TSV/CSV row or column that does not fit",
+          "A TSV or CSV file has the same number of fields on every row; the text and label columns are chosen by "
+          "index or, with a header row, by name. Here a row has another number of fields (a quote left open, a tab "
+          "inside a text), a column does not exist, or a name was given for a file without a header.",
+          "Correct the row at the line given, or choose the columns (`--text-column`, `--label-column`) and "
+          "`--header` to fit the file; the message names the columns it has."),
+    Entry(READING, "data/documents.py", r"the (text|label|target) \(‹names›\) is|feature ‹name› is|"
+          r"is not valid JSON|expected a JSON object|no field ‹missing›", "A JSONL record that does not fit",
+          "A JSONL file holds one JSON object a line, with the text (and the label, and any numeric feature) in "
+          "the fields named by the column options. This line is not JSON, not an object, lacks a field, or holds "
+          "a value of the wrong kind (a number where text goes, text where a feature's number goes, `NaN`).",
+          "Correct the record at the line given, or name its fields with `--text-column` and `--label-column`."),
+    Entry(READING, "data/documents.py", r"not an SST tree", "An SST tree that does not parse",
+          "With `--format sst` each line is a Stanford Sentiment Treebank tree, `(3 (2 a) (4 fine) ...)`; this line "
+          "is not one (an unbalanced parenthesis, a missing label).",
+          "Give the SST files as distributed (`trees/train.txt`, ...), or use another `--format`."),
+    # Parquet, JSON text
+    Entry(READING, "data/prepare_text.py|families/classifier/encode.py|families/seq2seq/sources.py",
+          r"reading Parquet needs pyarrow", "Parquet without pyarrow",
+          "Parquet files are read with pyarrow, an optional dependency that is not installed.",
+          "`pip install 'seqlab[parquet]'`, or convert the file to JSONL or TSV."),
+    Entry(READING, "data/prepare_text.py|families/classifier/encode.py|families/seq2seq/sources.py",
+          r"not a readable Parquet file|has no column|holds ‹type›, not text|not a JSON record|no text field|"
+          r"holds no documents", "A Parquet or JSON-lines column that is not there",
+          "A Parquet or JSONL file is read by column (field): the text, the label or the source and target are "
+          "named by options. The file is not readable, lacks the column named, or the column does not hold text.",
+          "Name the right columns (`--text-column`, `--label-column`, `--feature-columns`, `--source-field`, "
+          "`--target-field`); the message lists the columns the file has."),
+    Entry(READING, "data/prepare_text.py", r"^--format ‹fmt›: a text to prepare", "An unknown text format",
+          "The `--format` of a text to prepare is not one seqlab reads.",
+          "Use one of the formats the message lists."),
+    # pairs
+    Entry(READING, "data/parallel.py", r"lines but|a file of pairs", "Aligned source and target files",
+          "A sequence-to-sequence model learns from aligned pairs: line i of the source file translates line i of "
+          "the target file. The two files have different numbers of lines (or the format of a file of pairs is "
+          "unknown).",
+          "Give files that align line by line (`wc -l SRC TGT`), or a file of pairs in a format the message lists."),
+    Entry(READING, "families/seq2seq/sources.py", r"the ‹side› \(‹field›\)", "A pair with an empty side",
+          "A record of a file of pairs lacks its source or target, or holds something other than text there.",
+          "Correct the record at the line given, or name the fields with `--source-field` and `--target-field`."),
+    # vectors and lexicons
+    Entry(READING, "data/vectors.py|families/tagger/prepare.py", r"^vectors file(?!.*UTF-8)", "A word-vectors file",
+          "`--vectors` reads pretrained embeddings in word2vec or GloVe text format: a word and its numbers a line "
+          "(an optional first line `COUNT WIDTH`). The file is missing, empty, or a line has another number of "
+          "numbers, a missing word, or something that is not a finite number.",
+          "Give the `.txt` vectors (not a binary `.bin`); correct or remove the line the message names."),
+    Entry(READING, "data/text_features.py", r"^lexicon file", "A lexicon file",
+          "A lexicon (for the hand-built features of `--arch features`) holds `word class` a line; this file has a "
+          "line with another number of fields, or no word at all.",
+          "Correct the file: one word and its class, separated by whitespace, a line."),
+]
+
+ENTRIES += [
+    Entry(WRITING, "fileio.py", r"^cannot (write|append)", "A file that cannot be written",
+          "The operating system refused the write: the disk is full, the folder is not writable, the path names a "
+          "folder, or a part of it is a file. The message gives the system's reason; a file that was there is "
+          "left as it was.",
+          "Act on the advice after the `;` (free space, fix permissions, choose another path), then run again."),
+]
