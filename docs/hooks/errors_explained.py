@@ -126,7 +126,7 @@ NAMES = {
     "self.position.step + 1": "step",
     "empty[0] + 1": "number",
     "start + T": "length",
-    "value.value if False else value": "value",
+    "manifest.get('family')": "family it was prepared for",
 }
 
 ENTRIES: list[Entry] = []
@@ -218,7 +218,7 @@ ENTRIES += [
 
 ENTRIES += [
     # ---------------------------------------------------------------------------------------- reading a data file
-    Entry(READING, "fileio.py|data/stream.py|data/prepare_text.py|info.py", r"^cannot read ",
+    Entry(READING, r"fileio.py|data/stream.py|data/prepare_text.py|info.py|data/prepared(_check)?\.py", r"^cannot read ",
           "A file that cannot be opened",
           "The operating system refused to open or read the file: it does not exist, it is not readable by you, "
           "or the disk failed. The message gives the system's reason and what to do about it.",
@@ -369,4 +369,120 @@ ENTRIES += [
           "folder, or a part of it is a file. The message gives the system's reason; a file that was there is "
           "left as it was.",
           "Act on the advice after the `;` (free space, fix permissions, choose another path), then run again."),
+]
+
+DAMAGED_PREPARED = (r"data/prepared.*|families/\w+/prepare\.py|families/tagger/task\.py|families/lm/prepare\.py")
+
+ENTRIES += [
+    # ------------------------------------------------------------------------------------------- preparing a corpus
+    Entry(PREPARING, DAMAGED_PREPARED, r"(?<!or )prepare (the folder )?again$|is damaged.*prepare again$",
+          "A prepared folder that is damaged",
+          "A prepared folder is verified when it is read: its `manifest.json` lists every shard with its size, "
+          "count and SHA-256, and every id is checked to be in its vocabulary. Something here does not match: a "
+          "shard or an index missing, truncated, edited, copied in from another folder, a vocabulary or "
+          "tokenizer file damaged, or a manifest that lacks what it should hold.",
+          "Prepare the folder again from its sources (`seqlab prepare TASK --output DIR --overwrite ...`); "
+          "`seqlab prepare --verify DIR` checks a folder without training."),
+    Entry(PREPARING, r"data/prepared_check\.py", r"outside the prepared folder", "A prepared folder that leads "
+          "outside itself",
+          "A prepared folder is read only from the files inside it; its manifest names a path outside the folder, "
+          "or one of its files is a link that leads out. seqlab refuses to read it (it could be made to read any "
+          "file of the machine).",
+          "Prepare the folder again; copy prepared folders with `cp -r` (not as links to another folder)."),
+    Entry(PREPARING, r"data/prepared\.py", r"^‹flag› ‹folder›(: no such folder| is a file| is not a prepared)",
+          "`--data` is not a prepared folder",
+          "`--data` (or `--verify`) names a folder that does not exist, a file, or a folder without the "
+          "`manifest.json` of `seqlab prepare` (a prepare that did not finish, or another folder).",
+          "Give the folder `seqlab prepare` wrote (its `--output`), or prepare it: `seqlab prepare TASK --output "
+          "DIR --train ... `."),
+    Entry(PREPARING, r"data/prepared\.py", r"was prepared in format version|was prepared for ‹",
+          "A prepared folder of another version or family",
+          "The folder was prepared by another version of seqlab, whose format this one does not read, or for "
+          "another family (a language model's folder given to a tagger).",
+          "Prepare it again with this seqlab, for the family you train: `seqlab prepare FAMILY ...`."),
+    Entry(PREPARING, r"data/prepared\.py", r"^--output ‹output›", "Where `seqlab prepare` writes",
+          "`--output` of `seqlab prepare` names a file, a folder that holds other files, or an existing prepared "
+          "folder. seqlab replaces only a prepared folder, with `--overwrite`, and never deletes a file it did not "
+          "write.",
+          "Choose a new folder, add `--overwrite` to replace a prepared one, or move out the files the message "
+          "lists."),
+    Entry(PREPARING, r"data/prepared\.py", r"cannot write the prepared folder|the disk is full: preparing",
+          "The prepared folder cannot be written",
+          "Writing the shards failed (the disk is full, the folder is not writable). The partial folder is "
+          "removed, so nothing half-written is left to be read later.",
+          "Free some space or fix the permissions, or give another `--output`, then prepare again."),
+    Entry(PREPARING, r"data/prepared\.py|families/(classifier|seq2seq)/prepare\.py",
+          r"is not the file ‹(folder|prepared)› was prepared from", "A data file other than the one prepared",
+          "With `--data DIR`, a file option (`--train`, `--dev`, ...) given too must be the file the folder was "
+          "prepared from (the manifest records its path and SHA-256); this one is another.",
+          "Leave the file option out (the folder holds that split already), or prepare the folder again from the "
+          "new file."),
+    Entry(PREPARING, r"families/\w+/config\.py|families/classifier/prepare\.py",
+          r"was prepared (with|without)", "An option that differs from the prepared data's",
+          "A data option (the tokenizer, lower-casing, a maximum length, the vocabulary size, ...) was given with "
+          "`--data DIR`, but the folder was prepared with another value; the tokens in the folder already follow "
+          "the prepared value.",
+          "Leave the option out (the prepared value is used), or prepare the folder again with the new value."),
+    Entry(PREPARING, r"families/\w+/prepare\.py", r"^--data ‹(folder|prepared)› (has no ‹name› split|holds no)",
+          "A prepared folder without a split training needs",
+          "The prepared folder lacks a split (a `--dev` or `--valid` split) or a part (features, LM features) "
+          "that this training needs.",
+          "Prepare the folder with the files the message names (`--train` and `--dev`, or `--valid` for a "
+          "language model), or with the option it names."),
+    Entry(PREPARING, r"families/\w+/(prepare|pipeline)\.py",
+          r"needs --train and --(dev|valid) files|^sequence to sequence needs", "Training data not given",
+          "Training needs a training file and a held-out file (the development or validation set, for early "
+          "stopping and the reported metric), or a prepared folder holding both.",
+          "Give `--train FILE --dev FILE` (`--valid` for a language model; a classifier may hold out part of the "
+          "training file with `--dev-fraction`), or `--data DIR` from `seqlab prepare`."),
+    Entry(PREPARING, r"families/seq2seq/sources\.py", r"^give --‹split›|go together; only one",
+          "Source and target files of a split",
+          "A split of a sequence-to-sequence corpus is given either as a file of pairs (`--train FILE`) or as two "
+          "aligned files (`--train-src` and `--train-tgt`); here both ways, or only one of the two files, were "
+          "given.",
+          "Give `--SPLIT-src` and `--SPLIT-tgt` together, or `--SPLIT` alone."),
+    Entry(PREPARING, r"families/classifier/prepare\.py", r"--labels|not among --labels|at least two classes",
+          "The classes of the training data",
+          "A classifier learns the classes of its training file: at least two. With `--labels`, the classes "
+          "declared must be exactly those of the training file; here one has no example, or the file holds one "
+          "not declared.",
+          "Correct the labels in the file or in `--labels`, or add examples of the missing class."),
+    Entry(PREPARING, r"families/tagger/prepare\.py", r"--scheme|fits no entity scheme", "Entity tags and `--scheme`",
+          "With an entity scheme (BIO, BIOES), every tag is `O` or a prefix `B-`/`I-`/`E-`/`S-` and a type "
+          "(`B-PER`); span F1 is computed from them. The file's tags are not entity tags, or one tag fits no "
+          "scheme (`I-` with no type).",
+          "Correct the tag at the line given; for plain tags (part of speech) pass `--scheme none`."),
+    Entry(PREPARING, r"data/prepare_text\.py|families/seq2seq/prepare\.py", r"^--max-vocab ‹max vocab›: a BPE",
+          "`--max-vocab` with BPE",
+          "A BPE vocabulary is the pieces of its BPE model, so its size is set when the BPE model is learnt; "
+          "`--max-vocab` cuts word and character vocabularies only.",
+          "Set the size with `--bpe-vocab-size`, and leave `--max-vocab` out."),
+    Entry(PREPARING, r"families/seq2seq/prepare\.py", r"--shared-vocab|-lang", "Tokenizers and languages of a "
+          "corpus of pairs",
+          "`--shared-vocab` gives source and target one vocabulary, so both sides need the same tokenizer (and, "
+          "for moses, the same language); `--source-lang`/`--target-lang` are read by the moses tokenizer only and "
+          "must be ISO 639 codes.",
+          "Give both sides the same `--*-tokenizer` (and language), or drop `--shared-vocab`; give a language as "
+          "`en`, `de`, `fr` with `--*-tokenizer moses`."),
+    Entry(PREPARING, r"data/tokenizers\.py", r"needs the sacremoses package", "The moses tokenizer not installed",
+          "The moses tokenizer (for raw text of a sequence-to-sequence corpus) comes from the optional package "
+          "sacremoses.",
+          "`pip install sacremoses`, or choose another tokenizer."),
+    Entry(PREPARING, r"data/text_features\.py|data/tokenizers\.py", r"^--tokenizer ‹kind›|^unknown tokenizer ‹kind›:",
+          "An unknown tokenizer",
+          "The tokenizer named is not one seqlab has (on the command line the choices are checked earlier; this "
+          "comes from a config given in Python or a hand-edited file).",
+          "Use one of the tokenizers the message lists."),
+    Entry(PREPARING, r"families/classifier/(prepare|pipeline)\.py",
+          r"--features ‹features› needs|--feature-columns are read|--vectors is for classifiers over words",
+          "Feature columns of a classifier",
+          "`--arch features` classifies hand-built feature vectors: `--features` chooses them, and numeric "
+          "`--feature-columns` are read from the columns of a TSV, CSV, JSONL or Parquet file. Pretrained word "
+          "`--vectors` do not apply to it.",
+          "Give `--feature-columns` with a tabular file, or choose another `--arch` for words and vectors."),
+    Entry(PREPARING, r"families/classifier/pipeline\.py", r"^--arch transformer reads at most", "A prepared "
+          "maximum length too long for the transformer",
+          "A transformer classifier reads at most as many tokens as its positions; the folder was prepared with a "
+          "larger `--max-length` (or none).",
+          "Prepare the folder again with `--max-length` at most the limit the message gives."),
 ]
