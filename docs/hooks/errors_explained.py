@@ -486,3 +486,123 @@ ENTRIES += [
           "larger `--max-length` (or none).",
           "Prepare the folder again with `--max-length` at most the limit the message gives."),
 ]
+
+ENTRIES += [
+    # --------------------------------------------------------------------------------- choosing the architecture
+    Entry(MODEL, r"models/(classifier|lm|tagger)\.py|nn/(attention|cross_attention)\.py",
+          r"must be a multiple of (--heads|the number of heads)", "A width not divisible by the heads",
+          "Multi-head attention splits the model width into `--heads` heads of equal size (SLP 9.4: $d_k = d/h$); "
+          "the width is not a multiple of the number of heads.",
+          "Choose `--hidden-size` (or `--embedding-size` for a language model) a multiple of `--heads`."),
+    Entry(MODEL, r"models/lm\.py|nn/attention\.py", r"rotary|rotates pairs", "Rotary positions with an odd head size",
+          "Rotary position embeddings rotate pairs of dimensions of each head, so the head size (width / heads) "
+          "must be even.",
+          "Choose `--embedding-size` and `--heads` whose quotient is even, or another `--positions`."),
+    Entry(MODEL, r"models/(lm|classifier|seq2seq|separator_lm|rnn_seq2seq|transformer_seq2seq)\.py",
+          r"^--(activation|no-bias|gru-reset|tied|pooling|lm-features|attention|‹name›|share-embeddings|arch lm|"
+          r"copy|output-layer sigmoid)", "Architecture options that do not go together",
+          "The option does nothing, or cannot be computed, with the rest of the architecture: an activation the "
+          "architecture does not use, a pooling the classifier does not take, attention options without "
+          "attention, `--tied` with an adaptive output layer, shared embeddings without a shared vocabulary, "
+          "the book's GRU variant with the fused kernel, a sigmoid output for more than two classes.",
+          "Do what the message says: leave the option out, or add the option it needs (`--attention dot`, "
+          "`--shared-vocab`, `--rnn-impl textbook`, ...)."),
+    Entry(MODEL, r"nn/recurrent\.py", r"the fused GRU kernel", "The book's GRU with the fused kernel",
+          "PyTorch's fused GRU applies the reset gate after $U$ ($r \\odot (Uh + b)$); the book's variant "
+          "($U(r \\odot h)$, `--gru-reset before`) is computed only by seqlab's textbook cells.",
+          "Add `--rnn-impl textbook`, or use `--gru-reset after`."),
+    Entry(MODEL, r"nn/adaptive_softmax\.py", r"cutoffs|at least 2 words", "Adaptive softmax cutoffs",
+          "`--output-layer adaptive` splits the vocabulary (sorted by frequency) into a head and clusters at "
+          "`--cutoffs`: comma-separated, positive, strictly increasing integers, all below the vocabulary size.",
+          "Give cutoffs such as `2000,10000` that fit the vocabulary size (seqlab prints it when it builds the "
+          "vocabulary), or use `--output-layer softmax` for a small vocabulary."),
+    Entry(MODEL, r"nn/(recurrent|transformer|attention|cross_attention|encoders)\.py", r"^unknown ",
+          "An unknown building block",
+          "A layer was asked for a kind it does not have (a cell, a norm, an activation, an attention score or "
+          "implementation, a way to combine directions). The command line checks these choices first; this "
+          "comes from a config written by hand or a module built in Python.",
+          "Use one of the names the message lists."),
+    Entry(MODEL, r"nn/cross_attention\.py", r"dot-product attention needs", "Dot attention over states of other "
+          "widths",
+          "Dot-product attention scores $h^d_{t} \\cdot h^e_{j}$ (SLP 13.8), so decoder and encoder states need the "
+          "same width; a bidirectional or differently sized encoder makes them differ.",
+          "Use `--attention bilinear` or `additive` (they learn a matrix between the widths), or give both sides "
+          "the same size."),
+    Entry(MODEL, r"families/lm/task\.py", r"--fused-output on", "`--fused-output on` with adaptive softmax",
+          "`--fused-output` avoids building the full logits of a large vocabulary; an adaptive output layer never "
+          "builds them anyway, so forcing it on does nothing.",
+          "Leave `--fused-output` out or set it to `auto`."),
+    Entry(MODEL, r"families/seq2seq/pipeline\.py", r"--arch lm reads|--share-embeddings needs",
+          "A sequence-to-sequence model that needs one vocabulary",
+          "`--arch lm` reads source and target as one sequence (SLP 9.4.1: article, separator, summary), and "
+          "`--share-embeddings` ties source and target embeddings: both need one vocabulary for both sides.",
+          "Add `--shared-vocab`."),
+    Entry(MODEL, r"families/(classifier|tagger)/graphs\.py|families/classifier/pipeline\.py",
+          r"^--lm-features gives each token|^--ngrams is for|^--features ‹features› is for",
+          "Classifier inputs that need another `--arch`",
+          "`--lm-features` feeds an encoder (an RNN or a transformer), `--ngrams` a bag of n-grams "
+          "(`--arch pooled`), and `--features` the feature classifier (`--arch features`); the `--arch` given "
+          "reads none of them.",
+          "Choose the `--arch` the message names, or leave the option out."),
+    Entry(MODEL, r"families/lm/features\.py", r"^--lm-features", "The language models of `--lm-features`",
+          "`--lm-features` (contextual string embeddings, Akbik et al. 2018) takes one or two character language "
+          "model runs: a forward LM first, then a backward one trained with `--reverse`. The runs given are not "
+          "character LMs, are in the wrong order, or cannot be loaded.",
+          "Train them with `seqlab train lm --tokenizer char` (and `--reverse` for the second), and give the "
+          "forward run first."),
+    Entry(MODEL, r"nn/lm_features\.py", r".", "LM features that do not fit the model",
+          "The model was built for LM features of another width than the language models given produce, or a "
+          "sentence is longer than a transformer character LM's context.",
+          "Give the LM runs the model was trained with; for long sentences use a recurrent character LM (its "
+          "context is unbounded)."),
+]
+
+ENTRIES += [
+    # ------------------------------------------------------------------------------ inputs longer than the model
+    Entry(GENERATING, r"models/(transformer_lm|separator_lm|transformer_seq2seq)\.py|nn/attention\.py",
+          r"attends over at most|reads at most|holds at most|the KV cache holds",
+          "More tokens than a transformer's context",
+          "A transformer has a fixed number of learnt positions (its context, `--seq-len` or `--max-positions` at "
+          "training); the input (a prompt and what is generated, a source, a target) is longer.",
+          "Shorten the input, or generate fewer tokens (`--max-tokens`); with the command line, "
+          "`--truncate-prompt` keeps a prompt's end and `--long-source truncate` a source's beginning. A longer "
+          "context needs a model trained with more positions."),
+    Entry(LABELLING, r"models/(classifier|tagger)\.py|nn/encoders\.py|families/tagger/exported\.py",
+          r"longer than this transformer|positions are more than", "A sentence or document longer than a "
+          "transformer's positions",
+          "A transformer tagger or classifier reads at most as many tokens as its learnt positions "
+          "(`--max-positions` at training); this input is longer.",
+          "Split the sentence, or lower `--max-length` (a classifier then reads a document's beginning); a model "
+          "trained with more positions reads longer inputs."),
+    # ---------------------------------------------------------------------------------------- library calls
+    Entry(PYTHON, r"models/(classifier|tagger|lm|rnn_seq2seq|base)\.py|nn/(adaptive_softmax|cross_attention)\.py",
+          r"(?<!softmax )needs (at least|its|a vocabulary|each)|need a character|uses (character|LM) features|--copy model|"
+          r"^output=|coverage attention takes", "A model built or called without what it needs",
+          "A model class was built without its sizes (vocabulary, labels, features, a character vocabulary), or "
+          "its `forward` was called without an input it reads (characters, LM features, a document's features, "
+          "the copy ids of a `--copy` model, the coverage vector), or with an `output=` it does not give. The "
+          "families' pipelines pass all of these; this comes from code calling the model directly.",
+          "Build the model through the family's pipeline or `seqlab.load(RUN)`, or pass what the message names "
+          "(collate batches with the family's vocabulary)."),
+    Entry(PYTHON, r"nn/fused_output\.py", r"^linear_cross_entropy", "`linear_cross_entropy` arguments",
+          "The fused output layer and cross-entropy takes flattened hidden states (N, D), a weight (V, D), "
+          "targets (N,), an optional bias (V,), a label smoothing in [0, 1] and a chunk size of at least 1; an "
+          "argument does not fit.",
+          "Flatten `(B, T, D)` to `(B * T, D)` and the targets to `(B * T,)`, and pass the weight of the output "
+          "layer (`V` rows)."),
+    Entry(PYTHON, r"decoding/search\.py", r"^sample_ids", "`sample_ids` arguments",
+          "`sample_ids` draws `n` sampled continuations; it was given beam search options or `n` below 1.",
+          "Use `generate_ids` for beam search, and ask `sample_ids` for at least one continuation."),
+    Entry(PYTHON, r"data/tokenizers\.py", r"has not been trained", "A BPE tokenizer used before `fit`",
+          "A BPE tokenizer learns its merges from the training lines; this one was used to encode before it was "
+          "trained.",
+          "Call `fit(lines)` on the training lines first, or load a run's trained tokenizer."),
+    Entry(PYTHON, r"data/prepared_items\.py", r"does not fit", "An id too large for a prepared column",
+          "A prepared column stores ids in the smallest integer type that holds them; an id outside it means the "
+          "writer was given ids its vocabulary does not make (a family's prepare code at fault).",
+          "If a family of your own writes the column, give it ids of its vocabulary; otherwise report it as a bug."),
+    Entry(PYTHON, r"harms/exposure\.py", r"cannot batch a model state", "Exposure over an unknown model state",
+          "Exposure scores many candidates at once by batching the model's state after the shared prefix; it knows "
+          "tensors and tuples of them, not this state's type.",
+          "Give a model whose `step` state is a tensor or a tuple of tensors (every seqlab LM's is)."),
+]
