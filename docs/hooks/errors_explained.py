@@ -606,3 +606,107 @@ ENTRIES += [
           "tensors and tuples of them, not this state's type.",
           "Give a model whose `step` state is a tensor or a tuple of tensors (every seqlab LM's is)."),
 ]
+
+ENTRIES += [
+    # --------------------------------------------------------------------------------------------------- training
+    Entry(TRAINING, r"training/trainer\.py", r"--min-lr|--time-schedule|--momentum is for|--eval-every",
+          "Schedule and optimizer options that contradict each other",
+          "The options name a schedule or optimizer that cannot be: a cosine schedule that would decay up (`--min-lr` "
+          "above `--lr`), a time-based schedule with no `--max-time`, `--momentum` for Adam (which has its betas), "
+          "or two ways of spacing evaluations at once.",
+          "Do what the message says: lower `--min-lr`, add `--max-time`, use `--beta1`/`--beta2` with Adam, or "
+          "give one of `--eval-every` and `--evaluations`."),
+    Entry(TRAINING, r"training/trainer\.py", r"^--device|^--precision bf16", "A device or precision this machine "
+          "lacks",
+          "The `--device` is not a device name, names CUDA on a machine without it, or `--precision bf16` was "
+          "asked of a CPU without bfloat16 kernels.",
+          "Use `--device auto` (or `cpu`), and `--precision fp32` on such a CPU."),
+    Entry(TRAINING, r"training/trainer\.py", r"too small for one step", "Too little training data for one step",
+          "One optimizer step reads `--batch-size` items (times `--accumulate`); the training data holds fewer.",
+          "Lower `--batch-size` or `--accumulate`, or give more training data."),
+    Entry(TRAINING, r"training/trainer\.py", r"diverged|no longer finite", "Training diverged",
+          "The loss, the gradient norm or an evaluation metric became `nan` or infinite: the learning rate is too "
+          "high for this model, the gradients exploded (an RNN without clipping), or half precision overflowed. "
+          "Training stops instead of writing `nan` weights; the best weights so far stay in `model.safetensors`.",
+          "Lower `--lr` or clip the gradient (`--grad-clip 1`), or use `--precision fp32`, then `--resume` from the "
+          "last checkpoint or start again with `--overwrite`."),
+    Entry(TRAINING, r"training/trackers\.py", r".", "Experiment trackers (`--log`)",
+          "`--log tensorboard` or `--log mlflow` could not start: its package is not installed, its folder or "
+          "store cannot be written, the MLflow experiment was deleted, or the tracker failed on its first writes. "
+          "Training does not start without the tracker asked for.",
+          "Install the extra the message names (`pip install 'seqlab[mlflow]'`, `'seqlab[tensorboard]'`), give "
+          "`--mlflow-uri` a store you can write (`sqlite:///PATH/mlflow.db` or `http://HOST:PORT`), restore or "
+          "rename the `--experiment`, or leave `--log` out."),
+    # ------------------------------------------------------------------------------ resuming and run directories
+    Entry(RUNS, r"families/run_files\.py", r"is not a directory|is not a seqlab run directory|holds a ‹task› run",
+          "Not a run directory (of this family)",
+          "The path given as a run is not a directory, has no `config.json` (it is not a folder `seqlab train` "
+          "wrote: an export, a prepared folder, a parent folder), or holds a run of another family than the "
+          "command or function expects.",
+          "Give the `--output` folder of `seqlab train`; load runs of any family with `seqlab.load(RUN)`."),
+    Entry(RUNS, r"families/run_files\.py|families/runs\.py|families/\w+/vocab\.py|data/tokenizers\.py|"
+          r"families/lm/features\.py|data/vocab\.py",
+          r"config\.json (is damaged|has format)|is damaged \(|the run directory is damaged|lists ‹count› entries|"
+          r"has neither vocab|tokenizer\.json|vocabulary (must|lists)",
+          "A run directory that is damaged or from a newer seqlab",
+          "A file of the run (`config.json`, the vocabulary, labels, tokenizer, LM features, the optimizer state) "
+          "cannot be read, does not hold what a run holds, does not match the model in `config.json`, or has a "
+          "format version newer than this seqlab reads. seqlab refuses it rather than load half a model.",
+          "Upgrade seqlab if the run is from a newer version; otherwise restore the run from a copy, or retrain "
+          "into the folder with `--overwrite`."),
+    Entry(RUNS, r"training/checkpoint\.py", r"^checkpoint ‹path›|^cannot read checkpoint|its optimizer state",
+          "A checkpoint or weights file that cannot be loaded",
+          "Weights are loaded only from safetensors files that seqlab wrote, with their checksum; this one is "
+          "missing, not a file, a pickle (`.pt`: never unpickled, as it could run any code), truncated, not "
+          "seqlab's, corrupted, of a newer format, or of another model than `config.json` describes.",
+          "Restore the run directory from a copy or retrain it (`--overwrite`); convert foreign weights to a "
+          "seqlab run by training, not by copying files in."),
+    Entry(RUNS, r"training/checkpoint\.py", r"^cannot resume from", "A checkpoint of an earlier seqlab",
+          "The checkpoint's optimizer state follows the parameter order of an earlier seqlab's model; resuming "
+          "would give each parameter another's momentum.",
+          "Start the run again with `--overwrite`; its `model.safetensors` still loads for evaluation and use."),
+    Entry(RUNS, r"families/runs\.py", r"^(--overwrite replaces|--output ‹run dir›|cannot use --output)",
+          "An `--output` that is not a run",
+          "`--output` names a file, a folder seqlab cannot write, or a folder holding files that are not a seqlab "
+          "run. A run is written into a folder of its own, and `--overwrite` replaces only a seqlab run: seqlab "
+          "never deletes what it did not write.",
+          "Choose a new `--output` folder, or move the files the message lists out of it."),
+    Entry(RUNS, r"families/runs\.py", r"already holds a run|holds a run that stopped", "An `--output` that holds a "
+          "run already",
+          "The folder holds a run; training into it would destroy it, so seqlab asks what you mean.",
+          "Pass `--resume` to continue it, `--overwrite` to replace it, or choose another `--output`."),
+    Entry(RUNS, r"families/runs\.py|training/trainer\.py", r"^--resume: (the run in ‹run dir› stopped|‹run dir› has "
+          r"no checkpoint)", "Nothing to resume",
+          "`--resume` continues from the run's `checkpoint.safetensors`, written at each evaluation; the run "
+          "stopped before its first one (or the checkpoint is gone).",
+          "Start the run again with `--overwrite` (and evaluate more often with `--eval-every` for long runs)."),
+    Entry(RUNS, r"families/runs\.py", r"^--resume: --‹name› ‹path›", "Training data changed under a run",
+          "A run records the SHA-256 of every file it trains on; a file has since been moved or changed, and "
+          "resuming on other data would not continue the same run.",
+          "Put the original file back, or start again with `--overwrite`."),
+    Entry(RUNS, r"families/runs\.py", r"cannot change", "An option changed on `--resume`",
+          "`--resume` continues the run as it was configured; only training options (such as `--epochs`) may "
+          "change, and this one changes the data or the model.",
+          "Resume without the option (or with its saved value), or start a new run with another `--output`."),
+    Entry(RUNS, r"families/\w+/pipeline\.py", r"another vocabulary", "Resuming with other prepared data",
+          "The prepared data given has another vocabulary (or tag set) than the run: the run's ids would mean "
+          "other tokens.",
+          "Resume (or fine-tune) with the `--data` folder the run was trained on."),
+    Entry(RUNS, r"families/runs\.py", r"has no model\.safetensors yet \(training has not reached its first evaluation\)$", "A run without weights yet",
+          "The run has not reached its first evaluation, when `model.safetensors` is first written.",
+          "Wait for the first evaluation (or `--resume` the run), then load it."),
+    Entry(PROCESSES, r"families/runs\.py", r"is in use by", "A run directory in use",
+          "Another process (its id and host in the message) is writing this run directory; two writers would "
+          "corrupt it. The lock is released when that process ends, even if it is killed.",
+          "Wait for it to end (or stop it), or choose another `--output`."),
+    Entry(PROCESSES, r"training/trainer\.py", r"divisible by the number of processes", "A batch not divisible "
+          "among processes",
+          "With several processes (`torchrun`), `--batch-size` is the global batch, split evenly among them.",
+          "Choose a `--batch-size` that is a multiple of the number of processes."),
+    Entry(PROCESSES, r"training/distributed\.py", r".", "A process that could not join or failed",
+          "Under `torchrun`, every process must start the same command and meet the others within "
+          "`--dist-timeout`; one did not arrive (another endpoint or id, a firewall, a crash before it got this "
+          "far), or a process failed and the others end with it. The last checkpoint is intact.",
+          "Start the same `torchrun` command on every node (`--rdzv-endpoint`, `--rdzv-id`), read the other "
+          "processes' logs for the first failure, fix it, then `--resume`."),
+]
