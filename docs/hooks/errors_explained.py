@@ -710,3 +710,96 @@ ENTRIES += [
           "Start the same `torchrun` command on every node (`--rdzv-endpoint`, `--rdzv-id`), read the other "
           "processes' logs for the first failure, fix it, then `--resume`."),
 ]
+
+ENTRIES += [
+    Entry(OPTIONS, r"harms/.*|compare/(run|recipes|inside)\.py|tuning/study\.py|cards/intervals\.py|data/canaries\.py|"
+          r"data/limits\.py|families/seq2seq/trained\.py|serve/app\.py|families/tagger/trained\.py",
+          r"(: at least \d|must be (at least|in |one of|an integer)|: between|a positive time|: choose (truncate|from|"
+          r"torch|text)|: median or none|give an integer >= 0|^unknown (ranking|example size)|^runtime)",
+          "A number or a choice out of range",
+          "An option of `seqlab audit`, `compare`, `tune`, `card`, `examples` or of reading inputs (or the same "
+          "argument of its Python function) is outside its range or not one of its choices; the message gives "
+          "the range.",
+          "Give a value in the range the message names (`seqlab COMMAND --help` lists them)."),
+    # ---------------------------------------------------------------------------------------- example data
+    Entry(EXAMPLES, r"examples\.py|cli/examples\.py", r".", "Where example data is written",
+          "`seqlab examples TASK DIR` writes a small data set into DIR; the task is unknown, DIR is missing, or DIR "
+          "holds the files already (or files seqlab did not write, which it never replaces).",
+          "Give a task the message lists and a folder; add `--overwrite` (`overwrite=True`) to replace example "
+          "files written before, or choose another folder."),
+    # ---------------------------------------------------------------------------------------------- evaluating
+    Entry(EVALUATING, r"cli/(evaluate|options)\.py|families/seq2seq/cli\.py", r".", "What `seqlab evaluate` takes",
+          "`seqlab evaluate RUN FILE` needs the file to score (for a sequence-to-sequence run: `--src` and `--tgt` "
+          "together, or a file of pairs), and takes only the options of the run's family.",
+          "Give the file (or `--src FILE --tgt FILE`), and leave out options the message says do not apply."),
+    Entry(EVALUATING, r"families/classifier/vocab\.py", r"never occurs in the training data", "A label the "
+          "classifier never saw",
+          "The file being scored holds a label that is not among the classes the classifier was trained on, so it "
+          "could never predict it.",
+          "Score a file with the training data's classes (the message lists them), or retrain with that class."),
+    Entry(EVALUATING, r"families/seq2seq/pipeline\.py", r"no training pair is within", "No pair within the length "
+          "limits",
+          "Training pairs longer than the source or target length limits are skipped; here every pair is.",
+          "Raise `--max-source-length` and `--max-target-length`, or check that the files are split into "
+          "sentences."),
+    Entry(TRAINING, r"families/seq2seq/pipeline\.py", r"^--init-from", "`--init-from` a run that does not fit",
+          "`--init-from RUN` starts from another sequence-to-sequence run's weights; that folder has none, or its "
+          "weights have other shapes than this model's.",
+          "Give a trained sequence-to-sequence run and the same architecture options it was trained with."),
+    Entry(TRAINING, r"families/seq2seq/text_checks\.py", r".", "Untokenised text with a tokenised recipe",
+          "The training text looks raw (punctuation attached to words), but the options read it as tokenised "
+          "(`--raw-text refuse`): the vocabulary would be full of `word,` and `word.`.",
+          "Train raw text with a raw recipe (`--tokenizer bpe --shared-vocab`), add `--tokenizer moses`, or pass "
+          "`--raw-text warn` to train on it as it is."),
+    Entry(TRAINING, r"families/classifier/task\.py", r"--class-weights", "`--class-weights`",
+          "`--class-weights` is `none`, `balanced`, or `label=weight,...` naming classes of the training data; "
+          "this value is none of those.",
+          "Give `balanced`, or weights for the classes the message lists."),
+    Entry(MODEL, r"registry\.py", r"--rnn-impl", "`--rnn-impl` on a model without RNNs",
+          "`--rnn-impl` switches a recurrent model between the fused and the textbook cells; this run's model has "
+          "no recurrent layer.",
+          "Leave `--rnn-impl` out."),
+    Entry(RUNS, r"registry\.py", r"names the task", "A run of an unknown family",
+          "The run's `config.json` names a family this seqlab does not have (a newer seqlab, or a family "
+          "registered by other code).",
+          "Use the seqlab (and the family's package) that wrote the run."),
+    Entry(RUNS, r"owned\.py", r".", "An output inside (or around) its own input",
+          "An output folder would be the input itself, lie inside it, or hold it: writing there could destroy the "
+          "input, or the output could not be written.",
+          "Write the output to a folder of its own, beside the input; check the permissions when the message says "
+          "it cannot write."),
+    # ---------------------------------------------------------------------------------- generating and decoding
+    Entry(GENERATING, r"decoding/(core|options)\.py", r"^--beam|^--length-penalty|^sampling draws|^--nbest",
+          "Beam search and sampling options together",
+          "Beam search looks for the most likely continuation and samples nothing, so sampling options "
+          "(`--temperature`, `--top-k`, `--top-p`, `--seed`) do not apply to it; `--length-penalty` and "
+          "`--nbest` apply to beam search only, and a beam cannot be wider than the tokens the model can produce.",
+          "Use `--beam K` alone, or sampling with `--beam 1`; keep `--nbest` between 1 and `--beam`."),
+    Entry(GENERATING, r"decoding/options\.py", r"^the prompt is", "A prompt longer than the model's context",
+          "The prompt (with its leading `</s>`) has more tokens than the model's context.",
+          "Shorten the prompt, or pass `--truncate-prompt` to keep its end."),
+    Entry(GENERATING, r"families/lm/(trained|completion)\.py", r".", "Generating from a language model",
+          "A `--reverse` language model reads right to left (it is a feature extractor), so it does not generate; "
+          "a prompts file given to `--text-column` is plain text; completion requests give options per prompt.",
+          "Generate with a left-to-right model; leave `--text-column` out for plain text; give one option set per "
+          "prompt."),
+    Entry(GENERATING, r"families/seq2seq/(trained|exported|vocab)\.py", r"is empty; there is nothing to decode|"
+          r"longer than the model's|no attention weights", "Sources to decode",
+          "A source to translate or summarise is empty, is longer than the model reads (with `--long-source "
+          "reject`), or attention weights were asked of a model without attention.",
+          "Remove empty lines; pass `--long-source truncate` to keep a long source's beginning; ask for attention "
+          "only of an RNN trained with `--attention`, or of a transformer."),
+    # ---------------------------------------------------------------------------------- tagging and classifying
+    Entry(LABELLING, r"families/classifier/(trained|exported)\.py|data/text_features\.py", r"^(?!lexicon|--tokenizer)", "Documents to "
+          "classify",
+          "A text to classify is empty, a column option was given for plain-text input, or a feature classifier "
+          "got documents without its feature columns.",
+          "Remove empty texts; give `--input-format tsv`, `csv` or `jsonl` with `--text-column`/`--header`; give a "
+          "feature classifier input in its training format."),
+    Entry(LABELLING, r"data/limits\.py", r"max-input-length ‹tokens›: ‹model›|the ‹noun› is", "An input longer than "
+          "`--max-input-length`",
+          "Inputs are limited to `--max-input-length` tokens; with `--long-input reject` a longer one is refused "
+          "(and the limit cannot exceed the model's positions).",
+          "Pass `--long-input truncate` to keep the part the message names, or raise `--max-input-length` up to "
+          "the model's limit."),
+]
