@@ -429,7 +429,7 @@ ENTRIES += [
           "that this training needs.",
           "Prepare the folder with the files the message names (`--train` and `--dev`, or `--valid` for a "
           "language model), or with the option it names."),
-    Entry(PREPARING, r"families/\w+/(prepare|pipeline)\.py",
+    Entry(PREPARING, r"families/\w+/(prepare|pipeline)\.py|families/seq2seq/sources\.py",
           r"needs --train and --(dev|valid) files|^sequence to sequence needs", "Training data not given",
           "Training needs a training file and a held-out file (the development or validation set, for early "
           "stopping and the reported metric), or a prepared folder holding both.",
@@ -712,7 +712,7 @@ ENTRIES += [
 ]
 
 ENTRIES += [
-    Entry(OPTIONS, r"harms/.*|compare/(run|recipes|inside)\.py|tuning/study\.py|cards/intervals\.py|data/canaries\.py|"
+    Entry(OPTIONS, r"harms/.*|compare/(run|recipes)\.py|tuning/study\.py|cards/intervals\.py|"
           r"data/limits\.py|families/seq2seq/trained\.py|serve/app\.py|families/tagger/trained\.py",
           r"(: at least \d|must be (at least|in |one of|an integer)|: between|a positive time|: choose (truncate|from|"
           r"torch|text)|: median or none|give an integer >= 0|^unknown (ranking|example size)|^runtime)",
@@ -802,4 +802,192 @@ ENTRIES += [
           "(and the limit cannot exceed the model's positions).",
           "Pass `--long-input truncate` to keep the part the message names, or raise `--max-input-length` up to "
           "the model's limit."),
+]
+
+ENTRIES += [
+    # -------------------------------------------------------------------------------------------------- serving
+    Entry(SERVING, r"cli/serve\.py|serve/(app|onnx)\.py", r"cannot listen", "A port in use",
+          "The server could not listen on the host and port: another server uses the port, or the port needs "
+          "privileges (below 1024).",
+          "Choose another `--port` (or stop the other server)."),
+    Entry(SERVING, r"cli/serve\.py|serve/(app|onnx)\.py", r"^--device|is an ONNX export|is a run directory, not|"
+          r"needs at least one", "Runs or exports to serve",
+          "`seqlab serve` serves run directories with `--runtime torch` (the default) and ONNX exports with "
+          "`--runtime onnx` (on the CPU, so `--device` does not apply); a folder of the other kind, or none, was "
+          "given.",
+          "Give run directories, or exports with `--runtime onnx` (export a run with `seqlab export RUN --format "
+          "onnx --output DIR`)."),
+    Entry(SERVING, r"serve/(app|onnx)\.py", r"two (runs|exports) are named", "Two models with one name",
+          "The API names each model by its folder's name, and two of the folders given have the same name.",
+          "Rename one folder (or copy it under another name)."),
+    Entry(SERVING, r"serve/app\.py", r"--cors-origin", "A CORS origin",
+          "`--cors-origin` takes an origin as a browser sends it: a scheme and host (and port), no path.",
+          "Give e.g. `https://app.example.org` or `http://localhost:3000`, or `*`."),
+    # ------------------------------------------------------------------------------------------------- exporting
+    Entry(EXPORTING, r"export/__init__\.py", r"^--output", "Where an export is written",
+          "`--output` of `seqlab export` names a file, a folder holding files, a run directory, or a folder with "
+          "files its export did not write. `--overwrite` replaces only an export, and seqlab never deletes what it "
+          "did not write.",
+          "Choose a new folder, add `--overwrite` to replace an export, or move out the files the message lists."),
+    Entry(EXPORTING, r"export/(manifest|runtime)\.py", r"does not exist; expected|not an export directory|is not a "
+          r"seqlab export|is an export of format|cannot run$", "Not an ONNX export (of this seqlab)",
+          "The folder given as an export does not exist, is not a folder, has no `manifest.json` of `seqlab "
+          "export`, is a Hugging Face export (which `transformers` loads), or is of a format or family this "
+          "seqlab does not run.",
+          "Give the `--output` of `seqlab export RUN --format onnx`; export the run again with this seqlab."),
+    Entry(EXPORTING, r"export/(manifest|runtime|session)\.py", r"export the run again$",
+          "An export that is damaged or incomplete",
+          "An export is verified when it is loaded: `manifest.json` lists its files and graphs, and each graph's "
+          "inputs and outputs. A file is missing, damaged or of another kind, the manifest lacks what it should "
+          "hold, or a graph does not match it.",
+          "Export the run again: `seqlab export RUN --format onnx --output DIR --overwrite`."),
+    Entry(EXPORTING, r"export/manifest\.py", r"outside the export folder", "An export that leads outside itself",
+          "An export is read only from the files inside its folder; its manifest names a path outside it, or a "
+          "file is a link that leads out.",
+          "Export the run again; copy exports with `cp -r`, not as links."),
+    Entry(EXPORTING, r"export/(onnx|session)\.py", r"needs (the onnx package|onnxruntime)", "ONNX not installed",
+          "Exporting to ONNX needs the `onnx` package, and running an export needs `onnxruntime`: optional "
+          "dependencies.",
+          "`pip install 'seqlab[export]'`."),
+    Entry(EXPORTING, r"export/session\.py", r"cannot run this input", "An input the ONNX graph cannot run",
+          "onnxruntime refused the input (a shape or a length the exported graph does not take).",
+          "Check the input against what the model takes (its length limit); if it runs with `--runtime torch`, "
+          "report the export."),
+    Entry(EXPORTING, r"export/tokens\.py", r".", "A vocabulary that cannot be written as tokens",
+          "An export writes the vocabulary one token a line; a token holds a line break, or a BPE piece has no id "
+          "in the run's vocabulary (a damaged run).",
+          "Retrain the run (clean the training text of such tokens); then export it."),
+    Entry(EXPORTING, r"families/\w+/graphs\.py", r".", "A model that is not exported to ONNX",
+          "Some models are not exported to ONNX: those reading `--lm-features` (character LMs run over the input), "
+          "`--reverse` language models (feature extractors), and some sequence-to-sequence variants.",
+          "Serve the run with `seqlab serve` (the torch runtime) instead."),
+    Entry(EXPORTING, r"families/lm/hf\.py", r".", "A run that is not a GPT-2",
+          "`--format hf` writes a Hugging Face GPT-2; the run must be a transformer language model whose layers "
+          "GPT-2 can hold (biases on its output layer, one LayerNorm epsilon).",
+          "Export transformer LMs trained with GPT-2's options, or use `--format onnx`."),
+    # -------------------------------------------------------------------------------------------------- cards
+    Entry(CARDS, r"cards/card\.py|families/run_files\.py", r"model card|no model to describe|--card-notes|"
+          r"describes other weights", "A run's model card",
+          "A model card describes a run's trained weights: the run has none yet, has no card (or a card of other "
+          "weights: it was retrained since), the model was not loaded from a run, or `--card-notes` is empty.",
+          "Run `seqlab card RUN` (again) after training; write your notes into the `--card-notes` file or leave "
+          "the option out."),
+    Entry(CARDS, r"cards/intervals\.py", r"evaluation_intervals|per-item statistics", "Intervals of a figure",
+          "Confidence intervals are bootstrapped from the per-item statistics of an evaluation; the object given "
+          "is not a loaded model, or the statistics do not give the figure the evaluation reports.",
+          "Pass a model from `seqlab.load(RUN)`; if the figures disagree, evaluate again and report it."),
+    # ----------------------------------------------------------------------------------------------- exercises
+    Entry(EXERCISES, r"exercises/__init__\.py|cli/exercises\.py", r"^(the answer|answer one of|--check ‹check›)",
+          "An answer of the wrong kind",
+          "The exercise reads its answer as a number (finite), one of a few words, or a Python function; the answer "
+          "given is of another kind.",
+          "Give the kind the message names; function answers are checked in Python: `seqlab.exercises.check("
+          "TUTORIAL, N, your_function)`."),
+    Entry(EXERCISES, r"exercises/__init__\.py|cli/exercises\.py", r"^(?!the answer).*(tutorial|hints 1 to|need a TUTORIAL)",
+          "An exercise that does not exist",
+          "The tutorial has no exercises, or not that number, or the exercise has fewer hints.",
+          "List them with `seqlab exercises` and `seqlab exercises TUTORIAL`."),
+]
+
+ENTRIES += [
+    # -------------------------------------------------------------------------------------- comparing and tuning
+    Entry(COMPARING, r"cli/(compare|tune)\.py|tuning/study\.py", r"needs a task|--report DIR rebuilds|needs --arch",
+          "What `seqlab compare` and `seqlab tune` take",
+          "`seqlab compare` needs a task (or `--report DIR` alone, to rebuild a report); `seqlab tune` needs a "
+          "task and, for it, the `--arch` whose recipe it tunes.",
+          "Run `seqlab compare TASK ...`, `seqlab compare --report DIR`, or `seqlab tune TASK --arch ARCH ...`."),
+    Entry(COMPARING, r"compare/(recipes|run)\.py|tuning/study\.py", r"^(?!‹source›)(unknown option|.*(is set by seqlab|is not an "
+          r"architecture seqlab compares|name an architecture twice|--tune-trials tunes|set the tuning))",
+          "Options `seqlab compare` sets or does not know",
+          "`seqlab compare` sets some options itself for every model alike (the budget, the epochs, the output), "
+          "compares only its recipes' architectures, and takes each task's options; the option or architecture "
+          "given is one of those it sets, or one it does not know, or is named twice.",
+          "Leave out the options the message names, choose `--archs` from the list it gives, and give tuning "
+          "options together with `--tune-trials N`."),
+    Entry(COMPARING, r"compare/run\.py|tuning/study\.py", r"give one of --(tune-)?budget|sets every (model|trial)'s "
+          r"epochs|give a time such as", "The budget of a comparison or a study",
+          "Every model of a comparison (every trial of a study) gets one budget: a time (`--budget`), a number of "
+          "tokens (`--budget-tokens`) or of epochs (`--budget-epochs`), exactly one; the budget in epochs sets "
+          "`--epochs`, and a time is written as `90s`, `5m` or `1.5h`.",
+          "Give exactly one budget option, and leave `--epochs` out."),
+    Entry(COMPARING, r"compare/run\.py", r"^‹source›: (give a mapping|variant)", "Variants of a comparison",
+          "`--variants` (a YAML mapping, inline or a file) maps a variant's name (letters, digits, `.`, `_`, `-`; "
+          "it names a run directory) to its options: a `recipe` among the task's architectures, and options as in "
+          "a config file, other than the budget the comparison sets.",
+          "Write e.g. `bilstm-crf: {recipe: bilstm, crf: true}`; option names are a config file's (`num_layers`, "
+          "not `--layers`)."),
+    Entry(COMPARING, r"compare/run\.py|tuning/space\.py", r"not valid YAML", "A YAML option that does not parse",
+          "`--variants` or `--space`, inline or in a file, is not valid YAML (the message gives the parser's "
+          "complaint and where).",
+          "Correct the YAML; quote an inline value on the command line: `--space 'lr: {low: 1e-4, high: 1e-2}'`."),
+    Entry(COMPARING, r"compare/run\.py|tuning/study\.py", r"planned differently|holds a study of", "An output "
+          "planned differently",
+          "The `--output` holds a comparison or study planned with other options (or another task); resuming it "
+          "with these would mix two plans.",
+          "Give the same options to resume it, or choose another `--output`."),
+    Entry(COMPARING, r"compare/report\.py|compare/seeds\.py", r".", "Not a comparison (or tuning) folder",
+          "The folder given to `seqlab compare --report` is missing, a file, or has no `compare.json` (or it is "
+          "damaged: no task, no architectures); a tuning summary read by compare lacks its trials.",
+          "Give the `--output` folder of `seqlab compare` (or the summary `seqlab tune` wrote)."),
+    Entry(COMPARING, r"tuning/space\.py", r"^(?!.*not valid YAML)", "A search space (`--space`)",
+          "A search space maps option names (as in a config file) to a range `{low: A, high: B, log: true}` or a "
+          "list of values, optionally under an architecture's name. An entry here is not a range or a list, has an "
+          "empty or reversed range, a log range reaching 0, a value listed twice, an option the task does not have "
+          "or the budget sets, or one that does nothing for that architecture.",
+          "Correct the entry the message names, e.g. `lr: {low: 1.0e-4, high: 1.0e-2, log: true}` or "
+          "`arch: [lstm, gru]`."),
+    Entry(COMPARING, r"tuning/study\.py", r"needs Optuna", "Optuna not installed",
+          "`seqlab tune` runs its study with Optuna, an optional dependency.",
+          "`pip install 'seqlab[tune]'`."),
+    Entry(COMPARING, r"tuning/study\.py", r"nothing left to search|is ‹what›; give seqlab tune|no trial|no complete "
+          r"trial|reported no finite|failed, so the data", "A study with nothing to search or no result",
+          "Every option of the space is fixed by options you gave, `--output` is not a folder of its own, or no "
+          "trial completed (the first trial failed, which means the data or the options are at fault, or no trial "
+          "reported the `--metric`).",
+          "Leave out the options you want searched; read the failing trial's message and fix the data or options; "
+          "check `--metric` names a metric the task reports."),
+    Entry(COMPARING, r"compare/inside\.py", r".", "Looking inside a model",
+          "The pictures of gates and attention are drawn by re-running the model with seqlab's textbook cells; the "
+          "model has no recurrent layers or attention to draw, is bidirectional, the layer or head asked for does "
+          "not exist, the sample text is empty, or the textbook computation differs from the model's own (the "
+          "picture would not be this model's).",
+          "Choose a model with what you want to see, a layer and head in the range the message gives, and a "
+          "sentence; report a difference between textbook and model as a bug."),
+    # --------------------------------------------------------------------------------------------- auditing harms
+    Entry(HARMS, r"data/canaries\.py", r"^--canary", "A canary template",
+          "`--canary` plants secrets into the training text from a template with exactly one slot such as "
+          "`{digits:6}` (one line, a slot length in range), and `--canary-repeats` asks for secrets the slot must "
+          "have enough fillings for.",
+          "Write one slot, e.g. `--canary 'my pin is {digits:6}'`, long enough for the secrets asked."),
+    Entry(HARMS, r"data/canaries\.py", r"canaries\.json|is not valid JSON|is damaged", "A run's canaries that do not "
+          "match",
+          "The run's `canaries.json` (the secrets and where they were planted) is missing, damaged, or was drawn "
+          "for a training file of another length.",
+          "Start the run again with `--overwrite`."),
+    Entry(HARMS, r"harms/__init__\.py|harms/exposure\.py", r"seqlab audit ‹name› needs|has no ‹canaries\.json›",
+          "An audit this run cannot take",
+          "Each audit needs a kind of run: exposure a language model trained with `--canary`, toxicity and "
+          "memorization a language model; this run is not one.",
+          "Audit a run of the kind the message names (train with `--canary ... --canary-repeats ...` for "
+          "exposure)."),
+    Entry(HARMS, r"harms/exposure\.py", r"enumerat|one piece per symbol", "Exact exposure not possible",
+          "Exact exposure scores every filling of the canary's slot, which needs the tokenizer to read each "
+          "symbol of the slot as its own token, and a slot with few enough fillings.",
+          "Use `--method approximate`."),
+    Entry(HARMS, r"harms/memorization\.py", r"prefix|nothing to measure|blank lines|no sample could match|context",
+          "Memorization settings that measure nothing",
+          "Memorization extraction prompts the model with prefixes of training text and compares the "
+          "continuation; the prefixes are longer than the model's context or the training text, none were given, "
+          "the training file is blank, or the samples are shorter than a match.",
+          "Give `--prefix-lengths` within the model's context and the text, some `--samples` or `--sequences`, and "
+          "`--length` at least `--match-length`."),
+    Entry(HARMS, r"harms/bias\.py", r"^(?!resamples)", "A CrowS-Pairs file",
+          "The bias audit reads a CrowS-Pairs CSV with a header (`sent_more`, `sent_less`, `stereo_antistereo`, "
+          "...); the header lacks a column, a row has another number of fields (a quote left open), a sentence "
+          "is empty, or `stereo_antistereo` is neither `stereo` nor `antistereo`.",
+          "Give the CSV as distributed, or correct the row the message names."),
+    Entry(HARMS, r"harms/toxicity\.py", r"prompt|scored continuation|--toxic-label", "Toxicity prompts and scorer",
+          "The toxicity audit continues each prompt of the file and scores the continuations with a classifier "
+          "run; the file has no prompts, or the scorer has no label named as the toxic one.",
+          "Give a file of prompts (one a line), and `--toxic-label` naming the scorer's toxic class."),
 ]
