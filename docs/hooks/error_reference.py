@@ -124,10 +124,10 @@ class Module:
     imports: dict                 # name -> (module, name) of `from seqlab.x import name`
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def module(path: Path) -> Module:
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    parents: dict = {}
     functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     imports = {}
     for n in ast.walk(tree):
@@ -147,6 +147,8 @@ def module_path(name: str) -> Path | None:
 
 
 def enclosing_function(mod: Module, node: ast.AST):
+    if not mod.parents:
+        mod.parents.update({child: n for n in ast.walk(mod.tree) for child in ast.iter_child_nodes(n)})
     while node in mod.parents:
         node = mod.parents[node]
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -191,6 +193,8 @@ class Reader:
                 elif self.wording(value.value):            # {"s" if n > 1 else ""}: a message for each
                     choices = [t for branch in (value.value.body, value.value.orelse)
                                for t in self.texts(mod, branch, option, depth + 1)]
+                elif self.fixed(mod, value) is not None:       # {MANIFEST}: a module's constant file name
+                    choices = [(self.fixed(mod, value),)]
                 else:
                     choices = [(self.field(mod, value.value),)]
                 texts = [t + c for t in texts for c in choices]
@@ -212,6 +216,24 @@ class Reader:
                 if function is not None:
                     return [t for value in returns(function) for t in self.texts(where, value, option, depth + 1)]
         return []
+
+    def fixed(self, mod: Module, value: ast.FormattedValue) -> str | None:
+        """The text of a field that is a module-level string constant (`{MANIFEST}` -> manifest.json), or None."""
+        node = value.value
+        if not isinstance(node, ast.Name) or value.format_spec is not None:
+            return None
+        where, name = mod, node.id
+        if not any(isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+                   for n in mod.tree.body) and name in mod.imports:
+            other = module_path(mod.imports[name][0])
+            if other is None:
+                return None
+            where, name = module(other), mod.imports[name][1]
+        found = [n.value for n in where.tree.body if isinstance(n, ast.Assign)
+                 and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)]
+        if len(found) != 1 or not (isinstance(found[0], ast.Constant) and isinstance(found[0].value, str)):
+            return None
+        return repr(found[0].value) if value.conversion == ord("r") else found[0].value
 
     def wording(self, node: ast.expr) -> bool:
         """Whether a field is a choice between two wordings (constants or f-strings), not a value."""
@@ -266,7 +288,17 @@ class Reader:
 
 def messages(names: dict[str, str] | None = None) -> list[Message]:
     """Every message the source builds, in file and line order; `names` maps a field's expression to its words."""
-    reader = Reader(names or {})
+    key = tuple(sorted((names or {}).items()))
+    if key not in _FOUND:
+        _FOUND[key] = _messages(names or {})
+    return list(_FOUND[key])
+
+
+_FOUND: dict[tuple, list[Message]] = {}
+
+
+def _messages(names: dict[str, str]) -> list[Message]:
+    reader = Reader(names)
     found = []
     for path in sorted(SRC.rglob("*.py")):
         mod = module(path)
@@ -282,7 +314,7 @@ def messages(names: dict[str, str] | None = None) -> list[Message]:
                 continue
             option = func != "SeqlabError"
             if func == "OptionError" and len(node.args) > 1 and isinstance(node.args[1], ast.Dict):
-                option = {k.value: v.value for k, v in zip(node.args[1].keys, node.args[1].values)
+                option = {k.value: v.value for k, v in zip(node.args[1].keys, node.args[1].values, strict=True)
                           if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)} or True
             texts = reader.texts(mod, argument, option)
             for parts in dict.fromkeys(texts):
@@ -311,11 +343,13 @@ def unresolved() -> list[tuple[str, int, str]]:
     for path in sorted(SRC.rglob("*.py")):
         mod = module(path)
         for node in ast.walk(mod.tree):
+            if not (isinstance(node, ast.Call) and func_name(node) in MAKERS and node.args
+                    and isinstance(node.func, ast.Name)):
+                continue
             function = enclosing_function(mod, node)
             if function is not None and function.name in TEMPLATE_MAKERS:
                 continue                                   # option_error's own OptionError(template, ...)
-            if isinstance(node, ast.Call) and func_name(node) in MAKERS and node.args and isinstance(
-                    node.func, ast.Name) and not reader.texts(mod, node.args[0], False):
+            if not reader.texts(mod, node.args[0], False):
                 missing.append((str(path.relative_to(SRC)), node.lineno, ast.unparse(node)))
     return missing
 
@@ -345,3 +379,46 @@ def coverage() -> tuple[dict, list[Message], dict]:
     missing = [m for m in found if m not in by_message]
     twice = {m: e for m, e in by_message.items() if len(e) > 1}
     return covered, missing, twice
+
+
+# ------------------------------------------------------------------------------------------------------ the page
+def code(text: str) -> str:
+    """`text` as an inline code span, whatever backticks it holds."""
+    fence = "``" if "`" in text else "`"
+    return f"{fence} {text} {fence}" if fence == "``" or text.startswith(" ") else f"`{text}`"
+
+
+def anchor(title: str) -> str:
+    """The id MkDocs' toc extension gives a heading (its default slugify)."""
+    text = re.sub(r"[^\w\s-]", "", re.sub(r"<[^>]+>", "", title)).strip().lower()
+    return re.sub(r"[-\s]+", "-", text)
+
+
+def page() -> str:
+    import errors_explained
+
+    covered = explained()
+    texts = {m.text for covers in covered.values() for m in covers}
+    by_group: dict[str, list] = {group: [] for group in errors_explained.GROUPS}
+    for entry, covers in covered.items():
+        by_group[entry.group].append((entry, covers))
+    lines = ["# Error messages", "",
+             f"Every message seqlab refuses input with, read from the source: {len(texts)} of them, in "
+             f"{len(covered)} entries, grouped by what you were doing. Each says what happened and why seqlab "
+             "refuses (**cause**), and what to do next (**fix**). The command line prints the message as one line "
+             "on stderr and exits with status 2, never a traceback; from Python it is a `seqlab.SeqlabError` with "
+             "the same text. In the messages below, ‹words› stand for what the message names from your input: a "
+             "file, a line, an option, a value.", "",
+             "To find a message you got, paste it (or its distinctive words) into the search box: it leads to its "
+             "entry. How errors look, with real ones run, is in the [errors guide](../guides/errors.md).", ""]
+    lines += [f"- [{group}](#{anchor(group)}): {sum(len({m.text for m in c}) for _, c in entries)} messages"
+              for group, entries in by_group.items()] + [""]
+    for group, entries in by_group.items():
+        lines += [f"## {group}", "", errors_explained.GROUPS[group], ""]
+        for entry, covers in entries:
+            lines += [f"### {entry.title}", ""]
+            lines += [f"- {code(text)}" for text in dict.fromkeys(m.text for m in covers)] + [""]
+            lines += [f"**Cause.** {entry.cause}", "", f"**Fix.** {entry.fix}", ""]
+            modules = ", ".join(f"`{name}`" for name in dict.fromkeys(m.module for m in covers))
+            lines += [f"<small>Raised in {modules}.</small>", ""]
+    return "\n".join(lines)

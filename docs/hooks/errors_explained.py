@@ -117,10 +117,7 @@ NAMES = {
     "missing_manifest(export_dir)": "what is there instead",
     "kind(export_dir)": "what it is",
     "kind(path)": "what it is",
-    "MANIFEST": "manifest.json",
-    "FILE": "canaries.json",
     "PLURALS[side]": "sources or targets",
-    "EVERY_ENV": "SEQLAB_PROGRESS_EVERY",
     "vocabulary - blocked": "number of tokens",
     "size - 1": "number of other processes",
     "self.position.step + 1": "step",
@@ -218,7 +215,8 @@ ENTRIES += [
 
 ENTRIES += [
     # ---------------------------------------------------------------------------------------- reading a data file
-    Entry(READING, r"fileio.py|data/stream.py|data/prepare_text.py|info.py|data/prepared(_check)?\.py", r"^cannot read ",
+    Entry(READING, r"fileio.py|data/stream.py|data/prepare_text.py|info.py|data/prepared(_check)?\.py",
+          r"^cannot read ",
           "A file that cannot be opened",
           "The operating system refused to open or read the file: it does not exist, it is not readable by you, "
           "or the disk failed. The message gives the system's reason and what to do about it.",
@@ -281,15 +279,17 @@ ENTRIES += [
           "CoNLL files are chosen by index), or the `--format` is not one seqlab reads.",
           "Give a column the message lists (`upos`, `xpos`, ... or an index; `-1` is the last column) and a "
           "format it names."),
-    Entry(READING, "data/conll.py", r"^(line ‹number›|‹place›): (10 tab|expected 10|the ID column|token ID|the ‹conllu columns› column)",
+    Entry(READING, "data/conll.py", r"^(line ‹number›|‹place›): "
+          r"(10 tab|expected 10|the ID column|token ID|the ‹conllu columns› column)",
           "A CoNLL-U line that does not parse",
           "A CoNLL-U token line has ten tab-separated columns, an ID counting 1, 2, 3 within a sentence (or a range "
           "`1-2`, or an empty node `1.1`), and no empty column (an unknown value is `_`). This line breaks one of "
           "those rules; a sentence cut short by a lost blank line shows as IDs that do not count on.",
           "Correct the line the message names (tabs, not spaces, between columns; a blank line between "
           "sentences)."),
-    Entry(READING, "data/conll.py", r"^‹place›: (‹name› ‹index› does not exist|one column only|‹number of fields› columns, but|the token "
-          r"is empty)|holds no sentences",
+    Entry(READING, "data/conll.py",
+          r"^‹place›: (‹name› ‹index› does not exist|one column only|‹number of fields› columns, but|"
+          r"the token is empty)|holds no sentences",
           "A CoNLL line with the wrong columns",
           "In a CoNLL file (a token and its labels a line, whitespace-separated, a blank line between sentences) "
           "every token line has as many columns as the first; this line has a different number, only one column, "
@@ -576,8 +576,8 @@ ENTRIES += [
           "trained with more positions reads longer inputs."),
     # ---------------------------------------------------------------------------------------- library calls
     Entry(PYTHON, r"models/(classifier|tagger|lm|rnn_seq2seq|base)\.py|nn/(adaptive_softmax|cross_attention)\.py",
-          r"(?<!softmax )needs (at least|its|a vocabulary|each)|need a character|uses (character|LM) features|--copy model|"
-          r"^output=|coverage attention takes", "A model built or called without what it needs",
+          r"(?<!softmax )needs (at least|its|a vocabulary|each)|need a character|uses (character|LM) features|"
+          r"--copy model|^output=|coverage attention takes", "A model built or called without what it needs",
           "A model class was built without its sizes (vocabulary, labels, features, a character vocabulary), or "
           "its `forward` was called without an input it reads (characters, LM features, a document's features, "
           "the copy ids of a `--copy` model, the coverage vector), or with an `output=` it does not give. The "
@@ -692,7 +692,9 @@ ENTRIES += [
           "The prepared data given has another vocabulary (or tag set) than the run: the run's ids would mean "
           "other tokens.",
           "Resume (or fine-tune) with the `--data` folder the run was trained on."),
-    Entry(RUNS, r"families/runs\.py", r"has no model\.safetensors yet \(training has not reached its first evaluation\)$", "A run without weights yet",
+    Entry(RUNS, r"families/runs\.py",
+          r"has no model\.safetensors yet \(training has not reached its first evaluation\)$",
+          "A run without weights yet",
           "The run has not reached its first evaluation, when `model.safetensors` is first written.",
           "Wait for the first evaluation (or `--resume` the run), then load it."),
     Entry(PROCESSES, r"families/runs\.py", r"is in use by", "A run directory in use",
@@ -790,7 +792,8 @@ ENTRIES += [
           "Remove empty lines; pass `--long-source truncate` to keep a long source's beginning; ask for attention "
           "only of an RNN trained with `--attention`, or of a transformer."),
     # ---------------------------------------------------------------------------------- tagging and classifying
-    Entry(LABELLING, r"families/classifier/(trained|exported)\.py|data/text_features\.py", r"^(?!lexicon|--tokenizer)", "Documents to "
+    Entry(LABELLING, r"families/classifier/(trained|exported)\.py|data/text_features\.py", r"^(?!lexicon|--tokenizer)",
+          "Documents to "
           "classify",
           "A text to classify is empty, a column option was given for plain-text input, or a feature classifier "
           "got documents without its feature columns.",
@@ -883,7 +886,8 @@ ENTRIES += [
           "given is of another kind.",
           "Give the kind the message names; function answers are checked in Python: `seqlab.exercises.check("
           "TUTORIAL, N, your_function)`."),
-    Entry(EXERCISES, r"exercises/__init__\.py|cli/exercises\.py", r"^(?!the answer).*(tutorial|hints 1 to|need a TUTORIAL)",
+    Entry(EXERCISES, r"exercises/__init__\.py|cli/exercises\.py",
+          r"^(?!the answer).*(tutorial|hints 1 to|need a TUTORIAL)",
           "An exercise that does not exist",
           "The tutorial has no exercises, or not that number, or the exercise has fewer hints.",
           "List them with `seqlab exercises` and `seqlab exercises TUTORIAL`."),
@@ -896,7 +900,8 @@ ENTRIES += [
           "`seqlab compare` needs a task (or `--report DIR` alone, to rebuild a report); `seqlab tune` needs a "
           "task and, for it, the `--arch` whose recipe it tunes.",
           "Run `seqlab compare TASK ...`, `seqlab compare --report DIR`, or `seqlab tune TASK --arch ARCH ...`."),
-    Entry(COMPARING, r"compare/(recipes|run)\.py|tuning/study\.py", r"^(?!‹source›)(unknown option|.*(is set by seqlab|is not an "
+    Entry(COMPARING, r"compare/(recipes|run)\.py|tuning/study\.py",
+          r"^(?!‹source›)(unknown option|.*(is set by seqlab|is not an "
           r"architecture seqlab compares|name an architecture twice|--tune-trials tunes|set the tuning))",
           "Options `seqlab compare` sets or does not know",
           "`seqlab compare` sets some options itself for every model alike (the budget, the epochs, the output), "
@@ -964,7 +969,8 @@ ENTRIES += [
           "The run's `canaries.json` (the secrets and where they were planted) is missing, damaged, or was drawn "
           "for a training file of another length.",
           "Start the run again with `--overwrite`."),
-    Entry(HARMS, r"harms/__init__\.py|harms/exposure\.py", r"seqlab audit ‹name› needs|has no ‹canaries\.json›",
+    Entry(HARMS, r"harms/__init__\.py|harms/exposure\.py",
+          r"seqlab audit ‹name› needs|has no canaries\.json: it was not",
           "An audit this run cannot take",
           "Each audit needs a kind of run: exposure a language model trained with `--canary`, toxicity and "
           "memorization a language model; this run is not one.",
