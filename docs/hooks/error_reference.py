@@ -50,6 +50,7 @@ class Message:
 
 
 # ------------------------------------------------------------------------------------------ the words of a field
+ATTRIBUTES = {"msg": "reason", "lineno": "line", "strerror": "reason"}     # an exception's fields
 GENERIC = {"name", "stem", "suffix", "value", "parent", "id", "type", "shape", "dtype", "kind", "path", "text"}
 
 
@@ -72,7 +73,8 @@ def _words(node: ast.expr, names: dict[str, str]) -> str:
             return words(node.value, names)
         if node.attr in GENERIC and isinstance(node.value, (ast.Name, ast.Attribute)):
             return f"{words(node.value, names)} {node.attr}"
-        return node.attr.strip("_").replace("_", " ")
+        name = ATTRIBUTES.get(node.attr, node.attr.strip("_").replace("_", " "))
+        return name.lower() if len(name) > 1 and name.isupper() else name
     if isinstance(node, ast.Subscript):
         key = node.slice
         if isinstance(key, ast.Constant) and isinstance(key.value, str):

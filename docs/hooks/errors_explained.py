@@ -124,6 +124,13 @@ NAMES = {
     "empty[0] + 1": "number",
     "start + T": "length",
     "manifest.get('family')": "family it was prepared for",
+    "len(stream)": "number of units",
+    "len(row)": "number of fields",
+    "len(header)": "number of columns",
+    "len(found)": "number of exercises",
+    "len(line.text)": "number of characters",
+    "data/canaries.py:r": "repeats",
+    "data/documents.py:c": "column",
 }
 
 ENTRIES: list[Entry] = []
