@@ -181,7 +181,7 @@ def config_page() -> str:
 def error_messages() -> dict[str, list[tuple[str, int, str]]]:
     """module -> [(file, line, message)] of every message seqlab builds (error_reference.messages: raised, returned
     by a helper, an option_error template, held in a variable), each field as a ‹human placeholder›."""
-    import error_reference
+    error_reference = _error_reference()
     import errors_explained
 
     found: dict[str, list[tuple[str, int, str]]] = {}
@@ -192,9 +192,17 @@ def error_messages() -> dict[str, list[tuple[str, int, str]]]:
 
 def errors_page() -> str:
     """Every message grouped by what the user was doing, with its cause and fix (docs/hooks/errors_explained.py)."""
+    return _error_reference().page()
+
+
+def _error_reference():
+    """docs/hooks/error_reference.py, beside this hook (MkDocs restores sys.path once its hooks are loaded)."""
+    hooks = str(Path(__file__).resolve().parent)
+    if hooks not in sys.path:
+        sys.path.insert(0, hooks)
     import error_reference
 
-    return error_reference.page()
+    return error_reference
 
 
 # ------------------------------------------------------------------------------------------------- the layout
