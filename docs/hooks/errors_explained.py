@@ -70,7 +70,8 @@ GROUPS = {
     EXPORTING: "`seqlab export RUN --format onnx|hf` writes a self-contained export; seqlab's ONNX runtime and "
                "`seqlab serve --runtime onnx` read it back and verify it.",
     COMPARING: "`seqlab compare` trains several architectures under one budget and reports them side by side; "
-               "`seqlab tune` searches a run's options with Optuna; `seqlab inside` draws what a model computes.",
+               "`seqlab tune` searches a run's options with Optuna; the report also draws what the gates and attention "
+               "of the models do (`seqlab.compare.inside`).",
     HARMS: "`seqlab audit` measures a trained language model's harms (SLP's harms section): memorised training "
            "text, exposure of planted canaries, bias on CrowS-Pairs, toxicity of continuations.",
     PROCESSES: "Training on several GPUs or machines with `torchrun` (PyTorch DDP), and one run directory written "
