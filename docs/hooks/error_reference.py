@@ -50,7 +50,8 @@ class Message:
 
 
 # ------------------------------------------------------------------------------------------ the words of a field
-ATTRIBUTES = {"msg": "reason", "lineno": "line", "strerror": "reason"}     # an exception's fields
+ATTRIBUTES = {"msg": "reason", "lineno": "line", "strerror": "reason",       # an exception's fields
+              "what": "which file"}                                          # a reader's file role
 GENERIC = {"name", "stem", "suffix", "value", "parent", "id", "type", "shape", "dtype", "kind", "path", "text"}
 
 

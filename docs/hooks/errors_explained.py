@@ -125,6 +125,15 @@ NAMES = {
     "empty[0] + 1": "number",
     "start + T": "length",
     "manifest.get('family')": "family it was prepared for",
+    "what": "which file",
+    "config.py:what": "source",
+    "owned.py:what": "input",
+    "tuning/study.py:what": "what it is",
+    "families/seq2seq/trained.py:what": "input",
+    "families/seq2seq/pipeline.py:what": "the run resumed or started from",
+    "families/runs.py:what": "the family",
+    "data/prepared.py:what": "vocabulary",
+    "families/classifier/prepare.py:what": "split",
     "len(stream)": "number of units",
     "len(row)": "number of fields",
     "len(header)": "number of columns",
@@ -229,7 +238,7 @@ ENTRIES += [
           "The operating system refused to open or read the file: it does not exist, it is not readable by you, "
           "or the disk failed. The message gives the system's reason and what to do about it.",
           "Check the path and its permissions (`ls -l PATH`); the advice after the `;` says what fits the reason."),
-    Entry(READING, "fileio.py", r"^‹what› ‹path› (does not exist|is a directory, expected)",
+    Entry(READING, "fileio.py", r"^‹which file› ‹path› (does not exist|is a directory, expected)",
           "A file that is not there",
           "The path given for a file does not exist, or names a directory.",
           "Give the path of the file itself; relative paths are read from the folder you run seqlab in."),
@@ -238,7 +247,7 @@ ENTRIES += [
           "Files whose names end in `.gz` are read through gzip; this one is not a gzip file, or is truncated.",
           "Decompress it again from its source (`gzip -t FILE` tests it), or rename it if it is plain text."),
     Entry(READING, "fileio.py|data/stream.py|data/prepare_text.py|families/classifier/prepare.py",
-          r"^(‹what› ‹source path›|‹what› ‹path›|‹place›) is empty$|^‹where› holds no documents",
+          r"^(‹which file› ‹source path›|‹which file› ‹path›|‹place›) is empty$|^‹where› holds no documents",
           "An empty file",
           "The file holds nothing to learn from or to score (no line, or only blank lines).",
           "Give the file that holds the data; check that it was written completely."),
@@ -255,7 +264,7 @@ ENTRIES += [
           "given.",
           "If you edited the file, correct it at that line; if seqlab wrote it, it was damaged: write it again "
           "(retrain, re-export)."),
-    Entry(READING, "fileio.py", r"^‹what› ‹path› is a (file, not a folder|folder: give)",
+    Entry(READING, "fileio.py", r"^‹which file› ‹path› is a (file, not a folder|folder: give)",
           "A file where a folder goes, or a folder where a file goes",
           "The path names a file where seqlab writes a folder, or a folder where it writes a file.",
           "Choose another path of the right kind."),
@@ -952,8 +961,9 @@ ENTRIES += [
     Entry(COMPARING, r"tuning/study\.py", r"needs Optuna", "Optuna not installed",
           "`seqlab tune` runs its study with Optuna, an optional dependency.",
           "`pip install 'seqlab[tune]'`."),
-    Entry(COMPARING, r"tuning/study\.py", r"nothing left to search|is ‹what›; give seqlab tune|no trial|no complete "
-          r"trial|reported no finite|failed, so the data", "A study with nothing to search or no result",
+    Entry(COMPARING, r"tuning/study\.py",
+          r"nothing left to search|is ‹what it is›; give seqlab tune|no trial|no complete trial|reported no finite|"
+          r"failed, so the data", "A study with nothing to search or no result",
           "Every option of the space is fixed by options you gave, `--output` is not a folder of its own, or no "
           "trial completed (the first trial failed, which means the data or the options are at fault, or no trial "
           "reported the `--metric`).",
