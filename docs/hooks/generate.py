@@ -544,6 +544,22 @@ GENERATED = {"reference/config.md": config_page, "reference/errors.md": errors_p
              "reference/layout.md": layout_page, "benchmarks/results/index.md": results_index}
 
 
+def on_config(config):
+    """Each benchmark's results page into the navigation, under Benchmarks > Every result (they are generated, one
+    per results file: listing them by hand would drift when a benchmark is added)."""
+    def walk(items):
+        for k, item in enumerate(items or []):
+            if isinstance(item, dict):
+                (title, value), = item.items()
+                if value == "benchmarks/results/index.md":
+                    items[k] = {title: [value] + [{_title_and_notes(p.stem)[0]: f"benchmarks/results/{p.stem}.md"}
+                                                  for p in sorted(RESULTS.glob("*.json"))]}
+                elif isinstance(value, list):
+                    walk(value)
+    walk(config["nav"])
+    return config
+
+
 def on_files(files, config):
     from mkdocs.structure.files import File
 
