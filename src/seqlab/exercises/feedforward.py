@@ -158,11 +158,12 @@ softmax of eq. 6.11). Use torch operations only (`@`, `torch.relu`, `torch.softm
 define it with `def forward(x, W, b, U): ...` and put `answer = forward`.""",
         hints=("Three lines: $h = \\mathrm{ReLU}(W x + b)$, $z = U h$, $\\hat{y} = \\mathrm{softmax}(z)$.",
                "`torch.softmax(z, dim=0)` for a vector $z$; or `torch.exp(z) / torch.exp(z).sum()`."),
-        solution="""
-    def forward(x, W, b, U):
-        h = torch.relu(W @ x + b)          # eq. 6.19: the hidden layer, (H,)
-        z = U @ h                          # eq. 6.20: the scores, (C,)
-        return torch.softmax(z, dim=0)     # eq. 6.11: a probability per class
+        solution="""```python
+def forward(x, W, b, U):
+    h = torch.relu(W @ x + b)          # eq. 6.19: the hidden layer, (H,)
+    z = U @ h                          # eq. 6.20: the scores, (C,)
+    return torch.softmax(z, dim=0)     # eq. 6.11: a probability per class
+```
 
 With the book's XOR weights and a two-class $U$, it gives for each input the probabilities that the page's
 `feedforward` head (followed by a softmax) gives. The check compares yours with this one on three random
