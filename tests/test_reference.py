@@ -319,3 +319,10 @@ def test_reference_generated_pages_are_in_the_navigation():
     listed = set(re.findall(r"[\w./-]+\.md", str(config["nav"])))
     wanted = {*cli_pages(), *generate.GENERATED}
     assert not wanted - listed, f"generated pages missing from mkdocs.yml's nav: {sorted(wanted - listed)}"
+
+
+def test_reference_every_results_page_is_put_in_the_navigation_by_the_hook():
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    listed = set(re.findall(r"[\w./-]+\.md", str(generate.on_config(config)["nav"])))
+    wanted = {f"benchmarks/results/{p.stem}.md" for p in generate.RESULTS.glob("*.json")}
+    assert wanted and not wanted - listed, sorted(wanted - listed)

@@ -350,52 +350,31 @@ def config_page() -> str:
 
 
 # ------------------------------------------------------------------------------------------------- the errors
-def _message(node: ast.expr) -> str | None:
-    """The text of a message argument: a string, an f-string with its fields as `{...}`, or a sum of them."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    if isinstance(node, ast.JoinedStr):
-        return "".join(v.value if isinstance(v, ast.Constant) else "{" + ast.unparse(v.value) + "}"
-                       for v in node.values)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _message(node.left), _message(node.right)
-        if left is not None or right is not None:
-            return (left or "{...}") + (right or "{...}")
-    return None
-
-
 def error_messages() -> dict[str, list[tuple[str, int, str]]]:
-    """module -> [(file, line, message)] of every `raise SeqlabError(...)` (or `OptionError`, its subclass)."""
-    found: dict[str, list[tuple[int, str]]] = {}
-    for path in sorted(SRC.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        module = ".".join(("seqlab",) + path.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__")
-        for node in ast.walk(tree):
-            if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args):
-                continue
-            func = node.exc.func
-            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-            if name not in ("SeqlabError", "OptionError"):             # OptionError: its one subclass
-                continue
-            text = _message(node.exc.args[0])
-            if text:
-                found.setdefault(module, []).append((str(path.relative_to(ROOT)), node.lineno, text))
+    """module -> [(file, line, message)] of every message seqlab builds (error_reference.messages: raised, returned
+    by a helper, an option_error template, held in a variable), each field as a ‹human placeholder›."""
+    error_reference = _error_reference()
+    import errors_explained
+
+    found: dict[str, list[tuple[str, int, str]]] = {}
+    for m in error_reference.messages(errors_explained.NAMES):
+        found.setdefault(m.module, []).append((f"src/seqlab/{m.file}", m.line, m.text))
     return found
 
 
 def errors_page() -> str:
-    found = error_messages()
-    total = sum(len(v) for v in found.values())
-    lines = ["# Error messages", "",
-             f"Every message seqlab refuses input with: {total} of them, read from the source (each `raise "
-             "SeqlabError(...)`), with `{...}` where the message names what you gave (a file, a line, an option, a "
-             "value). The command line prints the message as one line on stderr and exits with status 2: never a "
-             "traceback. In Python they are `seqlab.SeqlabError`, whose text is the same line.", ""]
-    for module, messages in found.items():
-        lines += [f"## `{module}`", ""]
-        lines += table(["where", "message"], [[f"{file}:{line}", f"`{text}`" if "`" not in text else text]
-                                              for file, line, text in sorted(messages)]) + [""]
-    return "\n".join(lines)
+    """Every message grouped by what the user was doing, with its cause and fix (docs/hooks/errors_explained.py)."""
+    return _error_reference().page()
+
+
+def _error_reference():
+    """docs/hooks/error_reference.py, beside this hook (MkDocs restores sys.path once its hooks are loaded)."""
+    hooks = str(Path(__file__).resolve().parent)
+    if hooks not in sys.path:
+        sys.path.insert(0, hooks)
+    import error_reference
+
+    return error_reference
 
 
 # ------------------------------------------------------------------------------------------------- the layout
@@ -563,6 +542,22 @@ def write_readme_table(readme: Path = ROOT / "README.md") -> None:
 # ---------------------------------------------------------------------------------------------- the MkDocs hook
 GENERATED = {"reference/config.md": config_page, "reference/errors.md": errors_page,
              "reference/layout.md": layout_page, "benchmarks/results/index.md": results_index}
+
+
+def on_config(config):
+    """Each benchmark's results page into the navigation, under Benchmarks > Every result (they are generated, one
+    per results file: listing them by hand would drift when a benchmark is added)."""
+    def walk(items):
+        for k, item in enumerate(items or []):
+            if isinstance(item, dict):
+                (title, value), = item.items()
+                if value == "benchmarks/results/index.md":
+                    items[k] = {title: [value] + [{_title_and_notes(p.stem)[0]: f"benchmarks/results/{p.stem}.md"}
+                                                  for p in sorted(RESULTS.glob("*.json"))]}
+                elif isinstance(value, list):
+                    walk(value)
+    walk(config["nav"])
+    return config
 
 
 def on_files(files, config):

@@ -662,6 +662,9 @@ def notebook(path: Path, record: dict | None = None, site_url: str = ""):
             return f"![{alt}](attachment:{file.name})"
         body = re.sub(r"!\[([^\]]*)\]\(([^)\s]+)\)(\{[^}]*\})?", embed, body)
         body = LINK.sub(lambda m: f"[{m['text']}]({site_link(m['target'], site_url, page)})", body)
+        import escape
+
+        body, _ = escape.escape_tokens(body)           # <unk>, </s> in prose: text, not HTML Jupyter drops
         cell.source = body
         if used:
             cell.attachments = used
