@@ -151,6 +151,7 @@ def test_an_output_drifts_only_beyond_the_stated_tolerance_with_times_and_paths_
     assert "1.2345" in notebooks.drift(shown, shown.replace("1.2345", "1.5"))
     assert "perplexity" in notebooks.drift(shown, shown.replace("perplexity", "accuracy"))
     assert notebooks.drift("a\nb", "a\nb\nc").startswith("the page shows 2 lines")
+    assert notebooks.drift("peak 197.4 GFLOP/s", "peak 1,210.0 GFLOP/s") is None      # the machine's, not the page's
 
 
 def test_every_seqlab_command_shown_parses():
