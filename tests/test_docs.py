@@ -283,3 +283,11 @@ def test_the_site_builds_strict(tmp_path):
     site = tmp_path / "site"
     assert (site / "index.html").exists() and (site / "reference" / "cli" / "train.html").exists()
     assert (site / "tutorials" / "rnn-lm.ipynb").exists()
+
+
+def test_an_expanded_page_keeps_for_each_line_the_line_of_the_page_it_comes_from():
+    for path in PAGES:
+        text = path.read_text(encoding="utf-8")
+        expanded, origin = notebooks.expand(text, rel(path))
+        assert len(expanded.split("\n")) == len(origin), rel(path)
+        assert origin == sorted(origin) and origin[-1] == len(text.split("\n"))

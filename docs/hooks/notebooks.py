@@ -148,7 +148,7 @@ def exercises_section(tutorial: str, indent: str = "", where: str = "page") -> l
         for k, text in enumerate(exercise.hints, 1):
             out += [f'<details class="tip" markdown="1"><summary>Hint {k}</summary>', "", text.strip(), "",
                     "</details>", ""]
-    return [indent + ln if ln else ln for ln in out]
+    return [indent + ln if ln else ln for ln in "\n".join(out).split("\n")]
 
 
 def diagram_block(name: str, indent: str = "", where: str = "page") -> list[str]:
@@ -172,7 +172,7 @@ def expand(text: str, where: str = "page") -> tuple[str, list[int]]:
     for number, line in enumerate(text.split("\n"), 1):
         found = EXPAND.match(line)
         if found:
-            made = EXPANDERS[found["kind"]](found["arg"], found["indent"], f"{where}:{number}")
+            made = "\n".join(EXPANDERS[found["kind"]](found["arg"], found["indent"], f"{where}:{number}")).split("\n")
             out += made
             origin += [number] * len(made)
         else:
