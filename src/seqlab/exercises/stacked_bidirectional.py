@@ -117,15 +117,20 @@ def _word_alone_ceiling() -> float:
     return round(max(counts.values()) / sum(counts.values()), 4)
 
 
+def _paragraph(text: str) -> str:
+    """A prompt as one line of Markdown (one paragraph): the docs' `expand` counts a generated element as one line."""
+    return " ".join(text.split())
+
+
 EXERCISES = [
     Exercise(
         number=1, title="The size of a stacked BiLSTM", kind="derive",
-        prompt=r"""
+        prompt=_paragraph(r"""
 An LSTM layer (SLP eqs. 13.20-13.27) has four gates or candidates ($f$, $g$, $i$, $o$), each with its own input
 weights $W$, recurrent weights $U$ and bias $b$. The POS tagger of this page reads embeddings of size $E = 32$
 with $H = 32$ units per direction. How many parameters does a **two-layer** BiLSTM of that size have (both layers,
 both directions; one bias vector per gate, as in the book)?
-""",
+"""),
         hints=(
             "One direction of one layer whose inputs have size $n$: each of the 4 gates has $W$ ($H \\times n$), "
             "$U$ ($H \\times H$) and $b$ ($H$): $4(H(n + H) + H)$.",
@@ -150,12 +155,12 @@ $41{,}472 + 4 \cdot 4 \cdot 32 = 41{,}984$.
         answer=_bilstm_parameters, checker=number(rel=0, abs=0.5), wrong=33280),
     Exercise(
         number=2, title="What the second layer of a BiLSTM reads", kind="predict",
-        prompt=r"""
+        prompt=_paragraph(r"""
 The page changed the *last* token of a sentence and watched the states before it. Now change the **first** token
 of a 6-token sentence fed to a **two-layer** BiLSTM, and look at the top layer's states $h_t = [h^f_t ; h^b_t]$ at
 positions $t = 2 \dots 6$. Which half stays exactly as it was: `"forward"`, `"backward"`, `"both"` or
 `"neither"`? (Try it: the page's check cell, with `changed[:, 0]` in place of `changed[:, -1]`.)
-""",
+"""),
         hints=(
             "With one layer, the backward direction at position $t$ has read $x_t \\dots x_n$ only: for $t \\ge 2$ "
             "it never saw $x_1$.",
@@ -173,18 +178,15 @@ sentence.
         parse=str),
     Exercise(
         number=3, title="The CRF's score of a tag sequence", kind="compute",
-        prompt=r"""
+        prompt=_paragraph(r"""
 A CRF tags "Ada Lovelace wrote" with the tags O, B-PER, I-PER (indices 0, 1, 2). The encoder's emission scores
 $e_t$, the transition scores $A[y_{t-1}, y_t]$ (row: the tag before) and the start and end scores are
 
-$$
-e = \begin{pmatrix} 0.5 & 2.0 & -1.0 \\ 0.2 & 0.1 & 1.5 \\ 1.0 & -0.5 & 0.3 \end{pmatrix},\quad
-A = \begin{pmatrix} 0.5 & 0.0 & -2.0 \\ -0.5 & -1.0 & 1.0 \\ 0.2 & -0.3 & 0.4 \end{pmatrix},\quad
-\mathit{start} = (0.1, 0.3, -1.0),\quad \mathit{end} = (0.2, -0.1, 0.0).
-$$
-
+$e = \begin{pmatrix} 0.5 & 2.0 & -1.0 \\ 0.2 & 0.1 & 1.5 \\ 1.0 & -0.5 & 0.3 \end{pmatrix}$ (row $t$: $e_t$),
+$A = \begin{pmatrix} 0.5 & 0.0 & -2.0 \\ -0.5 & -1.0 & 1.0 \\ 0.2 & -0.3 & 0.4 \end{pmatrix}$,
+$\mathit{start} = (0.1, 0.3, -1.0)$ and $\mathit{end} = (0.2, -0.1, 0.0)$.
 What is the score $s(y)$ of the page's equation for $y$ = B-PER I-PER O?
-""",
+"""),
         hints=(
             "Four kinds of terms: the start score of $y_1$, one emission per token, one transition per adjacent "
             "pair, the end score of $y_3$.",
@@ -200,7 +202,7 @@ loss is $\log Z - s(y)$, `CRF.nll`).
         answer=_score, checker=number(rel=0, abs=1e-3), wrong=5.7),
     Exercise(
         number=4, title="The forward algorithm", kind="implement",
-        prompt=r"""
+        prompt=_paragraph(r"""
 Write the forward algorithm that gives $\log Z = \log \sum_{y'} e^{s(y')}$ for one sentence, without summing
 over the $K^n$ sequences one by one (the recursion is in the docstring of `seqlab.nn.crf`; the page shows
 `CRF.forward_scores`): a function `log_z(e, A, start, end)` of a tensor `e` (T, K) of emission scores, `A` (K, K),
@@ -209,7 +211,7 @@ over the $K^n$ sequences one by one (the recursion is in the docstring of `seqla
 
 The check runs it on the CRF of exercise 3 and on random ones (one of a single token, one of 12 tokens and 9
 tags) against seqlab's `CRF.log_partition`.
-""",
+"""),
         hints=(
             "$\\alpha_t[j] = \\operatorname{logsumexp}_i(\\alpha_{t-1}[i] + A[i, j]) + e_t[j]$: "
             "`torch.logsumexp(alpha[:, None] + A, dim=0) + e[t]`.",
@@ -233,11 +235,11 @@ end scores is the usual slip: it gives another number whenever `end` is not all 
         parse=None),
     Exercise(
         number=5, title="The best a tagger that reads the word alone can do", kind="compute",
-        prompt=r"""
+        prompt=_paragraph(r"""
 The tagger with `--window 0` sees each word alone, so it gives every occurrence of a word form the same tag.
 The page printed the tags of *can* in the training split (`can {...}`). On the training split's *can* tokens, what
 is the highest accuracy such a tagger can reach (a share between 0 and 1)?
-""",
+"""),
         hints=(
             "It can give *can* only one tag. Which one would you choose, to be right as often as possible?",
             "The commonest tag of *can*: its count divided by all the *can* tokens.",
