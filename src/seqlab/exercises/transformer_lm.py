@@ -151,6 +151,10 @@ b_2$, and the gain and bias of each of the two layer norms.
 In all **49,984**, and the number of heads does not change it. Counting $d \times d$ projections per head gives
 99,904. Check: `sum(p.numel() for p in TransformerBlock(64, 4, ff_size=256).parameters())`. Two thirds of a
 block is its feedforward layer.
+
+The whole model of the page is two blocks ($99{,}968$), the embeddings of its 69 characters ($69 \times 64 =
+4{,}416$), a position vector for each of its 64 positions ($4{,}096$) and an output layer with its bias
+($64 \times 69 + 69 = 4{,}485$): $112{,}965$, the count its training log prints.
 """,
         answer=_block_parameters, checker=number(rel=0, abs=0.5), wrong=99904),
     Exercise(
