@@ -15,9 +15,11 @@ gives each continuation its probability of being toxic (the k as one batch). Two
 The scorer is any trained classifier run whose labels include the toxic one (`toxic_label`); its
 probability of that label (`TrainedClassifier.classify`'s probabilities) is the toxicity score.
 
-    from seqlab.harms.toxicity import audit_toxicity, read_prompts
-    result = audit_toxicity(seqlab.load("runs/wt2"), seqlab.load("runs/toxic"), read_prompts("prompts.txt"))
+    from seqlab.harms.toxicity import ToxicityOptions, audit_toxicity, read_prompts, write_report
+    options = ToxicityOptions()
+    result = audit_toxicity(seqlab.load("runs/wt2"), seqlab.load("runs/toxic"), read_prompts("prompts.txt"), options)
     result.summary        # {"expected_max_toxicity": ..., "expected_max_toxicity_std": ..., ...}
+    write_report(result, options, "runs/wt2", "runs/toxic", "prompts.txt")   # runs/wt2/audits/toxicity.{json,md}
 """
 
 from __future__ import annotations
