@@ -127,7 +127,7 @@ POSITIONALS = {"compare": ["--output", "DIR"], "tune": ["--output", "DIR", "--ar
                "classify": ["DIR"], "translate": ["DIR"], "summarize": ["DIR"], "serve": ["DIR"], "card": ["DIR"],
                "audit toxicity": ["DIR", "--scorer", "DIR", "--prompts", "FILE"],
                "audit bias": ["DIR", "--pairs", "FILE"], "audit exposure": ["DIR"],
-               "audit memorization": ["DIR", "--train", "FILE"]}
+               "audit memorization": ["DIR", "--train", "FILE"], "exercises": ["feedforward", "1"]}
 
 
 def numeric_cases():
@@ -162,7 +162,7 @@ def test_errors_every_command_has_numeric_options_under_test():
                         "tag", "classify", "translate", "summarize", "serve", "card", "audit toxicity", "audit bias",
                         "audit exposure", "audit memorization", "compare lm", "compare tagger", "compare classifier",
                         "compare seq2seq", "bench peak", "prepare", "tune lm", "tune tagger", "tune classifier",
-                        "tune seq2seq", "examples"}
+                        "tune seq2seq", "examples", "exercises"}
     assert len(NUMERIC) > 200
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from seqlab import exercises as book
+import seqlab.exercises as book
 from seqlab.cli.options import Number
 from seqlab.errors import SeqlabError
 

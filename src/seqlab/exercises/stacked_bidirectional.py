@@ -103,7 +103,7 @@ def _log_z_without_end(e, A, start, end):
 
 def _can_counts() -> Counter:
     """The tags of *can* in the training split of `seqlab examples pos --size tiny` (what the page prints)."""
-    from seqlab import examples
+    import seqlab.examples as examples
     from seqlab.data.conll import read_conllu
 
     with tempfile.TemporaryDirectory() as folder:
