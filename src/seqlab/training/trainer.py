@@ -25,13 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from seqlab.config import check_fields, option
 from seqlab.errors import SeqlabError
 from seqlab.fileio import append_line, atomic_write_text, safetensors_metadata
 from seqlab.models.base import Model
-from seqlab.progress import progress_bar, startup_seconds
+from seqlab.progress import progress_bar, startup_seconds, tqdm  # tqdm.auto only where a notebook draws widgets
 from seqlab.training import distributed, flops
 from seqlab.training.checkpoint import (
     load_model,
