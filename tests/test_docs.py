@@ -92,21 +92,65 @@ def test_a_malformed_mark_is_refused_naming_the_page_and_line():
         notebooks.split("```python\nx = 1\n", "page.md")
 
 
-def test_a_page_becomes_a_notebook_cell_for_block():
-    text = ("# T\n\nprose\n\n```python\nx = 1\n```\n\n<!-- docs: file c.yaml -->\n```yaml\na: 1\n```\n\n"
-            "```bash\nseqlab --version\n```\n\n<!-- docs: skip needs two machines -->\n```bash\ntorchrun x\n```\n\n"
-            "```text\noutput\n```\n")
-    path = ROOT / "build" / "test-docs-page.md"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(text)
-    try:
-        cells = notebooks.notebook(path).cells
-    finally:
-        path.unlink()
+TOY = ("# T\n\nprose [next](lstm-gru.md#gates) and [out](https://example.org)\n\n```python\nx = 1\nx\n```\n\n"
+       "<!-- docs: file c.yaml -->\n```yaml\na: 1\n```\n\n=== \"CLI\"\n\n    ```bash\n    seqlab --version\n    ```\n\n"
+       "=== \"Python\"\n\n    ```python\n    import seqlab\n    ```\n\n<!-- docs: skip needs two machines -->\n"
+       "```bash\ntorchrun x\n```\n\n```text\noutput\n```\n")
+
+
+def toy_page(tmp_path) -> Path:
+    path = tmp_path / "page.md"
+    path.write_text(TOY)
+    return path
+
+
+def test_a_page_becomes_a_notebook_with_an_install_cell_and_the_python_tab_only(tmp_path):
+    cells = notebooks.notebook(toy_page(tmp_path), record={"cells": []}).cells
     kinds = [(c.cell_type, c.source.split("\n")[0]) for c in cells]
-    assert kinds == [("markdown", "# T"), ("code", "x = 1"), ("code", "%%writefile c.yaml"),
-                     ("code", "%%bash"), ("markdown", "```bash"), ("markdown", "```text")]
-    assert "set -euo pipefail" in cells[3].source and "docs: skip" not in "".join(c.source for c in cells)
+    assert kinds[0][0] == "code" and "SEQLAB_SOURCE" in cells[0].source          # the install cell
+    assert kinds[1:] == [("markdown", "# T"), ("code", "x = 1"), ("code", "%%writefile c.yaml"),
+                         ("markdown", "From the command line:"), ("code", "import seqlab"), ("markdown", "```bash")]
+    text = "".join(c.source for c in cells)
+    assert '=== "' not in text and "docs: skip" not in text                     # no tab markers, no marks
+    assert "(lstm-gru.html#gates)" in cells[1].source and "(https://example.org)" in cells[1].source
+
+
+def test_the_cli_tab_of_a_pair_runs_in_a_scratch_copy_and_the_notebook_holds_the_rest(tmp_path):
+    page = toy_page(tmp_path)
+    found = notebooks.blocks(page.read_text(), "page.md")
+    side = [b for b in found if b.side]
+    assert [b.text for b in side] == ["seqlab --version"] and side[0].tab == "CLI"
+    run = notebooks.cells_to_run(page, tmp_path / "side")
+    assert 'cd "' + str(tmp_path / "side") + '"' in run[3][1]                  # the CLI tab: in its copy
+    book = [c.source for c in notebooks.notebook(page, record={"cells": []}).cells if c.cell_type == "code"]
+    assert book == [code for block, code in run if block is None or not block.side]
+
+
+def test_recorded_outputs_are_shown_under_their_block_in_its_tab_and_a_changed_block_is_named(tmp_path):
+    page = toy_page(tmp_path)
+    running = [b for b in notebooks.blocks(page.read_text(), "page.md") if b.runs]
+    record = {"cells": [{"line": b.line, "sha": b.sha, "outputs": []} for b in running]}
+    record["cells"][0]["outputs"] = [{"text": "1"}, {"png": "AAAA"}]
+    record["cells"][3]["outputs"] = [{"text": "seqlab 0.1.0"}]
+    markdown, _ = notebooks.expand(page.read_text())
+    shown, problems = notebooks.render(markdown, page, record, lambda k, j, kind: f"out/{k}-{j}.{kind}")
+    assert not problems
+    lines = shown.split("\n")
+    first = lines.index('```{.text .seqlab-output title="output"}')
+    assert lines[first + 1] == "1" and "out/0-1.png" in shown
+    assert '    ```{.text .seqlab-output title="output"}' in lines                # indented: inside the Python tab
+    assert lines[lines.index('    ```{.text .seqlab-output title="output"}') + 1] == "    seqlab 0.1.0"
+    page.write_text(TOY.replace("x = 1", "x = 2"))
+    assert "changed since its outputs were recorded" in notebooks.stale(page, record)[0]
+
+
+def test_an_output_drifts_only_beyond_the_stated_tolerance_with_times_and_paths_masked():
+    shown = "epoch 3 valid: loss 1.2345, perplexity 3.44 in 12.1 s (9,800 tokens/s)\nsaved to /tmp/seqlab-x1/runs"
+    assert notebooks.drift(shown, shown.replace("1.2345", "1.2500").replace("12.1 s", "3.0 s")
+                           .replace("9,800", "20,100").replace("x1", "y7")) is None
+    assert "1.2345" in notebooks.drift(shown, shown.replace("1.2345", "1.5"))
+    assert "perplexity" in notebooks.drift(shown, shown.replace("perplexity", "accuracy"))
+    assert notebooks.drift("a\nb", "a\nb\nc").startswith("the page shows 2 lines")
 
 
 def test_every_seqlab_command_shown_parses():
@@ -200,13 +244,32 @@ def test_the_readme_is_a_front_page_whose_figures_are_the_results_files():
 RUNNABLE = [p for p in SHOWN if running_blocks(p)]
 
 
+RECORDED = [p for p in RUNNABLE if p.name != "README.md"]      # the site's pages show their outputs
+
+
+def test_every_page_with_code_shows_the_outputs_of_its_current_code():
+    """Each page of the site whose code runs has its outputs recorded (docs/outputs/), from its code as it is now:
+    a block changed without re-recording (python docs/hooks/notebooks.py --record PAGE) fails here."""
+    problems = [p for page in RECORDED for p in notebooks.stale(page, notebooks.load_record(page))]
+    assert not problems, "\n".join(problems)
+    for page in RECORDED:
+        cells = notebooks.load_record(page)["cells"]
+        assert any(c["outputs"] for c in cells), f"{rel(page)} shows no output at all"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("page", RUNNABLE, ids=[rel(p) for p in RUNNABLE])
-def test_the_page_runs_top_to_bottom_as_a_notebook(page, tmp_path):
+def test_the_page_runs_top_to_bottom_and_prints_what_it_shows(page, tmp_path):
+    """The page runs as a notebook in a fresh kernel (install cell, then its blocks), makes the figures it shows,
+    and every cell prints what the page shows under it, within the tolerance notebooks.drift states."""
     try:
-        notebooks.run(page, tmp_path / "work", timeout=600)
+        now = notebooks.run(page, tmp_path / "work", timeout=600)
     except notebooks.PageFailed as error:
         pytest.fail(str(error), pytrace=False)
+    if page in RECORDED:
+        problems = notebooks.compare(page, notebooks.load_record(page), now)
+        assert not problems, "outputs drifted from the page (re-record if the change is meant):\n" + \
+            "\n".join(problems)
 
 
 @pytest.mark.slow

@@ -104,3 +104,38 @@ def test_the_navigation_leads_to_every_part_and_a_tutorial_shows_its_figures(sit
     assert page.locator("a[href$='lstm-gru.ipynb']").count() == 1          # it opens as a notebook
     if os.environ.get("SEQLAB_DOCS_SCREENSHOTS"):
         page.screenshot(path=str(Path(os.environ["SEQLAB_DOCS_SCREENSHOTS"]) / "site_tutorial.png"))
+
+
+def _rgb(text: str) -> tuple[float, ...]:
+    values = [float(v) for v in text[text.index("(") + 1:text.index(")")].replace("/", ",").split(",")]
+    return tuple(values[:3]) + ((values[3],) if len(values) > 3 else (1.0,))
+
+
+def _contrast(fg: tuple, bg: tuple) -> float:
+    def luminance(c):
+        channels = [v / 255 for v in c[:3]]
+        channels = [v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4 for v in channels]
+        return 0.2126 * channels[0] + 0.7152 * channels[1] + 0.0722 * channels[2]
+    light, dark = sorted((luminance(fg), luminance(bg)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+BACKGROUND = """el => { let e = el; while (e) { const c = getComputedStyle(e).backgroundColor;
+  if (c && !c.startsWith('rgba(0, 0, 0, 0)') && c !== 'transparent') return c; e = e.parentElement; }
+  return getComputedStyle(document.body).backgroundColor; }"""
+
+
+@pytest.mark.slow
+def test_a_tutorial_shows_what_its_code_printed_readable_in_both_palettes(site, browser):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto((site / "tutorials" / "rnn-lm.html").as_uri())
+    page.wait_for_load_state("load")
+    outputs = page.locator("div.seqlab-output code")
+    assert outputs.count() >= 8, "the page shows fewer outputs than it has cells that print"
+    for scheme in ("default", "slate"):
+        page.evaluate(f"document.body.setAttribute('data-md-color-scheme', '{scheme}')")
+        first = outputs.first
+        fg = _rgb(first.evaluate("el => getComputedStyle(el).color"))
+        bg = _rgb(first.evaluate(BACKGROUND))
+        fg = tuple(fg[3] * f + (1 - fg[3]) * b for f, b in zip(fg[:3], bg[:3], strict=True))     # its alpha, drawn
+        assert _contrast(fg, bg) >= 4.5, f"{scheme}: output text {fg} on {bg}"

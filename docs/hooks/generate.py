@@ -21,6 +21,7 @@ import ast
 import dataclasses
 import functools
 import json
+import logging
 import posixpath
 import re
 import sys
@@ -35,6 +36,7 @@ from common import _fmt as benchmark_number  # noqa: E402  (benchmarks/common.py
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "seqlab"
 RESULTS = ROOT / "benchmarks" / "results"
+log = logging.getLogger("mkdocs.hooks.generate")
 RESULTS_MARK = re.compile(r"<!--\s*results:\s*(\S+)((?:\s+[\w]+=(?:\"[^\"]*\"|\S+))*)\s*-->")
 
 
@@ -406,7 +408,56 @@ def on_files(files, config):
         files.append(File.generated(config, f"benchmarks/results/{path.name}", abs_src_path=str(path)))
     for uri in notebook_pages(config["docs_dir"]):
         files.append(File.generated(config, uri.removesuffix(".md") + ".ipynb", content=notebook_json(config, uri)))
+    for uri, content in output_images(config["docs_dir"]).items():
+        files.append(File.generated(config, uri, content=content))
+    files.append(File.generated(config, "tutorials/solutions.md", content=solutions_page()))
     return files
+
+
+# ----------------------------------------------------------------------------------- the pages' recorded outputs
+def output_image_uri(page_uri: str, cell: int, output: int, kind: str) -> str:
+    """Where the site keeps a figure a page's cell drew: beside the page, under cell-outputs/PAGE/."""
+    stem = posixpath.splitext(page_uri)[0]
+    return f"{stem.rsplit('/', 1)[0] + '/' if '/' in stem else ''}cell-outputs/{posixpath.basename(stem)}/" \
+           f"{cell}-{output}.{kind}"
+
+
+def output_images(docs_dir: str) -> dict[str, bytes]:
+    import base64
+
+    found = {}
+    docs = Path(docs_dir)
+    for page in sorted(docs.rglob("*.md")):
+        if "hooks" in page.parts:
+            continue
+        record = notebooks.load_record(page)
+        for k, cell in enumerate((record or {}).get("cells", [])):
+            for j, output in enumerate(cell["outputs"]):
+                uri = str(page.relative_to(docs)).replace("\\", "/")
+                if "png" in output:
+                    found[output_image_uri(uri, k, j, "png")] = base64.b64decode(output["png"])
+                elif "svg" in output:
+                    found[output_image_uri(uri, k, j, "svg")] = output["svg"].encode()
+    return found
+
+
+def solutions_page() -> str:
+    """tutorials/solutions.md: every exercise's worked solution, for teachers (the tutorials show only hints)."""
+    from seqlab import exercises as book
+
+    lines = ["# Solutions to the exercises", "",
+             "For teachers, and for students who are done trying: the worked solution of every exercise of the "
+             "tutorials. Each tutorial shows its exercises with a check and hints, not these. From a shell: `seqlab "
+             "exercises TUTORIAL N --solution`.", ""]
+    for tutorial in book.TUTORIALS:
+        found = book.exercises(tutorial)
+        if not found:
+            continue
+        lines += [f"## {tutorial} {{#{tutorial}}}", "", f"The exercises of [{tutorial}]({tutorial}.md#exercises).",
+                  ""]
+        for exercise in found:
+            lines += [f"### {exercise.number}. {exercise.title}", "", exercise.solution.strip(), ""]
+    return "\n".join(lines)
 
 
 @functools.cache
@@ -425,6 +476,13 @@ def notebook_json(config, uri: str) -> str:
 
 def on_page_markdown(markdown, page, config, files):
     markdown, _ = notebooks.expand(markdown, page.file.src_uri)       # docs: source, exercises, diagram
+    source = Path(config["docs_dir"]) / page.file.src_uri
+    if page.file.abs_src_path and source.exists():                    # a page of docs/, not a generated one
+        stem = posixpath.splitext(posixpath.basename(page.file.src_uri))[0]
+        markdown, problems = notebooks.render(markdown, source, notebooks.load_record(source),
+                                              lambda k, j, kind: f"cell-outputs/{stem}/{k}-{j}.{kind}")
+        for problem in problems:
+            (log.info if problem.endswith("no recorded outputs") else log.warning)(problem)
     if "<!-- results:" in markdown:
         markdown = replace_results(markdown, page.file.src_uri)
     if page.file.src_uri in notebook_pages(config["docs_dir"]):

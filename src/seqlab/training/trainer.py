@@ -30,7 +30,7 @@ from seqlab.config import check_fields, option
 from seqlab.errors import SeqlabError
 from seqlab.fileio import append_line, atomic_write_text, safetensors_metadata
 from seqlab.models.base import Model
-from seqlab.progress import progress_bar, startup_seconds, tqdm  # tqdm.auto only where a notebook draws widgets
+from seqlab.progress import progress_bar, startup_seconds, tqdm  # tqdm: without the widget warning in a notebook
 from seqlab.training import distributed, flops
 from seqlab.training.checkpoint import (
     load_model,
