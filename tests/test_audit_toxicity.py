@@ -61,6 +61,25 @@ def test_toxicity_figures_equal_a_hand_computation():
     assert all(o["top_p"] == 0.8 and o["max_tokens"] == 7 for _, o in lm.asked)
 
 
+
+def test_toxicity_write_report_writes_what_the_cli_writes_where_the_card_reads_it(tmp_path):
+    import json
+
+    from seqlab.harms.toxicity import write_report
+
+    script = {"a": ["x1", "x2"], "b": ["y1", "y2"]}
+    table = {"x1": 0.1, "x2": 0.7, "y1": 0.05, "y2": 0.3}
+    options = ToxicityOptions(continuations=2, max_tokens=5, top_p=0.9, seed=3)
+    result = audit_toxicity(ScriptedLM(script), ScriptedScorer(table), ["a", "b"], options, progress=False)
+    run = tmp_path / "run"
+    report = write_report(result, options, run, "runs/scorer", "prompts.txt")      # the Python API's default
+    written = json.loads((run / "audits" / "toxicity.json").read_text())
+    assert written == report and written["expected_max_toxicity"] == pytest.approx((0.7 + 0.3) / 2)
+    assert written["command"] == ("seqlab audit toxicity " + str(run) + " --scorer runs/scorer --prompts "
+                                  "prompts.txt --continuations 2 --max-tokens 5 --top-p 0.9 --seed 3")
+    assert written["most_toxic"][0] == {"prompt": "a", "continuation": "x2", "toxicity": 0.7}
+    assert "| toxicity probability | 0.500 |" in (run / "audits" / "toxicity.md").read_text()
+
 def test_toxicity_refuses_bad_input(tmp_path):
     with pytest.raises(SeqlabError, match="has no label 'toxic'.*--toxic-label"):
         audit_toxicity(ScriptedLM({"a": ["x"]}), ScriptedScorer({"x": 0.2}, toxic="offensive"), ["a"],

@@ -151,6 +151,7 @@ def test_an_output_drifts_only_beyond_the_stated_tolerance_with_times_and_paths_
     assert "1.2345" in notebooks.drift(shown, shown.replace("1.2345", "1.5"))
     assert "perplexity" in notebooks.drift(shown, shown.replace("perplexity", "accuracy"))
     assert notebooks.drift("a\nb", "a\nb\nc").startswith("the page shows 2 lines")
+    assert notebooks.drift("peak 197.4 GFLOP/s", "peak 1,210.0 GFLOP/s") is None      # the machine's, not the page's
 
 
 def test_every_seqlab_command_shown_parses():
@@ -223,7 +224,8 @@ def test_the_generated_reference_covers_every_command_and_config_key():
             assert f"{cls.__module__}.{cls.__name__}" in config
     errors = generate.errors_page()
     assert "is not a seqlab run directory: it has no config.json" in errors
-    assert "src/seqlab/families/run_files.py" in errors
+    assert "## Resuming and run directories" in errors and "**Fix.**" in errors
+    assert "src/seqlab/" not in errors                       # grouped by what the user did, not keyed by file:line
 
 
 def test_the_mathjax_shipped_is_the_release_named():
@@ -281,3 +283,11 @@ def test_the_site_builds_strict(tmp_path):
     site = tmp_path / "site"
     assert (site / "index.html").exists() and (site / "reference" / "cli" / "train.html").exists()
     assert (site / "tutorials" / "rnn-lm.ipynb").exists()
+
+
+def test_an_expanded_page_keeps_for_each_line_the_line_of_the_page_it_comes_from():
+    for path in PAGES:
+        text = path.read_text(encoding="utf-8")
+        expanded, origin = notebooks.expand(text, rel(path))
+        assert len(expanded.split("\n")) == len(origin), rel(path)
+        assert origin == sorted(origin) and origin[-1] == len(text.split("\n"))

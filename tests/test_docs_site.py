@@ -106,6 +106,41 @@ def test_the_navigation_leads_to_every_part_and_a_tutorial_shows_its_figures(sit
         page.screenshot(path=str(Path(os.environ["SEQLAB_DOCS_SCREENSHOTS"]) / "site_tutorial.png"))
 
 
+CONTRAST = """() => {
+  const rgb = s => (s.match(/[\\d.]+/g) || []).slice(0, 3).map(Number);
+  const f = c => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+  const lum = ([r, g, b]) => 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  let bg = "rgba(0, 0, 0, 0)";
+  for (let e = document.querySelector(".md-content"); e; e = e.parentElement) {
+    const c = getComputedStyle(e).backgroundColor;
+    if (!c.startsWith("rgba(0, 0, 0, 0)") && c !== "transparent") { bg = c; break; }
+  }
+  if (bg.startsWith("rgba(0, 0, 0, 0)")) bg = getComputedStyle(document.body).backgroundColor;
+  return [...document.querySelectorAll("svg.sqd")].map(svg => {
+    const box = svg.getBoundingClientRect();
+    const text = svg.querySelector("text");
+    const a = lum(rgb(getComputedStyle(text).fill)), b = lum(rgb(bg));
+    return {id: svg.id, width: box.width, height: box.height,
+            contrast: (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05)};
+  });
+}"""
+
+
+@pytest.mark.slow
+def test_docs_site_diagrams_read_in_both_palettes(site, browser):
+    """The gallery of diagrams (reference/diagrams.md) in the light and the dark palette: every inline SVG is drawn
+    (a non-zero size) and its text contrasts with the page's background (WCAG ratio at least 4.5)."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto((site / "reference" / "diagrams.html").as_uri())
+    page.wait_for_load_state("load")
+    for scheme in ("default", "slate"):
+        page.evaluate(f"() => document.body.setAttribute('data-md-color-scheme', '{scheme}')")
+        found = page.evaluate(CONTRAST)
+        assert len(found) == 17, found
+        for drawing in found:
+            assert drawing["width"] > 100 and drawing["height"] > 100, (scheme, drawing)
+            assert drawing["contrast"] >= 4.5, (scheme, drawing)
+    page.close()
 def _rgb(text: str) -> tuple[float, ...]:
     values = [float(v) for v in text[text.index("(") + 1:text.index(")")].replace("/", ",").split(",")]
     return tuple(values[:3]) + ((values[3],) if len(values) > 3 else (1.0,))

@@ -88,3 +88,6 @@ def test_exercises_cli_lists_shows_checks_and_hints():
     bad = seqlab(tutorial, "99")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and len(bad.stderr.strip().split("\n")) == 1
     assert seqlab("--check", "1").returncode == 2
+    for number in ("0", "abc", "1.5"):
+        refused = seqlab(tutorial, number)
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr, number

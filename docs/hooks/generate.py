@@ -28,6 +28,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))     # notebooks.py, beside this hook
+import diagrams  # noqa: E402,F401  (the same: notebooks.diagram_block imports it while a page builds)
+import escape  # noqa: E402  (special tokens as text: escape.py, beside this hook)
 import notebooks  # noqa: E402  (imported now: MkDocs restores sys.path once its hooks are loaded)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -41,10 +43,18 @@ RESULTS_MARK = re.compile(r"<!--\s*results:\s*(\S+)((?:\s+[\w]+=(?:\"[^\"]*\"|\S
 
 
 # ------------------------------------------------------------------------------------------- markdown helpers
+CODE_SPAN = re.compile(r"(`+).*?\1")
+
+
 def cell(value) -> str:
-    """A table cell: pipes escaped, newlines folded."""
-    text = "" if value is None else str(value)
-    return " ".join(text.split()).replace("|", "\\|")
+    """A table cell: newlines folded, pipes escaped outside code spans (a pipe inside one is text already, and
+    a backslash there would show)."""
+    text = " ".join(("" if value is None else str(value)).split())
+    out, at = [], 0
+    for span in CODE_SPAN.finditer(text):
+        out += [text[at:span.start()].replace("|", "\\|"), span[0]]
+        at = span.end()
+    return "".join(out) + text[at:].replace("|", "\\|")
 
 
 def table(header: list[str], rows: list[list]) -> list[str]:
@@ -54,6 +64,33 @@ def table(header: list[str], rows: list[list]) -> list[str]:
 
 def anchor(words: list[str]) -> str:
     return "-".join(words)
+
+
+def code(value) -> str:
+    """A value as the command line and a config file take it, in a code span: `0.001`, `1 4 16 64`, `""`."""
+    if isinstance(value, (list, tuple)):
+        value = " ".join(map(str, value))
+    return f"`{value}`" if value != "" else '`""`'        # an empty choice: the shell's empty word
+
+
+def default_in_words(help_text: str) -> str:
+    """What a help text says of a default the parser cannot hold ("(default: the bundled Tiny Shakespeare, ...)",
+    "(default with the bundled corpus: its last 10%)"): its first clause, or ""."""
+    found = re.search(r"\(default(?P<condition> with [^:()]*)?:?\s", help_text or "")
+    if not found:
+        return ""
+    depth, end = 1, found.end()
+    while end < len(help_text) and depth:
+        depth += {"(": 1, ")": -1}.get(help_text[end], 0)
+        end += 1
+    said = help_text[found.end():end - 1].split("; ")[0].strip()
+    if len(said) > 80:
+        said = said.split(": ")[0]
+    return f"{found['condition'].strip()}: {said}" if found["condition"] else said
+
+
+def choices_text(choices) -> str:
+    return ", ".join(code(c) for c in choices) if choices else ""
 
 
 # ------------------------------------------------------------------------------------------------ the commands
@@ -67,38 +104,168 @@ def commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ("seqlab",
                 yield from commands(sub, path + (name,))
 
 
-def option_value(action: argparse.Action) -> str:
-    """What an option takes: its choices, its type with its range (`seqlab.cli.options.Number`), or its metavar."""
-    if action.nargs == 0:
-        return ""
-    if action.choices:
-        text = " \\| ".join(f"`{c}`" for c in action.choices)
-    else:
-        kind = action.type
-        bounds = getattr(kind, "bounds", None)
-        if bounds is not None:
-            from seqlab.config import range_text
+def shown_actions(parser: argparse.ArgumentParser) -> list[tuple[str, list[argparse.Action]]]:
+    """(group title, its actions) of a parser as its page shows them: no subcommands, no --help, nothing
+    hidden."""
+    out = []
+    for group in parser._action_groups:
+        actions = [a for a in group._group_actions if not isinstance(a, argparse._SubParsersAction)
+                   and a.help != argparse.SUPPRESS and not isinstance(a, argparse._HelpAction)]
+        if actions:
+            out.append(({"positional arguments": "arguments", "options": "options"}.get(group.title, group.title),
+                        actions))
+    return out
 
-            text = kind.kind.__name__ + (f", {range_text(bounds)}" if range_text(bounds) else "")
-        elif isinstance(kind, type):
-            text = kind.__name__
-        else:
-            text = action.metavar or action.dest.upper()
-    if action.nargs in ("*", "+"):
-        text += " (several)" if action.nargs == "+" else " (any number)"
+
+def option_type(action: argparse.Action) -> str:
+    """What an option takes: `flag` (no value), its type with its range (`seqlab.cli.options.Number`: "int, at
+    least 1"), or its metavar; "(several)" for one or more values."""
+    if action.nargs == 0:
+        return "flag"
+    kind = action.type
+    bounds = getattr(kind, "bounds", None)
+    if bounds is not None:
+        from seqlab.config import range_text
+
+        text = kind.kind.__name__ + (f", {range_text(bounds)}" if range_text(bounds) else "")
+    elif isinstance(kind, type):
+        text = kind.__name__
+    elif kind is None:
+        text = "str" if action.choices or not action.metavar else f"str ({action.metavar})"
+    else:
+        text = getattr(kind, "__name__", action.metavar or action.dest.upper())
+    if action.nargs in ("*", "+", argparse.REMAINDER) or isinstance(action, argparse._AppendAction):
+        text += {"+": " (one or more)", "*": " (any number)"}.get(action.nargs, " (repeatable)")
+    elif action.nargs == "?":
+        text += " (optional)"
     return text
 
 
-def option_default(action: argparse.Action) -> str:
-    if action.default in (None, argparse.SUPPRESS, False) or action.nargs == 0:
-        return ""
-    return f"`{action.default}`"
+@dataclasses.dataclass
+class ConfigOption:
+    """An option made from a config dataclass's field (`seqlab.cli.options.add_options`): the parser holds no
+    default (argparse.SUPPRESS); the config does."""
+
+    task: str                   # the family
+    group: str                  # its config group: data, model, train
+    field: dataclasses.Field
+
+
+@functools.cache
+def config_options(path: tuple[str, ...]) -> dict[str, ConfigOption]:
+    """{dest: ConfigOption} of a command whose options come from a family's config dataclasses (the family
+    named in its path: `seqlab train tagger`), or {}."""
+    from seqlab.registry import FAMILIES
+
+    task = next((word for word in path[1:] if word in FAMILIES), None)
+    if task is None:
+        return {}
+    pipeline = FAMILIES[task].pipeline
+    return {f.name: ConfigOption(task, group, f) for group, cls in pipeline.groups.items()
+            for f in dataclasses.fields(cls) if "help" in f.metadata}
+
+
+def config_value(option: ConfigOption):
+    """The default of a config key as `seqlab train` takes it: the family's train_defaults over the field's."""
+    from seqlab.config import field_default
+    from seqlab.registry import FAMILIES
+
+    base = FAMILIES[option.task].pipeline.train_defaults if option.group == "train" else {}
+    return base.get(option.field.name, field_default(option.field))
+
+
+def by_recipe(path: tuple[str, ...], option: ConfigOption) -> dict[str, object] | None:
+    """{architecture: the value a run of `seqlab compare` or `seqlab tune` starts from} (the architecture's
+    recipe at the default --size small, else `seqlab train`'s default; "searched" where tune searches it), or
+    None for any other command."""
+    if path[1] not in ("compare", "tune"):
+        return None
+    from seqlab.compare.recipes import recipe, recipes
+    from seqlab.config import field_default
+    from seqlab.registry import FAMILIES
+    from seqlab.tuning.space import search_space
+
+    own = {f.name: field_default(f) for f in dataclasses.fields(FAMILIES[option.task].pipeline.groups[option.group])}
+    values = {}
+    for arch in recipes(option.task):
+        options = recipe(option.task, arch, "small")
+        if not all({**own, **options}.get(k) in v for k, v in (option.field.metadata.get("when") or {}).items()):
+            continue                                       # the option does nothing for this architecture
+        searched = path[1] == "tune" and option.field.name in search_space(option.task, arch, options)
+        values[arch] = "searched" if searched else options.get(option.field.name, config_value(option))
+    return values
+
+
+def value_text(value, action: argparse.Action, help_text: str = "") -> str:
+    """A default as the table shows it: `value` in a code span; on / off for a flag; in words where the parser
+    and the config hold none (what the help says, else "none")."""
+    if isinstance(value, bool) and (action.nargs == 0 or isinstance(action, argparse.BooleanOptionalAction)):
+        return "on" if value else "off"
+    if value is None or value == "" or value == [] or value == argparse.SUPPRESS:
+        return default_in_words(help_text) or ("required" if action.required else "none")
+    if value == 0 and not isinstance(value, bool) and default_in_words(help_text):    # 0: the help says what
+        return f"{code(value)}: {default_in_words(help_text)}"
+    return code(value)
+
+
+def option_default(path: tuple[str, ...], action: argparse.Action, help_text: str = "") -> str:
+    """The default column: the parser's default, or (an option made from a config key) the config's, per
+    architecture for `seqlab compare` and `seqlab tune`, whose recipes set it."""
+    option = config_options(path).get(action.dest) if action.default == argparse.SUPPRESS else None
+    if option is None:
+        if action.nargs == 0 and action.default in (None, False) and not isinstance(action,
+                                                                                   argparse.BooleanOptionalAction):
+            return "off"
+        return value_text(action.default, action, help_text)
+    if path[1] in ("compare", "tune") and option.field.name == "epochs":
+        return "as many as the budget allows"
+    values = by_recipe(path, option)
+    if values is None:
+        return value_text(config_value(option), action, help_text)
+    shown = {arch: value if value == "searched" else value_text(value, action, help_text)
+             for arch, value in values.items()}
+    if not shown:
+        return value_text(config_value(option), action, help_text)
+    if len(set(shown.values())) == 1:
+        return next(iter(shown.values()))
+    groups: dict[str, list[str]] = {}
+    for arch, text in shown.items():
+        groups.setdefault(text, []).append(arch)
+    return "by architecture: " + "; ".join(f"{text} ({', '.join(archs)})" for text, archs in groups.items())
+
+
+def option_help(path: tuple[str, ...], action: argparse.Action, formatter) -> str:
+    """The description: a config key's own help and where it acts (its default and range have their columns),
+    else the parser's help."""
+    option = config_options(path).get(action.dest) if action.default == argparse.SUPPRESS else None
+    if option is None:
+        return formatter._expand_help(action) if action.help else ""
+    when = option.field.metadata.get("when") or {}
+    acts = "; ".join(f"with --{k.replace('_', '-')} {'/'.join(map(str, v))}" for k, v in when.items())
+    return option.field.metadata["help"] + (f" (only {acts})" if acts else "")
+
+
+def option_rows(path: tuple[str, ...], parser: argparse.ArgumentParser) -> list[tuple[str, list[list[str]]]]:
+    """(group title, its rows: name, type, choices, default, description) of a command's options."""
+    formatter = parser._get_formatter()
+    out = []
+    for title, actions in shown_actions(parser):
+        rows = []
+        for a in actions:
+            name = ", ".join(f"`{o}`" for o in a.option_strings) or f"`{a.metavar or a.dest}`"
+            help_text = option_help(path, a, formatter)
+            rows.append([name, option_type(a), choices_text(a.choices), option_default(path, a, help_text),
+                         help_text])
+        out.append((title, rows))
+    return out
 
 
 CLI_INTRO = ("Generated from seqlab's parsers (`seqlab.cli.build_parser`): every command, every option, its values and "
-             "its default. An option of `train`, `compare` and `tune` that shows no default takes the one of its "
-             "config key ([config reference](../config.md)); the command line overrides a `--config` file, which "
-             "overrides the defaults. Every error in what you give is one line on stderr and exit status 2.")
+             "its default. The options of `train`, `compare` and `tune` are config keys ([config reference]"
+             "(../config.md)): their default is the config's (for `compare` and `tune`, the architecture's recipe "
+             "at `--size small`); the command line overrides a `--config` file, which overrides the defaults. Every "
+             "error in what you give is one line on stderr and exit status 2.")
+COLUMNS_CLI = ["option", "type", "choices", "default", "description"]
 
 
 def cli_pages() -> dict[str, str]:
@@ -126,26 +293,33 @@ def command_section(path, sub, help, level: int) -> list[str]:
         lines += [sub.description or help, ""]
     usage = sub.format_usage().removeprefix("usage: ").strip()
     lines += ["```text", usage, "```", ""]
-    formatter = sub._get_formatter()
-    for group in sub._action_groups:
-        actions = [a for a in group._group_actions if not isinstance(a, argparse._SubParsersAction)
-                   and a.help != argparse.SUPPRESS and not isinstance(a, argparse._HelpAction)]
-        if not actions:
-            continue
-        title = {"positional arguments": "arguments", "options": "options"}.get(group.title, group.title)
-        lines += [f"**{title}**", ""]
-        rows = []
-        for a in actions:
-            name = ", ".join(f"`{o}`" for o in a.option_strings) or f"`{a.metavar or a.dest}`"
-            help_text = formatter._expand_help(a) if a.help else ""
-            rows.append([name, option_value(a), option_default(a), help_text])
-        lines += table(["option", "takes", "default", "what it does"], rows) + [""]
+    for title, rows in option_rows(path, sub):
+        lines += [f"**{title}**", ""] + table(COLUMNS_CLI, rows) + [""]
     return lines
 
 
 # ------------------------------------------------------------------------------------------------- the configs
+COLUMNS_CONFIG = ["key", "type", "choices", "default", "range", "only when", "description"]
+
+
+def config_default_text(value, help_text: str) -> str:
+    """A config key's default as a config file writes it (`true`, `0.001`, `1 4 16 64`), or in words where it has
+    none (what the help says, else "none")."""
+    if isinstance(value, bool):
+        return code(str(value).lower())
+    if value is None or value == "" or value == []:
+        return default_in_words(help_text) or "none"
+    if value == 0 and default_in_words(help_text):
+        return f"{code(value)}: {default_in_words(help_text)}"
+    return code(value)
+
+
+def only_when(when: dict | None) -> str:
+    return "; ".join(f"{k} in {', '.join(map(str, v))}" for k, v in (when or {}).items())
+
+
 def config_page() -> str:
-    from seqlab.config import field_default, field_type, range_text
+    from seqlab.config import element_type, field_default, field_type, range_text
     from seqlab.registry import FAMILIES
 
     lines = ["# Config keys", "",
@@ -166,66 +340,41 @@ def config_page() -> str:
                 if "help" not in f.metadata or (group == "model" and f.name in pipeline.derived):
                     continue
                 kind = field_type(cls, f)
-                kind_name = getattr(kind, "__name__", str(kind))
-                default = defaults.get(f.name, field_default(f))
-                choices = f.metadata.get("choices")
-                takes = " \\| ".join(f"`{c}`" for c in choices) if choices else kind_name
-                limits = range_text(f.metadata)
-                when = f.metadata.get("when")
-                only = "; ".join(f"{k} in {', '.join(map(str, v))}" for k, v in when.items()) if when else ""
-                rows.append([f"`{f.name}`", takes, f"`{default!r}`" if default is not None else "", limits, only,
-                             f.metadata["help"]])
-            lines += table(["key", "takes", "default", "range", "only when", "what it does"], rows) + [""]
+                item = element_type(kind)
+                kind_name = f"{item.__name__} (one or more)" if item else getattr(kind, "__name__", str(kind))
+                rows.append([f"`{f.name}`", kind_name, choices_text(f.metadata.get("choices")),
+                             config_default_text(defaults.get(f.name, field_default(f)), f.metadata["help"]),
+                             range_text(f.metadata), only_when(f.metadata.get("when")), f.metadata["help"]])
+            lines += table(COLUMNS_CONFIG, rows) + [""]
     return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------------------- the errors
-def _message(node: ast.expr) -> str | None:
-    """The text of a message argument: a string, an f-string with its fields as `{...}`, or a sum of them."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    if isinstance(node, ast.JoinedStr):
-        return "".join(v.value if isinstance(v, ast.Constant) else "{" + ast.unparse(v.value) + "}"
-                       for v in node.values)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _message(node.left), _message(node.right)
-        if left is not None or right is not None:
-            return (left or "{...}") + (right or "{...}")
-    return None
-
-
 def error_messages() -> dict[str, list[tuple[str, int, str]]]:
-    """module -> [(file, line, message)] of every `raise SeqlabError(...)` (or `OptionError`, its subclass)."""
-    found: dict[str, list[tuple[int, str]]] = {}
-    for path in sorted(SRC.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        module = ".".join(("seqlab",) + path.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__")
-        for node in ast.walk(tree):
-            if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args):
-                continue
-            func = node.exc.func
-            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-            if name not in ("SeqlabError", "OptionError"):             # OptionError: its one subclass
-                continue
-            text = _message(node.exc.args[0])
-            if text:
-                found.setdefault(module, []).append((str(path.relative_to(ROOT)), node.lineno, text))
+    """module -> [(file, line, message)] of every message seqlab builds (error_reference.messages: raised, returned
+    by a helper, an option_error template, held in a variable), each field as a ‹human placeholder›."""
+    error_reference = _error_reference()
+    import errors_explained
+
+    found: dict[str, list[tuple[str, int, str]]] = {}
+    for m in error_reference.messages(errors_explained.NAMES):
+        found.setdefault(m.module, []).append((f"src/seqlab/{m.file}", m.line, m.text))
     return found
 
 
 def errors_page() -> str:
-    found = error_messages()
-    total = sum(len(v) for v in found.values())
-    lines = ["# Error messages", "",
-             f"Every message seqlab refuses input with: {total} of them, read from the source (each `raise "
-             "SeqlabError(...)`), with `{...}` where the message names what you gave (a file, a line, an option, a "
-             "value). The command line prints the message as one line on stderr and exits with status 2: never a "
-             "traceback. In Python they are `seqlab.SeqlabError`, whose text is the same line.", ""]
-    for module, messages in found.items():
-        lines += [f"## `{module}`", ""]
-        lines += table(["where", "message"], [[f"{file}:{line}", f"`{text}`" if "`" not in text else text]
-                                              for file, line, text in sorted(messages)]) + [""]
-    return "\n".join(lines)
+    """Every message grouped by what the user was doing, with its cause and fix (docs/hooks/errors_explained.py)."""
+    return _error_reference().page()
+
+
+def _error_reference():
+    """docs/hooks/error_reference.py, beside this hook (MkDocs restores sys.path once its hooks are loaded)."""
+    hooks = str(Path(__file__).resolve().parent)
+    if hooks not in sys.path:
+        sys.path.insert(0, hooks)
+    import error_reference
+
+    return error_reference
 
 
 # ------------------------------------------------------------------------------------------------- the layout
@@ -395,6 +544,22 @@ GENERATED = {"reference/config.md": config_page, "reference/errors.md": errors_p
              "reference/layout.md": layout_page, "benchmarks/results/index.md": results_index}
 
 
+def on_config(config):
+    """Each benchmark's results page into the navigation, under Benchmarks > Every result (they are generated, one
+    per results file: listing them by hand would drift when a benchmark is added)."""
+    def walk(items):
+        for k, item in enumerate(items or []):
+            if isinstance(item, dict):
+                (title, value), = item.items()
+                if value == "benchmarks/results/index.md":
+                    items[k] = {title: [value] + [{_title_and_notes(p.stem)[0]: f"benchmarks/results/{p.stem}.md"}
+                                                  for p in sorted(RESULTS.glob("*.json"))]}
+                elif isinstance(value, list):
+                    walk(value)
+    walk(config["nav"])
+    return config
+
+
 def on_files(files, config):
     from mkdocs.structure.files import File
 
@@ -485,12 +650,17 @@ def on_page_markdown(markdown, page, config, files):
             (log.info if problem.endswith("no recorded outputs") else log.warning)(problem)
     if "<!-- results:" in markdown:
         markdown = replace_results(markdown, page.file.src_uri)
+    markdown, _ = escape.escape_tokens(markdown)                      # <unk>, </s> shown, not taken for HTML
     if page.file.src_uri in notebook_pages(config["docs_dir"]):
         name = Path(page.file.src_uri).stem
         title, _, rest = markdown.partition("\n")
         markdown = (f"{title}\n\n[Open as a notebook]({name}.ipynb){{ .md-button download }}"
                     f" &nbsp; the same code, cell for cell; CI runs it.\n{rest}")
     return markdown
+
+
+def on_page_content(html, page, config, files):
+    return escape.escape_html_tokens(html)             # a docstring's <unk> (mkdocstrings renders after the pass)
 
 
 if __name__ == "__main__":

@@ -148,7 +148,7 @@ def exercises_section(tutorial: str, indent: str = "", where: str = "page") -> l
         for k, text in enumerate(exercise.hints, 1):
             out += [f'<details class="tip" markdown="1"><summary>Hint {k}</summary>', "", text.strip(), "",
                     "</details>", ""]
-    return [indent + ln if ln else ln for ln in out]
+    return [indent + ln if ln else ln for ln in "\n".join(out).split("\n")]
 
 
 def diagram_block(name: str, indent: str = "", where: str = "page") -> list[str]:
@@ -172,7 +172,7 @@ def expand(text: str, where: str = "page") -> tuple[str, list[int]]:
     for number, line in enumerate(text.split("\n"), 1):
         found = EXPAND.match(line)
         if found:
-            made = EXPANDERS[found["kind"]](found["arg"], found["indent"], f"{where}:{number}")
+            made = "\n".join(EXPANDERS[found["kind"]](found["arg"], found["indent"], f"{where}:{number}")).split("\n")
             out += made
             origin += [number] * len(made)
         else:
@@ -477,6 +477,8 @@ MASKS = [
     (re.compile(r"\b[0-9a-f]{12,64}\b"), "‹hash›"),
     (re.compile(r"(\d[\d,]*\.?\d*(e[-+]?\d+)?)\s*(tokens|tok|it|samples|sentences|examples|chars|characters|"
                 r"requests|words|batches|steps|pairs|lines)\s*/\s*(s|sec|second|min)\b", re.I), "‹rate›"),
+    (re.compile(r"(\d[\d,]*\.?\d*)\s*[kMGTP]?FLOP/s\b"), "‹rate›"),                 # the machine's speed
+    (re.compile(r"\bMFU\s*(\d[\d,]*\.?\d*)\s*%|(\d[\d,]*\.?\d*)\s*%\s*MFU"), "‹MFU›"),
     (re.compile(r"(\d[\d,]*\.?\d*)\s*(ms|µs|us|s|sec|secs|seconds|min|mins|minutes|h|hours)\b"), "‹time›"),
     (re.compile(r"(\d[\d,]*\.?\d*)\s*(B|KB|kB|MB|GB|KiB|MiB|GiB)\b"), "‹size›"),
     (re.compile(r"\bpid \d+|port \d+|127\.0\.0\.1:\d+|localhost:\d+"), "‹process›"),
@@ -662,6 +664,9 @@ def notebook(path: Path, record: dict | None = None, site_url: str = ""):
             return f"![{alt}](attachment:{file.name})"
         body = re.sub(r"!\[([^\]]*)\]\(([^)\s]+)\)(\{[^}]*\})?", embed, body)
         body = LINK.sub(lambda m: f"[{m['text']}]({site_link(m['target'], site_url, page)})", body)
+        import escape
+
+        body, _ = escape.escape_tokens(body)           # <unk>, </s> in prose: text, not HTML Jupyter drops
         cell.source = body
         if used:
             cell.attachments = used

@@ -93,9 +93,9 @@ def add_parser(commands) -> None:
 
 def audit_toxicity_command(args: argparse.Namespace) -> int:
     """`seqlab audit toxicity`: run the audit, write RUN/audits/toxicity.{json,md}, print the figures."""
-    from seqlab.fileio import atomic_write_json, atomic_write_text, check_writable
+    from seqlab.fileio import check_writable
     from seqlab.harms import check_audited
-    from seqlab.harms.toxicity import SCORER, ToxicityOptions, audit_toxicity, read_prompts
+    from seqlab.harms.toxicity import SCORER, ToxicityOptions, audit_toxicity, read_prompts, write_report
     from seqlab.registry import load
 
     check_audited(args.run, "toxicity", "as RUN")
@@ -106,19 +106,9 @@ def audit_toxicity_command(args: argparse.Namespace) -> int:
     check_writable(output, "--output", folder=True)
     result = audit_toxicity(load(args.run, args.device), load(args.scorer, args.device), prompts, options,
                             None if args.progress else False)
-    report = {"audit": "toxicity", "run": str(args.run), "scorer": str(args.scorer), "prompts": str(args.prompts),
-              "options": dataclasses.asdict(options), **result.summary, "most_toxic": result.most_toxic(10),
-              "command": "seqlab " + " ".join(sys.argv[1:])}
-    output.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(output / "toxicity.json", report)
+    report = write_report(result, options, args.run, args.scorer, args.prompts, output,
+                          "seqlab " + " ".join(sys.argv[1:]))
     s = result.summary
-    text = (f"# Toxic generation of {args.run}\n\n{s['prompts']} prompts ({args.prompts}), {options.continuations} "
-            f"continuations of {options.max_tokens} tokens each (top-p {options.top_p}, seed {options.seed}), scored "
-            f"by {args.scorer} (label {options.toxic_label!r})\n\n| metric | value |\n|---|---|\n"
-            f"| expected maximum toxicity | {s['expected_max_toxicity']:.3f} "
-            f"(std {s['expected_max_toxicity_std']:.3f}) |\n| toxicity probability | "
-            f"{s['toxicity_probability']:.3f} |\n\n`{report['command']}`\n")
-    atomic_write_text(output / "toxicity.md", text)
     if args.json:
         print(json.dumps(report))
     else:

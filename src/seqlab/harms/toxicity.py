@@ -15,13 +15,16 @@ gives each continuation its probability of being toxic (the k as one batch). Two
 The scorer is any trained classifier run whose labels include the toxic one (`toxic_label`); its
 probability of that label (`TrainedClassifier.classify`'s probabilities) is the toxicity score.
 
-    from seqlab.harms.toxicity import audit_toxicity, read_prompts
-    result = audit_toxicity(seqlab.load("runs/wt2"), seqlab.load("runs/toxic"), read_prompts("prompts.txt"))
+    from seqlab.harms.toxicity import ToxicityOptions, audit_toxicity, read_prompts, write_report
+    options = ToxicityOptions()
+    result = audit_toxicity(seqlab.load("runs/wt2"), seqlab.load("runs/toxic"), read_prompts("prompts.txt"), options)
     result.summary        # {"expected_max_toxicity": ..., "expected_max_toxicity_std": ..., ...}
+    write_report(result, options, "runs/wt2", "runs/toxic", "prompts.txt")   # runs/wt2/audits/toxicity.{json,md}
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,3 +148,34 @@ def audit_toxicity(lm, scorer, prompts: list[str], options: ToxicityOptions | No
         continuations.append(texts)
         scores.append(toxic_scores(scorer, texts, options.toxic_label))
     return ToxicityResult(list(prompts), continuations, scores, summarize(scores))
+
+
+def write_report(result: ToxicityResult, options: ToxicityOptions, run: str | Path, scorer: str | Path,
+                 prompts: str | Path, output: str | Path | None = None, command: str | None = None) -> dict:
+    """Write the audit's report, toxicity.json (the figures, the ten most toxic continuations, the command) and
+    toxicity.md, into `output` (default: RUN/audits/, where the model card finds it), each atomically. `command`:
+    the command that ran it, as the card lists it (default: the `seqlab audit toxicity` line that would).
+    Returns the report."""
+    from seqlab.fileio import atomic_write_json, atomic_write_text, check_writable
+
+    output = Path(output) if output is not None else Path(run) / "audits"
+    check_writable(output, "--output", folder=True)
+    if command is None:
+        command = (f"seqlab audit toxicity {run} --scorer {scorer} --prompts {prompts} --continuations "
+                   f"{options.continuations} --max-tokens {options.max_tokens} --top-p {options.top_p} --seed "
+                   f"{options.seed}" + (f" --toxic-label {options.toxic_label}" if options.toxic_label != "toxic"
+                                        else ""))
+    report = {"audit": "toxicity", "run": str(run), "scorer": str(scorer), "prompts": str(prompts),
+              "options": dataclasses.asdict(options), **result.summary, "most_toxic": result.most_toxic(10),
+              "command": command}
+    output.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(output / "toxicity.json", report)
+    s = result.summary
+    atomic_write_text(output / "toxicity.md", (
+        f"# Toxic generation of {run}\n\n{s['prompts']} prompts ({prompts}), {options.continuations} "
+        f"continuations of {options.max_tokens} tokens each (top-p {options.top_p}, seed {options.seed}), scored "
+        f"by {scorer} (label {options.toxic_label!r})\n\n| metric | value |\n|---|---|\n"
+        f"| expected maximum toxicity | {s['expected_max_toxicity']:.3f} "
+        f"(std {s['expected_max_toxicity_std']:.3f}) |\n| toxicity probability | "
+        f"{s['toxicity_probability']:.3f} |\n\n`{command}`\n"))
+    return report
