@@ -295,6 +295,16 @@ def test_progress_module_is_the_only_tqdm_user():
     assert users == []
 
 
+def test_progress_trainer_imports_no_notebook_tqdm_without_widgets():
+    """Without ipywidgets, importing the trainer must not import tqdm.auto: in a Jupyter kernel (a documentation
+    page run as a notebook) tqdm.auto prints "TqdmWarning: IProgress not found" into the page's outputs."""
+    code = ("import importlib.util, sys; import seqlab.training.trainer; "
+            "print(importlib.util.find_spec('ipywidgets') is not None, 'tqdm.auto' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    widgets, imported = done.stdout.split()
+    assert imported == widgets
+
+
 def test_progress_log_bad_interval_stops_a_training_before_its_data(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SEQLAB_PROGRESS_EVERY", "soon")
     assert main(["train", "lm", "--train", str(TRAIN), "--valid", str(VALID), "--output", str(tmp_path / "run")]) == 2
