@@ -66,28 +66,43 @@ def test_exercises_unknown_tutorial_or_number_is_one_clear_error():
         book.get(EVERY[0][0], 99) if EVERY else book.get("rnn-lm", 99)
 
 
-def seqlab(*args):
-    return subprocess.run([sys.executable, "-m", "seqlab", "exercises", *args], capture_output=True, text=True,
-                          timeout=120)
+def seqlab(capsys, *args):
+    """`seqlab exercises ARGS` in this process (the one real process: the last test)."""
+    from seqlab.cli import main
+
+    try:
+        code = main(["exercises", *args])
+    except SystemExit as exit_:
+        code = exit_.code
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, out, err)
 
 
 @pytest.mark.skipif(not EVERY, reason="no exercises yet")
-def test_exercises_cli_lists_shows_checks_and_hints():
+def test_exercises_cli_lists_shows_checks_and_hints(capsys):
     tutorial, number = EVERY[0]
     exercise = book.get(tutorial, number)
-    listed = seqlab()
+    listed = seqlab(capsys)
     assert listed.returncode == 0 and f"{tutorial} {number}" in listed.stdout
-    shown = seqlab(tutorial, str(number))
+    shown = seqlab(capsys, tutorial, str(number))
     assert shown.returncode == 0 and exercise.title in shown.stdout
-    assert seqlab(tutorial, str(number), "--hint").stdout.strip() == exercise.hints[0].strip()
+    assert seqlab(capsys, tutorial, str(number), "--hint").stdout.strip() == exercise.hints[0].strip()
     if exercise.parse is not None:
-        right = seqlab(tutorial, str(number), "--check", str(exercise.answer()))
+        right = seqlab(capsys, tutorial, str(number), "--check", str(exercise.answer()))
         assert right.returncode == 0 and right.stdout.startswith("✓ right"), right.stdout + right.stderr
-        wrong = seqlab(tutorial, str(number), "--check", str(exercise.wrong))
+        wrong = seqlab(capsys, tutorial, str(number), "--check", str(exercise.wrong))
         assert wrong.returncode == 1 and wrong.stdout.startswith("✗ not yet")
-    bad = seqlab(tutorial, "99")
+    bad = seqlab(capsys, tutorial, "99")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and len(bad.stderr.strip().split("\n")) == 1
-    assert seqlab("--check", "1").returncode == 2
+    assert seqlab(capsys, "--check", "1").returncode == 2
     for number in ("0", "abc", "1.5"):
-        refused = seqlab(tutorial, number)
+        refused = seqlab(capsys, tutorial, number)
         assert refused.returncode == 2 and "Traceback" not in refused.stderr, number
+
+
+def test_exercises_cli_in_a_real_process_exits_1_on_a_wrong_answer():
+    tutorial, number = EVERY[0]
+    exercise = book.get(tutorial, number)
+    done = subprocess.run([sys.executable, "-m", "seqlab", "exercises", tutorial, str(number), "--check",
+                           str(exercise.wrong)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and done.stdout.startswith("✗ not yet") and not done.stderr
