@@ -170,6 +170,7 @@ OPTIONS = ["train", "lm", "--train", str(TRAIN), "--valid", str(VALID), "--token
            "--log-every", "1", "--no-progress", "--threads", "1"]
 
 
+@pytest.mark.slow          # a stopped process and a 2-process wait, 7 s (the watch tests below stay)
 def test_distributed_stopped_process_ends_the_other_within_the_timeout_with_one_line(tmp_path):
     """SIGSTOP on rank 1 while both train: rank 0 ends --dist-timeout later (not 30 minutes of gloo's default),
     with one line naming rank 1 and exit status 2."""

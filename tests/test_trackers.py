@@ -299,6 +299,7 @@ def test_trackers_scalar_names_and_flat_params():
                       "train.card_notes": "", "train.notes": "x" * trackers.MAX_PARAM_CHARS}
 
 
+@pytest.mark.slow          # a tune and a compare, 5 s: the default suite keeps the single-run tracker tests
 def test_trackers_tune_and_compare_file_every_run_under_one_experiment(tmp_path, capsys, file_store):
     """`--log` reaches every run a tune or a compare trains: each tuning trial and each seed's run is an MLflow
     run of the experiment "tune DIR" / "compare DIR" (or --experiment), with TensorBoard events beside it."""

@@ -167,6 +167,7 @@ def test_a_finished_study_run_again_trains_nothing_and_more_trials_continue_it(s
     assert [t["number"] for t in summary(study)["trials"]] == [0, 1, 2, 3]
 
 
+@pytest.mark.slow          # a kill and a resume (CI runs them in make test-slow)
 def test_a_killed_study_resumes_its_trial_from_the_checkpoint(tmp_path, monkeypatch):
     import seqlab.api
 
