@@ -68,11 +68,35 @@ def exercise_rows() -> list[dict]:
     return rows
 
 
+def reference_rows() -> list[dict]:
+    """The option rows of the command pages (tests/test_reference.py holds each to its argparse action: name,
+    type, choices, default) and the rows of the config page (each to its dataclass field)."""
+    import dataclasses
+
+    import generate
+
+    from seqlab.cli import build_parser
+    from seqlab.registry import FAMILIES
+
+    options = sum(len(actions) for _, sub, _ in generate.commands(build_parser())
+                  for _, actions in generate.shown_actions(sub))
+    keys = sum(1 for family in FAMILIES.values() for group, cls in family.pipeline.groups.items()
+               for f in dataclasses.fields(cls)
+               if "help" in f.metadata and not (group == "model" and f.name in family.pipeline.derived))
+    messages = sum(len(v) for v in generate.error_messages().values())
+    return [record(task="docs", dataset="site", config="reference command pages", metric="option rows checked",
+                   value=options, device=device_name()),
+            record(task="docs", dataset="site", config="reference config page", metric="key rows", value=keys,
+                   device=device_name()),
+            record(task="docs", dataset="site", config="reference error messages", metric="messages with cause and fix",
+                   value=messages, device=device_name())]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ci-seconds", type=float, help="a measured `time bash .ci/run` (wall seconds) to record")
     args = parser.parse_args(argv)
-    rows = page_rows() + diagram_rows() + exercise_rows()
+    rows = page_rows() + diagram_rows() + exercise_rows() + reference_rows()
     if args.ci_seconds:
         rows.append(record(task="docs", dataset="site", config="bash .ci/run", metric="CI wall seconds",
                            value=args.ci_seconds, wall_s=args.ci_seconds, device=device_name()))
