@@ -178,6 +178,26 @@ def _as_numbers(value) -> list[float]:
     return flat
 
 
+# ------------------------------------------------------------------------------------- helpers of the modules
+def own_random(compute):
+    """`compute` (an exercise's `answer`) on torch's random generator of its own: a check run in a notebook leaves
+    the student's seed as it was."""
+    import functools
+
+    import torch
+
+    @functools.wraps(compute)
+    def wrapped():
+        with torch.random.fork_rng(devices=[]):
+            return compute()
+    return wrapped
+
+
+def one_paragraph(text: str) -> str:
+    """A prompt written over several lines of source as one paragraph of Markdown."""
+    return " ".join(text.split())
+
+
 # ------------------------------------------------------------------------------------------------- the lookup
 def exercises(tutorial: str) -> list[Exercise]:
     """The exercises of a tutorial (e.g. "rnn-lm"), in order."""

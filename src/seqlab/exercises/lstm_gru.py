@@ -6,22 +6,12 @@ from __future__ import annotations
 
 import torch
 
-from seqlab.exercises import Exercise, choice, function, number, numbers_close
+from seqlab.exercises import Exercise, choice, function, number, numbers_close, own_random
 from seqlab.nn.cells import Weights, gru_cell, lstm_cell
 
 
-def _own_random(compute):
-    """`compute` on torch's random generator of its own: a check run in a notebook leaves the student's seed as it
-    was."""
-    def wrapped():
-        with torch.random.fork_rng(devices=[]):
-            return compute()
-    wrapped.__doc__ = compute.__doc__
-    return wrapped
-
-
 # ----------------------------------------------------------------------------------- 1. parameters of an LSTM layer
-@_own_random
+@own_random
 def _lstm_parameters() -> int:
     from seqlab.nn.recurrent import RecurrentStack
 
@@ -87,7 +77,7 @@ def _cudnn_gru(x, h_prev, W_r, U_r, W_z, U_z, W, U):
 
 
 # ------------------------------------------------------------------------------ 4. a GRU whose update gates are shut
-@_own_random
+@own_random
 def _gru_gradient() -> str:
     """How much of h_0 reaches h_50 in a GRU whose book's z is near 0: the Jacobian d h_50 / d h_0, beside I."""
     torch.manual_seed(4)
@@ -130,7 +120,7 @@ def _context_gradient(forget_bias: float) -> float:
     return gradient.norm().item()
 
 
-@_own_random
+@own_random
 def _forget_bias() -> str:
     return "larger" if _context_gradient(3.0) > _context_gradient(0.0) else "smaller"
 

@@ -7,21 +7,11 @@ import math
 
 import torch
 
-from seqlab.exercises import Exercise, choice, function, number
-
-
-def _own_random(compute):
-    """`compute` on torch's random generator of its own: a check run in a notebook leaves the student's seed as it
-    was."""
-    def wrapped():
-        with torch.random.fork_rng(devices=[]):
-            return compute()
-    wrapped.__doc__ = compute.__doc__
-    return wrapped
+from seqlab.exercises import Exercise, choice, function, number, own_random
 
 
 # ------------------------------------------------------------------------------------- 1. parameters of a tied LM
-@_own_random
+@own_random
 def _tied_parameters() -> int:
     from seqlab.models.lm import LMConfig, build_lm
 
@@ -89,7 +79,7 @@ def _grow_or_vanish() -> str:
 
 
 # --------------------------------------------------------------------------------- 5. reading the gradient curve
-@_own_random
+@own_random
 def _gradient_by_distance() -> torch.Tensor:
     """The page's left panel, for rho = 0.5: the same seed, the same draws, in the same order."""
     from seqlab.nn.recurrent import RecurrentStack

@@ -7,7 +7,7 @@ from __future__ import annotations
 import tempfile
 from collections import Counter
 
-from seqlab.exercises import Exercise, choice, function, number
+from seqlab.exercises import Exercise, choice, function, number, one_paragraph
 
 E, H = 32, 32       # the POS tagger's embedding size and hidden size per direction
 
@@ -117,15 +117,10 @@ def _word_alone_ceiling() -> float:
     return round(max(counts.values()) / sum(counts.values()), 4)
 
 
-def _paragraph(text: str) -> str:
-    """A prompt as one line of Markdown (one paragraph): the docs' `expand` counts a generated element as one line."""
-    return " ".join(text.split())
-
-
 EXERCISES = [
     Exercise(
         number=1, title="The size of a stacked BiLSTM", kind="derive",
-        prompt=_paragraph(r"""
+        prompt=one_paragraph(r"""
 An LSTM layer (SLP eqs. 13.20-13.27) has four gates or candidates ($f$, $g$, $i$, $o$), each with its own input
 weights $W$, recurrent weights $U$ and bias $b$. The POS tagger of this page reads embeddings of size $E = 32$
 with $H = 32$ units per direction. How many parameters does a **two-layer** BiLSTM of that size have (both layers,
@@ -155,7 +150,7 @@ $41{,}472 + 4 \cdot 4 \cdot 32 = 41{,}984$.
         answer=_bilstm_parameters, checker=number(rel=0, abs=0.5), wrong=33280),
     Exercise(
         number=2, title="What the second layer of a BiLSTM reads", kind="predict",
-        prompt=_paragraph(r"""
+        prompt=one_paragraph(r"""
 The page changed the *last* token of a sentence and watched the states before it. Now change the **first** token
 of a 6-token sentence fed to a **two-layer** BiLSTM, and look at the top layer's states $h_t = [h^f_t ; h^b_t]$ at
 positions $t = 2 \dots 6$. Which half stays exactly as it was: `"forward"`, `"backward"`, `"both"` or
@@ -178,7 +173,7 @@ sentence.
         parse=str),
     Exercise(
         number=3, title="The CRF's score of a tag sequence", kind="compute",
-        prompt=_paragraph(r"""
+        prompt=one_paragraph(r"""
 A CRF tags "Ada Lovelace wrote" with the tags O, B-PER, I-PER (indices 0, 1, 2). The encoder's emission scores
 $e_t$, the transition scores $A[y_{t-1}, y_t]$ (row: the tag before) and the start and end scores are
 
@@ -202,7 +197,7 @@ loss is $\log Z - s(y)$, `CRF.nll`).
         answer=_score, checker=number(rel=0, abs=1e-3), wrong=5.7),
     Exercise(
         number=4, title="The forward algorithm", kind="implement",
-        prompt=_paragraph(r"""
+        prompt=one_paragraph(r"""
 Write the forward algorithm that gives $\log Z = \log \sum_{y'} e^{s(y')}$ for one sentence, without summing
 over the $K^n$ sequences one by one (the recursion is in the docstring of `seqlab.nn.crf`; the page shows
 `CRF.forward_scores`): a function `log_z(e, A, start, end)` of a tensor `e` (T, K) of emission scores, `A` (K, K),
@@ -235,7 +230,7 @@ end scores is the usual slip: it gives another number whenever `end` is not all 
         parse=None),
     Exercise(
         number=5, title="The best a tagger that reads the word alone can do", kind="compute",
-        prompt=_paragraph(r"""
+        prompt=one_paragraph(r"""
 The tagger with `--window 0` sees each word alone, so it gives every occurrence of a word form the same tag.
 The page printed the tags of *can* in the training split (`can {...}`). On the training split's *can* tokens, what
 is the highest accuracy such a tagger can reach (a share between 0 and 1)?

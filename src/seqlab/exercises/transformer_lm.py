@@ -4,7 +4,7 @@ penalty of beam search, and causal self-attention written from eqs. 9.20-9.21.""
 
 from __future__ import annotations
 
-from seqlab.exercises import Exercise, choice, function, number, numbers_close
+from seqlab.exercises import Exercise, choice, function, number, numbers_close, one_paragraph
 
 # the page's three positions (section "Self-attention, by hand")
 Q = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
@@ -101,15 +101,10 @@ def _attention_without_scale(Q, K, V):
     return torch.softmax(scores, dim=-1) @ V
 
 
-def _paragraph(text: str) -> str:
-    """A prompt as one line of Markdown (one paragraph): the docs' `expand` counts a generated element as one line."""
-    return " ".join(text.split())
-
-
 EXERCISES = [
     Exercise(
         number=1, title="Attention without the causal mask", kind="compute",
-        prompt=_paragraph(r"""
+        prompt=one_paragraph(r"""
 Take the page's three positions ($q_1 = (1, 0)$, $k_1 = (1, 0)$, $k_2 = (1, 1)$, $k_3 = (0, 2)$, $v_1 = (1, 0)$,
 $v_2 = (0, 1)$, $v_3 = (2, 2)$, $d_k = 2$) and **drop the causal mask**, as a bidirectional encoder does. What is
 the output $a_1$ of the first query now (eqs. 9.20-9.21)? Give its two numbers, e.g. `answer = [0.1, 0.2]`.
@@ -130,7 +125,7 @@ the first position of a causal model sees only itself. In code:
         parse=_floats),
     Exercise(
         number=2, title="The parameters of one block", kind="derive",
-        prompt=_paragraph(r"""
+        prompt=one_paragraph(r"""
 How many parameters has one post-LN transformer block of the page's model: width $d = 64$, $h = 4$ heads, a
 feedforward layer of width $4d = 256$? Count $W^Q, W^K, W^V, W^O$ with their biases, the FFN's $W_1, b_1, W_2,
 b_2$, and the gain and bias of each of the two layer norms.
@@ -159,7 +154,7 @@ The whole model of the page is two blocks ($99{,}968$), the embeddings of its 69
         answer=_block_parameters, checker=number(rel=0, abs=0.5), wrong=99904),
     Exercise(
         number=3, title="What attention knows of order", kind="predict",
-        prompt=_paragraph(r"""
+        prompt=one_paragraph(r"""
 A causal `MultiHeadAttention` layer (no position vectors added to its input) reads $x_1, \dots, x_5$. Swap
 $x_1$ and $x_2$. Is the output at the **last** position `"changed"` or `"unchanged"`?
 """),
@@ -178,7 +173,7 @@ transformer reads a bag of the previous tokens.
         parse=str),
     Exercise(
         number=4, title="The nucleus of top-p", kind="compute",
-        prompt=_paragraph(r"""
+        prompt=one_paragraph(r"""
 The model's next-token distribution is $p = (0.45, 0.25, 0.15, 0.10, 0.05)$ (sorted). How many tokens does
 top-p sampling with $p = 0.8$ keep (`--top-p 0.8`, the smallest set of most likely tokens whose probability
 reaches $p$)?
@@ -196,7 +191,7 @@ three here; on a flatter distribution top-p keeps more, on a sharper one fewer.
         answer=_nucleus_size, checker=number(rel=0, abs=0.01), wrong=2),
     Exercise(
         number=5, title="The length penalty", kind="predict",
-        prompt=_paragraph(r"""
+        prompt=one_paragraph(r"""
 A beam search ends with two hypotheses: A, of 10 tokens with $\log p = -6.0$, and B, of 5 tokens with
 $\log p = -4.0$. With `--length-penalty 0.6` they are ranked by $\log p / \text{length}^{0.6}$. Which is
 returned: `"A"` or `"B"`?
@@ -214,7 +209,7 @@ below 1, so the raw score favours short outputs. The default, 1, ranks by log pr
         answer=_ranked_first, checker=choice("A", "B"), wrong="B", parse=str),
     Exercise(
         number=6, title="Causal self-attention, from the equations", kind="implement",
-        prompt=_paragraph(r"""
+        prompt=one_paragraph(r"""
 Write one head of causal self-attention (eqs. 9.20-9.21 with the causal mask): a function `attend(Q, K, V)` of
 three tensors $(T, d_k)$ that returns a $(T, d_k)$ tensor whose row $i$ is $a_i = \sum_{j \le i} \alpha_{ij} v_j$.
 Define it in a cell (`def attend(Q, K, V): ...`), then put `answer = attend`.
