@@ -231,7 +231,8 @@ def test_a_batch_of_texts_scores_as_each_text_alone(lm):
 
 def test_completion_sliced_scores_are_the_unsliced_ones(lm):
     """On a server's thread `score_texts` reads the batch in slices (a window of time steps of every text with the
-    state carried, or a few texts of a transformer): its figures are the one pass's, exactly."""
+    state carried, or a few texts of a transformer): its figures are the one pass's (bit for bit with MKL's AVX-512
+    kernels; within float rounding on its AVX2 path, an AMD CPU's, whose products round by the rows' count)."""
     from seqlab.decoding import core
     from seqlab.families.lm.completion import score_texts
     texts = ["ROMEO : O", "the king", "First Citizen :\nBefore we proceed any further", "x", " ".join(["the"] * 30),
@@ -243,4 +244,6 @@ def test_completion_sliced_scores_are_the_unsliced_ones(lm):
     finally:
         core.set_slice_seconds(0)
     for a, b in zip(whole, sliced, strict=True):
-        assert (a.tokens, a.logprobs, a.figures) == (b.tokens, b.logprobs, b.figures)
+        assert a.tokens == b.tokens
+        assert b.logprobs == pytest.approx(a.logprobs, rel=1e-6, abs=1e-6)
+        assert b.figures == pytest.approx(a.figures, rel=1e-6, abs=1e-6)

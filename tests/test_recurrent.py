@@ -29,8 +29,9 @@ def test_recurrent_windows_give_the_one_pass(cell, bidirectional):
                 core.set_checkpoint(None)
                 core.set_slice_seconds(0)
             finals = zip(whole_final, cut_final, strict=True) if cell == "lstm" else [(whole_final, cut_final)]
-            if given is None:                                               # the same rows at every step
-                assert torch.equal(whole, cut) and all(torch.equal(a, b) for a, b in finals)
+            if given is None:              # the same rows at every step: equal (MKL's AVX2 path, an AMD CPU's,
+                assert torch.allclose(whole, cut, atol=1e-6, rtol=0)       # rounds W x by the steps' count)
+                assert all(torch.allclose(a, b, atol=1e-6, rtol=0) for a, b in finals)
             else:                                                           # packed: rounding (the fused kernel
                 assert torch.allclose(whole, cut, atol=1e-6)                # takes steps of few rows another way)
                 assert all(torch.allclose(a, b, atol=1e-6) for a, b in finals)
