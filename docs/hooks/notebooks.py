@@ -382,6 +382,9 @@ def run(path: Path, workdir: Path | None = None, timeout: int = 600, copy_figure
     start = time.perf_counter()
     client = nbclient.NotebookClient(book, timeout=timeout, kernel_name="python3", record_timing=True,
                                      resources={"metadata": {"path": str(workdir)}})
+    # the kernel runs as a reader's would: none of seqlab's settings of the process that runs it (the tests'
+    # shared SEQLAB_CACHE_DIR would move every prepared folder, and the page print another path)
+    hidden = {k: os.environ.pop(k) for k in [k for k in os.environ if k.startswith("SEQLAB_")]}
     try:
         client.execute()
     except CellExecutionError as error:
@@ -393,6 +396,7 @@ def run(path: Path, workdir: Path | None = None, timeout: int = 600, copy_figure
     except Exception as error:             # a cell that ran past the timeout, a kernel that died
         raise PageFailed(f"{path}: {type(error).__name__}: {error}") from None
     finally:
+        os.environ.update(hidden)
         shutil.rmtree(side, ignore_errors=True)
     record = {"page": str(path.relative_to(DOCS)) if DOCS in path.parents else path.name, "machine": machine(),
               "date": time.strftime("%Y-%m-%d"), "seconds": round(time.perf_counter() - start, 1), "cells": []}
