@@ -152,6 +152,11 @@ def test_an_output_drifts_only_beyond_the_stated_tolerance_with_times_and_paths_
     assert "perplexity" in notebooks.drift(shown, shown.replace("perplexity", "accuracy"))
     assert notebooks.drift("a\nb", "a\nb\nc").startswith("the page shows 2 lines")
     assert notebooks.drift("peak 197.4 GFLOP/s", "peak 1,210.0 GFLOP/s") is None      # the machine's, not the page's
+    shown = "{'step': 40, 'elapsed': 3.73, 'startup': 4.7, \"wall_s\": 12.0, 'loss': 3.25}\nsaved"
+    assert notebooks.drift(shown, shown.replace("3.73", "9.1").replace("4.7", "1.2").replace("12.0", "30")) is None
+    assert "3.25" in notebooks.drift(shown, shown.replace("3.25", "3.5"))        # a figure of the model is held
+    slow = "epoch 1\ntrain: 120/266 step (45%), 3.85 step/s, elapsed 00:31, remaining 00:38, loss=2.1\nepoch 2"
+    assert notebooks.drift("epoch 1\nepoch 2", slow) is None                   # a slow machine's progress line
 
 
 def test_every_seqlab_command_shown_parses():

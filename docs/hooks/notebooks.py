@@ -30,6 +30,10 @@ holds it. The default tests fail when a block changed since its outputs were rec
 page and fail when an output drifts (`drift`): the same words once dates, times, rates, sizes and temporary paths
 are masked, every number within 5% (or 0.02) of the one the page shows.
 
+Masked: dates, clock times, durations and speeds (a number with its unit, or under a key that names a time or a
+speed: 'elapsed': 3.7), sizes in bytes, temporary paths, hashes, ports and pids, a machine's FLOP/s, and the
+progress lines a long loop prints every 30 s (there on a slow machine only).
+
 A figure the page shows as `figures/PAGE/NAME.png` (relative to the page) is made by the page's code as `NAME.png`
 in its working folder; `--figures` copies it to `docs/.../figures/PAGE/NAME.png`, and the test fails when the page
 did not make it.
@@ -487,10 +491,18 @@ MASKS = [
     (re.compile(r"(\d[\d,]*\.?\d*)\s*(B|KB|kB|MB|GB|KiB|MiB|GiB)\b"), "‹size›"),
     (re.compile(r"\bpid \d+|port \d+|127\.0\.0\.1:\d+|localhost:\d+"), "‹process›"),
 ]
-NUMBER = re.compile(r"[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+FIGURE_TEXT = r"[-+]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"    # 1,234.5e-3
+# a value whose key says it is a time or a speed, in a printed dict or JSON ('elapsed': 3.73, "wall_s": 12.1)
+TIMED = re.compile(r"""(?P<key>['"]?\w*(?:elapsed|startup|seconds|time|wall|latency|duration|per_s|_s|_ms|speed|"""
+                   r"""rate|throughput)\w*['"]?\s*[:=]\s*)""" + FIGURE_TEXT, re.I)
+# a progress line seqlab prints every SEQLAB_PROGRESS_EVERY seconds of a long loop: there on a slow machine only
+PROGRESS = re.compile(r"^.*\belapsed \d+:\d{2}(:\d{2})?\b.*$\n?", re.M)
+NUMBER = re.compile(FIGURE_TEXT)
 
 
 def masked(text: str) -> str:
+    text = PROGRESS.sub("", text)
+    text = TIMED.sub(lambda m: m["key"] + "‹time›", text)
     for pattern, replacement in MASKS:
         text = pattern.sub(replacement, text)
     return text
