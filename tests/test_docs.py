@@ -157,6 +157,9 @@ def test_an_output_drifts_only_beyond_the_stated_tolerance_with_times_and_paths_
     assert "3.25" in notebooks.drift(shown, shown.replace("3.25", "3.5"))        # a figure of the model is held
     slow = "epoch 1\ntrain: 120/266 step (45%), 3.85 step/s, elapsed 00:31, remaining 00:38, loss=2.1\nepoch 2"
     assert notebooks.drift("epoch 1\nepoch 2", slow) is None                   # a slow machine's progress line
+    assert notebooks.drift("seqlab: reading a.txt\nloss 2.0\nsaved", "loss 2.01\nseqlab: reading a.txt\nsaved") \
+        is None                                                                    # stderr before stdout this time
+    assert "shows 2, the run prints 3" in notebooks.drift("reading\nloss 2.0", "loss 3.0\nreading")   # still held
 
 
 def test_every_seqlab_command_shown_parses():

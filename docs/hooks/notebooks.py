@@ -522,9 +522,20 @@ def _numbers(text: str) -> tuple[str, list[float]]:
 
 def drift(shown: str, now: str, rel: float = TOLERANCE, absolute: float = ABSOLUTE) -> str | None:
     """Why `now` (a fresh run's text output) is not what the page shows, or None: the same words once dates,
-    times, rates, sizes and temporary paths are masked, and every number within the tolerance."""
-    a_words, a_values = _numbers(masked(shown))
-    b_words, b_values = _numbers(masked(now))
+    times, rates, sizes and temporary paths are masked, and every number within the tolerance. The lines may come
+    in another order (a command's stdout and stderr reach the cell in the order the pipes deliver them)."""
+    why = _drift_in_order(masked(shown), masked(now), rel, absolute)
+    if why is None:
+        return None
+    a_lines, b_lines = (sorted(masked(t).split("\n"), key=lambda ln: _numbers(ln)[0]) for t in (shown, now))
+    if [_numbers(ln)[0] for ln in a_lines] != [_numbers(ln)[0] for ln in b_lines]:
+        return why                                   # other words: the first difference in the page's order
+    return _drift_in_order("\n".join(a_lines), "\n".join(b_lines), rel, absolute)
+
+
+def _drift_in_order(shown: str, now: str, rel: float, absolute: float) -> str | None:
+    a_words, a_values = _numbers(shown)
+    b_words, b_values = _numbers(now)
     if a_words != b_words:
         import difflib
 
