@@ -88,6 +88,8 @@ def test_a_malformed_mark_is_refused_naming_the_page_and_line():
         notebooks.split("text\n<!-- docs: skip -->\n```bash\nls\n```\n", "page.md")
     with pytest.raises(ValueError, match="not followed by a fenced block"):
         notebooks.split("<!-- docs: file a.yaml -->\n\ntext\n", "page.md")
+    with pytest.raises(ValueError, match="a percentage and a reason"):
+        notebooks.split("<!-- docs: tolerance lots -->\n```bash\nls\n```\n", "page.md")
     with pytest.raises(ValueError, match="never closed"):
         notebooks.split("```python\nx = 1\n", "page.md")
 
@@ -159,6 +161,9 @@ def test_an_output_drifts_only_beyond_the_stated_tolerance_with_times_and_paths_
     assert notebooks.drift("epoch 1\nepoch 2", slow) is None                   # a slow machine's progress line
     assert notebooks.drift("seqlab: reading a.txt\nloss 2.0\nsaved", "loss 2.01\nseqlab: reading a.txt\nsaved") \
         is None                                                                    # stderr before stdout this time
+    table = "| arch | tokens/s | wall time | valid accuracy |\n|---|---|---|---|\n| window | 3,513 | 2.05 s | 69.04 |"
+    assert notebooks.drift(table, table.replace("3,513", "9,000").replace("2.05", "7.5")) is None
+    assert "69.04" in notebooks.drift(table, table.replace("69.04", "50.0"))
     assert "shows 2, the run prints 3" in notebooks.drift("reading\nloss 2.0", "loss 3.0\nreading")   # still held
 
 

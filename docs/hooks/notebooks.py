@@ -14,6 +14,8 @@ working directory is a fresh folder, after an install cell that does nothing whe
     <!-- docs: file NAME -->   before a fence: its text written to NAME (`%%writefile`), e.g. a config file
     <!-- docs: skip REASON --> before a fence: shown, not run (a REASON is required: e.g. it needs two machines)
     <!-- docs: varies REASON --> before a fence: its output is not compared, only that it prints (sampled text)
+    <!-- docs: tolerance 20% REASON --> before a fence: its numbers held within 20%, not 5% (a small model's BLEU
+                                    moves with the CPU's rounding)
     ```text, ```console, ```json ... (any other language, or none): output shown to the reader, not run
 
 A bash block in a `=== "CLI"` tab beside a `=== "Python"` tab runs in a scratch copy of the working folder: the
@@ -54,7 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$")   # indented: in a tab or a note
-MARK = re.compile(r"^<!--\s*docs:\s*(?P<kind>skip|file|varies)\b\s*(?P<arg>.*?)\s*-->\s*$")
+MARK = re.compile(r"^<!--\s*docs:\s*(?P<kind>skip|file|varies|tolerance)\b\s*(?P<arg>.*?)\s*-->\s*$")
 # a line of prose replaced by generated Markdown, before the page is split (on the site, in the notebook, in CI)
 EXPAND = re.compile(r"^(?P<indent> *)<!--\s*docs:\s*(?P<kind>source|exercises|diagram)\b\s*(?P<arg>.*?)\s*-->\s*$")
 TAB = re.compile(r'^===\+?\s+"(?P<title>[^"]*)"')
@@ -225,8 +227,9 @@ def split(text: str, where: str = "page", expanded: bool = False) -> list[str | 
         if previous is not None and MARK.match(prose[previous].strip()):
             m = MARK.match(prose[previous].strip())
             mark, argument = m["kind"], m["arg"]
-            if not argument:
-                needs = "a file name" if mark == "file" else "a reason"
+            if not argument or (mark == "tolerance" and not re.match(r"\d+(\.\d+)?%\s+\S", argument)):
+                needs = {"file": "a file name", "tolerance": "a percentage and a reason (20% BLEU of 40 "
+                         "sentences)"}.get(mark, "a reason")
                 raise ValueError(f"{where}:{origin[i] - 1}: `docs: {mark}` needs {needs}")
         if prose:
             parts.append("\n".join(prose))
@@ -500,8 +503,30 @@ PROGRESS = re.compile(r"^.*\belapsed \d+:\d{2}(:\d{2})?\b.*$\n?", re.M)
 NUMBER = re.compile(FIGURE_TEXT)
 
 
+SPEED_COLUMN = re.compile(r"tokens/s|/s\b|per s|wall|time|seconds|elapsed|speed|latency|throughput", re.I)
+
+
+def _timed_columns(text: str) -> str:
+    """A Markdown table's cells under a header that names a time or a speed (`tokens/s`, `wall time`) masked."""
+    lines, out, columns = text.split("\n"), [], set()
+    for k, line in enumerate(lines):
+        if line.lstrip().startswith("|"):
+            cells = line.split("|")
+            following = lines[k + 1] if k + 1 < len(lines) else ""
+            if re.fullmatch(r"\s*\|?[\s:|-]+\|?\s*", following) and "-" in following:      # a header row
+                columns = {j for j, cell in enumerate(cells) if SPEED_COLUMN.search(cell)}
+            elif columns and not re.fullmatch(r"\s*\|?[\s:|-]+\|?\s*", line):
+                cells = [("‹time›" if j in columns and cell.strip() else cell) for j, cell in enumerate(cells)]
+                line = "|".join(cells)
+        else:
+            columns = set()
+        out.append(line)
+    return "\n".join(out)
+
+
 def masked(text: str) -> str:
     text = PROGRESS.sub("", text)
+    text = _timed_columns(text)
     text = TIMED.sub(lambda m: m["key"] + "‹time›", text)
     for pattern, replacement in MASKS:
         text = pattern.sub(replacement, text)
@@ -573,7 +598,9 @@ def compare(path: Path, shown: dict, now: dict) -> list[str]:
                 problems.append(f"{where}: the page shows {'some' if old_text.strip() else 'no'} output, the run "
                                 f"prints {'some' if new_text.strip() else 'none'}")
             continue
-        why = drift(old_text, new_text)
+        rel = float(block.argument.split("%")[0]) / 100 if block is not None and block.mark == "tolerance" \
+            else TOLERANCE
+        why = drift(old_text, new_text, rel=rel)
         if why:
             problems.append(f"{where}: {why}")
     if len(shown["cells"]) != len(now["cells"]):
