@@ -485,7 +485,7 @@ MASKS = [
     (re.compile(r"\b\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?\S*)?"), "‹date›"),
     (re.compile(r"\b\d+:\d{2}(:\d{2})?(\.\d+)?\b"), "‹clock›"),
     (re.compile(r"(/tmp|/var/folders|/private/var)/[^\s'\",)\]]+"), "‹path›"),
-    (re.compile(r"\b[0-9a-f]{12,64}\b"), "‹hash›"),
+    (re.compile(r"(?<![.\d])\b(?=[0-9a-f]*[a-f])[0-9a-f]{12,64}\b(?![-+]\d)"), "‹hash›"),   # not 1.43...e-06
     (re.compile(r"(\d[\d,]*\.?\d*(e[-+]?\d+)?)\s*(tokens|tok|it|samples|sentences|examples|chars|characters|"
                 r"requests|words|batches|steps|pairs|lines)\s*/\s*(s|sec|second|min)\b", re.I), "‹rate›"),
     (re.compile(r"(\d[\d,]*\.?\d*)\s*[kMGTP]?FLOP/s\b"), "‹rate›"),                 # the machine's speed
