@@ -161,6 +161,7 @@ def test_an_output_drifts_only_beyond_the_stated_tolerance_with_times_and_paths_
     assert notebooks.drift("epoch 1\nepoch 2", slow) is None                   # a slow machine's progress line
     assert notebooks.drift("seqlab: reading a.txt\nloss 2.0\nsaved", "loss 2.01\nseqlab: reading a.txt\nsaved") \
         is None                                                                    # stderr before stdout this time
+    assert notebooks.drift("textbook   9.1 ms per batch", "textbook    10.2 ms per batch") is None    # padding
     small = "largest gradient difference: 1.430511474609375e-06"                  # rounding, not a hash
     assert notebooks.drift(small, small.replace("1.430511474609375e-06", "9.5367431640625e-07")) is None
     table = "| arch | tokens/s | wall time | valid accuracy |\n|---|---|---|---|\n| window | 3,513 | 2.05 s | 69.04 |"

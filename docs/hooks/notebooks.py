@@ -530,7 +530,7 @@ def masked(text: str) -> str:
     text = TIMED.sub(lambda m: m["key"] + "‹time›", text)
     for pattern, replacement in MASKS:
         text = pattern.sub(replacement, text)
-    return text
+    return re.sub(r"[ \t]+", " ", text)            # columns padded to a time's width: the same words
 
 
 def _numbers(text: str) -> tuple[str, list[float]]:
