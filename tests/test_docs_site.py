@@ -169,6 +169,7 @@ def test_a_tutorial_shows_what_its_code_printed_readable_in_both_palettes(site, 
     assert outputs.count() >= 8, "the page shows fewer outputs than it has cells that print"
     for scheme in ("default", "slate"):
         page.evaluate(f"document.body.setAttribute('data-md-color-scheme', '{scheme}')")
+        page.wait_for_timeout(800)                     # the theme's colours change through a CSS transition
         first = outputs.first
         fg = _rgb(first.evaluate("el => getComputedStyle(el).color"))
         bg = _rgb(first.evaluate(BACKGROUND))
