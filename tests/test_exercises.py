@@ -106,3 +106,15 @@ def test_exercises_cli_in_a_real_process_exits_1_on_a_wrong_answer():
     done = subprocess.run([sys.executable, "-m", "seqlab", "exercises", tutorial, str(number), "--check",
                            str(exercise.wrong)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and done.stdout.startswith("✗ not yet") and not done.stderr
+
+
+def test_exercises_coverage_answer_is_the_seq2seq_familys_coverage_loss():
+    import torch
+
+    from seqlab.exercises import summarisation
+    from seqlab.families.seq2seq.task import coverage_losses
+
+    a = torch.tensor(summarisation.COVERAGE_ATTENTION)
+    c = torch.cumsum(a, dim=1) - a
+    assert summarisation._coverage_loss() == pytest.approx(float(coverage_losses(a, c, torch.ones(1, 3,
+                                                                                                  dtype=torch.long))))
