@@ -776,6 +776,9 @@ def main(argv=None) -> int:
     parser.add_argument("--keep", type=Path, help="run in this folder and keep it")
     parser.add_argument("--timeout", type=int, default=600, help="seconds a cell may run")
     args = parser.parse_args(argv)
+    missing = [str(page) for page in args.pages if not page.is_file()]
+    if missing:
+        parser.error(f"no such page: {', '.join(missing)}")
     if args.write:
         import nbformat
 
