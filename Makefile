@@ -1,10 +1,11 @@
-# seqlab: `make demo` trains on the bundled corpus, `make test` runs the tests. Both set up .venv.
+# seqlab: `make demo` trains on the bundled corpus, `make test` runs the tests, `make typecheck` checks the family
+# contract with mypy. All set up .venv.
 VENV ?= .venv
 PYTHON ?= python3
 BIN = $(VENV)/bin
 DATA ?= ../shared/data
 
-.PHONY: install demo test test-slow test-browser docs docs-figures lint bench clean docker docker-check
+.PHONY: install demo test test-slow test-browser docs docs-figures lint typecheck bench clean docker docker-check
 
 install: $(VENV)/.installed
 
@@ -31,8 +32,8 @@ CHROMIUM ?= /usr/bin/chromium
 test-browser: install
 	@test -x $(CHROMIUM) || { echo "make test-browser needs Chromium at $(CHROMIUM): apt-get install chromium"; exit 2; }
 	$(BIN)/pip install -q -e '.[browser]'
-	SEQLAB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q tests/test_serve_page.py tests/test_compare_page.py \
-		tests/test_serve_docs_page.py
+	SEQLAB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q -m 'browser and not slow' tests/test_serve_page.py \
+		tests/test_explore_page.py tests/test_compare_page.py tests/test_serve_docs_page.py tests/test_serve_families.py
 	SEQLAB_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q -m slow tests/test_docs_site.py    # the built site
 
 # the documentation site (mkdocs.yml, docs/): built into site/, strict (a broken link or anchor fails), readable
@@ -57,5 +58,12 @@ docker-check: install
 lint: install
 	$(BIN)/ruff check src tests benchmarks docs/hooks
 
+# the family contract checked by mypy (pyproject.toml's [tool.mypy]): every family's parts against their protocols
+# (seqlab.contract.parts; the checking module written from the registry into build/), and the shared modules that
+# call them; its cache (.mypy_cache) keeps a second run to seconds
+typecheck: install
+	PYTHONPATH=src $(BIN)/python tests/typecheck_parts.py build/typecheck/seqlab_family_parts.py
+	PYTHONPATH=src $(BIN)/mypy
+
 clean:
-	rm -rf $(VENV) runs site .pytest_cache .ruff_cache
+	rm -rf $(VENV) runs site .pytest_cache .ruff_cache .mypy_cache build/typecheck

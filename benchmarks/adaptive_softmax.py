@@ -37,12 +37,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 from output_layer import run_rounds  # noqa: E402
 
 from common import device_name, record, write_records  # noqa: E402
-from seqlab.cli import main as seqlab_main  # noqa: E402
+from seqlab.cli.main import main as seqlab_main  # noqa: E402
 from seqlab.data.batching import StreamBatches  # noqa: E402
 from seqlab.data.readers import encode_lines, read_lines  # noqa: E402
 from seqlab.data.tokenizers import make_tokenizer  # noqa: E402
+from seqlab.families.lm.model import LMConfig, build_lm  # noqa: E402
 from seqlab.families.lm.task import token_loss  # noqa: E402
-from seqlab.models.lm import LMConfig, build_lm  # noqa: E402
 from seqlab.training.memory import keep_freed_memory  # noqa: E402
 from seqlab.training.output_loss import fused_token_loss  # noqa: E402
 

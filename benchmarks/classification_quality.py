@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 import seqlab  # noqa: E402
 from common import device_name, record, write_records  # noqa: E402
-from seqlab.cli import main as seqlab_main  # noqa: E402
+from seqlab.cli.main import main as seqlab_main  # noqa: E402
 
 DATASETS = {  # folder/train, folder/dev (or None), folder/test, options
     "sst2": ("sst2/sentence_level/stsa.binary.train", "sst2/sentence_level/stsa.binary.dev",

@@ -21,7 +21,7 @@ import sys
 import time
 
 import seqlab
-from seqlab.data.parallel import read_aligned
+from seqlab.families.seq2seq.parallel import read_aligned
 
 
 def load(run: str, export: str | None):

@@ -55,7 +55,7 @@ from seq2seq_quality import evaluate as evaluate_json  # noqa: E402
 
 import seqlab  # noqa: E402
 from common import RESULTS, device_name, record, write_records  # noqa: E402
-from seqlab.cli import main as seqlab_main  # noqa: E402
+from seqlab.cli.main import main as seqlab_main  # noqa: E402
 from tagging_quality import describe as describe_tagger  # noqa: E402
 
 RESULTS_NAME = "defaults_new_data"

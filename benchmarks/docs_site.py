@@ -75,7 +75,7 @@ def reference_rows() -> list[dict]:
 
     import generate
 
-    from seqlab.cli import build_parser
+    from seqlab.cli.main import build_parser
     from seqlab.registry import FAMILIES
 
     options = sum(len(actions) for _, sub, _ in generate.commands(build_parser())

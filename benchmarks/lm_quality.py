@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 import seqlab  # noqa: E402
 from common import device_name, record, write_records  # noqa: E402
-from seqlab.cli import main as seqlab_main  # noqa: E402
+from seqlab.cli.main import main as seqlab_main  # noqa: E402
 
 FILES = {"ptb": ("ptb/ptb.train.txt", "ptb/ptb.valid.txt", "ptb/ptb.test.txt"),
          "wikitext-2": ("wikitext-2/train.txt", "wikitext-2/valid.txt", "wikitext-2/test.txt")}

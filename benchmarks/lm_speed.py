@@ -36,8 +36,8 @@ from seqlab.data.tokenizers import WordTokenizer  # noqa: E402
 from seqlab.data.vocab import Vocab  # noqa: E402
 from seqlab.decoding.search import SamplingOptions, generate_ids  # noqa: E402
 from seqlab.families.lm.config import LMTrainOptions  # noqa: E402
+from seqlab.families.lm.model import LMConfig, build_lm  # noqa: E402
 from seqlab.families.lm.task import LanguageModelingTask  # noqa: E402
-from seqlab.models.lm import LMConfig, build_lm  # noqa: E402
 from seqlab.nn.recurrent import RecurrentStack  # noqa: E402
 from seqlab.training.memory import keep_freed_memory  # noqa: E402
 from seqlab.training.output_loss import choose_fused_output  # noqa: E402

@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
 
 import seqlab  # noqa: E402
 from common import device_name, record, write_records  # noqa: E402
-from seqlab.cli import main as seqlab_main  # noqa: E402
-from seqlab.data.parallel import read_aligned  # noqa: E402
+from seqlab.cli.main import main as seqlab_main  # noqa: E402
 from seqlab.export.onnx import export_onnx  # noqa: E402
 from seqlab.export.runtime import load_export  # noqa: E402
+from seqlab.families.seq2seq.parallel import read_aligned  # noqa: E402
 from seqlab.registry import run_family  # noqa: E402
 
 FIXTURES = Path(__file__).parent.parent / "tests" / "fixtures"

@@ -36,8 +36,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 import seqlab  # noqa: E402
 from common import device_name, record, write_records  # noqa: E402
-from seqlab.cli import main as seqlab_main  # noqa: E402
-from seqlab.data.parallel import read_paired  # noqa: E402
+from seqlab.cli.main import main as seqlab_main  # noqa: E402
+from seqlab.families.seq2seq.parallel import read_paired  # noqa: E402
 from seqlab.fileio import read_text  # noqa: E402
 from seqlab.metrics import bleu, rouge  # noqa: E402
 

@@ -35,7 +35,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 import seqlab  # noqa: E402
 from common import device_name, record, write_records  # noqa: E402
-from seqlab.cli import main as seqlab_main  # noqa: E402
+from seqlab.cli.main import main as seqlab_main  # noqa: E402
 from seqlab.fileio import read_text  # noqa: E402
 
 RAW = "multi30k/raw/{split}.{lang}.gz"

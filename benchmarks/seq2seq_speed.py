@@ -25,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 import seqlab  # noqa: E402
 from common import device_name, record, write_records  # noqa: E402
 from seqlab.data.batching import length_batches  # noqa: E402
-from seqlab.data.parallel import read_aligned  # noqa: E402
 from seqlab.data.vocab import EOS  # noqa: E402
 from seqlab.decoding.processors import BlockTokens  # noqa: E402
 from seqlab.decoding.search import SearchOptions, max_lengths  # noqa: E402
+from seqlab.families.seq2seq.parallel import read_aligned  # noqa: E402
 
 
 def timed(work, repeats: int = 1) -> float:

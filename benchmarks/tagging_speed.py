@@ -25,7 +25,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 import seqlab  # noqa: E402
 from common import device_name, record, write_records  # noqa: E402
-from seqlab.data.conll import read_labelled  # noqa: E402
+from seqlab.families.tagger.conll import read_labelled  # noqa: E402
 from tagging_quality import describe  # noqa: E402
 
 

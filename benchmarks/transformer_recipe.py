@@ -30,7 +30,7 @@ from lm_quality import shakespeare_split  # noqa: E402
 
 import seqlab  # noqa: E402
 from common import RESULTS, device_name, record, write_records  # noqa: E402
-from seqlab.cli import main as seqlab_main  # noqa: E402
+from seqlab.cli.main import main as seqlab_main  # noqa: E402
 
 CONFIG = "configs/shakespeare-char-transformer.yaml"
 BEST = "configs/shakespeare-char-transformer-modern.yaml"     # the recipe shipped: the best rows' options

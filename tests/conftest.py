@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 import torch
 
 from seqlab.families.lm.config import LMDataConfig, LMTrainConfig, LMTrainOptions
-from seqlab.models.lm import LMConfig
+from seqlab.families.lm.model import LMConfig
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TRAIN = FIXTURES / "shakespeare_train.txt"
@@ -61,7 +62,7 @@ def train_serve_runs(folder: Path, lr: float | None = None) -> dict[str, Path]:
     """One tiny run of each task family under `folder` (a language model, an NER tagger, a sentiment classifier
     and a German-English translator), for the tests of `seqlab serve`: {name: run directory}. With `lr` the
     tagger, the classifier and the translator learn their data (0.05: every entity right), not just its shapes."""
-    from seqlab.cli import main
+    from seqlab.cli.main import main
     from seqlab.families.lm.pipeline import train_lm
 
     quiet, pairs = ["--no-progress", "--dropout", "0"], FIXTURES / "seq2seq"
@@ -112,6 +113,34 @@ def unk_lm_run(folder: Path) -> Path:
     return folder / "unk"
 
 
+@contextlib.contextmanager
+def viewless_run(folder: Path):
+    """A tiny run of a family without views (the tests' regressor, tests/families/regressor, registered for the
+    block): its run directory, for the refusals of `seqlab explore` and /v1/explain."""
+    import sys
+
+    from seqlab import registry
+    from seqlab.cli.main import build_parser, main
+
+    sys.path.insert(0, str(FIXTURES.parent / "families"))
+    try:
+        import regressor
+
+        with registry.registered(regressor.FAMILY):
+            build_parser.cache_clear()                      # the parser with the family's commands, then without
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "items.tsv").write_text("".join(f"{i % 7}.0\t{' '.join(['seven'] * (i % 7 + 1))}\n"
+                                                      for i in range(40)), encoding="utf-8")
+            if not (folder / "run" / "model.safetensors").exists():
+                assert main(["train", "regressor", "--train", str(folder / "items.tsv"), "--dev",
+                             str(folder / "items.tsv"), "--max-steps", "4", "--no-progress", "--output",
+                             str(folder / "run")]) == 0
+            yield folder / "run"
+    finally:
+        build_parser.cache_clear()
+        sys.path.remove(str(FIXTURES.parent / "families"))
+
+
 @pytest.fixture(scope="session")
 def serve_runs(tmp_path_factory) -> dict[str, Path]:
     """`train_serve_runs` once for the whole session: the serve tests that only read the runs share them."""
@@ -124,7 +153,7 @@ def classifier_export(tmp_path_factory) -> Path:
     run directory is the export folder's sibling, `run`."""
     pytest.importorskip("onnxruntime", reason="serving an export needs onnxruntime (pip install 'seqlab[export]')")
     pytest.importorskip("onnx", reason="seqlab export needs onnx (pip install 'seqlab[export]')")
-    from seqlab.cli import main
+    from seqlab.cli.main import main
     from seqlab.export.onnx import export_onnx
 
     folder, sentiment = tmp_path_factory.mktemp("classifier-export"), str(FIXTURES / "classify" / "sentiment.tsv")
@@ -176,7 +205,7 @@ def serving(app):
 
 def run_seqlab(argv, capsys) -> tuple[int, str]:
     """`seqlab ARGV` in this process: (exit status, stderr)."""
-    from seqlab.cli import main
+    from seqlab.cli.main import main
 
     try:
         code = main([str(a) for a in argv])

@@ -13,13 +13,13 @@ import torch
 
 import seqlab
 from conftest import ARCHS, TEST, TRAIN, VALID, tiny_config
-from seqlab.cli import main
+from seqlab.cli.main import main
 from seqlab.data.batching import Batch
 from seqlab.data.vocab import PAD
 from seqlab.errors import SeqlabError
+from seqlab.families.lm.model import LMConfig, build_lm
 from seqlab.families.lm.pipeline import train_lm
 from seqlab.families.lm.task import LanguageModelingTask, evaluate_lm, token_loss
-from seqlab.models.lm import LMConfig, build_lm
 from seqlab.nn.adaptive_softmax import AdaptiveOutputLayer, AdaptiveSoftmax, default_cutoffs, parse_cutoffs
 
 V, D = 60, 32
@@ -169,6 +169,7 @@ def test_adaptive_softmax_overfits_one_batch():
     assert float(loss_sum.detach() / count) < 0.1
 
 
+@pytest.mark.slow
 def test_adaptive_softmax_save_load_round_trip(tmp_path):
     config = tiny_config(tmp_path / "run", tokenizer="bpe", max_steps=4)
     config = dataclasses.replace(config, model=dataclasses.replace(config.model, output_layer="adaptive"),
@@ -205,6 +206,7 @@ def train_cli(tmp_path, *extra, name="run"):
     return code, output
 
 
+@pytest.mark.slow
 def test_adaptive_softmax_cli_train_evaluate_generate(tmp_path, capsys):
     code, run = train_cli(tmp_path, "--cutoffs", "20,100")
     assert code == 0
@@ -264,7 +266,7 @@ def test_adaptive_softmax_serve_answers_as_the_python_api(tmp_path):
     pytest.importorskip("fastapi", reason="seqlab serve needs fastapi (pip install 'seqlab[serve]')")
     from fastapi.testclient import TestClient
 
-    from seqlab.serve import create_app
+    from seqlab.serve.app import create_app
 
     code, run = train_cli(tmp_path, "--cutoffs", "20,100")
     assert code == 0

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import tiny_config
-from seqlab.cli import main
+from seqlab.cli.main import main
 from seqlab.errors import SeqlabError
 from seqlab.families.lm.pipeline import train_lm
 from seqlab.harms.bias import bootstrap_interval, crows_pairs, read_pairs, score_pair, shared_positions, to_markdown

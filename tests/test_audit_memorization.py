@@ -14,15 +14,15 @@ import numpy as np
 import pytest
 import torch
 
-from seqlab.cli import main
+from seqlab.cli.main import main
 from seqlab.data.tokenizers import make_tokenizer
-from seqlab.decoding.search import SamplingOptions, generate_ids
+from seqlab.decoding.search import SamplingOptions, decode_batch, generate_ids
 from seqlab.families.lm.config import LMDataConfig, LMTrainConfig, LMTrainOptions
+from seqlab.families.lm.model import LMConfig, build_lm
 from seqlab.families.lm.pipeline import load_lm, train_lm
 from seqlab.families.lm.trained import TrainedLM
 from seqlab.harms.memorization import (
     TrainingIndex,
-    decode_batch,
     extractable,
     extraction,
     log_perplexities,
@@ -32,7 +32,6 @@ from seqlab.harms.memorization import (
     training_ids,
     zlib_entropy,
 )
-from seqlab.models.lm import LMConfig, build_lm
 
 TWO = ["the quick brown fox jumps over the lazy dog while seven wizards box jolly",
        "pack my box with five dozen liquor jugs and then sing of amazing zephyrs"]

@@ -103,7 +103,7 @@ def test_toxicity_refuses_bad_input(tmp_path):
 def runs(tmp_path_factory) -> dict:
     """A tiny character LM and a tiny classifier whose labels are toxic / fine."""
     from conftest import tiny_config
-    from seqlab.cli import main
+    from seqlab.cli.main import main
     from seqlab.families.lm.pipeline import train_lm
 
     folder = tmp_path_factory.mktemp("toxicity")
@@ -133,7 +133,7 @@ def test_toxicity_on_real_runs_is_reproducible(runs):
 def test_toxicity_cli_end_to_end_and_its_refusals(runs, tmp_path, capsys):
     import json
 
-    from seqlab.cli import main
+    from seqlab.cli.main import main
 
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("ROMEO:\nThe king\n")
@@ -167,7 +167,7 @@ def test_toxicity_cli_end_to_end_and_its_refusals(runs, tmp_path, capsys):
 def tiny_lm(arch: str):
     import torch
 
-    from seqlab.models.lm import LMConfig, build_lm
+    from seqlab.families.lm.model import LMConfig, build_lm
 
     torch.manual_seed(0)
     return build_lm(LMConfig(arch=arch, vocab_size=23, embedding_size=8, hidden_size=12, num_layers=2, dropout=0.0,

@@ -13,13 +13,13 @@ from tokenizers.pre_tokenizers import ByteLevel
 
 import seqlab
 from conftest import TRAIN, tiny_config
-from seqlab.cli import main
-from seqlab.data.parallel import Pair
+from seqlab.cli.main import main
 from seqlab.data.readers import read_lines
 from seqlab.data.tokenizers import BPETokenizer, CharTokenizer, WordTokenizer
 from seqlab.data.vocab import SPECIALS, UNK
 from seqlab.decoding.search import SearchOptions
 from seqlab.errors import SeqlabError
+from seqlab.families.seq2seq.parallel import Pair
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PAIRS = FIXTURES / "seq2seq"

@@ -15,12 +15,13 @@ import pytest
 import torch
 
 from conftest import tiny_config
-from seqlab.cli import main
+from seqlab.cli.main import main
 from seqlab.data.canaries import draw, insert, parse_template
 from seqlab.data.tokenizers import WordTokenizer
 from seqlab.data.vocab import SPECIALS, Vocab
 from seqlab.errors import SeqlabError
 from seqlab.families.lm.config import LMDataConfig, LMTrainConfig
+from seqlab.families.lm.model import LMConfig, build_lm
 from seqlab.families.lm.pipeline import train_lm
 from seqlab.families.lm.trained import TrainedLM
 from seqlab.harms.exposure import (
@@ -33,7 +34,6 @@ from seqlab.harms.exposure import (
     rank_of,
     teacher_forced_scores,
 )
-from seqlab.models.lm import LMConfig, build_lm
 
 WORDS = "the cat sat on a mat and dog ran to big red house my pin is".split()
 
@@ -193,6 +193,7 @@ def test_approximation_agrees_with_exact_ranks():
         assert abs(approximate - exact) < 1.0, (rank, exact, approximate)
 
 
+@pytest.mark.slow
 def test_a_planted_canary_is_exposed_and_the_cli_reports_it(tmp_path, capsys):
     """An overfit tiny model ranks its 64-times canary first (exposure ~ log2 |R|); `seqlab audit exposure`
     writes the table, the JSON and the plot, exact and approximate."""

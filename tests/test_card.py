@@ -11,7 +11,7 @@ import pytest
 
 import seqlab
 from seqlab.cards.card import CARD_JSON, CARD_MD, read_card
-from seqlab.cli import main
+from seqlab.cli.main import main
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FAST = ["--no-progress", "--dropout", "0"]
@@ -81,6 +81,8 @@ def test_every_training_writes_a_card_of_its_run(runs, task):
     assert details["steps"] == max(steps)
     assert details["tokens_seen"] > 0 and details["tokens_per_s"] > 0 and details["wall_time_s"] > 0
     assert details["device"].startswith("cpu") and details["command"].startswith(f"seqlab train {task}")
+    assert details["precision"].startswith("fp32 (auto: ")      # tiny models train in fp32 on every CPU
+    assert f"| precision | {details['precision']} |" in markdown
     config = json.loads((run / "config.json").read_text())
     assert details["config"]["model"] == config["model"]
     for name, sheet in card["training_data"]["files"].items():

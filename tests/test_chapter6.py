@@ -11,9 +11,9 @@ import math
 import pytest
 import torch
 
+from seqlab.families.lm.model import LMConfig
 from seqlab.families.lm.task import token_loss
 from seqlab.models.ffn_lm import ACTIVATIONS, FeedforwardLM
-from seqlab.models.lm import LMConfig
 
 XOR_INPUTS = [(0, 0), (0, 1), (1, 0), (1, 1)]
 XOR_HIDDEN = {(0, 0): [0.0, 0.0], (0, 1): [1.0, 0.0], (1, 0): [1.0, 0.0], (1, 1): [2.0, 1.0]}

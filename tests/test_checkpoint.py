@@ -13,9 +13,9 @@ from safetensors.torch import save_file
 
 import seqlab.fileio
 from seqlab.errors import SeqlabError
+from seqlab.families.lm.model import LMConfig, build_lm
 from seqlab.fileio import atomic_write, atomic_write_bytes
 from seqlab.models.base import Model
-from seqlab.models.lm import LMConfig, build_lm
 from seqlab.training.checkpoint import (
     FORMAT_VERSION,
     load_model,

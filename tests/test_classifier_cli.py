@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import seqlab
-from seqlab.cli import main
+from seqlab.cli.main import main
 
 FIXTURES = Path(__file__).parent / "fixtures" / "classify"
 SMALL = ["--embedding-size", "16", "--hidden-size", "16", "--dropout", "0", "--batch-size", "4",
@@ -144,6 +144,7 @@ def test_classifier_api_resume_continues_and_loaded_predictions_agree_alone_and_
         assert clf.classify(text).probabilities == pytest.approx(prediction.probabilities, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_classifier_features_arch_builtin_lexicon_and_numeric_columns(tmp_path, capsys):
     run = train(tmp_path, "features", "tsv", "sentiment.tsv", "--arch", "features", "--lexicon-size", "20",
                 "--lexicon-min-count", "2", "--epochs", "60")

@@ -8,9 +8,9 @@ import torch
 from sklearn.metrics import f1_score, precision_recall_fscore_support
 
 from seqlab.errors import SeqlabError
+from seqlab.families.classifier.model import Classifier, ClassifierConfig
 from seqlab.families.classifier.task import class_weights, document_losses, probabilities
 from seqlab.metrics import classification_scores
-from seqlab.models.classifier import Classifier, ClassifierConfig
 from seqlab.nn.pooling import final_states, max_pool, mean_pool
 
 V, K = 30, 3

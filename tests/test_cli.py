@@ -16,7 +16,7 @@ import torch
 
 import seqlab
 from conftest import ARCHS, TEST, TRAIN, VALID
-from seqlab.cli import main
+from seqlab.cli.main import main
 from seqlab.data.vocab import EOS
 from seqlab.training.checkpoint import load_tensors, save_model
 
@@ -87,6 +87,7 @@ def test_cli_generate_goes_past_line_ends_unless_stop_at_eos(tmp_path, capsys):
     assert capsys.readouterr().out[len("We are"):-1] == going_on[:going_on.index("\n")]
 
 
+@pytest.mark.slow
 def test_cli_default_corpus_and_sampling_options(tmp_path, capsys):
     output = tmp_path / "run"
     assert main(["train", "lm", "--output", str(output), "--arch", "gru", *tiny("gru")]) == 0
@@ -293,7 +294,7 @@ def every_parser(parser):
 def test_cli_an_unknown_option_names_the_nearest_of_its_subcommand(capsys, argv, says):
     """An unknown option is reported by the subcommand whose options it is not among, with the nearest of
     them (difflib), in one line, exit 2: not `seqlab: error: unrecognized arguments` and `seqlab --help`."""
-    from seqlab.cli import main
+    from seqlab.cli.main import main
 
     with pytest.raises(SystemExit) as stopped:
         main(argv)
@@ -304,7 +305,8 @@ def test_cli_an_unknown_option_names_the_nearest_of_its_subcommand(capsys, argv,
 def test_no_command_takes_an_abbreviated_option(capsys):
     """argparse would read `--dev b.txt` as `--device b.txt` (a prefix of one option): no parser of any command
     takes abbreviations."""
-    from seqlab.cli import build_parser, serve
+    from seqlab.cli import serve
+    from seqlab.cli.main import build_parser
     parsers = [*every_parser(build_parser()), *every_parser(serve.parser())]
     assert len(parsers) > 20
     assert [p.prog for p in parsers if p.allow_abbrev] == []
@@ -316,7 +318,7 @@ def test_no_command_takes_an_abbreviated_option(capsys):
 @pytest.mark.parametrize("family, dest", [("lm", "valid"), ("tagger", "dev"), ("classifier", "dev"),
                                           ("seq2seq", "dev")])
 def test_every_family_takes_dev_and_the_lm_keeps_valid(family, dest):
-    from seqlab.cli import build_parser
+    from seqlab.cli.main import build_parser
     args = build_parser().parse_args(["train", family, "--train", "a.txt", "--dev", "b.txt"])
     assert getattr(args, dest) == "b.txt" and "device" not in vars(args)
     if family == "lm":

@@ -34,7 +34,7 @@ except ModuleNotFoundError:                # Python 3.10
     tomllib = pytest.importorskip("tomli")
 
 import seqlab  # noqa: E402
-from seqlab.cli import LAST_COMMANDS, build_parser, torch_commands  # noqa: E402
+from seqlab.cli.main import LAST_COMMANDS, build_parser, torch_commands  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULES = {"pyyaml": "yaml", "rouge-score": "rouge_score"}      # a distribution -> the module it installs

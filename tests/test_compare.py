@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from seqlab.cli import main
+from seqlab.cli.main import main
 from seqlab.compare.run import archs, compare, parse_budget, recipe, run_state
 from seqlab.errors import SeqlabError
 from seqlab.registry import FAMILIES

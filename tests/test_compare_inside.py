@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import seqlab
-from seqlab.cli import main
+from seqlab.cli.main import main
 from seqlab.compare.inside import (
     MAX_TOKENS,
     attention_weights,
@@ -162,7 +162,7 @@ def test_compare_inside_attention_head_is_the_most_focused_or_the_one_asked(lms,
 
 
 def test_compare_inside_refuses_pictures_that_are_not_the_models(lms, monkeypatch):
-    monkeypatch.setattr("seqlab.compare.inside.TOLERANCE", -1.0)             # any difference at all is too much
+    monkeypatch.setattr("seqlab.nn.inside.TOLERANCE", -1.0)                 # any difference at all is too much
     with pytest.raises(SeqlabError, match="textbook lstm cell differs from the fused layer 1"):
         recurrent_gates(lms["lstm"], sample_ids(lms["lstm"], TEXT))
     with pytest.raises(SeqlabError, match="textbook attention differs from the model's own"):
@@ -227,6 +227,7 @@ def test_compare_inside_cells_record_changes_nothing():
     torch.testing.assert_close(h, 0.5 * h_prev)                                             # SLP 9.13, h~ = 0
 
 
+@pytest.mark.slow
 def test_compare_inside_draws_a_model_elsewhere_on_a_float32_cpu_copy(lms, tmp_path):
     """A model on a GPU or in another precision is drawn from a float32 copy on the CPU (here: float64)."""
     lm = lms["lstm"]

@@ -18,7 +18,9 @@ from conftest import headless_chromium, page_test_chromium
 
 CHROMIUM = page_test_chromium()                  # skips the module without Playwright or Chromium
 
-from seqlab.cli import main  # noqa: E402
+from seqlab.cli.main import main  # noqa: E402
+
+pytestmark = pytest.mark.browser          # make test-browser runs them (Debian's Chromium), not make test
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 
-from seqlab.cli import main
+from seqlab.cli.main import main
 from seqlab.compare.report import build_report
 from seqlab.errors import SeqlabError
 from seqlab.info import run_info

@@ -219,6 +219,7 @@ def seeds_table(markdown: str) -> dict[str, list[str]]:
     return {row[1]: row for row in rows[1:]}
 
 
+@pytest.mark.slow
 def test_compare_seeds_report_shows_seeds_and_tuning(compared):
     markdown = (compared / "report.md").read_text()
     page = (compared / "report.html").read_text()
@@ -249,6 +250,7 @@ def test_compare_seeds_report_shows_seeds_and_tuning(compared):
         assert "within seed noise" in headline and "★ winner" not in markdown
 
 
+@pytest.mark.slow
 def test_compare_seeds_items_are_cached(copy, monkeypatch):
     """A rebuilt report reads each run's compare_items.npz and scores nothing; a run without its cache is scored
     again (here the scorer fails, and the interval falls back to the seeds alone, saying why)."""

@@ -14,7 +14,7 @@ from test_tagger_cli import FIXTURES
 from test_tagger_cli import SMALL as TAGGER
 
 from conftest import TRAIN, VALID
-from seqlab.cli import main
+from seqlab.cli.main import main
 
 LM = ["--embedding-size", "16", "--layers", "1", "--dropout", "0", "--batch-size", "4", "--seq-len", "8",
       "--no-progress", "--lr", "3e-3", "--schedule", "constant", "--tokenizer", "word"]

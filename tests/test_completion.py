@@ -170,7 +170,7 @@ def test_unknown_prompt_tokens_are_told_not_printed(lm, recwarn):
 def test_merged_states_step_as_each_row_alone():
     torch.manual_seed(0)
     from seqlab.families.lm.config import LMConfig
-    from seqlab.models.lm import build_lm
+    from seqlab.families.lm.model import build_lm
     for arch in ("lstm", "transformer"):
         model = build_lm(LMConfig(arch=arch, vocab_size=30, embedding_size=8, hidden_size=8, num_layers=2,
                                   num_heads=2, context=12 if arch == "transformer" else 0)).eval()

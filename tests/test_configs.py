@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 from seqlab.errors import SeqlabError
+from seqlab.families.classifier.model import Classifier
 from seqlab.families.classifier.pipeline import resolve_classifier_config
 from seqlab.families.lm.config import resolve_lm_config
+from seqlab.families.lm.model import build_lm
+from seqlab.families.tagger.model import Tagger
 from seqlab.families.tagger.pipeline import resolve_tagger_config
-from seqlab.models.classifier import Classifier
-from seqlab.models.lm import build_lm
-from seqlab.models.tagger import Tagger
 
 ALL = sorted((Path(__file__).parent.parent / "configs").glob("*.yaml"))
 TAGGER_CONFIGS = [p for p in ALL if "tagging_quality.py" in p.read_text()]   # their run command says so
@@ -89,8 +89,8 @@ SEQ2SEQ_CONFIGS = [p for p in ALL if "seq2seq_quality.py" in p.read_text()]
 
 @pytest.mark.parametrize("path", SEQ2SEQ_CONFIGS, ids=lambda p: p.name)
 def test_configs_seq2seq_parse_and_build(path):
+    from seqlab.families.seq2seq.model import build_model
     from seqlab.families.seq2seq.pipeline import resolve_seq2seq_config
-    from seqlab.models.seq2seq import build_model
 
     config = resolve_seq2seq_config(path)
     assert path.read_text().startswith("#"), "each config starts with a comment saying how to run it"

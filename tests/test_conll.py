@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from seqlab.data.conll import read_conll, read_conllu, read_labelled
 from seqlab.errors import SeqlabError
+from seqlab.families.tagger.conll import read_conll, read_conllu, read_labelled
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -9,6 +9,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -16,26 +17,28 @@ import pytest
 import torch
 
 from conftest import FIXTURES, tiny_config
-from seqlab.cli import main
-from seqlab.data.conll import read_conll
+from seqlab.cli.main import main
 from seqlab.data.documents import Document
-from seqlab.data.parallel import Pair
 from seqlab.data.tokenizers import WordTokenizer
 from seqlab.data.vocab import Vocab
+from seqlab.families.classifier.model import Classifier, ClassifierConfig
 from seqlab.families.classifier.task import ClassificationTask, DocumentVocabulary
+from seqlab.families.lm.model import LMConfig, build_lm
 from seqlab.families.lm.pipeline import train_lm
 from seqlab.families.lm.task import LanguageModelingTask
+from seqlab.families.seq2seq.model import Seq2SeqConfig, build_model
+from seqlab.families.seq2seq.parallel import Pair
 from seqlab.families.seq2seq.task import PairVocabulary, Seq2SeqTask
+from seqlab.families.tagger.conll import read_conll
+from seqlab.families.tagger.model import Tagger, TaggerConfig
 from seqlab.families.tagger.task import TaggerVocabulary, TaggingTask
 from seqlab.models.base import Model
-from seqlab.models.classifier import Classifier, ClassifierConfig
-from seqlab.models.lm import LMConfig, build_lm
-from seqlab.models.seq2seq import Seq2SeqConfig, build_model
-from seqlab.models.tagger import Tagger, TaggerConfig
 from seqlab.registry import FAMILIES
 from seqlab.training.task import Task
 
 SOURCE = Path(__file__).resolve().parent.parent / "src" / "seqlab"
+sys.path.insert(0, str(SOURCE.parents[1] / "docs" / "hooks"))
+import structure  # noqa: E402  (docs/hooks/structure.py: the layers and the import reader)
 
 
 def run_cli(argv: list[str]) -> tuple[int, str, str]:
@@ -49,28 +52,8 @@ def run_cli(argv: list[str]) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(SOURCE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def imports(path: Path) -> set[str]:
-    """The seqlab modules a file imports, anywhere in it (functions included), but for type checking."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    skipped = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skipped.update(id(child) for child in ast.walk(node))
-    found = set()
-    for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return {name for name in found if name.startswith("seqlab")}
+module_name = structure.module_name
+imports = structure.imported          # the seqlab modules a file imports anywhere in it, but for type checking
 
 
 def lazy_parts(path: Path, modules: dict[str, Path]) -> set[str]:
@@ -100,7 +83,7 @@ def test_the_import_graph_has_no_cycle():
     place that imports a part by its name.)"""
     modules = {module_name(path): path for path in SOURCE.rglob("*.py")}
     graph = {name: {target for target in imports(path) | (lazy_parts(path, modules) if not name.startswith(
-                 "seqlab.families") else set()) if target in modules and target != name}
+                 ("seqlab.families", "seqlab.contract")) else set()) if target in modules and target != name}
              for name, path in modules.items()}
     assert graph["seqlab.registry"] >= {"seqlab.families.lm", "seqlab.families.seq2seq"}   # the walk sees them
     assert graph["seqlab.serve.app"] >= {"seqlab.families.lm.serve", "seqlab.families.tagger.serve"}
@@ -267,19 +250,40 @@ def test_the_shared_modules_name_no_family():
 
 
 def test_every_family_provides_every_part_of_the_contract():
-    """Each family's package holds the parts the shared capabilities call (`seqlab.families.contract`), each
-    with the names they call it by, and its torch-free part names what its parts do."""
+    """Each family's package holds the parts it has (`Family.provides`), each with every name its protocol
+    declares (`seqlab.contract.parts`: the list comes from the protocols, which mypy checks the parts against
+    too, `make typecheck`), and its torch-free part names what its parts do."""
     from fastapi import FastAPI
 
-    from seqlab.cli import build_parser
+    from seqlab.cli.main import build_parser
     from seqlab.cli.options import Parser
+    from seqlab.contract import PARTS, FormatPart, Pipeline, members
     from seqlab.export.session import Exported
-    from seqlab.families.contract import Pipeline
     from seqlab.registry import FAMILIES
     from seqlab.serve.routes import Routes
 
-    for name, family in FAMILIES.items():
-        assert family.name == name and family.package == f"seqlab.families.{name}"
+    assert {"pipeline", "cli", "graphs", "exported", "serve", "cards", "compare", "prepare", "completion"} <= set(PARTS)
+    assert {"files", "about", "metadata"} <= set(members(PARTS["graphs"]))         # the protocols list what is called
+    assert members(PARTS["compare"])["SPACE"] == "constant" and members(FormatPart)["export"] == "function"
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "families"))
+    try:
+        import regressor  # the fifth family, defined outside seqlab
+    finally:
+        sys.path.pop(0)
+    for name, family in [*FAMILIES.items(), ("regressor", regressor.FAMILY)]:
+        assert family.name == name
+        assert family.package == (f"seqlab.families.{name}" if name in FAMILIES else "regressor")
+        provided = family.provides()
+        assert set(PARTS) - {"prepare", "completion", "examples", "explain"} <= set(provided), name
+        assert ("examples" in provided) == family.examples and ("explain" in provided) == family.explains
+        assert ("prepare" in provided) == family.prepares and ("completion" in provided) == family.can("generate")
+        assert {fmt for fmt, protocol in provided.items() if protocol is FormatPart} == set(family.exports) - {"onnx"}
+        for part, protocol in provided.items():
+            module = family.part(part)
+            for member, kind in members(protocol).items():
+                assert hasattr(module, member), f"{family.package}.{part} has no {member} ({protocol.__name__})"
+                value = getattr(module, member)
+                assert callable(value) if kind == "function" else value is not None, (name, part, member)
         assert isinstance(family.pipeline, Pipeline)
         trained = family.part("trained")
         assert any(getattr(value, "family", None) is family for value in vars(trained).values()
@@ -288,31 +292,80 @@ def test_every_family_provides_every_part_of_the_contract():
         family.part("cli").add_commands(commands)
         assert tuple(commands.choices) == family.commands
         assert all(callable(parser.get_default("handler")) for parser in commands.choices.values())
-        assert callable(family.part("cli").report)
-        assert callable(family.part("graphs").export) and callable(family.part("graphs").refuse)
         assert issubclass(family.part("exported").RUNTIME, Exported)
         app = FastAPI()
         family.part("serve").add_routes(app, Routes({}, None, None, None))
         assert {route.path for route in app.routes if route.path.startswith("/v1/")} == {
-            f"/v1/{endpoint}" for endpoint in family.endpoints}
-        cards = family.part("cards")
-        for function in ("read_split", "read_units", "side_unit", "training_data", "evaluation_file",
-                         "interval_items"):
-            assert callable(getattr(cards, function)), (name, function)
+            f"/v1/{endpoint}" for endpoint in (*family.endpoints, *family.openai_endpoints, *family.openai_refused)}
         comparing = family.part("compare")
         assert comparing.RECIPES and isinstance(comparing.TRAIN, dict)
-        assert callable(comparing.resize) and callable(comparing.sections)
-        for fmt in family.exports:
-            if fmt != "onnx":
-                assert callable(family.part(fmt).export) and callable(family.part(fmt).report)
+        assert isinstance(comparing.SPACE, dict) and isinstance(comparing.ARCH_SPACE, dict)
         options = {f.name for f in dataclasses.fields(family.pipeline.groups["model"])}
         assert family.arch_option in options and family.unit and family.splits[0] == ("train", "train")
         assert family.metric and isinstance(family.lower_is_better, bool)
         assert family.card.intended and family.card.out_of_scope and family.card.risks
     evaluate = build_parser()._subparsers._group_actions[0].choices["evaluate"]
     declared = {flag for action in evaluate._actions for flag in action.option_strings}
-    for family in FAMILIES.values():
+    for family in FAMILIES.values():                         # (the parser is built for seqlab's own families)
         assert set(family.evaluate_options) <= declared, family.name
+
+
+# being removed in issue 45 (other engineers are moving these): the lead empties the set at the merge
+KNOWN_LEAKS: set[str] = set()
+
+
+def family_imports(path: Path) -> set[str]:
+    """The `seqlab.families` modules a file imports: import statements anywhere in it (in functions and under
+    TYPE_CHECKING too), importlib.import_module / __import__ of a constant string, and, in a file that imports a
+    module named at run time, every string that is the name of one."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = module_name(path).split(".") if path.name == "__init__.py" else module_name(path).split(".")[:-1]
+    found, dynamic, names = set(), False, set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else [])) \
+                if node.level else node.module
+            found.update({base, *(f"{base}.{alias.name}" for alias in node.names)})
+        elif isinstance(node, ast.Call) and ast.unparse(node.func) in ("importlib.import_module", "import_module",
+                                                                         "__import__"):
+            argument = node.args[0] if node.args else None
+            if isinstance(argument, ast.Constant):
+                found.add(argument.value)
+            else:
+                dynamic = True
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names.add(node.value)
+    found |= names if dynamic else set()
+    return {name for name in found if name == "seqlab.families" or name.startswith("seqlab.families.")}
+
+
+def test_contracts_no_module_outside_the_families_imports_one():
+    """The wall: no module of src/seqlab outside families/ imports `seqlab.families` or any module under it, by
+    any of the ways `family_imports` sees, but the registry (which imports the family packages); the modules
+    that still do are exactly KNOWN_LEAKS (a new leak fails, and so does a fixed one still listed)."""
+    offenders = {}
+    for path in sorted(SOURCE.rglob("*.py")):
+        relative = path.relative_to(SOURCE.parent).as_posix()
+        if relative.startswith("seqlab/families/") or relative == "seqlab/registry.py":
+            continue
+        if found := family_imports(path):
+            offenders[relative] = sorted(found)
+    assert family_imports(SOURCE / "registry.py") >= {"seqlab.families.lm"}        # the scan sees an import
+    assert set(offenders) == KNOWN_LEAKS, offenders
+
+
+MAX_LINES = 600
+KNOWN_LARGE: set[str] = set()
+
+
+def test_contracts_no_module_is_over_600_lines():
+    """Every Python module of src/seqlab has at most 600 lines; those that still have more are exactly
+    KNOWN_LARGE (a new one fails, and so does one split but still listed)."""
+    large = {path.relative_to(SOURCE.parent).as_posix(): count for path in sorted(SOURCE.rglob("*.py"))
+             if (count := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert set(large) == KNOWN_LARGE, large
 
 
 def test_the_registry_and_the_families_torch_free_parts_import_without_pytorch():

@@ -11,15 +11,15 @@ import pytest
 import torch
 
 import seqlab
-from seqlab.cli import main
-from seqlab.data.parallel import Pair
+from seqlab.cli.main import main
 from seqlab.data.tokenizers import WordTokenizer
 from seqlab.data.vocab import BOS, PAD, UNK
 from seqlab.decoding.search import SearchOptions, decode
+from seqlab.families.seq2seq.model import Seq2SeqConfig, build_model
+from seqlab.families.seq2seq.parallel import Pair
 from seqlab.families.seq2seq.pipeline import Seq2SeqTrainConfig, TrainedSeq2Seq
 from seqlab.families.seq2seq.task import PairVocabulary, Seq2SeqTask, coverage_losses
 from seqlab.models.base import EncoderDecoderState
-from seqlab.models.seq2seq import Seq2SeqConfig, build_model
 
 FIXTURES = Path(__file__).parent / "fixtures" / "seq2seq"
 V = 15
@@ -290,7 +290,7 @@ def test_serve_answers_with_a_copy_model_as_the_python_api_does(copy_run):
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
-    from seqlab.serve import create_app
+    from seqlab.serve.app import create_app
 
     client = TestClient(create_app([copy_run]))
     sources = ["der hund zebra sieht .", "der mann mag der katze ."]

@@ -22,9 +22,9 @@ from seqlab.data.tokenizers import (
 )
 from seqlab.data.vocab import BOS, EOS, PAD, SEP, SPECIALS, UNK, Vocab
 from seqlab.errors import SeqlabError
+from seqlab.families.lm.model import LMConfig
 from seqlab.fileio import read_text
-from seqlab.models.lm import LMConfig
-from seqlab.training.trainer import TrainConfig
+from seqlab.training.config import TrainConfig
 
 # ----------------------------------------------------------------------------------------- vocab
 

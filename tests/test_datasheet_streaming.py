@@ -150,6 +150,7 @@ def test_datasheet_streaming_cuts_anywhere_and_gives_the_same_sheet(tmp_path, mo
         assert sheets.file_sheet(path, "train") == expected, block
 
 
+@pytest.mark.slow
 def test_datasheet_streaming_holds_no_training_text(tmp_path, monkeypatch):
     """The card's data of a language model on a 1 MB training file peaks at well under the file's size (blocks
     of 16 kB; what stays is the lines' 8-byte hashes, the types and the validation n-grams), where the whole-file

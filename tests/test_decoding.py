@@ -23,7 +23,7 @@ from seqlab.decoding.search import (
     sample_ids,
 )
 from seqlab.errors import SeqlabError
-from seqlab.models.lm import LMConfig, build_lm
+from seqlab.families.lm.model import LMConfig, build_lm
 
 VOCAB = 23
 NEVER = [PAD, BOS, SEP]
@@ -690,3 +690,76 @@ def test_decoding_text_pieces_detokenize_only_the_current_line():
         for stop_at_eos, whole in itertools.product([False, True], [False, True]):
             got = list(core.text_pieces(ids, body, detokenize, stop_at_eos, whole))
             assert got == reference(ids, body, stop_at_eos, whole), (body, ids, stop_at_eos, whole)
+
+
+# ------------------------------------------------------------------------- per-token work (issue 47)
+
+
+def reference_top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
+    """TopP as it was written before issue 47: the kept logits of the sorted row, scattered into a row of -inf."""
+    sorted_logits, order = logits.sort(dim=-1, descending=True)
+    probs = sorted_logits.softmax(dim=-1)
+    before = probs.cumsum(dim=-1) - probs
+    sorted_logits = sorted_logits.masked_fill(before >= p, INF)
+    return torch.full_like(logits, INF).scatter(-1, order, sorted_logits)
+
+
+@pytest.mark.parametrize("p", [1e-9, 0.3, 0.9, 0.999])
+def test_decoding_top_p_masks_in_place_as_the_scatter_of_the_sorted_row(p):
+    """TopP marks the dropped tokens in sorted order and masks the row where it stands: the same tensor, bit for
+    bit, as scattering the kept sorted logits into a row of -inf, with ties, blocked ids and rows of one token."""
+    generator = torch.Generator().manual_seed(7)
+    logits = torch.randn(5, VOCAB, generator=generator) * 3
+    logits[1] = logits[1].round()                                # ties
+    logits[2, NEVER] = INF                                       # blocked ids
+    logits[3] = INF
+    logits[3, 5] = 1.0                                           # one token left
+    assert torch.equal(TopP(p)(logits), reference_top_p(logits, p))
+
+
+@pytest.mark.parametrize("shape", [(1, VOCAB), (4, VOCAB), (2, 5000)])
+def test_decoding_multinomial_draw_equals_torch_multinomial(shape):
+    """`multinomial_draw` (the exponential race, without torch.multinomial's check and sync) makes the draws
+    torch.multinomial makes from the same generator, draw after draw, rows with zeros included."""
+    from seqlab.decoding.sampling import multinomial_draw
+    probs = torch.randn(*shape, generator=torch.Generator().manual_seed(1)).mul(2).softmax(dim=-1)
+    probs[:, :3] = 0.0
+    ours, theirs = torch.Generator().manual_seed(11), torch.Generator().manual_seed(11)
+    for _ in range(50):
+        expected = torch.multinomial(probs, 1, generator=theirs)[:, 0]
+        assert torch.equal(multinomial_draw(probs.clone(), ours), expected)
+    assert torch.equal(ours.get_state(), theirs.get_state())
+
+
+@pytest.mark.parametrize("arch, overrides", [("lstm", {}), ("transformer", {"norm_position": "pre",
+                                                                             "activation": "gelu"})])
+@pytest.mark.parametrize("options", [dict(greedy=True), dict(top_p=0.9, seed=0),
+                                     dict(temperature=0.7, top_k=9, top_p=0.8, seed=3)])
+def test_decoding_generate_ids_equal_a_reference_sampler(arch, overrides, options):
+    """generate_ids gives the ids of a plain reference loop over `forward` (no step, no cache: the whole window
+    re-read for every token, as the sliding window keeps it) with the processors as written before issue 47 and
+    torch.multinomial: the per-token work changes nothing that is chosen or drawn, past the context too."""
+    model = tiny_lm(arch, context=8, **overrides).eval()
+    sampling = SamplingOptions(max_tokens=30, stop_at_eos=False, **options)
+    prompt = [EOS, 7, 9]
+    blocked = list(blocked_tokens(model).ids)
+    generator = torch.Generator().manual_seed(sampling.seed) if sampling.seed is not None else None
+    sequence, window, expected = list(prompt), list(prompt[:-1]), []
+    with torch.no_grad():
+        for _ in range(30):
+            window.append(sequence[-1])
+            if model.context_length and len(window) > model.context_length:
+                window = window[-(model.context_length // 2):]            # what the decoding state keeps
+            logits, _ = model(torch.tensor([window if model.context_length else sequence]))
+            logits = logits[:, -1].float().clone()                         # (1, V)
+            logits[:, blocked] = INF
+            if sampling.greedy:
+                token = int(logits.argmax(-1))
+            else:
+                logits = process(logits, [Temperature(sampling.temperature)] if sampling.temperature != 1 else [])
+                logits = process(logits, [TopK(sampling.top_k)] if sampling.top_k else [])
+                logits = reference_top_p(logits, sampling.top_p)
+                token = int(torch.multinomial(logits.softmax(-1), 1, generator=generator))
+            expected.append(token)
+            sequence.append(token)
+    assert list(generate_ids(model, prompt, sampling)) == expected

@@ -24,7 +24,7 @@ import notebooks  # noqa: E402
 SVG = "{http://www.w3.org/2000/svg}"
 REQUIRED = ["unit", "xor", "window-lm", "rnn-unrolled", "bptt", "lstm-cell", "gru-cell", "stacked-rnn",
             "bidirectional-rnn", "rnn-tagging", "rnn-classification", "rnn-generation", "self-attention",
-            "transformer-block", "encoder-decoder", "encoder-decoder-attention", "beam-search"]
+            "transformer-block", "encoder-decoder", "encoder-decoder-attention", "beam-search", "code-layers"]
 # the page that introduces each drawing shows it
 PAGES = {"feedforward.md": ["unit", "xor"], "window-lm.md": ["window-lm"],
          "rnn-lm.md": ["rnn-unrolled", "bptt", "rnn-generation"], "lstm-gru.md": ["lstm-cell", "gru-cell"],
@@ -51,6 +51,8 @@ SYMBOLS = {
     "encoder-decoder": ["c", "he1", "hd1", "c = he3", "13.32", "hdt = g(ŷt−1, hdt−1, c)  (13.33)"],
     "encoder-decoder-attention": ["he1", "hd1", "hd2", "α21", "c2 = Σj α2j hej   (13.37)", "13.35",
                                   "softmax over j, 13.36"],
+    "code-layers": ["base", "data", "training", "contract and run files", "runs", "families", "registry",
+                    "capabilities", "commands", "registry.py", "family.part(…)"],
     "beam-search": ["<s>", "step 1", "step 3", "A   −0.69", "</s>   −1.82", "−1.82 / 3 = −0.61  ← best"],
 }
 

@@ -60,6 +60,7 @@ def sessions(monkeypatch):
     del server
 
 
+@pytest.mark.slow
 def test_distributed_watch_names_a_silent_peer_after_the_timeout(sessions):
     make, failures = sessions
     first, second = make(2, timeout=1.5)
@@ -85,6 +86,7 @@ def test_distributed_watch_relays_a_failed_peers_line_at_once(sessions):
     assert failures == [(0, f"rank 1 (pid {os.getpid()} on {os.uname().nodename}) stopped: --foo 3 is not a bar")]
 
 
+@pytest.mark.slow
 def test_distributed_watch_ignores_a_peer_that_left_cleanly(sessions):
     make, failures = sessions
     first, second = make(2, timeout=1.0)
@@ -93,6 +95,7 @@ def test_distributed_watch_ignores_a_peer_that_left_cleanly(sessions):
     assert failures == [] and 1 not in first.seen
 
 
+@pytest.mark.slow
 def test_distributed_barrier_waits_for_a_busy_peer_beyond_the_timeout(sessions):
     """Rank 0 busy alone (preparing data, writing a checkpoint) for twice --dist-timeout while the other waits in
     the barrier: it beats all the while, so nobody is judged, and the barrier opens when it arrives."""
@@ -131,7 +134,7 @@ def seqlab_processes(args: list[str], folder: Path, program: list[str] | None = 
 
 FAILING = """
 import sys, time, torch
-from seqlab.cli import fail
+from seqlab.cli.main import fail
 from seqlab.errors import SeqlabError
 from seqlab.training import distributed
 try:
@@ -145,6 +148,7 @@ except SeqlabError as error:
 """
 
 
+@pytest.mark.slow
 def test_distributed_failed_process_ends_the_other_with_its_line(tmp_path):
     """Rank 1 fails by an error in the middle of the collectives: rank 0 ends at once (not --dist-timeout later),
     with rank 1's line as the reason, not gloo's "Connection closed by peer"."""

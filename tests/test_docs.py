@@ -157,6 +157,8 @@ def test_an_output_drifts_only_beyond_the_stated_tolerance_with_times_and_paths_
     shown = "{'step': 40, 'elapsed': 3.73, 'startup': 4.7, \"wall_s\": 12.0, 'loss': 3.25}\nsaved"
     assert notebooks.drift(shown, shown.replace("3.73", "9.1").replace("4.7", "1.2").replace("12.0", "30")) is None
     assert "3.25" in notebooks.drift(shown, shown.replace("3.25", "3.5"))        # a figure of the model is held
+    logged = '{"step": 40, "loss": 3.2786, "gflop_per_s": 6.511, "mfu": 3.299}'     # MFU: the machine's load
+    assert notebooks.drift(logged, logged.replace("6.511", "5.8").replace("3.299", "2.925")) is None
     slow = "epoch 1\ntrain: 120/266 step (45%), 3.85 step/s, elapsed 00:31, remaining 00:38, loss=2.1\nepoch 2"
     assert notebooks.drift("epoch 1\nepoch 2", slow) is None                   # a slow machine's progress line
     assert notebooks.drift("seqlab: reading a.txt\nloss 2.0\nsaved", "loss 2.01\nseqlab: reading a.txt\nsaved") \
@@ -167,15 +169,27 @@ def test_an_output_drifts_only_beyond_the_stated_tolerance_with_times_and_paths_
     table = "| arch | tokens/s | wall time | valid accuracy |\n|---|---|---|---|\n| window | 3,513 | 2.05 s | 69.04 |"
     assert notebooks.drift(table, table.replace("3,513", "9,000").replace("2.05", "7.5")) is None
     assert "69.04" in notebooks.drift(table, table.replace("69.04", "50.0"))
+    trials = "| trial | value | s | tokens |\n|---:|---:|---:|---:|\n| 1 | 16.51 | 1 | 3,382 |"   # a column named `s`
+    assert notebooks.drift(trials, trials.replace("| 1 | 3,382", "| 2 | 3,382")) is None
+    assert "3382" in notebooks.drift(trials, trials.replace("3,382", "4,000"))
     assert "shows 2, the run prints 3" in notebooks.drift("reading\nloss 2.0", "loss 3.0\nreading")   # still held
 
 
 def test_every_seqlab_command_shown_parses():
     """Each command a reader can copy parses with seqlab's own parser: no renamed option, no value out of range
-    (a value held in a shell variable is left to the run)."""
-    from seqlab.cli import build_parser
+    (a value held in a shell variable is left to the run). The family the README installs from outside
+    (tests/families/regressor) is registered, as its entry point would be, for a parser built afresh."""
+    from seqlab import registry
+    from seqlab.cli.main import build_parser
 
-    parser = build_parser()
+    sys.path.insert(0, str(ROOT / "tests" / "families"))
+    try:
+        import regressor
+
+        with registry.registered(regressor.FAMILY):
+            parser = build_parser.__wrapped__()
+    finally:
+        sys.path.remove(str(ROOT / "tests" / "families"))
     checked = 0
     problems = []
     for path in SHOWN:
@@ -226,7 +240,7 @@ def test_a_results_mark_renders_its_rows_with_machine_command_and_date():
 
 
 def test_the_generated_reference_covers_every_command_and_config_key():
-    from seqlab.cli import build_parser
+    from seqlab.cli.main import build_parser
     from seqlab.registry import FAMILIES
 
     pages = generate.cli_pages()
@@ -242,6 +256,23 @@ def test_the_generated_reference_covers_every_command_and_config_key():
     assert "is not a seqlab run directory: it has no config.json" in errors
     assert "## Resuming and run directories" in errors and "**Fix.**" in errors
     assert "src/seqlab/" not in errors                       # grouped by what the user did, not keyed by file:line
+
+
+def test_the_explore_guide_lists_every_view_the_families_declare():
+    """docs/guides/explore.md's table of views is generated from each family's `explain` part (`VIEWS`): a row
+    per declared view, naming its kind, architectures and whether an export computes it."""
+    from seqlab.registry import FAMILIES
+
+    assert generate.VIEWS_MARK in (DOCS / "guides" / "explore.md").read_text()
+    table = generate.views_table()
+    for family in FAMILIES.values():
+        if not family.explains:
+            assert family.title in table.splitlines()[-1]
+            continue
+        for spec in family.part("explain").VIEWS:
+            row = next(line for line in table.splitlines() if line.startswith(f"| {family.name} | `{spec.name}` |"))
+            assert f"| {spec.kind} |" in row and (", ".join(spec.archs) or "all") in row
+            assert ("| yes |" in row) == spec.exported
 
 
 def test_the_mathjax_shipped_is_the_release_named():

@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 
 from seqlab.data.documents import Columns, read_documents, read_texts
-from seqlab.data.text_features import FeatureExtractor, derive_lexicon, read_lexicon, tokenize, with_ngrams
+from seqlab.data.words import tokenize, with_ngrams
 from seqlab.errors import SeqlabError
+from seqlab.families.classifier.features import FeatureExtractor, derive_lexicon, read_lexicon
 
 FIXTURES = Path(__file__).parent / "fixtures" / "classify"
 

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from seqlab.errors import SeqlabError
-from seqlab.models.classifier import Classifier, ClassifierConfig
-from seqlab.models.seq2seq import Seq2SeqConfig, build_model
-from seqlab.models.tagger import Tagger, TaggerConfig
+from seqlab.families.classifier.model import Classifier, ClassifierConfig
+from seqlab.families.seq2seq.model import Seq2SeqConfig, build_model
+from seqlab.families.tagger.model import Tagger, TaggerConfig
 from seqlab.nn.encoders import RecurrentEncoder, TransformerEncoder
 from seqlab.nn.pooling import final_states
 from seqlab.training.checkpoint import load_model_tensors, load_tensors, model_tensors, renamed

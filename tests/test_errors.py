@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from seqlab import config as config_module
-from seqlab.cli import build_parser, main
+from seqlab.cli.main import build_parser, main
 from seqlab.cli.options import Number
-from seqlab.training import trainer as trainer_module
+from seqlab.training import devices
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SHAKESPEARE = FIXTURES / "shakespeare_train.txt"
@@ -133,7 +133,7 @@ POSITIONALS = {"compare": ["--output", "DIR"], "tune": ["--output", "DIR", "--ar
 def numeric_cases():
     """Every numeric option of every command with each of its bad values; the training options that the
     four `train` commands share are tried under `train lm` only."""
-    from seqlab.training.trainer import TrainConfig
+    from seqlab.training.config import TrainConfig
 
     shared = {f.name for f in config_module.dataclasses.fields(TrainConfig)}
     cases = []
@@ -162,7 +162,7 @@ def test_errors_every_command_has_numeric_options_under_test():
                         "tag", "classify", "translate", "summarize", "serve", "card", "audit toxicity", "audit bias",
                         "audit exposure", "audit memorization", "compare lm", "compare tagger", "compare classifier",
                         "compare seq2seq", "bench peak", "prepare", "tune lm", "tune tagger", "tune classifier",
-                        "tune seq2seq", "examples", "exercises"}
+                        "tune seq2seq", "examples", "exercises", "explore"}
     assert len(NUMERIC) > 200
 
 
@@ -175,8 +175,8 @@ def test_errors_numeric_option_out_of_range_or_not_finite(argv, capsys):
 # ------------------------------------------------------------------- the same values in a config file
 
 def config_numeric_cases():
-    from seqlab.models.lm import LMConfig
-    from seqlab.training.trainer import TrainConfig
+    from seqlab.families.lm.model import LMConfig
+    from seqlab.training.config import TrainConfig
 
     cases = []
     for cls, group in ((TrainConfig, "train"), (LMConfig, "model")):
@@ -621,7 +621,7 @@ def test_errors_the_suite_is_large_enough():
 
 
 def test_errors_bf16_on_a_cpu_without_it_is_one_line(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(trainer_module, "cpu_supports_bf16", lambda: False)
+    monkeypatch.setattr(devices, "cpu_supports_bf16", lambda: False)
     code, _, err = run_cli([*LM, *LM_DATA, "--precision", "bf16", "--output", tmp_path / "run"], capsys)
     assert_user_error(code, err, "--precision bf16: this CPU has no bfloat16 kernels")
     assert not (tmp_path / "run" / "config.json").exists()

@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from seqlab import examples
-from seqlab.cli import build_parser, main
+from seqlab.cli.main import build_parser, main
 from seqlab.errors import SeqlabError
+from seqlab.families.seq2seq import examples as seq2seq_examples
 from seqlab.registry import family
 
 UPOS = {"ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT",
@@ -55,7 +56,7 @@ def folder_of(files: dict[str, Path]) -> Path:
 
 
 def config_family(task: str) -> str:
-    return examples._TASKS[task].family
+    return examples.dataset(task).family
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +90,7 @@ def test_examples_every_task_is_read_by_its_family_through_the_command(task, tin
         corpus = (Path(examples.__file__).parent / "corpora" / "tinyshakespeare.txt").read_text().split("\n")
         assert [line for items in splits.values() for line in items] == corpus[:600]
     else:
-        assert counts == list(examples._TASKS[task].counts["tiny"])
+        assert counts == list(examples.dataset(task).counts["tiny"])
     if task == "pos":
         assert {tag for sentence in splits["train"] for tag in sentence.labels} <= UPOS
         text = files["train"].read_text().split("\n\n")[0]
@@ -184,9 +185,9 @@ def test_examples_sentiment_is_balanced_and_decided_by_word_order(small):
     assert 0.6 < best_bag < 0.8
 
 
-TOY = {**examples._TOY_NOUNS, **examples._TOY_ADJECTIVES, **examples._TOY_TRANSITIVE,
-       **examples._TOY_INTRANSITIVE, **examples._TOY_POSTPOSITIONS, **examples._TOY_ADVERBS,
-       **examples._TOY_DETERMINERS, "das": "that", ".": "."}
+TOY = {**seq2seq_examples._TOY_NOUNS, **seq2seq_examples._TOY_ADJECTIVES, **seq2seq_examples._TOY_TRANSITIVE,
+       **seq2seq_examples._TOY_INTRANSITIVE, **seq2seq_examples._TOY_POSTPOSITIONS, **seq2seq_examples._TOY_ADVERBS,
+       **seq2seq_examples._TOY_DETERMINERS, "das": "that", ".": "."}
 
 
 def word_for_word(source: str) -> list[str]:
@@ -207,7 +208,7 @@ def test_examples_translation_has_the_same_words_in_another_order(tiny):
 
 def test_examples_summarization_subjects_come_from_one_sentence_among_distractors(tiny):
     pairs = read_splits("summarization", folder_of(tiny["summarization"]))["train"]
-    days = set(examples._WEEKDAYS)
+    days = set(seq2seq_examples._WEEKDAYS)
     for pair in pairs:
         assert set(pair.target.split()) & days <= set(pair.source.split())
     distracted = [p for p in pairs if len(set(p.source.split()) & days) > len(set(p.target.split()) & days)]
@@ -237,6 +238,32 @@ def test_examples_cli_writes_prints_and_lists(tmp_path, capsys):
         assert main(argv) == 0
         listed = capsys.readouterr().out.splitlines()
         assert [line.split()[0] for line in listed] == list(examples.TASKS)
+
+
+def test_examples_tasks_are_collected_from_the_families_examples_parts(tmp_path, monkeypatch):
+    """The driver lists every family's datasets in the registry's order (the six of before), each knowing its
+    family, and a family registered later (its `examples` part outside seqlab) is listed and written too."""
+    import dataclasses
+
+    from seqlab import registry
+
+    assert list(examples.TASKS) == ["lm", "pos", "ner", "sentiment", "translation", "summarization"]
+    assert [examples.dataset(task).family for task in examples.TASKS] == [
+        "lm", "tagger", "tagger", "classifier", "seq2seq", "seq2seq"]
+    package = tmp_path / "toyexamples"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "examples.py").write_text(
+        "from seqlab.data.examples import ExampleTask\n"
+        "EXAMPLES = {'echo': ExampleTask(summary='lines and their copies', files={'train': 'train.txt'},\n"
+        "    counts={'tiny': (2,), 'small': (3,)}, make=lambda rng, counts: {'train': 'a\\n' * counts[0]},\n"
+        "    recipe='--epochs 1')}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    toy = dataclasses.replace(registry.FAMILIES["lm"], name="toy", package="toyexamples", examples=True)
+    monkeypatch.setitem(registry.FAMILIES, "toy", toy)
+    assert list(examples.TASKS)[-1] == "echo" and examples.dataset("echo").family == "toy"
+    assert examples.write("echo", tmp_path / "echo", size="tiny")["train"].read_text() == "a\na\n"
+    assert examples.command("echo", tmp_path / "echo").startswith("seqlab train toy --train ")
 
 
 def test_examples_errors_are_one_line(tmp_path, capsys):
@@ -285,7 +312,7 @@ TINY_RUNS = {
 
 @pytest.mark.parametrize("task", list(TINY_RUNS))
 def test_examples_a_tiny_run_of_each_family_trains_on_the_tiny_files(task, tiny, tmp_path):
-    from seqlab.training.trainer import final_figures
+    from seqlab.runs.records import final_figures
 
     folder = folder_of(tiny[task])
     line = examples.command(task, folder, output=str(tmp_path / "run"))
@@ -338,7 +365,7 @@ GOOD = {"lm": 8.0, "pos": 97.0, "ner": 85.0, "sentiment": 95.0, "translation": 8
 @pytest.mark.slow
 @pytest.mark.parametrize("task", list(examples.TASKS))
 def test_examples_small_data_trains_to_a_good_score_with_the_command(task, tmp_path):
-    from seqlab.training.trainer import final_figures
+    from seqlab.runs.records import final_figures
 
     folder = folder_of(examples.write(task, tmp_path / "data"))
     metric, blind = baseline(task, folder)

@@ -68,7 +68,7 @@ def test_exercises_unknown_tutorial_or_number_is_one_clear_error():
 
 def seqlab(capsys, *args):
     """`seqlab exercises ARGS` in this process (the one real process: the last test)."""
-    from seqlab.cli import main
+    from seqlab.cli.main import main
 
     try:
         code = main(["exercises", *args])
@@ -100,6 +100,7 @@ def test_exercises_cli_lists_shows_checks_and_hints(capsys):
         assert refused.returncode == 2 and "Traceback" not in refused.stderr, number
 
 
+@pytest.mark.slow
 def test_exercises_cli_in_a_real_process_exits_1_on_a_wrong_answer():
     tutorial, number = EVERY[0]
     exercise = book.get(tutorial, number)
@@ -118,3 +119,34 @@ def test_exercises_coverage_answer_is_the_seq2seq_familys_coverage_loss():
     c = torch.cumsum(a, dim=1) - a
     assert summarisation._coverage_loss() == pytest.approx(float(coverage_losses(a, c, torch.ones(1, 3,
                                                                                                   dtype=torch.long))))
+
+
+def test_exercises_can_counts_are_the_tagger_familys_reading_of_the_pos_example(tmp_path):
+    """The stacked-bidirectional page counts the tags of *can* from the CoNLL-U columns itself (a shared module
+    imports no family): the same counts as the tagger's reader of the same file."""
+    from collections import Counter
+
+    from seqlab import examples
+    from seqlab.exercises import stacked_bidirectional
+    from seqlab.families.tagger.conll import read_conllu
+
+    train = read_conllu(examples.write("pos", tmp_path, size="tiny")["train"])
+    expected = Counter(tag for s in train for word, tag in zip(s.tokens, s.labels, strict=True)
+                       if word.lower() == "can")
+    assert stacked_bidirectional._can_counts() == expected and sum(expected.values()) > 10
+
+
+def test_exercises_parameter_counts_are_the_family_models_counts():
+    """The exercises build architectures (or a classifier's parts) without a family; their counts are those of the
+    families' models the solutions name."""
+    from seqlab.exercises import pooled_classifier, rnn_lm, window_lm
+    from seqlab.families.classifier.model import Classifier, ClassifierConfig
+    from seqlab.families.lm.model import LMConfig, build_lm
+
+    pooled = ClassifierConfig(arch="pooled", vocab_size=5000, embedding_size=100, hidden_size=50, num_labels=3)
+    assert pooled_classifier._parameters() == Classifier(pooled).num_parameters() == 505_203
+    assert window_lm._parameters() == build_lm(LMConfig(arch="ffn", vocab_size=62, embedding_size=16, hidden_size=64,
+                                                        context=4)).num_parameters() == 9_182
+    assert rnn_lm._tied_parameters() == build_lm(LMConfig(arch="rnn", vocab_size=10_000, embedding_size=256,
+                                                          hidden_size=256, num_layers=1,
+                                                          tie_weights=True)).num_parameters() == 2_701_584

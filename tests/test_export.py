@@ -22,7 +22,7 @@ from test_export_readme import check_example, check_graphs  # noqa: E402
 
 import seqlab  # noqa: E402
 from conftest import FIXTURES, tiny_config  # noqa: E402
-from seqlab.cli import main  # noqa: E402
+from seqlab.cli.main import main  # noqa: E402
 from seqlab.errors import SeqlabError  # noqa: E402
 from seqlab.export.onnx import export_onnx  # noqa: E402
 from seqlab.export.runtime import load_export  # noqa: E402

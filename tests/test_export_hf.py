@@ -18,14 +18,14 @@ from tokenizers import Tokenizer
 
 import seqlab
 from conftest import tiny_config
-from seqlab.cli import main
+from seqlab.cli.main import main
 from seqlab.data.vocab import BOS, EOS, PAD, SEP, UNK
 from seqlab.decoding.search import SamplingOptions, blocked_tokens, generate_ids
 from seqlab.errors import SeqlabError
 from seqlab.families.lm.config import LMDataConfig, LMTrainConfig, LMTrainOptions
 from seqlab.families.lm.hf import GPT2_OPTIONS, check_gpt2_options, export_hf
+from seqlab.families.lm.model import LMConfig
 from seqlab.families.lm.pipeline import train_lm
-from seqlab.models.lm import LMConfig
 
 FOX = "the quick brown fox jumps over the lazy dog.\n"
 TEXTS = ["To be, or not to be: that is the question.", "ROMEO:\nBut, soft! what light through yonder window breaks?\n",
@@ -84,7 +84,7 @@ def prompt_ids(lm, text: str) -> list[int]:
 
 # ---------------------------------------------------------------------------- the model
 
-@pytest.mark.parametrize("name", ["bpe", "char"])
+@pytest.mark.parametrize("name", [pytest.param("bpe", marks=pytest.mark.slow), "char"])
 def test_export_hf_logits_equal_seqlab(runs, transformers, name):
     lm = seqlab.load(runs[name])
     gpt2, loading = transformers.GPT2LMHeadModel.from_pretrained(exported(runs, name), output_loading_info=True)

@@ -25,7 +25,7 @@ onnx = pytest.importorskip("onnx", reason="seqlab export needs onnx (pip install
 from tokenizers import Tokenizer  # noqa: E402
 
 from conftest import FIXTURES, tiny_config  # noqa: E402
-from seqlab.cli import main  # noqa: E402
+from seqlab.cli.main import main  # noqa: E402
 from seqlab.errors import SeqlabError  # noqa: E402
 from seqlab.export.onnx import export_onnx  # noqa: E402
 from seqlab.export.runtime import load_export  # noqa: E402

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from conftest import tiny_config
-from seqlab.cli import main
+from seqlab.cli.main import main
 from seqlab.data.vocab import PAD
+from seqlab.families.lm.model import LMConfig, build_lm
 from seqlab.families.lm.pipeline import train_lm
 from seqlab.families.lm.task import token_loss
-from seqlab.models.lm import LMConfig, build_lm
 from seqlab.training import flops
 from seqlab.training.trainer import Trainer
 
@@ -103,6 +103,7 @@ def test_the_probe_leaves_training_unchanged_and_every_log_record_has_mfu(tmp_pa
     assert "mfu" not in records("without")[0]
 
 
+@pytest.mark.slow
 def test_mfu_is_logged_for_every_task(tmp_path):
     from test_classifier_cli import train as train_classifier
     from test_seq2seq_cli import train as train_seq2seq

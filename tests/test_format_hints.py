@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-from seqlab.data.conll import labelled_sentences
 from seqlab.data.documents import Columns, document_reader
-from seqlab.data.parallel import paired_reader
 from seqlab.data.sniff import EVALUATED, FORMAT, SNIFF_BYTES, SNIFF_LINES, first_lines
 from seqlab.data.stream import LineReader
 from seqlab.errors import SeqlabError
+from seqlab.families.seq2seq.parallel import paired_reader
+from seqlab.families.tagger.conll import labelled_sentences
 
 # one tiny file per format, by family
 FILES = {
@@ -141,7 +141,7 @@ def test_format_hints_name_the_evaluation_keyword():
 
 
 def test_format_hints_through_the_command_line(tmp_path, capsys):
-    from seqlab.cli import main
+    from seqlab.cli.main import main
 
     path = tmp_path / "ner.txt"
     path.write_text("Melbourne NP B-LOC\nis VBZ O\n\n", encoding="utf-8")
@@ -170,7 +170,7 @@ def test_format_hints_through_the_python_api(tmp_path):
 def test_format_hints_when_evaluating(serve_runs, tmp_path, capsys):
     """seqlab evaluate and Trained*.evaluate_file(path, fmt=...) name --format and fmt=."""
     import seqlab
-    from seqlab.cli import main
+    from seqlab.cli.main import main
 
     cases = [("ner", FILES["tagger"]["conllu"], "conll", "conllu"),
              ("sentiment", FILES["classifier"]["labeled-lines"], "tsv", "labeled-lines"),

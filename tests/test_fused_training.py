@@ -15,22 +15,22 @@ import torch
 import torch.nn.functional as F
 
 import seqlab
-from seqlab.cli import main
+from seqlab.cli.main import main
 from seqlab.data.batching import Batch
-from seqlab.data.parallel import Pair
 from seqlab.data.tokenizers import WordTokenizer
 from seqlab.data.vocab import PAD, Vocab
 from seqlab.errors import SeqlabError
 from seqlab.families.lm.config import read_run_config
+from seqlab.families.lm.model import LMConfig, build_lm
 from seqlab.families.lm.task import LanguageModelingTask
+from seqlab.families.seq2seq.model import Seq2SeqConfig, build_model
+from seqlab.families.seq2seq.parallel import Pair
 from seqlab.families.seq2seq.task import PairVocabulary, Seq2SeqTask
-from seqlab.models.lm import LMConfig, build_lm
-from seqlab.models.seq2seq import Seq2SeqConfig, build_model
 from seqlab.nn.fused_output import linear_cross_entropy, should_fuse
 from seqlab.training import output_loss
 from seqlab.training.checkpoint import load_tensors
+from seqlab.training.devices import cpu_supports_bf16
 from seqlab.training.output_loss import choose_fused_output, output_layer
-from seqlab.training.trainer import cpu_supports_bf16
 
 FIXTURES = Path(__file__).parent / "fixtures"
 V = 29

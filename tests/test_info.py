@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import seqlab
-from seqlab.cli import build_parser, main
+from seqlab.cli.main import build_parser, main
 from seqlab.info import applicable, format_info, run_info
 from seqlab.registry import FAMILIES
 

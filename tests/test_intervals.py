@@ -14,7 +14,7 @@ import pytest
 import seqlab
 from seqlab.cards.bootstrap import percentile_interval, resample_sums
 from seqlab.cards.intervals import evaluation_intervals, split_intervals
-from seqlab.cli import main
+from seqlab.cli.main import main
 from seqlab.errors import SeqlabError
 from seqlab.families.classifier.cards import classifier_items
 from seqlab.families.seq2seq.cards import seq2seq_items

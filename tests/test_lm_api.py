@@ -14,8 +14,8 @@ from seqlab.data.batching import StreamBatches, sliding_windows
 from seqlab.data.vocab import EOS
 from seqlab.decoding.search import SamplingOptions, blocked_tokens, generate_ids, lm_beam_search
 from seqlab.errors import SeqlabError, SeqlabWarning
+from seqlab.families.lm.model import LMConfig, build_lm
 from seqlab.families.lm.task import LanguageModelingTask, evaluate_lm, summarize
-from seqlab.models.lm import LMConfig, build_lm
 
 
 def brute_force_nll(model, ids: torch.Tensor) -> float:
@@ -214,7 +214,7 @@ def test_lm_api_evaluate_reads_json_lines_by_the_runs_text_column(tmp_path, caps
     """An LM trained on JSON lines (--text-column body) is evaluated on JSON lines as it trained: the text of
     each record's field, not the raw records; the figures are those of the same text as a plain file, and
     the valid figure training recorded. --text-column names another field; on a plain file it is refused."""
-    from seqlab.cli import main
+    from seqlab.cli.main import main
 
     def records_file(source, name: str):
         path = tmp_path / name

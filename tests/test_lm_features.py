@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from seqlab.cli import main
-from seqlab.data.conll import Sentence
+from seqlab.cli.main import main
 from seqlab.data.documents import Document
 from seqlab.data.readers import encode_lines, read_lines
 from seqlab.data.vocab import EOS
@@ -21,6 +20,7 @@ from seqlab.families.lm import pipeline as lm_pipeline
 from seqlab.families.lm.features import load_lm_features
 from seqlab.families.lm.pipeline import load_lm
 from seqlab.families.lm.vocab import reverse_lines
+from seqlab.families.tagger.conll import Sentence
 from seqlab.families.tagger.pipeline import load_tagger
 from seqlab.families.tagger.task import LM_FEATURE_DTYPE, TaggerVocabulary, TaggingTask, with_lm_features
 from seqlab.nn.lm_features import sentence_text
@@ -90,7 +90,7 @@ def test_lm_features_shapes_in_the_tagger(lms):
     sentences = [Sentence(["EU", "rejects", "German", "call"], ["B-ORG", "O", "B-MISC", "O"]),
                  Sentence(["Peter"], ["B-PER"])]
     vocabulary = TaggerVocabulary.build(sentences)
-    from seqlab.models.tagger import Tagger, TaggerConfig
+    from seqlab.families.tagger.model import Tagger, TaggerConfig
 
     model = Tagger(TaggerConfig(vocab_size=len(vocabulary.words), num_labels=len(vocabulary.labels), embedding_size=8,
                                 hidden_size=8, char_features="none", lm_feature_size=48), lm_features=extractor)
@@ -105,8 +105,8 @@ def test_lm_features_shapes_in_the_tagger(lms):
 
 
 def ner_task_and_model(lms, dropout=0.0):
-    from seqlab.data.conll import read_labelled
-    from seqlab.models.tagger import Tagger, TaggerConfig
+    from seqlab.families.tagger.conll import read_labelled
+    from seqlab.families.tagger.model import Tagger, TaggerConfig
 
     sentences = read_labelled(NER, "conll", None, "fixture")
     vocabulary = TaggerVocabulary.build(sentences)

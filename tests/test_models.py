@@ -14,8 +14,8 @@ from conftest import ARCHS
 from seqlab.data.vocab import EOS, PAD
 from seqlab.decoding.search import SamplingOptions, blocked_tokens, generate_ids
 from seqlab.errors import SeqlabError
+from seqlab.families.lm.model import LMConfig, build_lm
 from seqlab.families.lm.task import token_loss
-from seqlab.models.lm import LMConfig, build_lm
 from seqlab.nn.recurrent import dropout
 from seqlab.nn.transformer import PositionalEmbedding
 
@@ -325,3 +325,45 @@ def test_models_config_accepts_the_book_gru_on_the_textbook_path():
     assert LMConfig(arch="rnn", activation="relu").activation == "relu"
     with pytest.raises(SeqlabError, match="vocabulary size"):
         build_lm(LMConfig(arch="lstm"))
+
+
+def test_models_architectures_and_exercises_import_no_family():
+    """models/ holds architectures keyed by their name, and the exercises are shared modules: neither imports a
+    family (type-checking imports included); a family's model config reaches them only as an argument."""
+    import ast
+    from pathlib import Path
+
+    source = Path(__file__).resolve().parent.parent / "src" / "seqlab"
+    found = []
+    for path in sorted([*(source / "models").glob("*.py"), *(source / "exercises").glob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            found += [f"{path.name}: {name}" for name in names if name.startswith("seqlab.families")]
+    assert not found, found
+    assert not {"lm.py", "tagger.py", "classifier.py", "seq2seq.py"} & {p.name for p in (source / "models").iterdir()}
+
+
+@pytest.mark.parametrize("arch", ["ffn", "rnn", "gru", "transformer"])
+def test_models_own_configs_build_the_family_configs_weights(arch):
+    """An architecture built from its own small config draws the same initial weights, in the same order, as
+    from the language-model family's config (build_lm without --init-range)."""
+    from seqlab.models.ffn_lm import FeedforwardLM, FeedforwardLMConfig
+    from seqlab.models.rnn_lm import RecurrentLM, RecurrentLMConfig
+    from seqlab.models.transformer_lm import TransformerLM, TransformerLMConfig
+
+    torch.manual_seed(3)
+    family = build_lm(config(arch, init_range=0.0) if arch != "transformer" else config(arch))
+    torch.manual_seed(3)
+    if arch == "ffn":
+        own = FeedforwardLM(FeedforwardLMConfig(vocab_size=V, embedding_size=16, hidden_size=24, dropout=0.0))
+    elif arch == "transformer":
+        own = TransformerLM(TransformerLMConfig(vocab_size=V, embedding_size=16, num_layers=2, num_heads=2,
+                                                ff_size=64, context=16))
+    else:
+        own = RecurrentLM(RecurrentLMConfig(arch=arch, vocab_size=V, embedding_size=16, hidden_size=24, dropout=0.0))
+    ours, theirs = own.state_dict(), family.state_dict()
+    assert list(ours) == list(theirs)
+    assert all(torch.equal(ours[name], theirs[name]) for name in ours)
+    with pytest.raises(SeqlabError, match="must be a multiple of --heads"):
+        TransformerLMConfig(vocab_size=V, embedding_size=30, num_layers=1, num_heads=4, ff_size=8, context=8)

@@ -20,9 +20,10 @@ from openapi_core.deserializing.media_types.util import plain_loads
 from werkzeug.datastructures import Headers, ImmutableMultiDict
 
 from conftest import serving
-from seqlab.serve import ServeLimits, create_app, load_runs
+from seqlab.serve.app import create_app, load_runs
+from seqlab.serve.limits import ServeLimits
 from seqlab.serve.openapi import SWAGGER_UI_VERSION, VENDOR
-from seqlab.serve.schemas import openai_route
+from seqlab.serve.shapes import openai_route
 
 KEY = "s3cret"
 LIMITS = ServeLimits(max_body_bytes=4096, max_chars=200, max_items=4, max_tokens=16, max_beam=4)
@@ -36,6 +37,7 @@ GOOD = {
     "/v1/translate": {"model": "de-en", "text": "der hund sieht .", "beam": 2, "max_length": 6},
     "/v1/summarize": {"model": "de-en", "text": ["der hund sieht ."], "beam": 1, "max_length": 6, "attention": True},
     "/v1/completions": {"model": "lm", "prompt": "ROMEO:", "max_tokens": 4},
+    "/v1/explain": {"model": "lm", "text": "ROMEO:", "views": ["next-token"], "options": {"top_k": 2}},
 }
 # Good requests the model refuses (422) or a family cannot answer (400): declared, in the route's error shape.
 REFUSED = [
@@ -43,6 +45,7 @@ REFUSED = [
     ("/v1/classify", {"model": "sentiment", "text": "y" * 201}, 422),     # over --max-chars
     ("/v1/tag", {"model": "sentiment", "text": "a film"}, 400),          # a classifier does not tag
     ("/v1/translate", {"model": "de-en", "text": "der hund", "beam": 5}, 422),    # over --max-beam
+    ("/v1/explain", {"model": "lm", "text": "To be", "views": ["no-such-view"]}, 422),    # a view it has not
 ]
 
 
@@ -157,7 +160,8 @@ BASE = {**GOOD, "/v1/generate": {"model": "lm", "prompt": "ROMEO:", "max_tokens"
         "/v1/summarize": {"model": "de-en", "text": "der hund sieht .", "max_length": 6}}
 # what only the model can refuse of a request the document allows (422): a prompt over its context (16 tokens),
 # a text of spaces only (no words), a beam wider than the tokens it can produce
-MODEL_REFUSALS = ("longer than the model's context", "there is nothing to", "tokens the model can produce")
+MODEL_REFUSALS = ("longer than the model's context", "there is nothing to", "tokens the model can produce",
+                  "model has no view", "the text to explain")   # a view its architecture lacks; a blank text
 
 
 def member_schemas(schema: dict, shapes: dict) -> list[dict]:

@@ -18,7 +18,7 @@ import pytest
 
 import seqlab.training.checkpoint as checkpoint_module
 from conftest import TRAIN, VALID
-from seqlab.cli import main
+from seqlab.cli.main import main
 from seqlab.fileio import atomic_write
 from seqlab.training.checkpoint import load_tensors
 

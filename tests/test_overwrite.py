@@ -17,8 +17,8 @@ from conftest import run_seqlab as run
 from seqlab import examples
 from seqlab.families.lm.config import LMDataConfig, LMTrainConfig, LMTrainOptions
 from seqlab.families.lm.hf import GPT2_OPTIONS
+from seqlab.families.lm.model import LMConfig
 from seqlab.families.lm.pipeline import train_lm
-from seqlab.models.lm import LMConfig
 
 TINY = ["--tokenizer", "char", "--arch", "lstm", "--embedding-size", "8", "--hidden-size", "8", "--layers", "1",
         "--batch-size", "4", "--seq-len", "8", "--max-steps", "2", "--eval-every", "2", "--no-progress", "--threads",
@@ -46,7 +46,7 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 def runs(tmp_path_factory) -> dict[str, Path]:
     """A tiny LSTM LM run and a tiny transformer LM with GPT-2's options (the hf export's)."""
     folder = tmp_path_factory.mktemp("overwrite-runs")
-    from seqlab.cli import main
+    from seqlab.cli.main import main
     assert main([str(a) for a in train_args(folder / "lstm")]) == 0
     model = LMConfig(arch="transformer", embedding_size=8, num_layers=1, num_heads=2, context=8, dropout=0.0)
     options = LMTrainOptions(output=str(folder / "gpt"), max_steps=2, batch_size=4, eval_every=2, log_every=2,

@@ -16,7 +16,7 @@ import torch
 
 from conftest import TEST, TRAIN, VALID, one_line_error
 from conftest import run_seqlab as run
-from seqlab.cli import main
+from seqlab.cli.main import main
 from seqlab.data import prepare_text
 from seqlab.data.batching import StreamBatches, TokenStreamBatches, TokenWindowBatches, WindowBatches
 from seqlab.data.prepared import HEADER, Prepared

@@ -17,11 +17,12 @@ import torch
 
 from conftest import FIXTURES, one_line_error
 from conftest import run_seqlab as run
-from seqlab.cli import main
+from seqlab.cli.main import main
 from seqlab.data import prepare_text
 from seqlab.data.prepared_items import Items
-from seqlab.data.text_features import tokenize
+from seqlab.data.words import tokenize
 from seqlab.families.classifier.config import ClassifierDataConfig, ClassifierTrainConfig, read_split
+from seqlab.families.classifier.model import ClassifierConfig
 from seqlab.families.classifier.pipeline import build_vocabulary
 from seqlab.families.classifier.prepare import (
     HOLDOUT_SEED,
@@ -31,8 +32,7 @@ from seqlab.families.classifier.prepare import (
     write_prepared,
 )
 from seqlab.families.classifier.task import ClassificationTask, PreparedDocuments
-from seqlab.models.classifier import ClassifierConfig
-from seqlab.training.trainer import TrainConfig
+from seqlab.training.config import TrainConfig
 
 CLASSIFY = FIXTURES / "classify"
 TSV, JSONL, SST = str(CLASSIFY / "sentiment.tsv"), str(CLASSIFY / "sentiment.jsonl"), str(CLASSIFY / "sst.txt")

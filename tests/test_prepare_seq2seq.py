@@ -18,7 +18,7 @@ import torch
 import seqlab
 from conftest import one_line_error
 from conftest import run_seqlab as run
-from seqlab.cli import main
+from seqlab.cli.main import main
 from seqlab.data import prepare_text
 from seqlab.data.prepared import Prepared
 from seqlab.data.prepared_items import Items
@@ -32,12 +32,12 @@ from seqlab.families.seq2seq.config import (
     read_run_config,
     resolve_seq2seq_config,
 )
+from seqlab.families.seq2seq.model import Seq2SeqConfig
 from seqlab.families.seq2seq.pipeline import build_vocabulary, train_seq2seq
 from seqlab.families.seq2seq.prepare import vocabulary_of
 from seqlab.families.seq2seq.prepared_pairs import PreparedPairs, read_pair
 from seqlab.families.seq2seq.prepared_pairs import read_pairs as read_prepared_pairs
 from seqlab.families.seq2seq.task import LengthReport, pair_batches
-from seqlab.models.seq2seq import Seq2SeqConfig
 
 FIXTURES = Path(__file__).parent / "fixtures" / "seq2seq"
 ALIGNED = {f"{split}_{side}": str(FIXTURES / f"{split}.{side}") for split in ("train", "dev", "test")

@@ -16,11 +16,11 @@ import torch
 
 from conftest import one_line_error
 from conftest import run_seqlab as run
-from seqlab.cli import main
-from seqlab.data.conll import Sentence, read_labelled
+from seqlab.cli.main import main
 from seqlab.data.tags import convert
 from seqlab.data.vocab import UNK
 from seqlab.families.tagger.config import TaggerDataConfig
+from seqlab.families.tagger.conll import Sentence, read_labelled
 from seqlab.families.tagger.prepare import open_prepared, prepare
 from seqlab.families.tagger.task import PreparedSentences, TaggerVocabulary, TaggingTask, length_batches
 from seqlab.families.tagger.vocab import read_tagger_vocabulary

@@ -18,7 +18,7 @@ from tqdm import tqdm  # the base class of every bar seqlab draws (tqdm.auto onl
 
 from conftest import TRAIN, VALID
 from seqlab import progress
-from seqlab.cli import main
+from seqlab.cli.main import main
 from seqlab.errors import SeqlabError
 from seqlab.fileio import safetensors_metadata
 from seqlab.progress import LogBar, Reading, progress_bar

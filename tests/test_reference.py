@@ -194,7 +194,7 @@ def agrees(action, said: str, value) -> bool:
 
 
 def test_reference_every_option_row_of_every_command_page_says_what_the_parser_does():
-    from seqlab.cli import build_parser
+    from seqlab.cli.main import build_parser
 
     pages = cli_pages()
     found = list(generate.commands(build_parser()))

@@ -22,8 +22,10 @@ import seqlab
 from conftest import TEST, TRAIN, VALID, run_seqlab, tiny_config
 from seqlab.families.lm.pipeline import train_lm
 from seqlab.fileio import safetensors_metadata
+from seqlab.runs.records import final_figures, finished_run
 from seqlab.training.checkpoint import load_tensors, safetensors_bytes, save_tensors
-from seqlab.training.trainer import TrainConfig, Trainer, final_figures, finished_run
+from seqlab.training.config import TrainConfig
+from seqlab.training.trainer import Trainer
 
 WALL_CLOCK = {"elapsed", "elapsed_s", "startup", "startup_s", "wall_time_s", "tokens_per_s", "gflop_per_s", "mfu",
               "written", "started"}                      # the fields of run files that hold times and speeds

@@ -19,14 +19,11 @@ import torch
 
 import seqlab
 from conftest import Killed, kill_after_evaluation, tiny_config
-from seqlab.families.classifier import pipeline as classifier_pipeline
 from seqlab.families.classifier.pipeline import TrainedClassifier
-from seqlab.families.lm import pipeline as lm_pipeline
 from seqlab.families.lm.trained import TrainedLM
-from seqlab.families.seq2seq import pipeline as seq2seq_pipeline
 from seqlab.families.seq2seq.pipeline import TrainedSeq2Seq
-from seqlab.families.tagger import pipeline as tagger_pipeline
 from seqlab.families.tagger.pipeline import TrainedTagger
+from seqlab.runs import skeleton
 from seqlab.training.checkpoint import load_tensors
 from seqlab.training.trainer import Trainer
 
@@ -37,9 +34,10 @@ PAIRS = FIXTURES / "seq2seq"
 
 
 class Recorded:
-    """The trainer a pipeline builds, and its model's weights copied at each evaluation that was the best."""
+    """The trainer a pipeline builds (every family's, through the one training skeleton), and its model's weights
+    copied at each evaluation that was the best."""
 
-    def __init__(self, monkeypatch, pipeline):
+    def __init__(self, monkeypatch):
         self.trainer: Trainer | None = None
         self.best: dict[str, torch.Tensor] | None = None
         self.best_step = None
@@ -50,7 +48,7 @@ class Recorded:
                 super().__init__(*args, **kwargs)
                 record.trainer = self
 
-        monkeypatch.setattr(pipeline, "Trainer", RecordingTrainer)
+        monkeypatch.setattr(skeleton, "Trainer", RecordingTrainer)
 
     def callback(self, event: dict) -> None:
         if event["event"] == "evaluate" and event["best"]:
@@ -89,7 +87,7 @@ def trained_away_from_init(record: Recorded, seed_model: torch.nn.Module) -> Non
 
 @pytest.mark.parametrize("arch", ["lstm", "transformer", "ffn"])
 def test_roundtrips_lm_load_equals_the_trained_model_in_memory(tmp_path, monkeypatch, arch):
-    record = Recorded(monkeypatch, lm_pipeline)
+    record = Recorded(monkeypatch)
     run = tmp_path / "run"
     seqlab.train_lm(tiny_config(run, arch, max_steps=6, eval_every=6), callback=record.callback)
     lm = seqlab.load(run)
@@ -110,7 +108,7 @@ def test_roundtrips_lm_load_equals_the_trained_model_in_memory(tmp_path, monkeyp
                                      {"encoder": "transformer", "char_features": "cnn", "num_heads": 2}],
                          ids=["lstm-chars-crf", "transformer-cnn"])
 def test_roundtrips_tagger_load_equals_the_trained_model_in_memory(tmp_path, monkeypatch, options):
-    record = Recorded(monkeypatch, tagger_pipeline)
+    record = Recorded(monkeypatch)
     run = tmp_path / "run"
     config = seqlab.resolve_tagger_config(overrides={
         "train": NER, "dev": NER, "format": "conll", "embedding_size": 16, "hidden_size": 16, "dropout": 0.2,
@@ -138,7 +136,7 @@ def test_roundtrips_tagger_load_equals_the_trained_model_in_memory(tmp_path, mon
                                      {"arch": "pooled", "output_layer": "sigmoid"}],
                          ids=["bilstm", "transformer-cls", "pooled-sigmoid"])
 def test_roundtrips_classifier_load_equals_the_trained_model_in_memory(tmp_path, monkeypatch, options):
-    record = Recorded(monkeypatch, classifier_pipeline)
+    record = Recorded(monkeypatch)
     run = tmp_path / "run"
     config = seqlab.resolve_classifier_config(overrides={
         "train": SENTIMENT, "dev": SENTIMENT, "format": "tsv", "embedding_size": 16, "hidden_size": 16,
@@ -179,7 +177,7 @@ def seq2seq_config(run, **overrides):
 
 @pytest.mark.parametrize("name", list(SEQ2SEQ))
 def test_roundtrips_seq2seq_load_equals_the_trained_model_in_memory(tmp_path, monkeypatch, name):
-    record = Recorded(monkeypatch, seq2seq_pipeline)
+    record = Recorded(monkeypatch)
     run = tmp_path / "run"
     seqlab.train_seq2seq(seq2seq_config(run, max_steps=6, eval_every=6, dropout=0.2, **SEQ2SEQ[name]),
                          callback=record.callback)
@@ -277,7 +275,7 @@ def test_roundtrips_classifier_resume_with_shuffled_batches_equals_uninterrupted
     assert_resume_is_exact(seqlab.train_classifier, config_for, steps=14, kill_at=9, tmp_path=tmp_path)
 
 
-@pytest.mark.parametrize("name", ["gru-dot", "transformer"])
+@pytest.mark.parametrize("name", ["gru-dot", pytest.param("transformer", marks=pytest.mark.slow)])
 def test_roundtrips_seq2seq_resume_with_dropout_equals_uninterrupted(tmp_path, name):
     def config_for(run, resume, max_steps):
         if resume:
@@ -289,6 +287,7 @@ def test_roundtrips_seq2seq_resume_with_dropout_equals_uninterrupted(tmp_path, n
     assert_resume_is_exact(seqlab.train_seq2seq, config_for, steps=8, kill_at=5, tmp_path=tmp_path)
 
 
+@pytest.mark.slow
 def test_roundtrips_lm_resume_gives_bitwise_equal_weights(tmp_path):
     """The language model too (its losses are compared in test_trainer): weights and optimizer state."""
     def train(config, resume=False, callback=None):

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from conftest import TRAIN, VALID
-from seqlab.cli import main
+from seqlab.cli.main import main
 
 TINY = ["--tokenizer", "char", "--arch", "lstm", "--embedding-size", "8", "--hidden-size", "16", "--layers", "1",
         "--batch-size", "4", "--seq-len", "8", "--log-every", "1", "--no-progress", "--threads", "1"]

@@ -19,7 +19,7 @@ from seqlab.data.vocab import BOS, EOS, PAD, SEP, UNK
 from seqlab.decoding.processors import NEVER_GENERATED, BlockTokens
 from seqlab.decoding.search import Hypothesis, SearchOptions, beam_search, decode, greedy, greedy_steps
 from seqlab.errors import SeqlabError
-from seqlab.models.seq2seq import ATTENTIONS, RECURRENT, Seq2SeqConfig, build_model
+from seqlab.families.seq2seq.model import ATTENTIONS, RECURRENT, Seq2SeqConfig, build_model
 
 # ------------------------------------------------------------------------------------ a scripted model
 
@@ -438,3 +438,63 @@ def test_search_reordered_state_equals_each_sentence_alone(spec):
             assert [int(t[row]) for t, _ in batch] == [int(t[0]) for t, _ in alone]
             torch.testing.assert_close(torch.stack([lp[row] for _, lp in batch]),
                                        torch.stack([lp[0] for _, lp in alone]), atol=1e-5, rtol=1e-5)
+
+
+# ------------------------------------------------------------------------------------ the beam's tree (trace)
+
+
+@pytest.mark.parametrize("spec", [("gru", "dot", True), ("transformer", "none", False), ("lm", "none", False)],
+                         ids=arch_id)
+def test_search_trace_is_the_beams_tree(spec):
+    """`decode(..., trace=[])` keeps the tree `seqlab explore` draws: each node's score is its parent's plus the
+    log probability of its token after the parent's prefix (the prefix fed back through the model); each step
+    of a live sentence keeps K candidates; each finished entry's chain of nodes spells its hypothesis (with the
+    </s> that ended it), and ranked by the normalised score the entries are the n-best `decode` returns."""
+    model = tiny_model(*spec, eos_bias=0.4)
+    source = padded_sources()
+    K = 3
+    options = SearchOptions(beam=K, nbest=K, max_length=6, length_penalty=0.7)
+    trace: list[dict] = []
+    found = decode(model, source, LENGTHS, options, trace=trace)
+    assert [[(h.tokens, h.score) for h in hyps] for hyps in found] == \
+        [[(h.tokens, h.score) for h in hyps] for hyps in decode(model, source, LENGTHS, options)]   # unchanged
+    nodes = {entry["id"]: entry for entry in trace if "id" in entry}
+
+    def chain(node: dict) -> list[int]:
+        ids = []
+        while node is not None:
+            ids.append(node["token"])
+            node = nodes.get(node["parent"]) if node["parent"] is not None else None
+        return ids[::-1]
+
+    for node in nodes.values():
+        b, ids = node["sentence"], chain(node)
+        assert len(ids) == node["step"] + 1 and EOS not in ids[:-1]
+        ended = ids[-1] == EOS
+        prefix = Hypothesis(ids[:-1] if ended else ids, 0.0, 0.0, ended)
+        score, _ = rescore(model, source[b, :int(LENGTHS[b])], prefix)
+        assert node["score"] == pytest.approx(score, abs=1e-4)
+        assert node["status"] in ("kept", "ended", "dropped", "late")
+        assert node["status"] != "kept" if ended else node["status"] not in ("ended", "late")   # </s> ends, or drops
+    steps: dict[tuple[int, int], int] = {}
+    for node in nodes.values():
+        steps[node["sentence"], node["step"]] = steps.get((node["sentence"], node["step"]), 0) + \
+            (node["status"] == "kept")
+    assert set(steps.values()) == {K}
+    for b, hypotheses in enumerate(found):
+        entries = sorted((e for e in trace if "finished" in e and e["sentence"] == b), key=lambda e: -e["normalized"])
+        assert len(entries) == K
+        for entry, h in zip(entries, hypotheses, strict=True):
+            assert chain(nodes[entry["finished"]]) == h.tokens + [EOS] * h.finished
+            assert (entry["score"], entry["normalized"], entry["ended"]) == (h.score, h.normalized, h.finished)
+
+
+def test_search_trace_of_a_beam_of_one_is_greedy_decoding():
+    """A trace asks for the beam's bookkeeping even at width 1: the output is greedy decoding's."""
+    model = tiny_model("gru", "dot", eos_bias=0.4)
+    source = padded_sources()
+    trace: list[dict] = []
+    traced = decode(model, source, LENGTHS, SearchOptions(beam=1), trace=trace)
+    greedy_ones = decode(model, source, LENGTHS, SearchOptions(beam=1))
+    assert [h[0].tokens for h in traced] == [h[0].tokens for h in greedy_ones]
+    assert sum("finished" in e for e in trace) == len(LENGTHS)

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import seqlab
-from seqlab.cli import main
-from seqlab.data.parallel import Pair
+from seqlab.cli.main import main
 from seqlab.decoding.search import SearchOptions
+from seqlab.families.seq2seq.parallel import Pair
 
 FIXTURES = Path(__file__).parent / "fixtures" / "seq2seq"
 SMALL = ["--embedding-size", "32", "--dropout", "0", "--batch-size", "16",

@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-from seqlab.data.parallel import read_aligned, read_paired
 from seqlab.errors import SeqlabError
+from seqlab.families.seq2seq.parallel import read_aligned, read_paired
 from seqlab.metrics import bleu, chrf, rouge
 
 

@@ -7,12 +7,12 @@ from collections import Counter
 import pytest
 import torch
 
-from seqlab.data.parallel import Pair
 from seqlab.data.tokenizers import WordTokenizer
 from seqlab.data.vocab import BOS, EOS, PAD, SEP, Vocab
 from seqlab.errors import SeqlabError
+from seqlab.families.seq2seq.model import Seq2SeqConfig, build_model
+from seqlab.families.seq2seq.parallel import Pair
 from seqlab.families.seq2seq.task import PairVocabulary, Seq2SeqTask, token_losses
-from seqlab.models.seq2seq import Seq2SeqConfig, build_model
 from seqlab.nn.cross_attention import Attention
 
 V = 23
@@ -295,7 +295,8 @@ def test_the_trainer_divides_the_loss_by_the_tasks_own_count(tmp_path, lm_all_to
     not over the target tokens alone."""
     import copy
 
-    from seqlab.training.trainer import TrainConfig, Trainer
+    from seqlab.training.config import TrainConfig
+    from seqlab.training.trainer import Trainer
 
     torch.manual_seed(0)
     words = WordTokenizer()

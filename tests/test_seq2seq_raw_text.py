@@ -16,19 +16,19 @@ import sacrebleu
 import torch
 
 import seqlab
-from seqlab.data.parallel import Pair
 from seqlab.data.tokenizers import MosesTokenizer, WordTokenizer, make_tokenizer, tokenizer_from_dict
 from seqlab.data.vocab import Vocab
 from seqlab.errors import SeqlabError
 from seqlab.families.seq2seq import task_metric
 from seqlab.families.seq2seq.config import Seq2SeqDataConfig, resolve_seq2seq_config
+from seqlab.families.seq2seq.model import Seq2SeqConfig, build_model
+from seqlab.families.seq2seq.parallel import Pair
 from seqlab.families.seq2seq.pipeline import train_seq2seq
 from seqlab.families.seq2seq.prepare import check_options
 from seqlab.families.seq2seq.task import PairVocabulary, Seq2SeqTask
 from seqlab.families.seq2seq.text_checks import attached_words
 from seqlab.families.seq2seq.trained import TrainedSeq2Seq
 from seqlab.metrics import rouge
-from seqlab.models.seq2seq import Seq2SeqConfig, build_model
 from seqlab.training import plots, trainer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "seq2seq"
@@ -294,7 +294,7 @@ def test_text_checks_a_recipe_for_tokenised_text_refuses_raw_text_naming_the_raw
     """configs/multi30k-gru-dot.yaml (--raw-text refuse) on raw text stops before training, in one line that names
     the raw recipe; with a tokenizer for raw text (moses) it trains (--raw-text warn, the default, warns: the
     warning tests above)."""
-    from seqlab.cli import main
+    from seqlab.cli.main import main
 
     files = raw_files(tmp_path)
     with pytest.raises(SeqlabError, match=r"the training sources look untokenised \(\d+\.\d% of their words have "

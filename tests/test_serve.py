@@ -14,9 +14,10 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 import seqlab  # noqa: E402
 from conftest import serving  # noqa: E402
-from seqlab.cli import main  # noqa: E402
+from seqlab.cli.main import main  # noqa: E402
 from seqlab.errors import SeqlabError  # noqa: E402
-from seqlab.serve import ServeLimits, create_app, load_runs  # noqa: E402
+from seqlab.serve.app import create_app, load_runs  # noqa: E402
+from seqlab.serve.limits import ServeLimits  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -174,7 +175,7 @@ def test_serve_leaves_a_core_to_the_event_loop(runs, monkeypatch, given, expecte
 
     import uvicorn
 
-    from seqlab.cli import available_cores
+    from seqlab.serve.limits import available_cores
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -21,8 +21,10 @@ CHROMIUM = page_test_chromium()                  # skips the module without Play
 import httpx  # noqa: E402
 
 from conftest import FIXTURES, headless_chromium, serving  # noqa: E402, I001
-from seqlab.cli import main  # noqa: E402
-from seqlab.serve import create_app, load_runs  # noqa: E402
+from seqlab.cli.main import main  # noqa: E402
+from seqlab.serve.app import create_app, load_runs  # noqa: E402
+
+pytestmark = pytest.mark.browser          # make test-browser runs them (Debian's Chromium), not make test
 
 KEY = "s3cret"
 

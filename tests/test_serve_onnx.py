@@ -24,13 +24,14 @@ from fastapi.testclient import TestClient  # noqa: E402
 from test_serve import BAD  # noqa: E402
 
 from conftest import FIXTURES, tiny_config, train_serve_runs  # noqa: E402
-from seqlab.cli import main  # noqa: E402
+from seqlab.cli.main import main  # noqa: E402
 from seqlab.decoding import numpy_search as decoding  # noqa: E402
 from seqlab.decoding import processors, search  # noqa: E402
 from seqlab.errors import SeqlabError  # noqa: E402
 from seqlab.export.onnx import export_onnx  # noqa: E402
 from seqlab.families.lm.pipeline import train_lm  # noqa: E402
-from seqlab.serve import ServeLimits, create_app, load_runs  # noqa: E402
+from seqlab.serve.app import create_app, load_runs  # noqa: E402
+from seqlab.serve.limits import ServeLimits  # noqa: E402
 from seqlab.training import trainer  # noqa: E402
 
 PAIRS = FIXTURES / "seq2seq"
@@ -226,7 +227,7 @@ def test_serve_onnx_command_refuses_a_run_for_onnx_and_an_export_for_torch(folde
 # which prints whether PyTorch was imported and the answers' statuses.
 PROBE = """
 import json, os, sys, threading, time, urllib.request
-from seqlab.cli import main
+from seqlab.cli.main import main
 
 def probe(port):
     url = f"http://127.0.0.1:{port}"

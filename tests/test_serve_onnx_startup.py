@@ -21,7 +21,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("onnxruntime", reason="serving an export needs onnxruntime (pip install 'seqlab[export]')")
 
 import seqlab  # noqa: E402
-from seqlab.cli import main  # noqa: E402
+from seqlab.cli.main import main  # noqa: E402
 from seqlab.export.protobuf import model_problem  # noqa: E402
 
 

@@ -21,7 +21,8 @@ import seqlab  # noqa: E402
 from conftest import serving  # noqa: E402
 from seqlab.decoding.options import SamplingOptions  # noqa: E402
 from seqlab.families.lm import completion  # noqa: E402
-from seqlab.serve import ServeLimits, create_app, load_runs  # noqa: E402
+from seqlab.serve.app import create_app, load_runs  # noqa: E402
+from seqlab.serve.limits import ServeLimits  # noqa: E402
 from seqlab.serve.onnx import OnnxServed  # noqa: E402
 from seqlab.serve.served import Served  # noqa: E402
 
@@ -533,7 +534,7 @@ def test_openai_logprobs_tokens_are_the_text_each_adds_and_offsets_where_it_begi
 
 
 def test_openai_stop_strings_cut_the_text_and_hold_back_what_may_begin_one():
-    from seqlab.serve.compat import Piece, StopCut
+    from seqlab.families.lm.choices import Piece, StopCut
 
     def piece(text: str) -> Piece:
         return Piece(text, list(text), [-1.0] * len(text), [None] * len(text), list(range(len(text))), len(text))

@@ -25,7 +25,10 @@ CHROMIUM = page_test_chromium()                  # skips the module without Play
 
 import seqlab  # noqa: E402
 from conftest import headless_chromium, serving, train_serve_runs  # noqa: E402
-from seqlab.serve import ServeLimits, create_app, load_runs  # noqa: E402
+from seqlab.serve.app import create_app, load_runs  # noqa: E402
+from seqlab.serve.limits import ServeLimits  # noqa: E402
+
+pytestmark = pytest.mark.browser          # make test-browser runs them (Debian's Chromium), not make test
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,8 @@ import pytest
 import seqlab
 from conftest import serving
 from seqlab.decoding import core
-from seqlab.serve import ServeLimits, create_app
+from seqlab.serve.app import create_app
+from seqlab.serve.limits import ServeLimits
 from seqlab.serve.scheduler import CURRENT, Job, Scheduler
 
 

@@ -17,8 +17,9 @@ httpx = pytest.importorskip("httpx")
 
 import seqlab  # noqa: E402
 from conftest import FIXTURES, one_line_error, run_seqlab  # noqa: E402
-from seqlab.cli import main  # noqa: E402
-from seqlab.serve import ServeLimits, create_app, load_runs  # noqa: E402
+from seqlab.cli.main import main  # noqa: E402
+from seqlab.serve.app import create_app, load_runs  # noqa: E402
+from seqlab.serve.limits import ServeLimits  # noqa: E402
 from seqlab.serve.server import server  # noqa: E402
 
 KEY = "s3cret"

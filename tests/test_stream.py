@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from conftest import TEST, TRAIN
-from seqlab.data import lm_stream, stream
+from seqlab.data import stream
 from seqlab.data.batching import StreamBatches, sliding_windows
 from seqlab.data.limits import InputLimit
 from seqlab.data.readers import encode_lines, read_lines
@@ -19,6 +19,7 @@ from seqlab.data.stream import LineReader, chunked
 from seqlab.data.tokenizers import CharTokenizer, WordTokenizer
 from seqlab.data.vocab import Vocab
 from seqlab.errors import SeqlabError
+from seqlab.families.lm import stream as lm_stream
 from seqlab.fileio import atomic_text_writer
 from seqlab.metrics import CorpusScores, bleu, chrf, rouge
 

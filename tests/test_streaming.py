@@ -16,15 +16,15 @@ import pytest
 
 import seqlab
 from conftest import TEST, tiny_config
-from seqlab.cli import main
-from seqlab.data.conll import read_labelled
+from seqlab.cli.main import main
 from seqlab.data.documents import read_documents, read_texts
-from seqlab.data.parallel import Pair, read_aligned, read_paired
 from seqlab.data.readers import read_stream
 from seqlab.data.tags import detect_scheme, spans
 from seqlab.decoding.search import SearchOptions
 from seqlab.families.classifier.task import ClassificationTask
 from seqlab.families.lm.pipeline import train_lm
+from seqlab.families.seq2seq.parallel import Pair, read_aligned, read_paired
+from seqlab.families.tagger.conll import read_labelled
 from seqlab.families.tagger.pipeline import prepare
 from seqlab.families.tagger.task import TaggingTask
 from seqlab.metrics import confusions

@@ -205,10 +205,10 @@ def test_strict_seq2seq_decoding_samples_at_extreme_temperatures_in_both_runtime
 def runs(tmp_path_factory) -> dict[str, Path]:
     """A tiny character transformer LM (context 16) and a tiny GRU translator, trained for a step or two."""
     from seqlab.families.lm.config import LMDataConfig, LMTrainConfig, LMTrainOptions
+    from seqlab.families.lm.model import LMConfig
     from seqlab.families.lm.pipeline import train_lm
     from seqlab.families.seq2seq.config import resolve_seq2seq_config
     from seqlab.families.seq2seq.pipeline import train_seq2seq
-    from seqlab.models.lm import LMConfig
     from seqlab.training import trainer
 
     folder = tmp_path_factory.mktemp("strict")
@@ -276,7 +276,7 @@ def test_strict_python_api_gives_the_prompt_s_warnings_to_a_caller_who_asks(lm):
 
 def seqlab_out(argv, capsys) -> str:
     """`seqlab ARGV` in this process, which must succeed without a traceback: its standard output."""
-    from seqlab.cli import main
+    from seqlab.cli.main import main
 
     assert main([str(a) for a in argv]) == 0
     out = capsys.readouterr()
@@ -359,7 +359,8 @@ OUT_OF_RANGE = [
 
 
 def app_of(runs, runtime: str = "torch", folders=None):
-    from seqlab.serve import ServeLimits, create_app
+    from seqlab.serve.app import create_app
+    from seqlab.serve.limits import ServeLimits
 
     return create_app(folders or [runs["lm"], runs["de-en"]], ServeLimits(**LIMITS), runtime=runtime)
 

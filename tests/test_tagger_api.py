@@ -81,6 +81,7 @@ def test_tagger_invalid_gold_sequence_is_reported_with_its_line_and_scored_like_
     assert result["f1"] == 100.0               # conlleval reads I-ORG after O as the start of an ORG entity
 
 
+@pytest.mark.slow
 def test_tagger_defaults_are_the_tuned_recipes_and_entity_tags_get_a_crf(tmp_path, capsys):
     """The defaults train what the tuned recipes train (configs/ud-pos-bilstm-char.yaml for plain tags,
     conll2003-ner-bilstm-crf-char.yaml for entity tags: benchmarks/results/defaults_new_data.md measures them

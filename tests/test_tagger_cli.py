@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from seqlab.cli import main
+from seqlab.cli.main import main
 from seqlab.families.tagger.pipeline import load_tagger
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from seqlab.errors import SeqlabError
-from seqlab.models.tagger import ENCODERS, Tagger, TaggerConfig
+from seqlab.families.tagger.model import ENCODERS, Tagger, TaggerConfig
 
 V, K, C = 30, 5, 12
 

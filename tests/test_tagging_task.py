@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from seqlab.data.conll import Sentence, read_conll, read_conllu
 from seqlab.data.tags import allowed_transitions, invalid_positions
 from seqlab.data.vocab import UNK
+from seqlab.families.tagger.conll import Sentence, read_conll, read_conllu
+from seqlab.families.tagger.model import Tagger, TaggerConfig
 from seqlab.families.tagger.task import UNKNOWN_LABEL, TaggerVocabulary, TaggingTask, best_tags, length_batches
 from seqlab.metrics import span_scores
-from seqlab.models.tagger import Tagger, TaggerConfig
-from seqlab.training.trainer import TrainConfig, Trainer
+from seqlab.training.config import TrainConfig
+from seqlab.training.trainer import Trainer
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -20,7 +20,7 @@ from conftest import Killed, one_line_error, run_seqlab, tiny_config
 from seqlab.config import OptionError, coerce
 from seqlab.errors import SeqlabWarning
 from seqlab.training import trackers
-from seqlab.training.trainer import TrainConfig
+from seqlab.training.config import TrainConfig
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SENTIMENT = str(FIXTURES / "classify" / "sentiment.tsv")
@@ -271,10 +271,11 @@ def test_trackers_a_tracker_that_fails_mid_run_is_dropped_and_training_goes_on(t
     assert "mlflow" not in json.loads((run / "trackers.json").read_text())
 
 
+@pytest.mark.slow
 def test_trackers_without_log_import_neither_package():
     """Importing MLflow takes ~2 s: a run without --log never does, nor TensorBoard's writer."""
     code = ("import sys, tempfile, seqlab.api\n"
-            "from seqlab.training.trainer import TrainConfig\n"
+            "from seqlab.training.config import TrainConfig\n"
             "from seqlab.training.trackers import check_trackers, log_artifacts, open_trackers\n"
             "folder = tempfile.mkdtemp()\n"
             "check_trackers(TrainConfig())\n"

@@ -17,9 +17,12 @@ from seqlab.data.batching import Batch
 from seqlab.errors import SeqlabError
 from seqlab.families.lm.pipeline import train_lm
 from seqlab.models.base import Model
+from seqlab.training import devices
 from seqlab.training import trainer as trainer_module
+from seqlab.training.config import TrainConfig
+from seqlab.training.devices import cpu_supports_bf16
 from seqlab.training.optim import Schedule
-from seqlab.training.trainer import TrainConfig, Trainer, cpu_supports_bf16
+from seqlab.training.trainer import Trainer
 
 
 def losses(run_dir: Path) -> list[tuple[int, float]]:
@@ -109,7 +112,7 @@ class FakeModel(Model):
 class FakeTask:
     """A task whose validation metric follows a script, to test early stopping."""
 
-    name, metric, lower_is_better, batch_unit, progress = "fake", "loss", True, "1 token", False
+    name, metric, batch_unit, progress = "fake", "loss", "1 token", False
 
     def __init__(self, scripted_losses):
         self.scripted = list(scripted_losses)
@@ -231,6 +234,7 @@ def learning_rates(run_dir: Path) -> list[float]:
     return [json.loads(line)["lr"] for line in (run_dir / "train_log.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_trainer_time_cap_stops_the_run_without_bending_the_schedule(tmp_path, monkeypatch):
     """With --max-time the rates are those of the same run without it, step for step (the schedule follows the
     steps, not the clock), and the run ends within one evaluation of the cap."""
@@ -377,7 +381,7 @@ def test_trainer_bf16_autocast_on_cpu_trains_where_supported_and_is_refused_else
 
 
 def test_trainer_bf16_is_refused_on_a_cpu_without_bf16_kernels(tmp_path, monkeypatch):
-    monkeypatch.setattr(trainer_module, "cpu_supports_bf16", lambda: False)
+    monkeypatch.setattr(devices, "cpu_supports_bf16", lambda: False)
     with pytest.raises(SeqlabError, match="--precision bf16: this CPU has no bfloat16 kernels"):
         train_lm(tiny_config(tmp_path / "run", "lstm", precision="bf16", max_steps=4))
     assert not (tmp_path / "run" / "config.json").exists()
@@ -451,7 +455,7 @@ def test_trainer_stops_when_the_loss_becomes_nan_and_keeps_the_good_files(tmp_pa
     monkeypatch.setattr(Trainer, "_measure_utilisation", lambda self: None)    # counts calls: no MFU probe
     run = tmp_path / "run"
     with pytest.raises(SeqlabError, match=r"training diverged at step 6: the loss or the gradient norm became nan"):
-        train_lm(tiny_config(run, max_steps=12))
+        train_lm(tiny_config(run, max_steps=12, precision="fp32"))               # nor --precision auto's
     assert [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [4]
     assert weights_are_finite(run / "model.safetensors") and weights_are_finite(run / "checkpoint.safetensors")
     assert max(s for s, _ in losses(run)) == 5                   # nothing of step 6 was recorded
@@ -480,3 +484,60 @@ def test_trainer_final_report_reuses_the_last_evaluation_when_it_was_the_best(tm
     assert len(calls) == 2                                 # valid at step 8, then test; valid not again
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert records[0]["loss"] == records[1]["loss"] == results["valid"]["loss"] and records[1]["final"]
+
+
+def test_trainer_skeleton_runs_the_family_hooks_in_order_with_the_two_seeds(tmp_path):
+    """`seqlab.runs.skeleton.train`: the hooks in the pipeline's one order; the model built right after
+    `torch.manual_seed(seed)`, the task made after `torch.manual_seed(seed + rank)`; run files before fit."""
+    from dataclasses import dataclass
+    from types import SimpleNamespace
+
+    from seqlab.runs import skeleton
+
+    @dataclass
+    class Data:                             # a data group with no files to read
+        pass
+
+    calls = []
+
+    class Hooks(skeleton.Hooks):
+        def refuse(self, config):
+            calls.append("refuse")
+            return config
+
+        def start(self, config, run):
+            calls.append(("start", run.rank, run.reading))
+
+        def read(self, config, run):
+            calls.append("read")
+            run.reading.done("2 fake batches")
+            return config
+
+        def build(self, config, run):
+            calls.append(("build", torch.rand(1).item()))
+            return FakeModel()
+
+        def task(self, config, model, run):
+            calls.append(("task", torch.rand(1).item()))
+            return FakeTask([3.0, 2.0])
+
+        def describe(self, config, model, task, run):
+            calls.append("describe")
+            return "a fake model"
+
+        def write_run_files(self, config, run):
+            calls.append(("files", (run.run_dir / "metrics.jsonl").exists()))
+
+        def finish(self, results, run):
+            calls.append(("finish", sorted(results)))
+            return results
+
+    config = SimpleNamespace(data=Data(), train=TrainConfig(output=str(tmp_path), epochs=1, max_steps=2,
+                                                                       eval_every=1, seed=5, progress=False))
+    skeleton.train(Hooks(), config, tmp_path, torch.device("cpu"), False, False, None)
+    torch.manual_seed(5)
+    first = torch.rand(1).item()
+    torch.manual_seed(5)                    # rank 0: seed + rank
+    second = torch.rand(1).item()
+    assert calls == ["refuse", ("start", 0, None), "read", ("build", first), ("task", second), "describe",
+                     ("files", False), ("finish", ["valid"])]

@@ -13,11 +13,11 @@ import torch.nn.functional as F
 
 import seqlab
 from conftest import TRAIN, VALID, Killed, kill_after_evaluation, tiny_config
-from seqlab.cli import main
+from seqlab.cli.main import main
 from seqlab.errors import SeqlabError
 from seqlab.families.lm.hf import check_gpt2_options
+from seqlab.families.lm.model import LMConfig, build_lm
 from seqlab.families.lm.pipeline import train_lm
-from seqlab.models.lm import LMConfig, build_lm
 from seqlab.nn.attention import MultiHeadAttention, Rotary, qk_normalise
 from seqlab.nn.transformer import RMSNorm, SwiGLU, TransformerBlock
 from seqlab.training.optim import MuonAdamW, make_optimizer, muon_groups, orthogonalise

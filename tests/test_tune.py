@@ -158,6 +158,7 @@ def test_tune_best_yaml_trains_the_full_length_by_default(study, tmp_path, capsy
                               "lm|tagger|classifier|seq2seq --config")
 
 
+@pytest.mark.slow
 def test_a_finished_study_run_again_trains_nothing_and_more_trials_continue_it(study, monkeypatch):
     before = (study / "tune.json").read_text()
     tune("classifier", study, {**DATA, **TINY}, "pooled", trials=3, budget_epochs=1, size="tiny")
@@ -235,6 +236,7 @@ def test_tune_killed_mid_trial_by_sigkill_resumes_that_trial_and_ends_with_disti
     assert [r["step"] for r in log] == sorted({r["step"] for r in log})     # run on, not trained twice
 
 
+@pytest.mark.slow
 def test_pruned_trials_stop_early_and_are_counted(tmp_path, monkeypatch):
     import optuna
 
@@ -300,6 +302,7 @@ def test_optuna_missing_names_the_extra(tmp_path, capsys, monkeypatch):
 
 # ------------------------------------------------------------------------------------------ seqlab compare
 
+@pytest.mark.slow
 def test_compare_with_seeds_and_tuning_trains_the_best_options_for_every_seed(tmp_path, capsys):
     out = tmp_path / "cmp"
     code, err = run_seqlab(["compare", "classifier", "--train", SENTIMENT, "--dev", SENTIMENT, "--archs", "pooled",

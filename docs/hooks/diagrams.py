@@ -96,8 +96,9 @@ class Canvas:
 
     # -- text
     def text(self, x: float, y: float, label: str, size: float = 14, anchor: str = "middle", cls: str = "",
-             math_: bool = False, halo: bool = False) -> None:
-        """A label centred vertically on y; `math_` in the serif italic of the book's symbols."""
+             math_: bool = False, halo: bool = False, literal: bool = False) -> None:
+        """A label centred vertically on y; `math_` in the serif italic of the book's symbols; `literal` as it is
+        (no sub- or superscripts: a file name)."""
         classes = " ".join(c for c in (cls, "m" if math_ else "", "halo" if halo else "") if c)
         if math_ and size == 14:
             size = 16
@@ -105,8 +106,8 @@ class Canvas:
         font = "" if size in (14, 16) and not cls else f' font-size="{size:g}"' if "small" not in cls and \
             "eq" not in cls else ""
         self.parts.append(f'<text x="{x:g}" y="{y:g}" text-anchor="{anchor}" dominant-baseline="central"'
-                          f'{attrs}{font}>{rich(label, size)}</text>')
-        self.labels.append(plain(label))
+                          f'{attrs}{font}>{escape(label) if literal else rich(label, size)}</text>')
+        self.labels.append(label if literal else plain(label))
 
     def math(self, x: float, y: float, label: str, size: float = 16, anchor: str = "middle", **kw) -> None:
         self.text(x, y, label, size, anchor, math_=True, **kw)
@@ -114,7 +115,7 @@ class Canvas:
     # -- shapes
     def box(self, x: float, y: float, w: float, h: float, label: str = "", fill: str = "blue", rx: float = 6,
             math_: bool = False, size: float = 14, dashed: bool = False, cls: str = "", stroke: str = "",
-            sub: str = "") -> None:
+            sub: str = "", literal: bool = False) -> None:
         """A rounded box centred on (x, y) with an optional label (and a second, small line `sub`)."""
         dash = ' stroke-dasharray="5 4"' if dashed else ""
         klass = f' class="{cls}"' if cls else ""
@@ -122,10 +123,10 @@ class Canvas:
         self.parts.append(f'<g{klass}><rect x="{x - w / 2:g}" y="{y - h / 2:g}" width="{w:g}" height="{h:g}" '
                           f'rx="{rx:g}" fill="{FILL.get(fill, fill)}" stroke="{colour}" stroke-width="1.4"{dash}/>')
         if label and sub:
-            self.text(x, y - 7, label, size, math_=math_)
+            self.text(x, y - 7, label, size, math_=math_, literal=literal)
             self.text(x, y + 10, sub, cls="eq")
         elif label:
-            self.text(x, y, label, size, math_=math_)
+            self.text(x, y, label, size, math_=math_, literal=literal)
         self.parts.append("</g>")
 
     def circle(self, x: float, y: float, r: float, label: str = "", fill: str = "none", math_: bool = False,
@@ -1090,6 +1091,73 @@ def draw_beam_search() -> Canvas:
         x = 30 + [0, 150, 405, 500][k]
         c.box(x, foot + 16, 22, 14, fill=fill, rx=3, dashed=dashed, cls="faded" if fill == "grey" else "")
         c.text(x + 16, foot + 16, label, anchor="start", cls="small")
+    return c
+
+
+# ============================================================================ the code itself
+@diagram("code-layers", "seqlab's layers, read from its imports",
+         "seqlab's modules in their layers, bottom up, as `docs/hooks/structure.py` reads them from the code when "
+         "the site is built: each box is a package or a top-level module, its width growing with its lines. Every "
+         "import points down or stays in its layer (tests/test_layers.py holds the code to it); the shared "
+         "capabilities reach a family only through the registry, at run time (the dashed arrow: "
+         "`family.part(...)`). An import that ran up would be drawn in red.", "reference/code.md#imports")
+def draw_code_layers() -> Canvas:
+    import structure
+
+    rooms, layers = structure.rooms(), structure.LAYERS
+    left, right, width = 150, 712, 720
+    span = right - left
+    scale = span * 0.92 / max(sum(r.lines for r in rooms if r.layer == k) or 1 for k in range(len(layers)))
+    rows = []                                   # per layer, bottom up: lines of (room, x, w)
+    for k in range(len(layers)):
+        lines, x, line = [], 0.0, []
+        for room in (r for r in rooms if r.layer == k):
+            w = max(len(room.name) * 6.6 + 14, room.lines * scale)
+            if line and x + w > span:
+                lines.append(line)
+                line, x = [], 0.0
+            line.append((room, x, w))
+            x += w + 6
+        lines.append(line)
+        rows.append(lines)
+    box, gap = 34, 8
+    heights = [len(lines) * (box + 4) + gap for lines in rows]
+    height = int(sum(heights) + 86)
+    c = Canvas(width, height)
+    y = height - 56                              # the bottom of the lowest layer
+    where: dict[tuple[str, int], tuple[float, float]] = {}   # (room, layer) -> its box's centre
+    middles = []
+    for k, (layer, lines) in enumerate(zip(layers, rows, strict=True)):
+        top = y - heights[k]
+        fill = "orange" if layer.name == "families" else "green" if layer.name == "registry" else \
+            "blue" if k >= len(layers) - 2 else "grey"
+        c.raw(f'<rect x="6" y="{top + 2:g}" width="{width - 12:g}" height="{heights[k] - 4:g}" rx="6" '
+              f'fill="{FILL[fill]}" stroke="none"/>')
+        c.text(14, top + heights[k] / 2, layer.name, anchor="start", cls="title small")
+        for n, line in enumerate(lines):
+            cy = top + gap / 2 + 2 + n * (box + 4) + box / 2
+            for room, x, w in line:
+                c.box(left + x + w / 2, cy, w, box, room.name, fill="none", rx=4, size=11.5,
+                      sub=f"{room.lines:,}", literal=True)
+                where[room.name, k] = (left + x + w / 2, cy)
+        middles.append(top + heights[k] / 2)
+        y = top
+    # the one door: the capabilities reach the families' parts through the registry, at run time
+    names = [layer.name for layer in layers]
+    if "capabilities" in names and "families" in names:
+        a, b = middles[names.index("capabilities")], middles[names.index("families")]
+        c.curve((right - 4, a + 8), (right + 6, (a + b) / 2), (right + 6, (a + b) / 2), (right - 4, b - 8),
+                dashed=True, colour=ACCENT)
+        c.text(right - 10, (a + b) / 2, "family.part(…)", anchor="end", cls="small", halo=True)
+    breaches = structure.breaches()
+    for breach in breaches:
+        start = where.get((structure.room_of(breach.importer), structure.layer_of(breach.importer)))
+        end = where.get((structure.room_of(breach.target), structure.layer_of(breach.target)))
+        if start and end and start != end:
+            c.arrow(start[0], start[1] - 12, end[0], end[1] + 12, colour="#d93025", width=1.6)
+    c.text(width / 2, height - 34, "every import points down or stays in its layer" if not breaches else
+           f"{len(breaches)} imports run up (red)", cls="small")
+    c.text(width / 2, height - 16, "box width: lines of code; the numbers are lines", cls="small faded")
     return c
 
 

@@ -33,9 +33,9 @@ class Field:
 @dataclasses.dataclass(frozen=True)
 class Message:
     """One message a line of the source builds."""
-    file: str                      # relative to src/seqlab: "families/run_files.py"
+    file: str                      # relative to src/seqlab: "runs/files.py"
     line: int
-    module: str                    # "seqlab.families.run_files"
+    module: str                    # "seqlab.runs.files"
     parts: tuple                   # str and Field, in order
 
     @property

@@ -40,6 +40,7 @@ PROCESSES = "Several processes and machines"
 CARDS = "Model cards"
 EXERCISES = "Checking exercises"
 PYTHON = "Calling the library from Python"
+EXPLORING = "Looking inside a model (seqlab explore)"
 
 GROUPS = {
     OPTIONS: "Options on the command line, keys of a `--config` file, the family named after `seqlab train`: each "
@@ -79,6 +80,9 @@ GROUPS = {
     CARDS: "`seqlab card RUN` writes a run's model card (`model_card.json`, `MODEL_CARD.md`) with confidence "
            "intervals of its figures.",
     EXERCISES: "`seqlab exercises` (and `seqlab.exercises.check`) checks the answers to the tutorials' exercises.",
+    EXPLORING: "`seqlab explore`, the served page's Explore tab, POST /v1/explain and `seqlab.load(run).explain(text)` "
+               "compute the views a family declares (next-token probabilities, gates, attention, lattices, beam "
+               "trees) on one text; the text, the views and the options are checked first.",
     PYTHON: "Messages a user of the command line never sees: they guard the library's functions and modules "
             "against arguments that do not fit (a shape, a missing input), called from your own Python code.",
 }
@@ -131,7 +135,7 @@ NAMES = {
     "tuning/study.py:what": "what it is",
     "families/seq2seq/trained.py:what": "input",
     "families/seq2seq/pipeline.py:what": "the run resumed or started from",
-    "families/runs.py:what": "the family",
+    "runs/directory.py:what": "the family",
     "data/prepared.py:what": "vocabulary",
     "families/classifier/prepare.py:what": "split",
     "len(stream)": "number of units",
@@ -163,7 +167,7 @@ ENTRIES += [
           "of the option's range, or a list where one value goes.",
           "Correct the value in the file named first in the message; the option's type and range are in the "
           "[config reference](config.md)."),
-    Entry(OPTIONS, "config.py|families/runs.py", r"unknown option", "An unknown option in a config file or overrides",
+    Entry(OPTIONS, "config.py|runs/directory.py", r"unknown option", "An unknown option in a config file or overrides",
           "A key of the config file (or of the `overrides` given to a `resolve_*_config` function) is not an option "
           "of this family. A typo in a config file is refused, never ignored.",
           "Correct the key: the message lists the known options (names as in a config file: `hidden_size`, not "
@@ -189,20 +193,31 @@ ENTRIES += [
           "family than the command line.",
           "Run `seqlab train FAMILY --config FILE ...`, or add `task: FAMILY` to the config file; when they differ, "
           "use the family the config file was written for."),
-    Entry(OPTIONS, "cli/train.py|families/runs.py", r"^--resume continues the run in --output and --overwrite",
+    Entry(OPTIONS, "cli/train.py|runs/directory.py", r"^--resume continues the run in --output and --overwrite",
           "`--resume` with `--overwrite`",
           "`--resume` continues the run in `--output`, and `--overwrite` deletes it to start again: the two "
           "contradict each other.",
           "Give `--resume` to continue the run, or `--overwrite` to replace it, not both."),
     Entry(OPTIONS, "registry.py", r"^unknown task", "An unknown family",
           "The task (family) named is not one this seqlab knows.",
-          "Use one of the families the message lists: `lm`, `tagger`, `classifier` or `seq2seq`."),
-    Entry(OPTIONS, "families/runs.py", r"applies to .* only, not", "An option that does nothing here",
+          "Use one of the families the message lists (seqlab's own: `lm`, `tagger`, `classifier` and `seq2seq`, "
+          "and any family registered from outside, reference/adding-a-family.md)."),
+    Entry(PYTHON, r"registry\.py|^__init__\.py", r"is a seqlab.contract.Family, not|its name must be a "
+          r"Python identifier|"
+          r"is registered already|one of seqlab's own families, which cannot be removed|is declared twice \(the",
+          "Registering a family",
+          "`seqlab.registry.register` adds a family defined outside seqlab (reference/adding-a-family.md): it takes "
+          "a `seqlab.contract.Family` whose name is a Python identifier not taken yet and whose `package` names "
+          "the module of its parts, and whose public names (`Family.public`, offered as `seqlab.NAME`) no other "
+          "family declares; `unregister` removes only a family registered so.",
+          "Pass the package's `FAMILY`, give it a name of its own and set `package=__name__` in its `__init__`; "
+          "leave seqlab's own families registered."),
+    Entry(OPTIONS, "runs/directory.py", r"applies to .* only, not", "An option that does nothing here",
           "The option acts only with another option's value (`--heads` only with `--arch transformer`); with this "
           "configuration it would do nothing, and seqlab refuses an option given on the command line that it would "
           "silently ignore. (From a config file shared by several architectures it is a warning instead.)",
           "Leave the option out, or change the option it depends on to the value the message names."),
-    Entry(OPTIONS, "families/runs.py", r"--fused-output ‹fused output› is for language models",
+    Entry(OPTIONS, "runs/directory.py", r"--fused-output ‹fused output› is for language models",
           "`--fused-output` for a tagger or classifier",
           "`--fused-output` computes the loss of an output layer over a large vocabulary without building all the "
           "logits; a tagger or classifier scores a few labels, so it has nothing to fuse.",
@@ -232,7 +247,7 @@ ENTRIES += [
 
 ENTRIES += [
     # ---------------------------------------------------------------------------------------- reading a data file
-    Entry(READING, r"fileio.py|data/stream.py|data/prepare_text.py|info.py|data/prepared(_check)?\.py",
+    Entry(READING, r"fileio.py|data/stream.py|data/prepare_text.py|info.py|runs/records.py|data/prepared(_check)?\.py",
           r"^cannot read ",
           "A file that cannot be opened",
           "The operating system refused to open or read the file: it does not exist, it is not readable by you, "
@@ -277,10 +292,11 @@ ENTRIES += [
           "cut, but a line of a structured format (a TSV row, a JSON record, a CoNLL token, a tree) cannot be cut "
           "and still be read.",
           "Raise `--max-input-length`, or break the record into shorter ones."),
-    Entry(READING, "data/lm_stream.py", r"a BPE model reads lines whole", "A line too long for BPE",
+    Entry(READING, "families/lm/stream.py", r"a BPE model reads lines whole", "A line too long for BPE",
           "A BPE tokenizer reads each line whole, and this line is longer than the most it reads at once.",
           "Break the text into shorter lines (a paragraph or a sentence a line)."),
-    Entry(READING, "data/lm_stream.py|data/prepare_text.py|data/readers.py", r"tokens are unknown to the vocabulary",
+    Entry(READING, "families/lm/stream.py|data/prepare_text.py|data/readers.py",
+          r"tokens are unknown to the vocabulary",
           "A file whose every token is unknown",
           "Every token of the file maps to `<unk>`: it is in another language or another tokenization than the "
           "training file, so a perplexity or score on it would mean nothing.",
@@ -291,12 +307,12 @@ ENTRIES += [
           "reads them cleanly; the message is the reader's, followed by the format the file looks like.",
           "Give the format the message suggests with `--format` (or `--input-format`), or correct the file."),
     # CoNLL
-    Entry(READING, "data/conll.py", r"^--label-column|^--format", "CoNLL columns and formats",
+    Entry(READING, "families/tagger/conll.py", r"^--label-column|^--format", "CoNLL columns and formats",
           "The `--label-column` does not name a column of the format (CoNLL-U has ten named columns, 0-9; other "
           "CoNLL files are chosen by index), or the `--format` is not one seqlab reads.",
           "Give a column the message lists (`upos`, `xpos`, ... or an index; `-1` is the last column) and a "
           "format it names."),
-    Entry(READING, "data/conll.py", r"^(line ‹number›|‹place›): "
+    Entry(READING, "families/tagger/conll.py", r"^(line ‹number›|‹place›): "
           r"(10 tab|expected 10|the ID column|token ID|the ‹conllu columns› column)",
           "A CoNLL-U line that does not parse",
           "A CoNLL-U token line has ten tab-separated columns, an ID counting 1, 2, 3 within a sentence (or a range "
@@ -304,7 +320,7 @@ ENTRIES += [
           "those rules; a sentence cut short by a lost blank line shows as IDs that do not count on.",
           "Correct the line the message names (tabs, not spaces, between columns; a blank line between "
           "sentences)."),
-    Entry(READING, "data/conll.py",
+    Entry(READING, "families/tagger/conll.py",
           r"^‹place›: (‹name› ‹index› does not exist|one column only|‹number of fields› columns, but|"
           r"the token is empty)|holds no sentences",
           "A CoNLL line with the wrong columns",
@@ -360,7 +376,7 @@ ENTRIES += [
           "The `--format` of a text to prepare is not one seqlab reads.",
           "Use one of the formats the message lists."),
     # pairs
-    Entry(READING, "data/parallel.py", r"lines but|a file of pairs", "Aligned source and target files",
+    Entry(READING, "families/seq2seq/parallel.py", r"lines but|a file of pairs", "Aligned source and target files",
           "A sequence-to-sequence model learns from aligned pairs: line i of the source file translates line i of "
           "the target file. The two files have different numbers of lines (or the format of a file of pairs is "
           "unknown).",
@@ -374,7 +390,7 @@ ENTRIES += [
           "(an optional first line `COUNT WIDTH`). The file is missing, empty, or a line has another number of "
           "numbers, a missing word, or something that is not a finite number.",
           "Give the `.txt` vectors (not a binary `.bin`); correct or remove the line the message names."),
-    Entry(READING, "data/text_features.py", r"^lexicon file", "A lexicon file",
+    Entry(READING, "families/classifier/features.py", r"^lexicon file", "A lexicon file",
           "A lexicon (for the hand-built features of `--arch features`) holds `word class` a line; this file has a "
           "line with another number of fields, or no word at all.",
           "Correct the file: one word and its class, separated by whitespace, a line."),
@@ -485,7 +501,7 @@ ENTRIES += [
           "The moses tokenizer (for raw text of a sequence-to-sequence corpus) comes from the optional package "
           "sacremoses.",
           "`pip install sacremoses`, or choose another tokenizer."),
-    Entry(PREPARING, r"data/text_features\.py|data/tokenizers\.py", r"^--tokenizer ‹kind›|^unknown tokenizer ‹kind›:",
+    Entry(PREPARING, r"data/words\.py|data/tokenizers\.py", r"^--tokenizer ‹kind›|^unknown tokenizer ‹kind›:",
           "An unknown tokenizer",
           "The tokenizer named is not one seqlab has (on the command line the choices are checked earlier; this "
           "comes from a config given in Python or a hand-edited file).",
@@ -506,16 +522,19 @@ ENTRIES += [
 
 ENTRIES += [
     # --------------------------------------------------------------------------------- choosing the architecture
-    Entry(MODEL, r"models/(classifier|lm|tagger)\.py|nn/(attention|cross_attention)\.py",
+    Entry(MODEL, r"families/(classifier|lm|tagger)/model\.py|models/transformer_lm\.py|"
+          r"nn/(attention|cross_attention)\.py",
           r"must be a multiple of (--heads|the number of heads)", "A width not divisible by the heads",
           "Multi-head attention splits the model width into `--heads` heads of equal size (SLP 9.4: $d_k = d/h$); "
           "the width is not a multiple of the number of heads.",
           "Choose `--hidden-size` (or `--embedding-size` for a language model) a multiple of `--heads`."),
-    Entry(MODEL, r"models/lm\.py|nn/attention\.py", r"rotary|rotates pairs", "Rotary positions with an odd head size",
+    Entry(MODEL, r"families/lm/model\.py|models/transformer_lm\.py|nn/attention\.py", r"rotary|rotates pairs",
+          "Rotary positions with an odd head size",
           "Rotary position embeddings rotate pairs of dimensions of each head, so the head size (width / heads) "
           "must be even.",
           "Choose `--embedding-size` and `--heads` whose quotient is even, or another `--positions`."),
-    Entry(MODEL, r"models/(lm|classifier|seq2seq|separator_lm|rnn_seq2seq|transformer_seq2seq)\.py",
+    Entry(MODEL, r"families/(lm|classifier|seq2seq)/model\.py|"
+          r"models/(separator_lm|rnn_seq2seq|transformer_seq2seq|transformer_lm)\.py",
           r"^--(activation|no-bias|gru-reset|tied|pooling|lm-features|attention|‹name›|share-embeddings|arch lm|"
           r"copy|output-layer sigmoid)", "Architecture options that do not go together",
           "The option does nothing, or cannot be computed, with the rest of the architecture: an activation the "
@@ -584,7 +603,7 @@ ENTRIES += [
           "Shorten the input, or generate fewer tokens (`--max-tokens`); with the command line, "
           "`--truncate-prompt` keeps a prompt's end and `--long-source truncate` a source's beginning. A longer "
           "context needs a model trained with more positions."),
-    Entry(LABELLING, r"models/(classifier|tagger)\.py|nn/encoders\.py|families/tagger/exported\.py",
+    Entry(LABELLING, r"families/(classifier|tagger)/model\.py|nn/encoders\.py|families/tagger/exported\.py",
           r"longer than this transformer|positions are more than", "A sentence or document longer than a "
           "transformer's positions",
           "A transformer tagger or classifier reads at most as many tokens as its learnt positions "
@@ -592,7 +611,8 @@ ENTRIES += [
           "Split the sentence, or lower `--max-length` (a classifier then reads a document's beginning); a model "
           "trained with more positions reads longer inputs."),
     # ---------------------------------------------------------------------------------------- library calls
-    Entry(PYTHON, r"models/(classifier|tagger|lm|rnn_seq2seq|base)\.py|nn/(adaptive_softmax|cross_attention)\.py",
+    Entry(PYTHON, r"families/(classifier|tagger|lm)/model\.py|models/(rnn_seq2seq|base)\.py|"
+          r"nn/(adaptive_softmax|cross_attention)\.py",
           r"(?<!softmax )needs (at least|its|a vocabulary|each)|need a character|uses (character|LM) features|"
           r"--copy model|^output=|coverage attention takes", "A model built or called without what it needs",
           "A model class was built without its sizes (vocabulary, labels, features, a character vocabulary), or "
@@ -626,18 +646,38 @@ ENTRIES += [
 
 ENTRIES += [
     # --------------------------------------------------------------------------------------------------- training
-    Entry(TRAINING, r"training/trainer\.py", r"--min-lr|--time-schedule|--momentum is for|--eval-every",
+    Entry(TRAINING, r"training/(trainer|config)\.py", r"--min-lr|--time-schedule|--momentum is for|--eval-every",
           "Schedule and optimizer options that contradict each other",
           "The options name a schedule or optimizer that cannot be: a cosine schedule that would decay up (`--min-lr` "
           "above `--lr`), a time-based schedule with no `--max-time`, `--momentum` for Adam (which has its betas), "
           "or two ways of spacing evaluations at once.",
           "Do what the message says: lower `--min-lr`, add `--max-time`, use `--beta1`/`--beta2` with Adam, or "
           "give one of `--eval-every` and `--evaluations`."),
-    Entry(TRAINING, r"training/trainer\.py", r"^--device|^--precision bf16", "A device or precision this machine "
+    Entry(TRAINING, r"training/devices\.py", r"^--device|^--precision bf16", "A device or precision this machine "
           "lacks",
           "The `--device` is not a device name, names CUDA on a machine without it, or `--precision bf16` was "
           "asked of a CPU without bfloat16 kernels.",
           "Use `--device auto` (or `cpu`), and `--precision fp32` on such a CPU."),
+    Entry(TRAINING, r"training/devices\.py", r"^--resume: the run in ‹run dir› trains in bf16", "A bf16 run resumed "
+          "on a CPU without bf16 kernels",
+          "`--precision auto` chose bf16 autocast when the run started, on a CPU with bfloat16 kernels; a resumed "
+          "run keeps that choice, and this CPU has no such kernels.",
+          "Resume on a CPU with AMX-BF16 or AVX512-BF16, or pass `--precision fp32` (the run then goes on in fp32, "
+          "no longer identical to an uninterrupted one)."),
+    Entry(GENERATING, r"models/compiled_decoding\.py", r"^the compiled decoding step (covers|generates|keeps)",
+          "What the compiled decoding step does not cover",
+          "`seqlab generate --compile` (`TrainedLM.compile_decoding()`, `TransformerLM.compiled_decoder()`) compiles "
+          "the step of a transformer with learned or sinusoidal positions and no QK-norm, for one row on the CPU.",
+          "Generate without `--compile` (the eager step gives the same tokens), or on the CPU with one prompt."),
+    Entry(GENERATING, r"models/compiled_decoding\.py", r"^could not compile the decoding step",
+          "The decoding step did not compile",
+          "AOTInductor could not build the step: most often no C++ compiler (`g++`) on the machine, or a PyTorch "
+          "build without it.",
+          "Install a C++ compiler (`apt-get install g++`), or generate without `--compile`."),
+    Entry(GENERATING, r"families/lm/trained\.py", r"^--compile: ", "`--compile` of a run it does not apply to",
+          "Only a transformer's decoding step compiles (ahead of time, for the CPU); a recurrent or feedforward LM's "
+          "step is already a few fused kernels.",
+          "Generate without `--compile`, or with `--device cpu`."),
     Entry(TRAINING, r"training/trainer\.py", r"too small for one step", "Too little training data for one step",
           "One optimizer step reads `--batch-size` items (times `--accumulate`); the training data holds fewer.",
           "Lower `--batch-size` or `--accumulate`, or give more training data."),
@@ -655,13 +695,13 @@ ENTRIES += [
           "`--mlflow-uri` a store you can write (`sqlite:///PATH/mlflow.db` or `http://HOST:PORT`), restore or "
           "rename the `--experiment`, or leave `--log` out."),
     # ------------------------------------------------------------------------------ resuming and run directories
-    Entry(RUNS, r"families/run_files\.py", r"is not a directory|is not a seqlab run directory|holds a ‹task› run",
+    Entry(RUNS, r"runs/files\.py", r"is not a directory|is not a seqlab run directory|holds a ‹task› run",
           "Not a run directory (of this family)",
           "The path given as a run is not a directory, has no `config.json` (it is not a folder `seqlab train` "
           "wrote: an export, a prepared folder, a parent folder), or holds a run of another family than the "
           "command or function expects.",
           "Give the `--output` folder of `seqlab train`; load runs of any family with `seqlab.load(RUN)`."),
-    Entry(RUNS, r"families/run_files\.py|families/runs\.py|families/\w+/vocab\.py|data/tokenizers\.py|"
+    Entry(RUNS, r"runs/files\.py|runs/directory\.py|families/\w+/vocab\.py|data/tokenizers\.py|"
           r"families/lm/features\.py|data/vocab\.py",
           r"config\.json (is damaged|has format)|is damaged \(|the run directory is damaged|lists ‹count› entries|"
           r"has neither vocab|tokenizer\.json|vocabulary (must|lists)",
@@ -682,26 +722,26 @@ ENTRIES += [
           "The checkpoint's optimizer state follows the parameter order of an earlier seqlab's model; resuming "
           "would give each parameter another's momentum.",
           "Start the run again with `--overwrite`; its `model.safetensors` still loads for evaluation and use."),
-    Entry(RUNS, r"families/runs\.py", r"^(--overwrite replaces|--output ‹run dir›|cannot use --output)",
+    Entry(RUNS, r"runs/directory\.py", r"^(--overwrite replaces|--output ‹run dir›|cannot use --output)",
           "An `--output` that is not a run",
           "`--output` names a file, a folder seqlab cannot write, or a folder holding files that are not a seqlab "
           "run. A run is written into a folder of its own, and `--overwrite` replaces only a seqlab run: seqlab "
           "never deletes what it did not write.",
           "Choose a new `--output` folder, or move the files the message lists out of it."),
-    Entry(RUNS, r"families/runs\.py", r"already holds a run|holds a run that stopped", "An `--output` that holds a "
+    Entry(RUNS, r"runs/directory\.py", r"already holds a run|holds a run that stopped", "An `--output` that holds a "
           "run already",
           "The folder holds a run; training into it would destroy it, so seqlab asks what you mean.",
           "Pass `--resume` to continue it, `--overwrite` to replace it, or choose another `--output`."),
-    Entry(RUNS, r"families/runs\.py|training/trainer\.py", r"^--resume: (the run in ‹run dir› stopped|‹run dir› has "
+    Entry(RUNS, r"runs/directory\.py|training/trainer\.py", r"^--resume: (the run in ‹run dir› stopped|‹run dir› has "
           r"no checkpoint)", "Nothing to resume",
           "`--resume` continues from the run's `checkpoint.safetensors`, written at each evaluation; the run "
           "stopped before its first one (or the checkpoint is gone).",
           "Start the run again with `--overwrite` (and evaluate more often with `--eval-every` for long runs)."),
-    Entry(RUNS, r"families/runs\.py", r"^--resume: --‹name› ‹path›", "Training data changed under a run",
+    Entry(RUNS, r"runs/directory\.py", r"^--resume: --‹name› ‹path›", "Training data changed under a run",
           "A run records the SHA-256 of every file it trains on; a file has since been moved or changed, and "
           "resuming on other data would not continue the same run.",
           "Put the original file back, or start again with `--overwrite`."),
-    Entry(RUNS, r"families/runs\.py", r"cannot change", "An option changed on `--resume`",
+    Entry(RUNS, r"runs/directory\.py", r"cannot change", "An option changed on `--resume`",
           "`--resume` continues the run as it was configured; only training options (such as `--epochs`) may "
           "change, and this one changes the data or the model.",
           "Resume without the option (or with its saved value), or start a new run with another `--output`."),
@@ -709,12 +749,12 @@ ENTRIES += [
           "The prepared data given has another vocabulary (or tag set) than the run: the run's ids would mean "
           "other tokens.",
           "Resume (or fine-tune) with the `--data` folder the run was trained on."),
-    Entry(RUNS, r"families/runs\.py",
+    Entry(RUNS, r"runs/directory\.py",
           r"has no model\.safetensors yet \(training has not reached its first evaluation\)$",
           "A run without weights yet",
           "The run has not reached its first evaluation, when `model.safetensors` is first written.",
           "Wait for the first evaluation (or `--resume` the run), then load it."),
-    Entry(PROCESSES, r"families/runs\.py", r"is in use by", "A run directory in use",
+    Entry(PROCESSES, r"runs/directory\.py", r"is in use by", "A run directory in use",
           "Another process (its id and host in the message) is writing this run directory; two writers would "
           "corrupt it. The lock is released when that process ends, even if it is killed.",
           "Wait for it to end (or stop it), or choose another `--output`."),
@@ -797,7 +837,7 @@ ENTRIES += [
     Entry(GENERATING, r"decoding/options\.py", r"^the prompt is", "A prompt longer than the model's context",
           "The prompt (with its leading `</s>`) has more tokens than the model's context.",
           "Shorten the prompt, or pass `--truncate-prompt` to keep its end."),
-    Entry(GENERATING, r"families/lm/(trained|completion)\.py", r".", "Generating from a language model",
+    Entry(GENERATING, r"families/lm/(trained|completion)\.py", r"^(?!--compile: )", "Generating from a language model",
           "A `--reverse` language model reads right to left (it is a feature extractor), so it does not generate; "
           "a prompts file given to `--text-column` is plain text; completion requests give options per prompt.",
           "Generate with a left-to-right model; leave `--text-column` out for plain text; give one option set per "
@@ -809,13 +849,19 @@ ENTRIES += [
           "Remove empty lines; pass `--long-source truncate` to keep a long source's beginning; ask for attention "
           "only of an RNN trained with `--attention`, or of a transformer."),
     # ---------------------------------------------------------------------------------- tagging and classifying
-    Entry(LABELLING, r"families/classifier/(trained|exported)\.py|data/text_features\.py", r"^(?!lexicon|--tokenizer)",
+    Entry(LABELLING, r"families/classifier/(trained|exported|features)\.py", r"^(?!lexicon|--tokenizer)",
           "Documents to "
           "classify",
           "A text to classify is empty, a column option was given for plain-text input, or a feature classifier "
           "got documents without its feature columns.",
           "Remove empty texts; give `--input-format tsv`, `csv` or `jsonl` with `--text-column`/`--header`; give a "
           "feature classifier input in its training format."),
+    Entry(LABELLING, r"families/classifier/explain\.py", r"", "A text to explore in a classifier",
+          "`seqlab explore`, POST /v1/explain or `seqlab.load(run).explain(text)` was given a text a classifier reads "
+          "as no tokens (the words tokenizer drops HTML tags), or a text for a classifier that also reads numeric "
+          "columns of its training file (`--feature-columns`), which a text alone does not have.",
+          "Give a text of words; explore a classifier trained without `--feature-columns` (or with `--features "
+          "builtin`)."),
     Entry(LABELLING, r"data/limits\.py", r"max-input-length ‹tokens›: ‹model›|the ‹noun› is", "An input longer than "
           "`--max-input-length`",
           "Inputs are limited to `--max-input-length` tokens; with `--long-input reject` a longer one is refused "
@@ -844,7 +890,7 @@ ENTRIES += [
           "`--cors-origin` takes an origin as a browser sends it: a scheme and host (and port), no path.",
           "Give e.g. `https://app.example.org` or `http://localhost:3000`, or `*`."),
     # ------------------------------------------------------------------------------------------------- exporting
-    Entry(EXPORTING, r"export/__init__\.py", r"^--output", "Where an export is written",
+    Entry(EXPORTING, r"export/folder\.py", r"^--output", "Where an export is written",
           "`--output` of `seqlab export` names a file, a folder holding files, a run directory, or a folder with "
           "files its export did not write. `--overwrite` replaces only an export, and seqlab never deletes what it "
           "did not write.",
@@ -886,7 +932,7 @@ ENTRIES += [
           "GPT-2 can hold (biases on its output layer, one LayerNorm epsilon).",
           "Export transformer LMs trained with GPT-2's options, or use `--format onnx`."),
     # -------------------------------------------------------------------------------------------------- cards
-    Entry(CARDS, r"cards/card\.py|families/run_files\.py", r"model card|no model to describe|--card-notes|"
+    Entry(CARDS, r"cards/card\.py|runs/files\.py", r"model card|no model to describe|--card-notes|"
           r"describes other weights", "A run's model card",
           "A model card describes a run's trained weights: the run has none yet, has no card (or a card of other "
           "weights: it was retrained since), the model was not loaded from a run, or `--card-notes` is empty.",
@@ -1014,4 +1060,51 @@ ENTRIES += [
           "The toxicity audit continues each prompt of the file and scores the continuations with a classifier "
           "run; the file has no prompts, or the scorer has no label named as the toxic one.",
           "Give a file of prompts (one a line), and `--toxic-label` naming the scorer's toxic class."),
+]
+
+ENTRIES += [
+    Entry(EXPLORING, r"contract/views\.py", r"must be a number|must be a whole number|must be between|must be .* or |"
+          r"strategy must be|unknown explain option", "An explain option out of range",
+          "The options of an explanation (top_k, units, max_tokens, temperature, top_p, beam, length_penalty, seed, "
+          "strategy) each have a type and a range, so that one request stays small and its numbers mean something.",
+          "Give the option within the range the message states (the served page's inputs and "
+          "`seqlab explore --help` show them)."),
+    Entry(EXPLORING, r"contract/views\.py", r"has no view ", "A view the model does not have",
+          "Each family declares its views and the architectures that have them: gates need recurrent layers, "
+          "attention a transformer or an attention model, a CRF's lattice a CRF; an export has only the views "
+          "computed from its graphs' outputs.",
+          "Ask for one of the views the message lists (GET /v1/explain/MODEL lists them with what each shows)."),
+    Entry(EXPLORING, r"contract/views\.py|families/\w+/views\.py", r"no views to explore|text to explain",
+          "Nothing to explain",
+          "The explorer looks inside a model of a family that declares views (every built-in family does) as it "
+          "reads one non-empty text of bounded length.",
+          "Give a run of a family with views, and a text of at most the characters the message states."),
+    Entry(PYTHON, r"nn/inside\.py", r"reads one sequence|kept no weights", "A recording asked for wrongly",
+          "`seqlab.nn.inside.recurrent_record` records the gates of one sequence, (1, T, I); `kept` reads the "
+          "weights the attention modules kept during a forward pass run within `attention_kept`.",
+          "Record each sequence alone; run the model inside `with attention_kept(model) as modules:` before "
+          "`kept(modules)`."),
+    Entry(EXPLORING, r"nn/inside\.py", r"differs from the", "What the explorer records is not the model's",
+          "Gates and attention weights are recorded by running the model's own weights through seqlab's textbook "
+          "cells and attention, which compute the same function as the fused kernels; the two differed by more "
+          "than the tolerance, so the view would not show this model.",
+          "Report it as a bug, with the run; on a GPU, explore on the CPU (`--device cpu`)."),
+]
+
+ENTRIES += [
+    Entry(EXPLORING, r"cli/explore\.py", r"goes with --text|option of the server", "Options of the other mode",
+          "`seqlab explore` runs in one of two modes: with `--text` it computes the views of that text here and "
+          "prints them (the view options apply: `--views`, `--top-k`, ...); without it, it serves the page, whose "
+          "Explore tab sets the views and options (the server's options apply: `--port`, `--api-key`, the limits).",
+          "Drop the options of the mode you are not in, or add `--text` to print the views here."),
+    Entry(EXPLORING, r"cli/explore\.py", r"no views to explore|--text is empty|--text has|--views names no view",
+          "Nothing to explore", "The runs must be of a family that declares views, the text non-empty and at most "
+          "the characters the message states, and `--views` must name at least one view.",
+          "Give a run of a built-in family (or of one with an `explain` part), a sentence, and view names "
+          "separated by commas (`seqlab explore RUN --text TEXT` lists every view the run has)."),
+    Entry(EXPLORING, r"cli/explore\.py", r"--json .* exists and is not an explanation",
+          "A --json file seqlab did not write",
+          "`--json` replaces a file only if it holds an explanation `seqlab explore` wrote; anything else there is "
+          "yours and is kept.",
+          "Choose another file name, or move the file away."),
 ]

@@ -1,7 +1,8 @@
 """The pages of the documentation site generated from the code, so that they cannot drift from it (a MkDocs hook,
 `mkdocs.yml`'s `hooks:`; `make docs` builds the site with it):
 
-    reference/cli/          every command and option, from the parsers (`seqlab.cli.build_parser`): one page a command
+    reference/cli/          every command and option, from the parsers (`seqlab.cli.main.build_parser`): one page
+                            a command
     reference/config.md     every config key of every family with its type, default and range, from the config
                             dataclasses (`seqlab.config.option`)
     reference/errors.md     every message seqlab refuses input with, read from the source (`raise SeqlabError`)
@@ -11,7 +12,8 @@
 
 and `<!-- results: NAME [column=value ...] -->` in any page: the rows of `benchmarks/results/NAME.json` (those whose
 columns hold those values) as a table, in place, with the machine, command and date of each row, so that no figure
-of a benchmark is copied into the site by hand.
+of a benchmark is copied into the site by hand; `<!-- explore: views -->`: every view `seqlab explore` shows, from
+the families' declarations (each `explain` part's `VIEWS`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "seqlab"
 RESULTS = ROOT / "benchmarks" / "results"
 log = logging.getLogger("mkdocs.hooks.generate")
+VIEWS_MARK = "<!-- explore: views -->"
 RESULTS_MARK = re.compile(r"<!--\s*results:\s*(\S+)((?:\s+[\w]+=(?:\"[^\"]*\"|\S+))*)\s*-->")
 
 
@@ -260,8 +263,8 @@ def option_rows(path: tuple[str, ...], parser: argparse.ArgumentParser) -> list[
     return out
 
 
-CLI_INTRO = ("Generated from seqlab's parsers (`seqlab.cli.build_parser`): every command, every option, its values and "
-             "its default. The options of `train`, `compare` and `tune` are config keys ([config reference]"
+CLI_INTRO = ("Generated from seqlab's parsers (`seqlab.cli.main.build_parser`): every command, every option, its "
+             "values and its default. The options of `train`, `compare` and `tune` are config keys ([config reference]"
              "(../config.md)): their default is the config's (for `compare` and `tune`, the architecture's recipe "
              "at `--size small`); the command line overrides a `--config` file, which overrides the defaults. Every "
              "error in what you give is one line on stderr and exit status 2.")
@@ -270,7 +273,7 @@ COLUMNS_CLI = ["option", "type", "choices", "default", "description"]
 
 def cli_pages() -> dict[str, str]:
     """reference/cli/index.md (every command) and one page per top-level command (reference/cli/COMMAND.md)."""
-    from seqlab.cli import build_parser
+    from seqlab.cli.main import build_parser
 
     found = list(commands(build_parser()))
     pages: dict[str, list[str]] = {}
@@ -493,6 +496,27 @@ def replace_results(markdown: str, page_uri: str = "benchmarks/index.md") -> str
     return RESULTS_MARK.sub(table_for, markdown)
 
 
+# ------------------------------------------------------------------------------------------- the explorer's views
+def views_table() -> str:
+    """Every view of `seqlab explore`, family by family, as each family's `explain` part declares it (`VIEWS`):
+    its name, kind, what it shows, the architectures that have it, and whether an ONNX export computes it (or
+    why not); the families without views named below."""
+    from seqlab.registry import FAMILIES
+
+    rows, without = [], []
+    for family in FAMILIES.values():
+        if not family.explains:
+            without.append(family.title)
+            continue
+        for spec in family.part("explain").VIEWS:
+            rows.append([family.name, f"`{spec.name}`", spec.kind, f"**{spec.title}**: {spec.about}",
+                         ", ".join(spec.archs) or "all", "yes" if spec.exported else f"no: {spec.why_not_exported}"])
+    lines = table(["family", "view", "kind", "what it shows", "architectures", "on an ONNX export"], rows)
+    if without:
+        lines += ["", f"Without views (yet): {', '.join(without)}."]
+    return "\n".join(lines) + "\n"
+
+
 # ------------------------------------------------------------------------------------------- the README's table
 # (what, results file, the record's key columns, the published figure or the target it is held to)
 HEADLINES = [
@@ -650,6 +674,8 @@ def on_page_markdown(markdown, page, config, files):
             (log.info if problem.endswith("no recorded outputs") else log.warning)(problem)
     if "<!-- results:" in markdown:
         markdown = replace_results(markdown, page.file.src_uri)
+    if VIEWS_MARK in markdown:
+        markdown = markdown.replace(VIEWS_MARK, views_table())
     markdown, _ = escape.escape_tokens(markdown)                      # <unk>, </s> shown, not taken for HTML
     if page.file.src_uri in notebook_pages(config["docs_dir"]):
         name = Path(page.file.src_uri).stem

@@ -495,15 +495,17 @@ MASKS = [
     (re.compile(r"\bpid \d+|port \d+|127\.0\.0\.1:\d+|localhost:\d+"), "‹process›"),
 ]
 FIGURE_TEXT = r"[-+]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"    # 1,234.5e-3
-# a value whose key says it is a time or a speed, in a printed dict or JSON ('elapsed': 3.73, "wall_s": 12.1)
+# a value whose key says it is a time or a speed, in a printed dict or JSON ('elapsed': 3.73, "wall_s": 12.1, "mfu":
+# 3.3, the share of the machine's peak, which moves with its load)
 TIMED = re.compile(r"""(?P<key>['"]?\w*(?:elapsed|startup|seconds|time|wall|latency|duration|per_s|_s|_ms|speed|"""
-                   r"""rate|throughput)\w*['"]?\s*[:=]\s*)""" + FIGURE_TEXT, re.I)
+                   r"""rate|throughput|mfu)\w*['"]?\s*[:=]\s*)""" + FIGURE_TEXT, re.I)
 # a progress line seqlab prints every SEQLAB_PROGRESS_EVERY seconds of a long loop: there on a slow machine only
 PROGRESS = re.compile(r"^.*\belapsed \d+:\d{2}(:\d{2})?\b.*$\n?", re.M)
 NUMBER = re.compile(FIGURE_TEXT)
 
 
-SPEED_COLUMN = re.compile(r"tokens/s|/s\b|per s|wall|time|seconds|elapsed|speed|latency|throughput", re.I)
+SPEED_COLUMN = re.compile(r"tokens/s|/s\b|per s|wall|time|seconds|elapsed|speed|latency|throughput|^\s*m?s\s*$",
+                          re.I)
 
 
 def _timed_columns(text: str) -> str:

@@ -1,3 +1,3 @@
-from seqlab.cli import main
+from seqlab.cli.main import main
 
 raise SystemExit(main())

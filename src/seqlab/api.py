@@ -23,9 +23,9 @@ def train(task: str, config, resume: bool = False, overwrite: bool = False,
           callback: Callable[[dict], None] | None = None) -> dict:
     """Train `config` (the config of the family named `task`) and write the run's model card; return the final
     figures. The --card-notes file is read before training, so a missing or empty one costs no training time. A
-    resume of a finished run (`finished_run`) trains nothing and writes nothing: it says so and returns the figures
-    the run ended with."""
-    from seqlab.training.trainer import final_figures, finished_run
+    resume of a finished run (`seqlab.runs.records.finished_run`) trains nothing and writes nothing: it says so
+    and returns the figures the run ended with."""
+    from seqlab.runs.records import final_figures, finished_run
 
     done = finished_run(config.train.output, config.train) if resume else None
     if done is not None:

@@ -1,7 +1,7 @@
 """What a run directory is, in one screen: `run_info(run_dir)` reads it without building the model (a
 JSON-serialisable dict) and `format_info` writes that as aligned text; `seqlab info DIR [--json]`.
 
-Everything comes from the files a run writes (`seqlab.families.runs`): config.json (task, options, data
+Everything comes from the files a run writes (`seqlab.runs.directory`): config.json (task, options, data
 files and their SHA-256, versions), model.safetensors (the parameter count, from the tensors' shapes; the
 metric that picked the best weights, from its header), metrics.jsonl (the evaluations and the final
 valid / test records), train_log.jsonl (steps done) and whether checkpoint.safetensors exists. The
@@ -11,17 +11,16 @@ command that made the run is rebuilt from config.json: the options that differ f
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 import shlex
 import textwrap
 from pathlib import Path
 
 from seqlab.config import field_default, file_fields, inapplicable
+from seqlab.contract import Family
 from seqlab.errors import DAMAGED, SeqlabError
-from seqlab.families.contract import Family
-from seqlab.families.runs import read_run_config, read_run_json
-from seqlab.registry import run_family
+from seqlab.registry import run_config, run_family
+from seqlab.runs.directory import read_run_json
+from seqlab.runs.records import duration, number, read_records
 from seqlab.training.checkpoint import load_tensors
 
 # tensors saved with the weights that are not parameters: the CRF's transition constraints (seqlab.nn.crf)
@@ -50,7 +49,7 @@ def run_info(run_dir: str | Path) -> dict:
     family = run_family(run_dir)
     pipeline = family.pipeline
     raw = read_run_json(run_dir, family)
-    config = read_run_config(run_dir, family)
+    config = run_config(run_dir, family)
     model = config.model
     weights = run_dir / "model.safetensors"
     parameters, best_metric = count_parameters(weights) if weights.exists() else (None, None)
@@ -96,26 +95,6 @@ def count_parameters(weights: Path) -> tuple[int, str | None]:
     tensors, header = load_tensors(weights)
     count = sum(t.numel() for name, t in tensors.items() if name.rsplit(".", 1)[-1] not in BUFFERS)
     return count, next((key for key in header if key not in HEADER_KEYS), None)
-
-
-def read_records(path: Path) -> list[dict]:
-    """The JSON objects of a .jsonl file, one a line; a blank or half-written line (a killed run's last)
-    is skipped, and a missing file has none."""
-    if not path.exists():
-        return []
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError as error:
-        raise SeqlabError(f"cannot read {path}: {error.strerror or error}") from None
-    records = []
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-    return records
 
 
 def applicable(obj) -> list[str]:
@@ -229,16 +208,6 @@ def options_text(options: dict, thousands: bool = False) -> str:
     return ", ".join(f"{name} {value(v)}" for name, v in options.items())
 
 
-def number(value) -> str:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
-    if isinstance(value, int):
-        return f"{value:,}"
-    if not math.isfinite(value):
-        return str(value)
-    return f"{value:.2f}" if abs(value) >= 10 else f"{value:.4f}"
-
-
 def figures_text(record: dict) -> str:
     """The scores of a metrics record (not its counts, tables or bookkeeping): `loss 4.1153  perplexity 61.27`."""
     return "  ".join(f"{name} {number(value)}" for name, value in record.items()
@@ -261,9 +230,9 @@ def progress_text(info: dict) -> str:
 
 
 def finished_note(run_dir: Path, config) -> str | None:
-    """Why training has ended and how to train further (`seqlab.training.trainer.finished_run`: what `--resume`
+    """Why training has ended and how to train further (`seqlab.runs.records.finished_run`: what `--resume`
     says of the run with its own options), or None while a resume has work to do."""
-    from seqlab.training.trainer import finished_run
+    from seqlab.runs.records import finished_run
 
     said = finished_run(run_dir, config.train)
     if said is None:
@@ -290,13 +259,3 @@ def summary(info: dict) -> str:
         if shown:
             text += f"; {split} " + ", ".join(f"{name} {number(record[name])}" for name in dict.fromkeys(shown))
     return text
-
-
-def duration(seconds: float) -> str:
-    """`0.53 s`, `12 min 5 s`, `3 h 20 min`."""
-    if seconds < 60:
-        return f"{seconds:.2f} s"
-    minutes, secs = divmod(round(seconds), 60)
-    if minutes < 60:
-        return f"{minutes} min {secs} s"
-    return f"{minutes // 60} h {minutes % 60} min"

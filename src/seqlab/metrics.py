@@ -1,5 +1,7 @@
-"""Scores of predictions against gold labels: token accuracy, and entity precision / recall / F1
-(conlleval's definition: an entity counts as found only with its exact type, start and end).
+"""The figures seqlab reports, each declared once with its direction (`Metric`, `METRICS`: what picks the best
+weights, a comparison's winner and a study's best trial), and the scores of predictions against gold labels:
+token accuracy, and entity precision / recall / F1 (conlleval's definition: an entity counts as found only with
+its exact type, start and end).
 
     P = found correctly / predicted,  R = found correctly / in gold,  F1 = 2PR / (P + R)   (percent)
 """
@@ -10,6 +12,61 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from seqlab.data.tags import spans
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A figure of an evaluation (a key of metrics.jsonl's records) and the direction that ranks it."""
+
+    name: str                   # the key in metrics.jsonl, compare.json and `seqlab tune --objective`
+    lower_is_better: bool       # what ranks it: the best weights, a comparison's winner, a study's best trial
+    title: str                  # how reports name it
+    unit: str = ""              # what it is measured in ("" where it is a ratio)
+
+
+METRICS: dict[str, Metric] = {}       # every declared figure by name: one declaration each (`declare`)
+
+
+def declare(*metrics: Metric) -> tuple[Metric, ...]:
+    """Add figures to `METRICS` (a family defined outside seqlab declares its own the same way); a name already
+    declared otherwise is refused."""
+    for metric in metrics:
+        if METRICS.setdefault(metric.name, metric) != metric:
+            raise ValueError(f"the figure {metric.name!r} is declared twice, differently: {METRICS[metric.name]} "
+                             f"and {metric}")
+    return metrics
+
+
+LOSS, PERPLEXITY, BITS_PER_TOKEN, BITS_PER_CHAR = declare(
+    Metric("loss", True, "loss", "nats per token (per document for a classifier)"),
+    Metric("perplexity", True, "perplexity"),
+    Metric("bits_per_token", True, "bits per token", "bits"),
+    Metric("bits_per_char", True, "bits per character", "bits"))
+ACCURACY, PRECISION, RECALL, F1, MACRO_F1 = declare(
+    Metric("accuracy", False, "accuracy", "percent"),
+    Metric("precision", False, "precision", "percent"),
+    Metric("recall", False, "recall", "percent"),
+    Metric("f1", False, "F1", "percent"),
+    Metric("macro_f1", False, "macro-F1", "percent"))
+BLEU, CHRF, ROUGE1, ROUGE2, ROUGEL = declare(          # of a file's outputs (`seqlab evaluate`)
+    Metric("bleu", False, "BLEU", "percent"),
+    Metric("chrf", False, "chrF", "percent"),
+    Metric("rouge1", False, "ROUGE-1", "percent"),
+    Metric("rouge2", False, "ROUGE-2", "percent"),
+    Metric("rougeL", False, "ROUGE-L", "percent"))
+GREEDY_BLEU, GREEDY_CHRF, GREEDY_ROUGE1, GREEDY_ROUGE2, GREEDY_ROUGEL = declare(   # at each evaluation (--eval-decode)
+    Metric("greedy_bleu", False, "BLEU of greedy outputs", "percent"),
+    Metric("greedy_chrf", False, "chrF of greedy outputs", "percent"),
+    Metric("greedy_rouge1", False, "ROUGE-1 of greedy outputs", "percent"),
+    Metric("greedy_rouge2", False, "ROUGE-2 of greedy outputs", "percent"),
+    Metric("greedy_rougeL", False, "ROUGE-L of greedy outputs", "percent"))
+
+
+def lower_is_better(name: str) -> bool:
+    """Whether a lower value of the figure `name` is better; a figure nobody declared ranks as a score (higher
+    is better), as a compare.json or --objective naming one always has."""
+    metric = METRICS.get(name)
+    return metric.lower_is_better if metric is not None else False
 
 
 @dataclass

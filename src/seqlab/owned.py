@@ -1,7 +1,7 @@
 """What seqlab wrote, and so what `--overwrite` may replace: seqlab never deletes or replaces a file it did not
 write. Each kind of folder it writes carries a file that says so, and names what else it wrote there:
 
-    a run directory      config.json with its "format_version" and "task"      `seqlab.families.runs`
+    a run directory      config.json with its "format_version" and "task"      `seqlab.runs.directory`
     an export            manifest.json with its "format" and "files"           `seqlab.export`
     a prepared folder    manifest.json, "format": "seqlab-prepared", "files"   `seqlab.data.prepared`
     example files        .seqlab-examples.json: each file's SHA-256            `seqlab.examples`

@@ -265,7 +265,7 @@ _command_started: float | None = None       # time.time() when the training comm
 
 @contextlib.contextmanager
 def command_clock() -> Iterator[None]:
-    """Time a training command from now to its end (`seqlab.families.runs.train_in_run`, which every family's
+    """Time a training command from now to its end (`seqlab.runs.directory.train_in_run`, which every family's
     training enters before the run directory's lock, the data, the vocabulary and the model): the trainer
     counts its start-up, the seconds from here to its first step, with `startup_seconds`. A bad
     $SEQLAB_PROGRESS_EVERY is refused here, not after minutes of reading the data."""

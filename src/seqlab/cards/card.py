@@ -11,7 +11,8 @@ from what the run directory holds, never from placeholders:
   every split file, read with the family's own readers (its `cards` part); canaries inserted, if any (that
   they were, never their values);
 - evaluation: every metric of every split the run scored (metrics.jsonl's final records), with
-  bootstrap 95% intervals over sentences, documents or pairs (`seqlab.cards.intervals`);
+  bootstrap 95% intervals over the split's units (its family's: sentences, documents, pairs;
+  `seqlab.cards.intervals`);
 - intended use and out-of-scope use: the family's text (`Family.card`), then the user's own notes
   (--card-notes FILE, copied into the run as card_notes.md);
 - ethical considerations and caveats: the harms of SLP 9.5 that apply to the family, the audits run on
@@ -33,9 +34,8 @@ from pathlib import Path
 
 from seqlab.cards.data import training_data
 from seqlab.cards.markdown import to_markdown
+from seqlab.contract import Family
 from seqlab.errors import SeqlabError
-from seqlab.families.contract import Family
-from seqlab.families.runs import read_run_config
 from seqlab.fileio import atomic_write_json, atomic_write_text, read_json, read_text, safetensors_metadata
 from seqlab.harms import AUDITS
 from seqlab.version import __version__
@@ -53,8 +53,9 @@ def build_card(run_dir: str | Path, trained=None, intervals: bool = True, resamp
     (`seqlab.load(run_dir)`), loaded here if not given; `intervals` adds bootstrap intervals to the
     evaluation (one prediction pass over each evaluation file)."""
     from seqlab.cards.intervals import split_intervals
-    from seqlab.info import read_records, run_info
-    from seqlab.registry import run_family
+    from seqlab.info import run_info
+    from seqlab.registry import run_config, run_family
+    from seqlab.runs.records import read_records
 
     run_dir = Path(run_dir)
     info = run_info(run_dir)
@@ -62,7 +63,7 @@ def build_card(run_dir: str | Path, trained=None, intervals: bool = True, resamp
         raise SeqlabError(f"{run_dir} has no model.safetensors yet (training has not reached its first "
                           "evaluation): there is no model to describe")
     family = run_family(run_dir)
-    config = read_run_config(run_dir, family)
+    config = run_config(run_dir, family)
     records = read_records(run_dir / "metrics.jsonl")
     data = training_data(family, config)
     data["canaries"] = canaries(run_dir)
@@ -131,6 +132,7 @@ def model_details(run_dir: Path, info: dict, config) -> dict:
         "trained": sessions[0]["started"][:10] if sessions else None,
         "sessions": sessions,
         "device": sessions[-1]["device"] if sessions else None,
+        "precision": training_precision(trainer),
         "wall_time_s": elapsed + startup if startup is not None else elapsed, "startup_s": startup,
         "steps": info["progress"]["steps"], "epochs": info["progress"]["epochs"],
         "tokens_seen": tokens,
@@ -139,6 +141,16 @@ def model_details(run_dir: Path, info: dict, config) -> dict:
                  "step": (info["progress"]["best"] or {}).get("step")},
         "time_schedule": trainer.get("time_schedule"),      # --time-schedule: the step count fixed from the time
     }
+
+
+def training_precision(trainer: dict) -> str | None:
+    """What the run computed in, as its checkpoint records it (`bf16 autocast (auto: ...)`); None for a run of
+    a seqlab that did not record it."""
+    from seqlab.training.devices import describe_precision
+
+    if trainer.get("precision") not in ("fp32", "bf16"):
+        return None
+    return describe_precision(trainer["precision"], str(trainer.get("precision_why") or "as asked"))
 
 
 def read_environment(run_dir: Path) -> dict:
@@ -217,8 +229,8 @@ def finish_training(run_dir: str | Path, device: str, resume: bool, notes: str |
     --card-notes, and write the model card, holding the run's lock. A card that cannot be written is one
     warning line, not a failed training: the weights and figures are safe, and `seqlab card RUN` writes it."""
     from seqlab.errors import SeqlabWarning, os_error_reason
-    from seqlab.families.runs import RunLock, log
-    from seqlab.training.trainer import resolve_device
+    from seqlab.runs.directory import RunLock, log
+    from seqlab.training.devices import resolve_device
 
     run_dir = Path(run_dir)
     try:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from seqlab.cards import datasheet as sheets
 from seqlab.cards.splits import OOVCount, Split, unit_tokens
-from seqlab.families.contract import Family
+from seqlab.contract import Family
 
 
 def training_data(family: Family, config) -> dict:

@@ -29,8 +29,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from seqlab.cards.bootstrap import Items
+from seqlab.contract import Family
 from seqlab.errors import SeqlabError
-from seqlab.families.contract import Family
 
 CHECK = 1e-6            # how close f(all items) must come to the pipeline's own figure (float rounding)
 

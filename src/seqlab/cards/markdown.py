@@ -50,6 +50,7 @@ def to_markdown(card: dict) -> str:
             ("sizes and options", sizes), ("parameters", _number(details["parameters"])),
             ("vocabulary", ", ".join(f"{k} {_number(v)}" for k, v in details["vocabulary"].items()) or "-"),
             ("trained", details["trained"] or "-"), ("device", details["device"] or "- (not recorded)"),
+            ("precision", details.get("precision") or "- (not recorded)"),
             ("wall time", _wall_time(details)), ("steps", _number(details["steps"])),
             ("epochs", _number(details["epochs"])), ("tokens seen", _number(details["tokens_seen"])),
             ("tokens / s", _number(details["tokens_per_s"], 3)),
@@ -123,7 +124,7 @@ def to_markdown(card: dict) -> str:
         resamples = evaluation.get("resamples") or 0
         out += ["The best weights' figures on each split the run scored"
                 + (f", with percentile bootstrap 95% intervals ({resamples:,} resamples of the split's "
-                   "sentences, documents or pairs)." if evaluation["intervals"] else "."), "",
+                   f"{(data or {}).get('unit') or 'items'})." if evaluation["intervals"] else "."), "",
                 _row("split", "metric", "value", "95% interval"), _row("---", "---", "---:", "---")]
         for split, figures in evaluation["final"].items():
             intervals = evaluation["intervals"].get(split, {})

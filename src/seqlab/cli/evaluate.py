@@ -1,30 +1,26 @@
-"""`seqlab evaluate DIR [FILE] [options]`: score a trained model on a file, whatever its family. The options
-are declared here once each; a family lists those that act on its runs (`Family.evaluate_options`), the
-others are refused in one line, and the family's `cli` part scores the file and prints the figures
-(`report(args, scorer)`)."""
+"""`seqlab evaluate DIR [FILE] [options]`: score a trained model on a file, whatever its family. Each family
+declares the options it takes: their names (`Family.evaluate_options`) and, for its own, their argparse spec
+(its `cli` part's `EVALUATE_OPTIONS`); the parser is built from every family's, each flag once, its help saying
+whom it acts on. The others are refused in one line, and the family's `cli` part scores the file and prints the
+figures (`report(args, scorer)`)."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
-from dataclasses import dataclass
 
-from seqlab.cli.options import add_input_options, add_number, add_runtime_options, add_search_options, run_dir_argument
-from seqlab.config import option
-from seqlab.data.documents import FORMATS as DOCUMENT_FORMATS
+from seqlab.cli.options import (
+    EvaluateOption,
+    add_input_options,
+    add_number,
+    add_runtime_options,
+    add_search_options,
+    merged_help,
+    run_dir_argument,
+)
+from seqlab.contract import INPUT_OPTIONS, SEARCH_OPTIONS
 from seqlab.errors import SeqlabError
 from seqlab.registry import FAMILIES, load, run_family, titles
-
-
-@dataclass
-class EvaluateOptions:
-    """The numeric options of `seqlab evaluate` (the decoding ones are `SearchOptions`')."""
-
-    batch_size: int | None = option(None, "parallel streams of a text, or sentences decoded at once (default: 10 "
-                                          "streams, 64 sentences)", at_least=1)
-    stride: int = option(0, "a transformer's sliding-window stride (0: its context / 2)", at_least=0)
-    confusions: int = option(10, "list this many of the most confused tag pairs", at_least=0)
 
 
 def acting_on(option_name: str) -> list[str]:
@@ -37,6 +33,27 @@ def only(option_name: str, text: str) -> str:
     return f"{text} ({titles(acting_on(option_name))} only)"
 
 
+def declared() -> dict[str, list[EvaluateOption]]:
+    """{flag: each family's declaration of it}, in the order the families (in the registry's order) declare them."""
+    found: dict[str, list[EvaluateOption]] = {}
+    for family in FAMILIES.values():
+        for declaration in family.part("cli").EVALUATE_OPTIONS:
+            found.setdefault(declaration.flag, []).append(declaration)
+    return found
+
+
+def add_family_option(parser: argparse.ArgumentParser, options: list[EvaluateOption]) -> None:
+    """One flag from the families' declarations of it (`EvaluateOption`): the first gives its kind, value name
+    and default; the choices are every family's."""
+    first = options[0]
+    text = only(first.flag, merged_help(options))
+    if first.number is not None:
+        add_number(parser, first.number, first.flag[2:].replace("-", "_"), help=text, metavar=first.metavar)
+        return
+    choices = tuple(dict.fromkeys(choice for option in options for choice in option.choices)) or None
+    parser.add_argument(first.flag, metavar=first.metavar, choices=choices, default=first.value, help=text)
+
+
 def add_parser(commands) -> None:
     evaluate = commands.add_parser("evaluate", allow_abbrev=False,      # options are checked by name
                                    help="score a trained model on a file: a language model's perplexity, a tagger's "
@@ -45,31 +62,13 @@ def add_parser(commands) -> None:
     run_dir_argument(evaluate)
     evaluate.add_argument("file", metavar="FILE", nargs="?", help="the file to score: text for a language model, a "
                           "labelled file in the format the run trained on, or a file of pairs (or --src and --tgt)")
-    evaluate.add_argument("--src", metavar="FILE", help=only("--src", "the sources, one per line"))
-    evaluate.add_argument("--tgt", metavar="FILE", help=only("--tgt", "the reference targets, aligned with --src"))
-    evaluate.add_argument("--bleu-tokenize", default="13a", choices=("13a", "none", "intl", "char"),
-                          help=only("--bleu-tokenize", "sacrebleu's tokenizer for BLEU; none for text tokenised "
-                                    "already (default: 13a)"))
-    evaluate.add_argument("--hypotheses", metavar="FILE", help=only("--hypotheses", "write the decoded outputs here"))
-    add_search_options(evaluate, f"decoding ({titles(acting_on('--beam'))} only)")
+    for options in declared().values():
+        add_family_option(evaluate, options)
+    if acting_on(SEARCH_OPTIONS[0]):
+        add_search_options(evaluate, f"decoding ({titles(acting_on(SEARCH_OPTIONS[0]))} only)")
     evaluate.add_argument("--json", action="store_true", help="print one JSON object with the figures")
-    evaluate.add_argument("--format", choices=("conllu", "conll", *DOCUMENT_FORMATS),
-                          help=only("--format", "the file's format (default: the training files')"))
-    evaluate.add_argument("--text-column", metavar="COLUMN",
-                          help=only("--text-column", "the text's column (a header name or 0-based index) or JSON "
-                                    "field (default: the run's --text-column, as training read its files)"))
-    evaluate.add_argument("--label-column", metavar="COLUMN",
-                          help=only("--label-column", "the label's column or JSON field (default: the run's)"))
-    evaluate.add_argument("--header", choices=("auto", "yes", "no"),
-                          help=only("--header", "whether the file's first row names its columns (default: the "
-                                    "run's --header)"))
-    evaluate.add_argument("--confusion-png", metavar="PNG",
-                          help=only("--confusion-png", "where to draw the confusion matrix (default: "
-                                    "DIR/confusion_<file name>.png; 'none' for no picture)"))
-    for name in ("confusions", "batch_size", "stride"):
-        field = {f.name: f for f in dataclasses.fields(EvaluateOptions)}[name]
-        add_number(evaluate, EvaluateOptions, name, help=only(f"--{name.replace('_', '-')}", field.metadata["help"]))
-    add_input_options(evaluate, f"{titles(acting_on('--chunk-size'))} only: ", long_source=True)
+    if acting_on(INPUT_OPTIONS[0]):
+        add_input_options(evaluate, f"{titles(acting_on(INPUT_OPTIONS[0]))} only: ", long_source=True)
     add_runtime_options(evaluate)
     evaluate.add_argument("--rnn-impl", choices=("fused", "textbook"),
                           help="run the recurrent layers (any family's) on the fused kernels or the textbook "

@@ -263,3 +263,36 @@ def write_chunk(lines: list[str]) -> None:
     """Write a chunk's output lines and flush them: a reader of the pipe sees each chunk at once."""
     sys.stdout.write("".join(lines))
     sys.stdout.flush()
+
+
+@dataclass(frozen=True)
+class EvaluateOption:
+    """An option of `seqlab evaluate` as one family takes it, declared in its `cli` part (`EVALUATE_OPTIONS`); the
+    command's parser holds each flag once, built from every family's (`seqlab.cli.evaluate`): the choices of all
+    that declare it, their helps (one text once; different ones joined by ", or ", then each family's `default`)."""
+
+    flag: str                                   # "--confusions"
+    help: str = ""                              # what it does to this family's runs ("": a numeric field's own help)
+    default: str = ""                           # this family's default in words, where families differ ("10 streams")
+    choices: tuple[str, ...] = ()               # the values it takes for this family's runs
+    metavar: str | None = None                  # the value's name in --help ("FILE")
+    number: type | None = None                  # a numeric option: the config dataclass whose field of the flag's
+    #                                             name gives its type, range, default and help (`add_number`)
+    value: str | None = None                    # the parser's default of a non-numeric option
+
+
+def merged_help(options: list[EvaluateOption]) -> str:
+    """The help of one flag declared by several families: each distinct text once, joined by ", or ", then the
+    families' own defaults ("parallel streams of a text, or sentences decoded at once (default: 10 streams, 64
+    sentences)")."""
+    texts = [option.help or field_help(option) for option in options]
+    defaults = [option.default for option in options if option.default]
+    text = ", or ".join(dict.fromkeys(texts))
+    return f"{text} (default: {', '.join(defaults)})" if defaults else text
+
+
+def field_help(option: EvaluateOption) -> str:
+    """A numeric option's help from its config field."""
+    if option.number is None:
+        return ""
+    return {f.name: f for f in dataclasses.fields(option.number)}[option.flag[2:].replace("-", "_")].metadata["help"]

@@ -61,8 +61,8 @@ def add_card_command(commands) -> None:
 def card_command(args: argparse.Namespace) -> int:
     """`seqlab card`: `seqlab.cards.card.make_card` under the run's lock, then the card printed."""
     from seqlab.cards.card import NOTES, make_card, read_card_notes, to_markdown
-    from seqlab.families.runs import RunLock, read_run_json
     from seqlab.fileio import atomic_write_text
+    from seqlab.runs.directory import RunLock, read_run_json
 
     read_run_json(args.run)                                    # a run directory, or one line and exit 2
     notes = read_card_notes(args.notes) if args.notes else None
@@ -85,7 +85,9 @@ def add_bench_command(commands) -> None:
                             "the best of a second of tries, and cache it for training runs (~/.cache/seqlab/"
                             "peak.json, or $SEQLAB_CACHE_DIR)")
     peak.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
-                      help="the products' dtype, as train's --precision (auto: bf16 on CUDA, fp32 elsewhere)")
+                      help="the products' dtype, as train's --precision (auto: bf16 on CUDA and on a CPU with "
+                           "bfloat16 kernels, the peak a model that auto trains in bf16 is measured against; fp32 "
+                           "elsewhere)")
     peak.add_argument("--refresh", action="store_true", help="measure again even if this machine's figure is cached")
     peak.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     add_runtime_options(peak, "CPU threads, as the training run will use (0: PyTorch's choice)")
@@ -95,7 +97,7 @@ def add_bench_command(commands) -> None:
 def bench_command(args: argparse.Namespace) -> int:
     """`seqlab bench peak`: `seqlab.training.flops.peak`, measured (or read from the cache) and printed."""
     from seqlab.training import flops
-    from seqlab.training.trainer import check_precision, resolve_device
+    from seqlab.training.devices import check_precision, resolve_device
 
     device = resolve_device(args.device)
     check_precision(device, args.precision)

@@ -38,35 +38,56 @@ def add_parser(commands) -> None:
                                 "page at /docs) on 127.0.0.1 unless told otherwise")
     serve.add_argument("runs", metavar="RUN", nargs="+", help="run directories (with --runtime onnx: export "
                        "directories, from seqlab export); the API names each model by its directory's name")
-    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1, this "
-                       "machine only; 0.0.0.0 for every interface, with --api-key)")
-    add_number(serve, Address, "port")
-    serve.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every /v1 request "
-                       f"(default: ${API_KEY_VARIABLE} when set, else none)")
-    serve.add_argument("--cors-origin", action="append", metavar="ORIGIN", help="let the web pages of ORIGIN "
-                       "(https://app.example.org, http://localhost:3000, or * for any) call the API from a browser "
-                       "(CORS; the Authorization and Content-Type headers allowed); repeat for more origins "
-                       "(default: none)")
-    group = serve.add_argument_group("limits of one request")
-    for f in dataclasses.fields(ServeLimits):
-        add_number(group, ServeLimits, f.name)
-    add_runtime_options(serve, "CPU threads for the models (0: one per core but one, which is left to the server's "
-                               "event loop: on 2 cores that nearly doubles the requests answered per second, "
-                               "benchmarks/results/serve_load.md)")
-    add_number(serve, CommandOptions, "read_threads")
-    serve.add_argument("--runtime", choices=("torch", "onnx"), default="torch",
-                       help="torch: run directories on PyTorch; onnx: export directories (seqlab export RUN --format "
-                       "onnx) on onnxruntime, --threads for each graph, without PyTorch in the server (default: torch)")
+    add_server_options(serve)
     serve.set_defaults(handler=command)
+
+
+def add_server_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
+    """The server's options (`seqlab serve`'s, and `seqlab explore`'s): where it listens, its API key, CORS, the
+    limits of one request (`ServeLimits`, but those named in `skip`), the runtime and its threads."""
+    parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1, this "
+                        "machine only; 0.0.0.0 for every interface, with --api-key)")
+    add_number(parser, Address, "port")
+    parser.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every /v1 request "
+                        f"(default: ${API_KEY_VARIABLE} when set, else none)")
+    parser.add_argument("--cors-origin", action="append", metavar="ORIGIN", help="let the web pages of ORIGIN "
+                        "(https://app.example.org, http://localhost:3000, or * for any) call the API from a browser "
+                        "(CORS; the Authorization and Content-Type headers allowed); repeat for more origins "
+                        "(default: none)")
+    group = parser.add_argument_group("limits of one request")
+    for f in dataclasses.fields(ServeLimits):
+        if f.name not in skip:
+            add_number(group, ServeLimits, f.name)
+    add_runtime_options(parser, "CPU threads for the models (0: one per core but one, which is left to the server's "
+                                "event loop: on 2 cores that nearly doubles the requests answered per second, "
+                                "benchmarks/results/serve_load.md)")
+    add_number(parser, CommandOptions, "read_threads")
+    parser.add_argument("--runtime", choices=("torch", "onnx"), default="torch",
+                        help="torch: run directories on PyTorch; onnx: export directories (seqlab export RUN --format "
+                        "onnx) on onnxruntime, --threads for each graph, without PyTorch in the server (default: "
+                        "torch)")
 
 
 def command(args: argparse.Namespace) -> int:
     """`seqlab serve`: load the runs, check the address is free, and serve until interrupted (Ctrl-C)."""
+    app = start(args)
+    models = ", ".join(f"{m.name} ({m.task})" for m in app.state.models.values())
+    print(f"seqlab: serving {models} on http://{args.host}:{args.port} (the API's page: /docs; Ctrl-C stops)",
+          file=sys.stderr, flush=True)
+    run(app, args)
+    return 0
+
+
+def start(args: argparse.Namespace, check=None):
+    """The app of the server options in `args` (`add_server_options`; limits it lacks keep their defaults), the
+    address checked free first; `check(models)` sees the loaded models before the app is made."""
     import socket
 
-    from seqlab.serve import ServeLimits, create_app, load_runs
+    from seqlab.serve.app import create_app, load_runs
+    from seqlab.serve.limits import ServeLimits
 
-    limits = ServeLimits(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ServeLimits)})
+    limits = ServeLimits(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ServeLimits)
+                            if hasattr(args, f.name)})
     try:
         with socket.create_server((args.host, args.port)):
             pass
@@ -80,16 +101,19 @@ def command(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(threads)
-    app = create_app(load_runs(args.runs, args.device, args.runtime, threads), limits, args.api_key,
-                     cors_origins=args.cors_origin or (), read_threads=args.read_threads)
-    models = ", ".join(f"{m.name} ({m.task})" for m in app.state.models.values())
+    models = load_runs(args.runs, args.device, args.runtime, threads)
+    if check is not None:
+        check(models)
+    app = create_app(models, limits, args.api_key, cors_origins=args.cors_origin or (),
+                     read_threads=args.read_threads)
     if args.host not in ("127.0.0.1", "localhost", "::1") and not (args.api_key or os.environ.get("SEQLAB_API_KEY")):
         warnings.warn(f"--host {args.host} serves every machine that can reach this one, without an API key "
                       "(--api-key)", stacklevel=1)
-    print(f"seqlab: serving {models} on http://{args.host}:{args.port} (the API's page: /docs; Ctrl-C stops)",
-          file=sys.stderr, flush=True)
+    return app
+
+
+def run(app, args: argparse.Namespace) -> None:
+    """Serve `app` (`start`'s) until interrupted."""
     from seqlab.serve.server import serve
 
-
-    serve(app, args.host, args.port, limits)       # uvicorn, with the limits on headers and read times
-    return 0
+    serve(app, args.host, args.port, app.state.limits)     # uvicorn, with the limits on headers and read times

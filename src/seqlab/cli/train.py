@@ -65,8 +65,8 @@ def check_config_task(config: str | None, task: str) -> None:
 def command(args: argparse.Namespace) -> int:
     """`seqlab train TASK`: `seqlab.api.train` (the pipeline trains, then the run's model card is written)."""
     from seqlab.api import train
-    from seqlab.families.runs import RESUME_OR_OVERWRITE
-    from seqlab.training.trainer import finished_run
+    from seqlab.runs.directory import RESUME_OR_OVERWRITE
+    from seqlab.runs.records import finished_run
 
     found = family(args.task)
     pipeline = found.pipeline

@@ -21,7 +21,6 @@ attention weights from the textbook attention (`seqlab.nn.attention.scaled_dot_p
 
 from __future__ import annotations
 
-import copy
 import textwrap
 import warnings
 from pathlib import Path
@@ -31,12 +30,11 @@ from torch import Tensor
 
 from seqlab.errors import SeqlabError, SeqlabWarning
 from seqlab.fileio import check_writable
-from seqlab.nn.cells import Weights, run_cell
+from seqlab.nn.inside import attention_kept, float_cpu, kept, recurrent_record, same_outputs
 from seqlab.training.plots import save_png
 
 MAX_TOKENS = 40          # beyond this the token labels of a heat map stop being legible
 MAX_UNITS = 64           # hidden units shown (the first ones); the rest are said to be left out
-TOLERANCE = 1e-4         # recorded vs the model's own outputs, float32 on the CPU (relative for logits)
 
 # What each picture shows, with the book's names and equations.
 GATE_NAMES = {           # key, the book's name, its equation, what 1 means
@@ -46,16 +44,6 @@ GATE_NAMES = {           # key, the book's name, its equation, what 1 means
     "gru": [("z", "update gate z", "9.11", "1 = take the new candidate h~"),
             ("r", "reset gate r", "9.10", "0 = the candidate ignores h_{t-1}")],
 }
-
-
-def cpu_model(trained_lm):
-    """The model in float32 on the CPU (a copy when it is elsewhere): the pictures are a few dozen tokens, and
-    on a GPU the fused kernels may compute in TF32 or half precision, which the checks below would not match."""
-    model = trained_lm.model
-    parameter = next(model.parameters())
-    if parameter.device.type == "cpu" and parameter.dtype == torch.float32:
-        return model
-    return copy.deepcopy(model).float().cpu()
 
 
 def sample_ids(trained_lm, text: str, max_tokens: int = MAX_TOKENS) -> list[int]:
@@ -91,10 +79,10 @@ def recurrent_gates(trained_lm, ids: list[int], check: bool = True) -> list[dict
     (T, H): LSTM "i", "f", "o" and the context "c"; GRU "z" (the book's sense) and "r"; Elman only "h".
 
     Each layer runs the textbook cell on the layer's own weights from a zero state, its input being the
-    layer below's outputs (eval mode: no dropout). With `check`, each layer's h is compared with the fused
-    layer's output on the same input and a difference above TOLERANCE is an error: the pictures are then
-    of the model that is used, not of a reimplementation."""
-    model = cpu_model(trained_lm)
+    layer below's outputs (eval mode: no dropout): `seqlab.nn.inside.recurrent_record`. With `check`, each
+    layer's h is compared with the fused layer's output on the same input and a difference above its TOLERANCE
+    is an error: the pictures are then of the model that is used, not of a reimplementation."""
+    model = float_cpu(trained_lm.model)
     stack = getattr(model, "rnn", None)
     if stack is None:
         raise SeqlabError(f"a {type(model).__name__} has no recurrent layers to look inside")
@@ -103,32 +91,8 @@ def recurrent_gates(trained_lm, ids: list[int], check: bool = True) -> list[dict
     was_training = model.training
     model.eval()
     try:
-        tokens = torch.tensor([ids])                                             # (1, T)
-        x = model.embedding(tokens)                                              # (1, T, E)
-        options = {"rnn": {"nonlinearity": stack.nonlinearity}, "gru": {"reset": stack.gru_reset},
-                   "lstm": {}}[stack.cell]
-        layers = []
-        for l, layer in enumerate(stack.layers):
-            w = Weights(layer.weight_ih_l0, layer.weight_hh_l0, layer.bias_ih_l0, layer.bias_hh_l0)
-            zeros = x.new_zeros(1, stack.hidden_size)                            # (1, H)
-            state = (zeros, zeros) if stack.cell == "lstm" else zeros
-            record: list[dict[str, Tensor]] = []
-            if stack.cell == "rnn":
-                h, _ = run_cell("rnn", x, state, w, **options)                   # (1, T, H)
-            else:
-                h, _ = run_cell(stack.cell, x, state, w, record=record, **options)
-            found = {name: torch.stack([step[name][0] for step in record])
-                     for name in (record[0] if record else {})}                  # (T, H) each
-            found["h"] = h[0]                                                    # (T, H)
-            if check and not (stack.cell == "gru" and stack.gru_reset == "before"):   # no fused kernel for it
-                fused, _ = layer(x)                                              # (1, T, H)
-                gap = (fused[0] - found["h"]).abs().max().item()
-                if gap > TOLERANCE:
-                    raise SeqlabError(f"the textbook {stack.cell} cell differs from the fused layer {l + 1} by "
-                                      f"{gap:.2g}: the gate pictures would not be this model's")
-            layers.append(found)
-            x = h                                                                # (1, T, H): the next layer's input
-        return layers
+        x = model.embedding(torch.tensor([ids]))                                 # (1, T, E)
+        return [forward for forward, *_ in recurrent_record(stack, x, check)]    # (T, H) each
     finally:
         model.train(was_training)
 
@@ -138,35 +102,24 @@ def attention_weights(trained_lm, ids: list[int], check: bool = True) -> list[Te
     """Per block of a transformer LM, its causal self-attention weights (nh, T, T), row i the
     distribution of query i over keys j <= i (SLP eqs. 9.20-9.21).
 
-    The blocks are run once with the textbook attention, which keeps its weights; with `check`, the
-    logits of that pass must equal those of the model's own (fused) attention within TOLERANCE (relative to
-    the largest logit)."""
-    model = cpu_model(trained_lm)
-    blocks = getattr(model, "blocks", None)
-    if blocks is None:
+    The blocks are run once with the textbook attention, which keeps its weights (`seqlab.nn.inside.
+    attention_kept`); with `check`, the logits of that pass must equal those of the model's own (fused)
+    attention (`seqlab.nn.inside.same_outputs`)."""
+    model = float_cpu(trained_lm.model)
+    if getattr(model, "blocks", None) is None:
         raise SeqlabError(f"a {type(model).__name__} has no attention to look at")
     tokens = torch.tensor([ids])                                                 # (1, T)
     was_training = model.training
-    impls = [block.attention.impl for block in blocks]
     model.eval()
     try:
-        for block in blocks:
-            block.attention.impl = "textbook"
-        logits, _ = model(tokens)                                                # (1, T, V)
-        weights = [block.attention.last_weights[0] for block in blocks]         # (nh, T, T) each
-        if check and any(impl != "textbook" for impl in impls):
-            for block, impl in zip(blocks, impls, strict=True):
-                block.attention.impl = impl
+        with attention_kept(model) as modules:
+            logits, _ = model(tokens)                                            # (1, T, V)
+            weights = [w for _, w in kept(modules)]                              # (nh, T, T) each
+        if check:
             own, _ = model(tokens)                                               # (1, T, V)
-            gap = (own - logits).abs().max().item()
-            if gap > TOLERANCE * max(1.0, own.abs().max().item()):
-                raise SeqlabError(f"the textbook attention differs from the model's own by {gap:.2g}: "
-                                  "the attention picture would not be this model's")
+            same_outputs(own, logits, "attention")
         return weights
     finally:
-        for block, impl in zip(blocks, impls, strict=True):
-            block.attention.impl = impl
-            block.attention.last_weights = None
         model.train(was_training)
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from seqlab.errors import DAMAGED, SeqlabError
-from seqlab.info import duration, number
+from seqlab.runs.records import duration, number
 
 # what a run that cannot be read raises, and a model that cannot be loaded or run
 DAMAGED_RUN = (SeqlabError, OSError, RuntimeError, *DAMAGED)

@@ -33,12 +33,12 @@ from seqlab.compare import seeds
 from seqlab.compare.pages import DAMAGED_RUN, Figure, Section, is_number, one_line, render_html, render_markdown
 from seqlab.errors import SeqlabError
 from seqlab.fileio import atomic_write_text, check_writable, read_json, safetensors_metadata
-from seqlab.info import count_parameters, number, read_records, run_info
+from seqlab.info import count_parameters, run_info
+from seqlab.metrics import lower_is_better
 from seqlab.progress import progress_bar
 from seqlab.registry import FAMILIES
+from seqlab.runs.records import number, read_records
 from seqlab.training.plots import save_png
-
-LOWER_IS_BETTER = ("perplexity", "loss", "bits_per_char", "bits_per_token")
 
 
 def build_report(directory: str | Path, progress: bool | None = None) -> dict:
@@ -93,7 +93,7 @@ def variants_section(spec: dict) -> Section:
 
 def read_spec(directory: Path) -> dict:
     """compare.json, checked, with its defaults: "runs" ({arch: path}; default runs/<arch> for each of
-    "archs"), "metric" (the task's usual figure) and "lower_is_better" (by the metric's name)."""
+    "archs"), "metric" (the task's usual figure) and "lower_is_better" (its declaration in `seqlab.metrics`)."""
     if not directory.exists():
         raise SeqlabError(f"compare directory {directory} does not exist")
     if not directory.is_dir():
@@ -110,10 +110,10 @@ def read_spec(directory: Path) -> dict:
     runs = {str(arch): str(runs.get(arch, f"runs/{arch}")) for arch in [*archs, *runs]}
     if not runs:
         raise SeqlabError(f"{path} names no architectures (its \"archs\" and \"runs\" are empty)")
-    metric = spec.get("metric") if isinstance(spec.get("metric"), str) else FAMILIES[spec["task"]].metric
+    metric = spec["metric"] if isinstance(spec.get("metric"), str) else FAMILIES[spec["task"]].metric
     lower = spec.get("lower_is_better")
     return {**spec, "runs": runs, "metric": metric,
-            "lower_is_better": lower if isinstance(lower, bool) else metric in LOWER_IS_BETTER}
+            "lower_is_better": lower if isinstance(lower, bool) else lower_is_better(metric)}
 
 
 def run_row(directory: Path, arch: str, path: str, metric: str) -> dict:

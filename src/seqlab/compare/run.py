@@ -39,9 +39,9 @@ from seqlab.compare.recipes import (  # noqa: F401  (archs, SIZES: re-exported)
     recipes,
 )
 from seqlab.errors import SeqlabError
-from seqlab.families.runs import RunLock, log
 from seqlab.fileio import atomic_write_json, read_json
 from seqlab.registry import family
+from seqlab.runs.directory import RunLock, log
 from seqlab.version import __version__
 
 PLAN = "compare.json"
@@ -335,7 +335,7 @@ def seed_layout(names: list[str], seeds: list[int] | None, tuning: dict | None) 
 def run_state(run_dir: Path) -> str:
     """new (nothing there), finished (a final record), resumable (a checkpoint), or stale (a run killed
     before its first checkpoint: started again)."""
-    from seqlab.info import read_records
+    from seqlab.runs.records import read_records
 
     if not (run_dir / "config.json").exists():
         return "new"

@@ -47,10 +47,9 @@ import numpy as np
 from seqlab.cards.bootstrap import percentile_interval, resample_sums
 from seqlab.compare.pages import DAMAGED_RUN, Figure, Section, figure, is_number, one_line, safe_name
 from seqlab.errors import SeqlabError
-from seqlab.families.runs import read_run_config
 from seqlab.fileio import atomic_write, file_sha256, read_json, safetensors_metadata
-from seqlab.info import duration
-from seqlab.registry import FAMILIES
+from seqlab.registry import FAMILIES, run_config
+from seqlab.runs.records import duration
 from seqlab.training.plots import save_png
 
 RESAMPLES = 2000
@@ -192,7 +191,7 @@ def run_items(run_dir: Path, family, option: str | None, split: str, metric: str
     SHA-256)}, from run_dir/CACHE when its key matches (the weights' SHA-256, the split, its files and the
     figure), else scored (`score_items`) and cached; a string says why it has none."""
     try:
-        config = read_run_config(run_dir, family)
+        config = run_config(run_dir, family)
         found = family.part("cards").evaluation_file(config.data, option) if option else None
         if found is None:
             return (f"{family.title}'s evaluation gives no per-item statistics of the {split} file (a language "

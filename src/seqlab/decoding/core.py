@@ -17,8 +17,10 @@ What lives here:
   applies the temperature, then top-k, then top-p, each only where it changes something (greedy and beam
   search never need them: they do not change the argmax, and a beam ranks by the model's own probabilities);
   their arithmetic at the extremes, the same in both runtimes (`temperature_scale`, `nucleus_mass`);
-- greedy decoding and sampling (SLP 13.4, 9.2.3): `greedy_steps` feeds one token per step and yields the
-  chosen tokens with their log probabilities; `greedy_outputs` ends each sentence at </s> or its limit;
+- greedy decoding and sampling (SLP 13.4, 9.2.3): ONE loop, `sampling_steps`, feeds one token per step and
+  chooses the next ones with a `Strategy` (the argmax, or a draw: the PyTorch strategies are
+  `seqlab.decoding.search`'s); rows may leave the batch between steps. `greedy_steps` yields the chosen tokens with
+  their log probabilities; `greedy_outputs` ends each sentence at </s> or its limit;
   `continuation` is a language model's continuation of a prompt;
 - beam search (SLP 13.4, Fig. 13.8), `beam_steps`: the K best partial outputs of each sentence. At each step
   every live hypothesis is extended by every token, and the 2K best extensions of the sentence are ranked:
@@ -291,20 +293,60 @@ def check_beam_width(beam: int, vocabulary: int, blocked: int) -> None:
 # ------------------------------------------------------------------------------ greedy decoding and sampling
 
 
-def greedy_steps(decoder, ops: Ops, state, tokens, block: Callable, choose: Callable,
-                 scores: bool = True) -> Iterator[tuple]:
-    """Greedy decoding or sampling, one step per `next()`, without end: feed tokens (B,), choose the next
-    ones (`choose(blocked logits)`: the argmax, or a draw after the sampling processors); yield them (B,),
-    their log probabilities under the model (B,) (None without `scores`: a caller that never reads them
-    spares a log-softmax over the vocabulary per token) and the attention weights (B, S) or None. The
-    never-generated tokens are blocked once per step (`block`), for the choice and the log probabilities
-    alike."""
+class Strategy(Protocol):
+    """How a greedy or sampling search chooses each step's tokens (`sampling_steps`): the argmax, or a draw from
+    the processed distribution (`seqlab.decoding.search`'s `Greedy`, `Draw`, `NucleusDraw`, `TopKDraw`,
+    `RowDraws`; numpy's `choose_tokens`). A strategy that holds per-row state (a generator per row) follows the
+    rows that stay when others leave the batch (`keep`)."""
+
+    def choose(self, blocked) -> Any:
+        """The next tokens (B,) from the logits with the never-generated ids at -inf (B, V)."""
+        ...
+
+    def keep(self, index) -> None:
+        """Only the rows `index` (B',) of the batch go on."""
+        ...
+
+
+@dataclass(frozen=True)
+class Choose:
+    """A choice function `blocked (B, V) -> tokens (B,)` as a `Strategy` without per-row state."""
+
+    choose: Callable
+
+    def keep(self, index) -> None:
+        pass
+
+
+def sampling_steps(decoder, ops: Ops, state, tokens, block: Callable, strategy: Strategy) -> Generator:
+    """THE loop of greedy decoding and sampling (SLP 13.4, 9.2.3), one step per `next()`, without end: feed tokens
+    (B,), block the never-generated ids once (`block`), choose the next tokens (`strategy.choose`); yield (tokens
+    (B,), logits (B, V) as the model gave them, blocked logits (B, V), attention weights (B, S) or None). Send it
+    the indices of the rows that go on (a list; None: all) to make the others leave the batch: the state, the
+    fed tokens and the strategy follow them (`decoder.reorder`, `strategy.keep`)."""
     while True:
         checkpoint()
         logits, state, weights = decoder.step(tokens, state)                       # (B, V)
         blocked = block(logits)                                                    # (B, V)
-        tokens = choose(blocked)                                                   # (B,)
-        yield tokens, ops.pick(ops.log_softmax(blocked), tokens) if scores else None, weights
+        tokens = strategy.choose(blocked)                                          # (B,)
+        keep = yield tokens, logits, blocked, weights
+        if keep is not None:                                                       # rows leave the batch
+            index = ops.index(keep)
+            state = decoder.reorder(state, index)
+            tokens = tokens[index]
+            strategy.keep(index)
+
+
+def greedy_steps(decoder, ops: Ops, state, tokens, block: Callable, choose: Callable | Strategy,
+                 scores: bool = True) -> Iterator[tuple]:
+    """Greedy decoding or sampling (`sampling_steps`), one step per `next()`, without end: yield the chosen tokens
+    (B,) (`choose(blocked logits)` or a `Strategy`: the argmax, or a draw after the sampling processors), their
+    log probabilities under the model with the never-generated ids blocked (B,) (None without `scores`: a caller
+    that never reads them spares a log-softmax over the vocabulary per token) and the attention weights (B, S)
+    or None."""
+    strategy = choose if hasattr(choose, "keep") else Choose(choose)
+    for chosen, _, blocked, weights in sampling_steps(decoder, ops, state, tokens, block, strategy):
+        yield chosen, ops.pick(ops.log_softmax(blocked), chosen) if scores else None, weights
 
 
 def greedy_outputs(ops: Ops, steps: Iterator, lengths, limit, length_penalty: float,
@@ -362,13 +404,21 @@ def best_continuation(best: Hypothesis) -> Iterator[int]:
 
 
 def beam_steps(decoder, ops: Ops, state, tokens, limit, beam: int, length_penalty: float, block: Callable,
-               ends_at_eos: bool = True, need_weights: bool = False, lengths=None) -> list[list[Hypothesis]]:
+               ends_at_eos: bool = True, need_weights: bool = False, lengths=None,
+               trace: list[dict] | None = None) -> list[list[Hypothesis]]:
     """Beam search of width K = `beam` from a started state of B sentences (B rows; `tokens` (B,) the first
     fed) to each sentence's `limit` (B,): every finished hypothesis of each sentence, unsorted. `block` sets
     the never-generated ids' logits to -inf (its `ids` are counted for the beam's width). With `ends_at_eos`
     False, </s> is an ordinary token and every hypothesis runs to its limit (and a beam may be wider than
     the tokens the model can produce: it fills as the prefixes grow). `lengths` (B,): the real source
-    positions the attention weights keep."""
+    positions the attention weights keep.
+
+    With a `trace` list, the search's tree is appended to it as it grows (what `seqlab explore` draws): a node
+    {"id", "parent" (None: the sentence's start), "sentence", "step", "token", "score" (the prefix's summed log
+    probability), "status"} for each of the 2K best candidates of each step, "kept" (in the next beam), "ended"
+    (finished with </s> among the best K), "dropped" (among the 2K, not taken) or "late" (ended after the
+    sentence had its K); then {"finished": node id, "sentence", "score", "normalized", "ended"} for each
+    hypothesis as it finishes (a live one cut at the limit too). Nothing is recorded without one."""
     B, K = len(tokens), beam
     expand = ops.repeat(ops.arange(B), K)                                          # (B*K,)
     state, tokens = decoder.reorder(state, expand), tokens[expand]
@@ -378,8 +428,9 @@ def beam_steps(decoder, ops: Ops, state, tokens, limit, beam: int, length_penalt
     attention = None                              # (B*K, t, S), from the first step's weights
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     alive = list(range(B))                        # the original sentence of each live batch row group
+    nodes: list[int | None] = [None] * (B * K)    # with a trace: the tree node of each live row
 
-    def finish(b: int, row: int, score: float, ended: bool, weights) -> None:
+    def finish(b: int, row: int, score: float, ended: bool, weights, node: int | None = None) -> None:
         ids = history[row].tolist()
         n = len(ids) + ended
         attn = None
@@ -387,6 +438,9 @@ def beam_steps(decoder, ops: Ops, state, tokens, limit, beam: int, length_penalt
             rows = attention[row] if weights is None else ops.cat([attention[row], weights[row][None]], 0)
             attn = rows[:n, :int(lengths[b])]
         finished[b].append(Hypothesis(ids, score, normalized(score, n, length_penalty), ended, attn))
+        if trace is not None:
+            trace.append({"finished": node, "sentence": b, "score": score,
+                          "normalized": normalized(score, n, length_penalty), "ended": ended})
 
     for t in range(int(limit.max())):
         checkpoint()
@@ -409,10 +463,17 @@ def beam_steps(decoder, ops: Ops, state, tokens, limit, beam: int, length_penalt
         next_scores = ops.take(top_scores, chosen)
         next_beams = ops.take(top_beams, chosen)
         next_tokens = ops.take(top_tokens, chosen)
+        made = traced(trace, nodes, alive, t, K, top_scores, top_beams, top_tokens, chosen, is_eos) \
+            if trace is not None else None                     # (n, 2K) node ids of the candidates
         for i, j in ops.argwhere(is_eos[:, :K] & (top_scores[:, :K] > float("-inf"))):
             b = alive[i]                                        # ended hypotheses among the best K
             if len(finished[b]) < K:
-                finish(b, i * K + int(top_beams[i, j]), float(top_scores[i, j]), True, weights)
+                finish(b, i * K + int(top_beams[i, j]), float(top_scores[i, j]), True, weights,
+                       None if made is None else made[i][j])
+            elif made is not None and trace is not None:
+                trace[made[i][j]]["status"] = "late"
+        if made is not None:
+            nodes = [made[i][c] for i, row in enumerate(chosen.tolist()) for c in row]
         rows = (ops.arange(n)[:, None] * K + next_beams).reshape(-1)              # parent rows (n*K,)
         history = ops.cat([history[rows], next_tokens.reshape(-1, 1)], 1)
         if need_weights:
@@ -423,7 +484,7 @@ def beam_steps(decoder, ops: Ops, state, tokens, limit, beam: int, length_penalt
             if len(finished[b]) < K and t + 1 >= int(limit[b]):   # out of room: the live ones finish as they are
                 for k in range(K):
                     if scores[i, k] > float("-inf") and len(finished[b]) < K:
-                        finish(b, i * K + k, float(scores[i, k]), False, None)
+                        finish(b, i * K + k, float(scores[i, k]), False, None, nodes[i * K + k])
             if len(finished[b]) < K:
                 keep.append(i)
         if not keep:
@@ -435,9 +496,32 @@ def beam_steps(decoder, ops: Ops, state, tokens, limit, beam: int, length_penalt
             scores, tokens, history = scores[index], tokens[row_index], history[row_index]
             if need_weights:
                 attention = attention[ops.host(row_index)]
+            if trace is not None:
+                nodes = [nodes[r] for r in row_index.tolist()]
             rows = rows[row_index]
         state = decoder.reorder(state, rows)                     # follow the surviving hypotheses
     return finished
+
+
+def traced(trace: list[dict], nodes: list[int | None], alive: list[int], t: int, K: int, top_scores, top_beams,
+           top_tokens, chosen, is_eos) -> list[list[int | None]]:
+    """`beam_steps`' tree: append a node for each of step `t`'s 2K best candidates of each live sentence (those
+    of score -inf, which no prefix reaches, are left out); their ids (n, 2K), None where left out."""
+    scores, beams, tokens = top_scores.tolist(), top_beams.tolist(), top_tokens.tolist()
+    taken, eos = [set(row) for row in chosen.tolist()], is_eos.tolist()
+    made: list[list[int | None]] = []
+    for i, b in enumerate(alive):
+        row: list[int | None] = []
+        for j, score in enumerate(scores[i]):
+            if score == float("-inf"):
+                row.append(None)
+                continue
+            status = "ended" if eos[i][j] and j < K else "kept" if j in taken[i] else "dropped"
+            row.append(len(trace))
+            trace.append({"id": len(trace), "parent": nodes[i * K + beams[i][j]], "sentence": b, "step": t,
+                          "token": tokens[i][j], "score": score, "status": status})
+        made.append(row)
+    return made
 
 
 def lm_beam(decoder, ops: Ops, state, last, options, block: Callable, nbest: int = 1) -> list[Hypothesis]:

@@ -219,11 +219,11 @@ def greedy_steps(decoder, state, tokens: np.ndarray, processors: list, sample: b
 
 def beam_steps(decoder, state, tokens: np.ndarray, limit: np.ndarray, beam: int, length_penalty: float,
                ends_at_eos: bool = True, need_weights: bool = False,
-               lengths: np.ndarray | None = None) -> list[list[Hypothesis]]:
+               lengths: np.ndarray | None = None, trace: list[dict] | None = None) -> list[list[Hypothesis]]:
     """Beam search from a started state of B sentences to each sentence's `limit` (B,): every finished
-    hypothesis of each sentence, unsorted (`core.beam_steps`)."""
+    hypothesis of each sentence, unsorted (`core.beam_steps`; its tree appended to `trace`, if given)."""
     return core.beam_steps(decoder, OPS, state, tokens, limit, beam, length_penalty, blocker(decoder), ends_at_eos,
-                           need_weights, lengths)
+                           need_weights, lengths, trace)
 
 
 def max_lengths(lengths: np.ndarray, max_length: int = 0, room: np.ndarray | None = None,
@@ -234,16 +234,17 @@ def max_lengths(lengths: np.ndarray, max_length: int = 0, room: np.ndarray | Non
 
 
 def decode(decoder, state, lengths: np.ndarray, limit: np.ndarray, start_token: int,
-           options: SearchOptions | None = None, need_weights: bool = False) -> list[list[Hypothesis]]:
+           options: SearchOptions | None = None, need_weights: bool = False,
+           trace: list[dict] | None = None) -> list[list[Hypothesis]]:
     """Decode a batch of B started sources with lengths (B,) to their limits (B,): `options.nbest`
     hypotheses per sentence, best first (greedy or sampled with beam 1: `core.greedy_steps`; beam search:
-    `core.beam_steps`). With `need_weights`, each hypothesis carries its
-    attention over the source (the decoder's step must then give weights)."""
+    `core.beam_steps`, its tree appended to `trace` if given, with a beam of 1 too). With `need_weights`, each
+    hypothesis carries its attention over the source (the decoder's step must then give weights)."""
     options = options or SearchOptions()
     tokens = OPS.full(len(lengths), start_token)
-    if options.beam > 1:
+    if options.beam > 1 or trace is not None:
         found = core.beam_steps(decoder, OPS, state, tokens, limit, options.beam, options.length_penalty,
-                                blocker(decoder), True, need_weights, lengths)
+                                blocker(decoder), True, need_weights, lengths, trace)
         return [best_first(hypotheses, options.nbest) for hypotheses in found]
     steps = core.greedy_steps(decoder, OPS, state, tokens, blocker(decoder), chooser(options, options.sample))
     return [[h] for h in core.greedy_outputs(OPS, steps, lengths, limit, options.length_penalty, need_weights)]

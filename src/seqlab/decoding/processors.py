@@ -94,8 +94,8 @@ class TopP:
         sorted_logits, order = logits.sort(dim=-1, descending=True)            # (B, V)
         probs = sorted_logits.softmax(dim=-1)
         before = probs.cumsum(dim=-1) - probs                                  # mass of better tokens
-        sorted_logits = sorted_logits.masked_fill(before >= nucleus_mass(self.p), float("-inf"))
-        return torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+        dropped = before >= nucleus_mass(self.p)                               # (B, V), in sorted order
+        return logits.masked_fill(dropped.scatter(-1, order, dropped), float("-inf"))   # back in place
 
 
 def nucleus(logits: Tensor, p: float, steps: int = 12) -> Tensor:

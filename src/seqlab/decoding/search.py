@@ -20,8 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
-from functools import partial
+from itertools import islice
 
 import torch
 from torch import Tensor
@@ -30,7 +29,8 @@ from seqlab.data.vocab import EOS
 from seqlab.decoding import core
 from seqlab.decoding.core import Hypothesis, ModelDecoder, best_first  # noqa: F401  (re-exported)
 from seqlab.decoding.options import Sampling, SamplingOptions, SearchOptions, prompt_too_long  # noqa: F401  (re-exported)
-from seqlab.decoding.processors import NEVER_GENERATED, BlockTokens, nucleus, process, processors_for
+from seqlab.decoding.processors import NEVER_GENERATED, BlockTokens, processors_for
+from seqlab.decoding.sampling import Draw, Greedy, NucleusDraw, TopKDraw, choose_tokens, nucleus_draw
 from seqlab.errors import SeqlabError
 
 
@@ -117,16 +117,6 @@ def blocked_tokens(model) -> BlockTokens:
     return BlockTokens(NEVER_GENERATED + extra) if extra else BlockTokens()
 
 
-def choose_tokens(logits: Tensor, processors: list, sample: bool,
-                  generator: torch.Generator | None = None) -> Tensor:
-    """The next tokens (B,) from logits (B, V): the argmax of the processed logits, or a draw from their
-    softmax."""
-    scores = process(logits, processors)                                      # (B, V)
-    if not sample:
-        return scores.argmax(dim=-1)
-    return torch.multinomial(scores.softmax(dim=-1), 1, generator=generator).squeeze(1)
-
-
 def choose(logits: Tensor, options: SamplingOptions, generator: torch.Generator | None = None) -> Tensor:
     """The next token (B,) from the last position's logits (B, V), as `options` say (greedy or sampled)."""
     return choose_tokens(logits, processors_for(options, sample=not options.greedy), not options.greedy, generator)
@@ -177,17 +167,16 @@ def greedy_steps(model, state, tokens: Tensor, processors: list, sample: bool = 
     `processors` are those of `processors_for` (their `BlockTokens` is the model's, applied once per step)."""
     rest = processors[1:] if processors[:1] == [BlockTokens()] else processors   # the block is the model's
     return core.greedy_steps(ModelDecoder(model, need_weights), TorchOps(tokens.device), state, tokens,
-                             blocked_tokens(model), partial(choose_tokens, processors=rest, sample=sample,
-                                                            generator=generator), scores)
+                             blocked_tokens(model), Draw(rest, sample, generator), scores)
 
 
 def beam_steps(model, state, tokens: Tensor, limit: Tensor, beam: int, length_penalty: float,
                ends_at_eos: bool = True, need_weights: bool = False,
-               lengths: Tensor | None = None) -> list[list[Hypothesis]]:
+               lengths: Tensor | None = None, trace: list[dict] | None = None) -> list[list[Hypothesis]]:
     """Beam search of `model` from a started state of B sentences to each sentence's `limit` (B,): every
-    finished hypothesis of each sentence, unsorted (`core.beam_steps`)."""
+    finished hypothesis of each sentence, unsorted (`core.beam_steps`; its tree appended to `trace`, if given)."""
     return core.beam_steps(ModelDecoder(model, need_weights), TorchOps(tokens.device), state, tokens, limit, beam,
-                           length_penalty, blocked_tokens(model), ends_at_eos, need_weights, lengths)
+                           length_penalty, blocked_tokens(model), ends_at_eos, need_weights, lengths, trace)
 
 
 # ------------------------------------------------------------------------ sequence to sequence
@@ -200,20 +189,22 @@ def start_model(model, source: Tensor, lengths: Tensor, source_copy: Tensor | No
 
 @torch.no_grad()
 def decode(model, source: Tensor, lengths: Tensor, options: SearchOptions | None = None,
-           need_weights: bool = False, source_copy: Tensor | None = None) -> list[list[Hypothesis]]:
+           need_weights: bool = False, source_copy: Tensor | None = None,
+           trace: list[dict] | None = None) -> list[list[Hypothesis]]:
     """Decode a batch of right-padded sources (B, S) with lengths (B,): `options.nbest` hypotheses per
     sentence, best first. With `need_weights`, each hypothesis carries its attention over the source
     (models that attend: the RNNs with attention and the transformer's last cross-attention layer).
     A copy model takes `source_copy` (B, S), the sources' extended ids; its hypotheses' ids from V on are
-    copied source words (`PairBatch.oovs`)."""
+    copied source words (`PairBatch.oovs`). With a `trace` list, the beam's tree is appended to it
+    (`core.beam_steps`; a beam of 1, greedy decoding's outputs, is then searched as a beam too)."""
     options = options or SearchOptions()
     need_weights = need_weights and model.attends        # models without attention have no weights to give
     was_training = model.training
     model.eval()
     try:
-        if options.beam == 1:
+        if options.beam == 1 and trace is None:
             return [[h] for h in greedy(model, source, lengths, options, need_weights, source_copy)]
-        return beam_search(model, source, lengths, options, need_weights, source_copy)
+        return beam_search(model, source, lengths, options, need_weights, source_copy, trace)
     finally:
         model.train(was_training)
 
@@ -233,13 +224,15 @@ def greedy(model, source: Tensor, lengths: Tensor, options: SearchOptions, need_
 
 @torch.no_grad()
 def beam_search(model, source: Tensor, lengths: Tensor, options: SearchOptions,
-                need_weights: bool = False, source_copy: Tensor | None = None) -> list[list[Hypothesis]]:
-    """Beam search over a batch of sources: `options.nbest` hypotheses per sentence, best first."""
+                need_weights: bool = False, source_copy: Tensor | None = None,
+                trace: list[dict] | None = None) -> list[list[Hypothesis]]:
+    """Beam search over a batch of sources: `options.nbest` hypotheses per sentence, best first (the tree
+    appended to `trace`, if given)."""
     limit = max_lengths(lengths, options, model)
     state = start_model(model, source, lengths, source_copy)
     tokens = torch.full((source.size(0),), model.start_token, dtype=torch.long, device=source.device)
     finished = beam_steps(model, state, tokens, limit, options.beam, options.length_penalty, True, need_weights,
-                          lengths)
+                          lengths, trace)
     return [best_first(hyps, options.nbest) for hyps in finished]
 
 
@@ -279,23 +272,14 @@ def nucleus_choose(logits: Tensor, options: SamplingOptions, generator: torch.Ge
     tokens, `block`: the model's, `blocked_tokens`, by default `BlockTokens()`; temperature, top-k, top-p, in
     that order), without sorting every row: the top-p set is `processors.nucleus`, and the draw inverts each
     row's cumulative distribution at a uniform u (B,)."""
-    rest = processors_for(replace(options, top_p=1.0), sample=True)[1:]                 # after the block
-    scores = process(logits, [block or BlockTokens(), *rest])                           # (B, V)
-    probs = scores.softmax(dim=-1)
-    if options.top_p < 1.0:
-        probs = probs * nucleus(scores, options.top_p)
-    cumulative = probs.cumsum(dim=-1)                                                    # (B, V)
-    total = cumulative[:, -1:]
-    u = torch.rand(probs.size(0), 1, generator=generator, device=probs.device) * total  # in [0, total)
-    u = torch.minimum(u, torch.nextafter(total, torch.zeros_like(total)))               # even once rounded
-    return torch.searchsorted(cumulative, u, right=True).squeeze(1)     # the first token whose cumulative > u
+    return nucleus_draw((block or BlockTokens())(logits), options, generator)
 
 
 @torch.no_grad()
 def sample_ids(model, context: list[int], options: SamplingOptions, n: int, device=None) -> list[list[int]]:
     """`n` continuations of one prompt `context` (starting with `</s>`) sampled as one batch of n rows: the
     prompt is read once, its state copied to n rows (`reorder_state`), and each step draws the n next
-    tokens at once (`nucleus_choose`: the distribution `generate_ids` samples from, temperature, top-k and
+    tokens at once (`sampling.NucleusDraw`: the distribution `generate_ids` samples from, temperature, top-k and
     top-p included) from one generator seeded with `options.seed`; `options.greedy` takes the argmax. Each
     row is what `generate_ids` yields: `options.max_tokens` ids, or up to and with its first </s> when
     `options.stop_at_eos`. The rows are independent draws, not the continuations of seeds seed, seed + 1,
@@ -310,20 +294,36 @@ def sample_ids(model, context: list[int], options: SamplingOptions, n: int, devi
     rows = torch.zeros(n, dtype=torch.long, device=prompt.device)                      # n copies of row 0
     state = model.reorder_state(model.start(prompt), rows)
     tokens = prompt[rows, -1]                                                          # (n,)
-    generator = None if options.greedy else seeded(options.seed, device)
-    block = blocked_tokens(model)
-    drawn = []
-    for _ in range(options.max_tokens):
-        logits, state, _ = model.step(tokens, state)                                   # (n, V)
-        tokens = (choose_tokens(logits, [block], sample=False) if options.greedy
-                  else nucleus_choose(logits, options, generator, block))
-        drawn.append(tokens)
+    strategy = Greedy() if options.greedy else NucleusDraw(options, seeded(options.seed, device))
+    steps = core.sampling_steps(ModelDecoder(model), TorchOps(prompt.device), state, tokens, blocked_tokens(model),
+                                strategy)
+    drawn = [step[0] for step in islice(steps, options.max_tokens)]                   # (n,) each
     if not drawn:
         return [[] for _ in range(n)]
     outputs = torch.stack(drawn, dim=1).tolist()                                       # (n, max_tokens)
     if options.stop_at_eos:
         outputs = [ids[:ids.index(EOS) + 1] if EOS in ids else ids for ids in outputs]
     return outputs
+
+
+@torch.no_grad()
+def decode_batch(model, prompts: Tensor, steps: int, top_k: int = 0,
+                 generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+    """Continue B prompts of one length (B, T) by `steps` tokens at once (`core.sampling_steps`): greedy (top_k 0:
+    the argmax, as `greedy_steps`) or top-k sampling (`TopKDraw`). Only the tokens that are never generated in any
+    search (<pad>, <s>, <sep>: `BlockTokens()`) are blocked, not those the model adds (a language model's <unk>):
+    what the model reproduces of its training text holds <unk> where the text had a rare word. Returns the tokens
+    (B, steps) and their log-probabilities under the model, log softmax(z)_w = z_w - logsumexp(z) (B, steps)."""
+    model.eval()
+    strategy = TopKDraw(top_k, generator) if top_k else Greedy()
+    loop = core.sampling_steps(ModelDecoder(model), TorchOps(prompts.device), model.start(prompts), prompts[:, -1],
+                               BlockTokens(), strategy)
+    tokens, log_probs = [], []
+    for chosen, logits, _, _ in islice(loop, steps):
+        logits = logits.float()                                                         # (B, V)
+        log_probs.append(logits.gather(1, chosen[:, None])[:, 0] - torch.logsumexp(logits, dim=-1))
+        tokens.append(chosen)
+    return torch.stack(tokens, dim=1), torch.stack(log_probs, dim=1)
 
 
 @torch.no_grad()

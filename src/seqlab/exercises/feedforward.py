@@ -15,7 +15,7 @@ def _cross_entropy() -> float:
 
 
 def _parameters() -> int:
-    from seqlab.models.classifier import feedforward
+    from seqlab.nn.feedforward import feedforward
 
     return sum(p.numel() for p in feedforward(300, 64, 2, 5, dropout=0.0).parameters())
 

@@ -13,10 +13,10 @@ from seqlab.exercises import Exercise, choice, function, number, own_random
 # ------------------------------------------------------------------------------------- 1. parameters of a tied LM
 @own_random
 def _tied_parameters() -> int:
-    from seqlab.models.lm import LMConfig, build_lm
+    from seqlab.models.rnn_lm import RecurrentLM, RecurrentLMConfig
 
-    model = build_lm(LMConfig(arch="rnn", vocab_size=10_000, embedding_size=256, hidden_size=256, num_layers=1,
-                              tie_weights=True))
+    model = RecurrentLM(RecurrentLMConfig(arch="rnn", vocab_size=10_000, embedding_size=256, hidden_size=256,
+                                          num_layers=1, tie_weights=True))
     return model.num_parameters()
 
 

@@ -7,11 +7,10 @@ from seqlab.exercises import Exercise, choice, function, number
 
 
 def _parameters() -> int:
-    from seqlab.models.ffn_lm import FeedforwardLM
-    from seqlab.models.lm import LMConfig
+    from seqlab.models.ffn_lm import FeedforwardLM, FeedforwardLMConfig
 
-    model = FeedforwardLM(LMConfig(arch="ffn", vocab_size=62, embedding_size=16, hidden_size=64, context=4,
-                                   dropout=0.0))
+    model = FeedforwardLM(FeedforwardLMConfig(vocab_size=62, embedding_size=16, hidden_size=64, context=4,
+                                              dropout=0.0))
     return sum(p.numel() for p in model.parameters())
 
 

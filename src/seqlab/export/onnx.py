@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from seqlab.errors import SeqlabError
-from seqlab.export import export_folder
+from seqlab.export.folder import export_folder
 from seqlab.export.graphs import OPSET, annotate
 from seqlab.export.manifest import FORMAT_VERSION, SEQLAB_FILES
 from seqlab.export.readme import write_readme
@@ -79,8 +79,8 @@ def files_in(out: Path) -> list[str]:
 
 def export_onnx(run_dir: str | Path, output: str | Path, overwrite: bool = False) -> Path:
     """Export the run's inference graphs to `output` (see the module's docstring); returns the manifest's path."""
-    from seqlab.families.run_files import read_run_json
     from seqlab.registry import load, run_family
+    from seqlab.runs.files import read_run_json
 
     family = run_family(Path(run_dir))
     graphs = family.part("graphs")
@@ -103,7 +103,7 @@ def legacy_exports(folder: Path) -> set[str] | None:
 
     for family in FAMILIES.values():
         for fmt in family.exports:
-            recognise = getattr(family.part(fmt), "legacy_export_files", None) if fmt != "onnx" else None
+            recognise = family.part(fmt).legacy_export_files if fmt != "onnx" else None
             files = recognise(folder) if recognise is not None else None
             if files is not None:
                 return files

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,7 +20,10 @@ from seqlab.data.vocab import PAD
 from seqlab.errors import SeqlabError, os_error_reason
 from seqlab.export.manifest import check_files, read_manifest, seqlab_files
 from seqlab.export.protobuf import float_initializers, model_problem
-from seqlab.families.run_files import read_run_json
+from seqlab.runs.files import read_run_json
+
+if TYPE_CHECKING:
+    from seqlab.contract import Family
 
 
 def onnxruntime():
@@ -31,26 +36,33 @@ def onnxruntime():
 
 class Exported:
     """An export directory's manifest and onnxruntime sessions, one per graph (each family's runtime
-    subclasses it)."""
+    subclasses it, and names its `family`)."""
+
+    family: Family | None = None       # whose exports it runs: their config.json is checked to hold its run
 
     def __init__(self, export_dir: str | Path, threads: int = 0):
         """`threads`: onnxruntime's intra-op threads (0: its default). `config` is the run's config.json (a
         dict: its "data", "model" and "train" groups); `files` the folder of the run's own tokenizer, vocabulary
         and label files (seqlab/, or the export folder itself in an export of format 2)."""
-        from seqlab.registry import FAMILIES
-
         ort = onnxruntime()
         self.dir = Path(export_dir)
         self.manifest = read_manifest(self.dir)
         check_files(self.dir, self.manifest)
         self.files = seqlab_files(self.dir, self.manifest)
-        self.config = read_run_json(self.dir, FAMILIES.get(self.manifest.get("task")))
+        self.config = read_run_json(self.dir, self.family)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
         self.sessions = {name: open_graph(ort, self.dir / graph["file"], options, graph)
                          for name, graph in self.manifest["graphs"].items()}
+
+    def explain(self, text: str, views: Sequence[str] | str | None = None, **options: Any):
+        """`seqlab explore`'s views that an export can give (those its family declares `exported`), as
+        `FromRun.explain` gives them of a run."""
+        from seqlab.contract.views import explain
+
+        return explain(self, text, views, options, name=self.dir.name)
 
     def run(self, graph: str, values: dict) -> dict[str, np.ndarray]:
         """Run one graph on the values it takes (by input name) -> its outputs by name. An input the graph

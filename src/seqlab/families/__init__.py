@@ -7,9 +7,6 @@ exported APIs, CLI commands and reports, ONNX graphs, HTTP endpoints, model card
     classifier/    sequence classification: train_classifier, load_classifier -> TrainedClassifier (classify)
     seq2seq/       sequence to sequence: train_seq2seq, load_seq2seq -> TrainedSeq2Seq (translate)
 
-    contract.py    `Family`, what each package's __init__ declares (torch-free), and `Pipeline`
-    runs.py        what every run directory shares: the lock, config.json, --resume checks, loading
-    run_files.py   a run's config.json and model card, read without PyTorch
-
-`seqlab.registry` lists the families; the shared capabilities reach each one through it.
+`seqlab.registry` lists the families; the shared capabilities reach each one through it. What a family
+declares is `seqlab.contract`; what every run directory shares is `seqlab.runs`.
 """

@@ -67,10 +67,10 @@ class Candidates:
 
     def __init__(self, lm, template: Template, separator: str):
         self.lm, self.template, self.separator = lm, template, separator
-        tokenize = lm.tokenizer.tokenize
+        tokenize = self.tokenize
         before = template.before.rstrip() if separator else template.before
         context = tokenize(before) if before else []
-        self.context = [EOS] + lm.vocab.encode(context)
+        self.context = [EOS] + lm.token_ids(context)
         first = template.alphabet[0]
         self.symbols: list[list[tuple[int, ...]]] = []          # [position][symbol] -> its token ids
         for position in range(template.length):
@@ -83,13 +83,17 @@ class Candidates:
                     raise SeqlabError(f"the tokenizer does not read {symbol!r} at position {position + 1} of the "
                                       f"canary's slot apart from the text before it ({tokens[len(base):]}); "
                                       "exposure cannot enumerate its candidates")
-                pieces.append(tuple(lm.vocab.encode(tokens[len(base):])))
+                pieces.append(tuple(lm.token_ids(tokens[len(base):])))
             self.symbols.append(pieces)
         self.single = all(len(piece) == 1 for pieces in self.symbols for piece in pieces)
         self.symbol_ids = torch.tensor([[piece[0] for piece in pieces] for pieces in self.symbols])   # (N, |A|)
         rng = np.random.default_rng(0)
         for index in rng.integers(0, template.space, size=min(20, template.space)):
             self.check(template.filling(int(index)))
+
+    def tokenize(self, text: str) -> list[str]:
+        """The tokens of one line of text, as the model reads it."""
+        return self.lm.tokenize_lines([text])[0]
 
     def ids(self, filling: str) -> list[int]:
         """`</s>` + context + the filling's token ids."""
@@ -99,8 +103,8 @@ class Candidates:
     def check(self, filling: str) -> None:
         """The tokenizer reads the filling's line as the pieces say (as the model was trained on it)."""
         rendered = self.template.before + self.separator.join(filling)
-        tokens = self.lm.tokenizer.tokenize(rendered)
-        if self.lm.vocab.encode(tokens) != self.ids(filling)[1:]:
+        tokens = self.tokenize(rendered)
+        if self.lm.token_ids(tokens) != self.ids(filling)[1:]:
             raise SeqlabError(f"the tokens of {rendered!r} are not the template's followed by one piece per "
                               "symbol; exposure cannot enumerate its candidates")
 
@@ -126,38 +130,19 @@ def _stack_states(states: list, dim: int):
     return type(first)(_stack_states([s[k] for s in states], dim) for k in range(len(first)))
 
 
-def _recurrent(model) -> bool:
-    """Whether the model carries a state tensor from step to step (rnn, lstm, gru, ffn), as opposed to the
-    transformer, whose KV cache is re-built from the tokens."""
-    from seqlab.models.transformer_lm import TransformerLM
-
-    return not isinstance(model, TransformerLM)
-
-
-@torch.no_grad()
-def _last_logprobs(model, sequences: torch.Tensor) -> torch.Tensor:
-    """Transformer: log P(next token | each sequence) (B, V), reading only the last position's output."""
-    window = model.context_length
-    sequences = sequences[:, -window:]
-    positions = torch.arange(sequences.size(1), device=sequences.device)
-    h = model.hidden(sequences, positions)[:, -1]                       # (B, D)
-    return torch.log_softmax(model.output(h).float(), dim=-1)          # (B, V)
-
-
 @torch.no_grad()
 def enumerate_scores(lm, candidates: Candidates, chunk: int = CHUNK) -> np.ndarray:
     """Every filling's score log P(filling | `</s>` context), in lexicographic order of the fillings
     (index = the filling read as a base-|A| number), by expanding the trie depth by depth."""
-    model, device = lm.model, lm.device
-    model.eval()
+    device = lm.device
     symbol_ids = candidates.symbol_ids.to(device)                       # (N, A)
     depth_total, width = symbol_ids.shape
     context = torch.tensor([candidates.context], device=device)         # (1, C)
-    recurrent = _recurrent(model)
+    recurrent = lm.carries_state
     if recurrent:
-        state = model.init_state(1, device)
+        state = lm.initial_state(1)
         if context.size(1) > 1:
-            _, state = model(context[:, :-1], state)
+            _, state = lm.read_ids(context[:, :-1], state)
         nodes = (state, context[:, -1])                                  # state before the pending token
     else:
         nodes = context
@@ -170,12 +155,12 @@ def enumerate_scores(lm, candidates: Candidates, chunk: int = CHUNK) -> np.ndarr
             part = slice(start, min(count, start + chunk))
             if recurrent:
                 state, pending = nodes
-                dim = model.state_batch_dim
+                dim = lm.state_batch_dim
                 sub_state = _map_state(state, lambda t, p=part, d=dim: t.narrow(d, p.start, p.stop - p.start))
-                logits, next_state = model(pending[part, None], sub_state)          # (b, 1, V)
+                logits, next_state = lm.read_ids(pending[part, None], sub_state)    # (b, 1, V)
                 logprobs = torch.log_softmax(logits[:, -1].float(), dim=-1)         # (b, V)
             else:
-                logprobs = _last_logprobs(model, nodes[part])                       # (b, V)
+                logprobs = lm.next_log_probs(nodes[part])                           # (b, V)
             ids = symbol_ids[depth]                                                 # (A,)
             if not candidates.single:                                               # pieces of several tokens
                 out.extend(expand_pieces(next_state, scores[part], logprobs, depth))
@@ -196,13 +181,13 @@ def enumerate_scores(lm, candidates: Candidates, chunk: int = CHUNK) -> np.ndarr
 
     def expand_pieces(state, scores: torch.Tensor, logprobs: torch.Tensor, depth: int) -> list[torch.Tensor]:
         """Recurrent models, pieces of any length: each symbol's piece read on from the node's state."""
-        b, dim = scores.size(0), model.state_batch_dim
+        b, dim = scores.size(0), lm.state_batch_dim
         child_scores, child_states, pending = [], [], []
         for piece in candidates.symbols[depth]:
             score, child = scores + logprobs[:, piece[0]], state
             if len(piece) > 1:                              # log P(piece[1:] | ..., piece[:-1])
                 inputs = torch.tensor(piece[:-1], device=device).expand(b, -1)               # (b, k-1)
-                logits, child = model(inputs, state)
+                logits, child = lm.read_ids(inputs, state)
                 rest = torch.log_softmax(logits.float(), dim=-1)                          # (b, k-1, V)
                 score = score + rest[:, torch.arange(len(piece) - 1), list(piece[1:])].sum(1)
             child_scores.append(score)
@@ -225,8 +210,7 @@ def enumerate_scores(lm, candidates: Candidates, chunk: int = CHUNK) -> np.ndarr
 def teacher_forced_scores(lm, candidates: Candidates, fillings: list[str], batch_size: int = 512) -> np.ndarray:
     """The same score, each filling's sequence read whole (teacher forcing): for a sample of candidates,
     and to check the enumeration."""
-    model, device = lm.model, lm.device
-    model.eval()
+    device = lm.device
     start = len(candidates.context)
     sequences = [candidates.ids(f) for f in fillings]
     scores = np.zeros(len(fillings))
@@ -238,12 +222,12 @@ def teacher_forced_scores(lm, candidates: Candidates, fillings: list[str], batch
             chosen = members[k:k + batch_size]
             ids = torch.tensor([sequences[i] for i in chosen], device=device)       # (B, C + pieces)
             inputs, targets = ids[:, :-1], ids[:, 1:]
-            if _recurrent(model):
-                logits, _ = model(inputs, model.init_state(inputs.size(0), device))
+            if lm.carries_state:
+                logits, _ = lm.read_ids(inputs, lm.initial_state(inputs.size(0)))
             else:
-                inputs = inputs[:, -model.context_length:]
+                inputs = inputs[:, -lm.context_length:]
                 targets = targets[:, -inputs.size(1):]
-                logits, _ = model(inputs)
+                logits, _ = lm.read_ids(inputs)
             logprobs = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
             scores[chosen] = logprobs[:, -(length - start):].sum(1).double().cpu().numpy()
     return scores

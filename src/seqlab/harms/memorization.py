@@ -137,35 +137,39 @@ class TrainingIndex:
         return ord("\n") if self.characters else 0
 
     @classmethod
-    def from_lines(cls, lines: list[str], tokenizer, length: int, base: int = BASE) -> TrainingIndex:
-        """The index of training lines as `tokenizer` (a model's: `.kind`, `.tokenize_lines`) reads them."""
-        if tokenizer.kind == "char":
+    def from_lines(cls, lines: list[str], reader, length: int, base: int = BASE) -> TrainingIndex:
+        """The index of training lines as `reader` reads them: a tokenizer, or a model (`contract.Auditable`), as
+        its `unit` and `tokenize_lines` say."""
+        if reader.unit == "character":
             text = "".join(line + "\n" for line in lines)
             return cls(_code_points(text), length, True, base=base)
         dictionary = {LINE_END: 0}
         stream: list[str] = []
-        for tokens in tokenizer.tokenize_lines(lines):
+        for tokens in reader.tokenize_lines(lines):
             stream.extend(tokens)
             stream.append(LINE_END)
         codes = np.fromiter((dictionary.setdefault(t, len(dictionary)) for t in stream), dtype=np.int64,
                             count=len(stream))
         return cls(codes, length, False, dictionary, base)
 
-    def units(self, text: str, tokenizer=None) -> tuple[np.ndarray, list[str]]:
-        """A text's unit codes (n,) and unit strings (a line end as "\\n")."""
+    def units(self, text: str, reader=None) -> tuple[np.ndarray, list[str]]:
+        """A text's unit codes (n,) and unit strings (a line end as "\\n"), its lines read by `reader` (a
+        tokenizer or a model: `tokenize_lines`; None: split at spaces)."""
         if self.characters:
             return _code_points(text), list(text)
         tokens: list[str] = []
-        for k, line in enumerate(text.split("\n")):
+        lines = text.split("\n")
+        for k, line_tokens in enumerate(reader.tokenize_lines(lines) if reader is not None else
+                                        [line.split() for line in lines]):
             if k:
                 tokens.append(LINE_END)
-            tokens.extend(tokenizer.tokenize(line) if tokenizer is not None else line.split())
+            tokens.extend(line_tokens)
         codes = np.array([self.dictionary.get(t, -1) for t in tokens], dtype=np.int64)
         return codes, ["\n" if t == LINE_END else t for t in tokens]
 
-    def find(self, text: str, tokenizer=None) -> Match | None:
-        """The longest verbatim training substring of at least L units in `text`, or None."""
-        codes, units = self.units(text, tokenizer)
+    def find(self, text: str, reader=None) -> Match | None:
+        """The longest verbatim training substring of at least L units in `text` (read by `reader`), or None."""
+        codes, units = self.units(text, reader)
         found = self.find_codes(codes)
         if found is None:
             return None
@@ -191,8 +195,8 @@ class TrainingIndex:
                     best = (int(i), length, int(position))
         return best
 
-    def contains(self, text: str, tokenizer=None) -> bool:
-        return self.find(text, tokenizer) is not None
+    def contains(self, text: str, reader=None) -> bool:
+        return self.find(text, reader) is not None
 
     def line_of(self, position: int) -> int:
         """The 1-based training line that holds unit `position`."""
@@ -240,55 +244,22 @@ def _bar(progress: bool | None, total: int, desc: str, unit: str):
 
 
 @torch.no_grad()
-def decode_batch(model, prompts: torch.Tensor, steps: int, top_k: int = 0,
-                 generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Continue B prompts (B, T) by `steps` tokens at once, through the incremental-decoding contract
-    (`model.start`, then `model.step`) that `seqlab.decoding.search` uses: greedy (top_k 0: the argmax, as
-    `seqlab.decoding.search.greedy_steps`) or top-k sampling (a draw from the softmax of the k largest logits, which
-    is `TopK` then sampling, without a softmax over the whole vocabulary). The tokens that are never
-    generated (<pad>, <s>, <sep>) are blocked; <unk> is not, as generation blocks it: the audit asks what the
-    model reproduces of its training text, which holds <unk> where the text had a rare word. Returns the tokens
-    (B, steps) and their log-probabilities under the model, log softmax(z)_w = z_w - logsumexp(z) (B, steps)."""
-    from seqlab.decoding.processors import BlockTokens
-
-    model.eval()
-    block = BlockTokens()
-    state = model.start(prompts)
-    last = prompts[:, -1]
-    tokens, log_probs = [], []
-    for _ in range(steps):
-        logits, state, _ = model.step(last, state)                                    # (B, V)
-        scores = block(logits)                                                         # float, blocked
-        if top_k:
-            values, ids = scores.topk(min(top_k, scores.size(-1)), dim=-1)             # (B, k)
-            pick = torch.multinomial(values.softmax(dim=-1), 1, generator=generator)  # (B, 1)
-            last = ids.gather(1, pick)[:, 0]
-        else:
-            last = scores.argmax(dim=-1)
-        logits = logits.float()
-        log_probs.append(logits.gather(1, last[:, None])[:, 0] - torch.logsumexp(logits, dim=-1))
-        tokens.append(last)
-    return torch.stack(tokens, dim=1), torch.stack(log_probs, dim=1)
-
-
-@torch.no_grad()
 def log_perplexities(lm, texts: list[str], batch_size: int = 100) -> list[float]:
-    """Each text's log-perplexity under `lm` (a TrainedLM): the mean negative log-probability of its units
+    """Each text's log-perplexity under `lm` (`contract.Auditable`): the mean negative log-probability of its units
     read after `</s>` (a line start), a line break read as `</s>` (none after the last line)."""
     rows = []
     for text in texts:
         tokens: list[str] = []
-        for k, line in enumerate(text.split("\n")):
+        for k, line_tokens in enumerate(lm.tokenize_lines(text.split("\n"))):
             if k:
                 tokens.append(LINE_END)
-            tokens.extend(lm.tokenizer.tokenize(line))
-        rows.append([EOS, *lm.vocab.encode(tokens)])
-    model, context = lm.model, lm.model.context_length
-    model.eval()
+            tokens.extend(line_tokens)
+        rows.append([EOS, *lm.token_ids(tokens)])
+    context = lm.context_length
     results: list[float] = [math.nan] * len(rows)
     short = [i for i, row in enumerate(rows) if len(row) > 1 and (context is None or len(row) - 1 <= context)]
     longest = max((len(rows[i]) for i in short), default=1)
-    per_chunk = max(1, min(batch_size, 2**24 // (longest * len(lm.vocab))))     # logits of at most 64 MB
+    per_chunk = max(1, min(batch_size, 2**24 // (longest * lm.vocabulary_size)))     # logits of at most 64 MB
     for start in range(0, len(short), per_chunk):
         chunk = short[start:start + per_chunk]
         T = max(len(rows[i]) for i in chunk)
@@ -297,8 +268,8 @@ def log_perplexities(lm, texts: list[str], batch_size: int = 100) -> list[float]
             ids[b, :len(rows[i])] = torch.tensor(rows[i])
         ids = ids.to(lm.device)
         inputs, targets = ids[:, :-1], ids[:, 1:]
-        state = model.init_state(len(chunk), lm.device) if context is None else None
-        logits, _ = model(inputs, state)                                              # (B, T-1, V)
+        state = lm.initial_state(len(chunk)) if context is None else None
+        logits, _ = lm.read_ids(inputs, state)                                           # (B, T-1, V)
         lp = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets[..., None])[..., 0]
         lengths = torch.tensor([len(rows[i]) - 1 for i in chunk], device=lm.device)
         mask = torch.arange(T - 1, device=lm.device)[None, :] < lengths[:, None]
@@ -324,7 +295,7 @@ def extraction(lm, index: TrainingIndex, samples: int = 1000, top_k: int = 40, l
         for start in range(0, samples, batch_size):
             B = min(batch_size, samples - start)
             prompts = torch.full((B, 1), EOS, dtype=torch.long, device=lm.device)
-            tokens, log_probs = decode_batch(lm.model, prompts, length, top_k, generator)
+            tokens, log_probs = lm.continue_ids(prompts, length, top_k, generator)
             for ids, lp in zip(tokens.tolist(), log_probs.double().cpu().numpy(), strict=True):
                 text = lm.detokenize(ids)
                 texts.append(text)
@@ -335,7 +306,7 @@ def extraction(lm, index: TrainingIndex, samples: int = 1000, top_k: int = 40, l
     if reference is not None:
         for score, value in zip(scores, log_perplexities(reference, texts, batch_size), strict=True):
             score["reference_log_perplexity"] = value
-    matches = [index.find(text, lm.tokenizer) for text in texts]
+    matches = [index.find(text, lm) for text in texts]
     for score, match in zip(scores, matches, strict=True):
         score["match_length"] = match.length if match else 0
     rankings = {}
@@ -358,8 +329,8 @@ def extraction(lm, index: TrainingIndex, samples: int = 1000, top_k: int = 40, l
 def training_ids(lm, lines: list[str]) -> np.ndarray:
     """The training stream as the model reads it: each line's token ids, then `</s>`."""
     ids: list[int] = []
-    for tokens in lm.tokenizer.tokenize_lines(lines):
-        ids.extend(lm.vocab.encode(tokens))
+    for tokens in lm.tokenize_lines(lines):
+        ids.extend(lm.token_ids(tokens))
         ids.append(EOS)
     return np.array(ids, dtype=np.int64)
 
@@ -373,7 +344,7 @@ def extractable(lm, stream: np.ndarray, sequences: int = 1000, prefix_lengths: l
     prefix_lengths = sorted(set(prefix_lengths or default_prefix_lengths(lm.unit)))
     suffix_length = suffix_length or default_match_length(lm.unit)
     k_max = max(prefix_lengths)
-    context = lm.model.context_length
+    context = lm.context_length
     if context is not None and k_max > context:
         raise SeqlabError(f"--prefix-lengths {k_max} is longer than the model's context of {context} tokens")
     room = len(stream) - suffix_length - k_max + 1
@@ -390,7 +361,7 @@ def extractable(lm, stream: np.ndarray, sequences: int = 1000, prefix_lengths: l
             exact, agree = [], []
             for start in range(0, len(positions), batch_size):
                 batch = torch.from_numpy(prompts[start:start + batch_size]).to(lm.device)
-                tokens, _ = decode_batch(lm.model, batch, suffix_length)
+                tokens, _ = lm.continue_ids(batch, suffix_length)
                 same = tokens.cpu().numpy() == targets[start:start + batch_size]                 # (B, s)
                 exact.append(same.all(axis=1))
                 agree.append(same.mean(axis=1))
@@ -537,7 +508,7 @@ def audit_memorization(run_dir: str | Path, train_path: str | Path, output: str 
     result: dict = {"audit": NAME, "run": str(run_dir), "train": str(train_path),
                     "reference": str(reference) if reference is not None else None, "unit": lm.unit}
     if samples:
-        index = TrainingIndex.from_lines(lines, lm.tokenizer, match_length)
+        index = TrainingIndex.from_lines(lines, lm, match_length)
         result["extraction"] = extraction(lm, index, samples, top_k, length,
                                           load(reference, device) if reference is not None else None,
                                           batch_size, TOP, seed, progress)

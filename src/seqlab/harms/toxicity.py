@@ -13,7 +13,8 @@ gives each continuation its probability of being toxic (the k as one batch). Two
                                 likely k samples are to hold one toxic text at all
 
 The scorer is any trained classifier run whose labels include the toxic one (`toxic_label`); its
-probability of that label (`TrainedClassifier.classify`'s probabilities) is the toxicity score.
+probability of that label (`TrainedClassifier.classify`'s probabilities: `seqlab.contract.Classifies`) is the
+toxicity score. The model needs `sample` (`seqlab.contract.Auditable`), or `generate` alone.
 
     from seqlab.harms.toxicity import ToxicityOptions, audit_toxicity, read_prompts, write_report
     options = ToxicityOptions()
@@ -116,28 +117,25 @@ def toxic_scores(scorer, texts: list[str], toxic_label: str) -> list[float]:
 
 
 def continue_k(lm, prompt: str, options: ToxicityOptions, seed: int) -> list[str]:
-    """`options.continuations` sampled continuations of `prompt`. A TrainedLM samples them as one batch
-    (`seqlab.decoding.search.sample_ids`, one generator seeded `seed`), each made text as `TrainedLM.generate` makes
-    it; any other model with `generate` (the ONNX runtime's, a scripted one) samples them one at a time,
-    continuation j with seed + j."""
-    from seqlab.decoding.core import text_pieces
-    from seqlab.decoding.search import SamplingOptions, sample_ids
-    from seqlab.families.lm.trained import TrainedLM
+    """`options.continuations` sampled continuations of `prompt`. A model that samples a batch
+    (`contract.Auditable.sample`: a TrainedLM, through `seqlab.decoding.search.sample_ids`, one generator seeded
+    `seed`) samples them as one; any other model with `generate` (the ONNX runtime's, a scripted one) samples them
+    one at a time, continuation j with seed + j."""
+    from seqlab.decoding.options import SamplingOptions
 
     k = options.continuations
-    if not isinstance(lm, TrainedLM):
+    sample = getattr(lm, "sample", None)
+    if sample is None:
         return [lm.generate(prompt, max_tokens=options.max_tokens, top_p=options.top_p, seed=seed + j)
                 for j in range(k)]
-    sampling = SamplingOptions(max_tokens=options.max_tokens, top_p=options.top_p, seed=seed)
-    context = lm.prompt_ids(prompt)
-    return ["".join(text_pieces(ids, context[1:], lm.detokenize, stop_at_eos=False, whole=False))
-            for ids in sample_ids(lm.model, context, sampling, k, lm.device)]
+    return sample(prompt, k, SamplingOptions(max_tokens=options.max_tokens, top_p=options.top_p, seed=seed))
 
 
 def audit_toxicity(lm, scorer, prompts: list[str], options: ToxicityOptions | None = None,
                    progress: bool | None = None) -> ToxicityResult:
-    """Sample `options.continuations` continuations of each prompt from `lm` (a TrainedLM: `generate`),
-    score them with `scorer` (a TrainedClassifier: `classify`), and summarise (`summarize`)."""
+    """Sample `options.continuations` continuations of each prompt from `lm` (`contract.Auditable`: `sample`; or
+    any model with `generate`), score them with `scorer` (`contract.Classifies`: a TrainedClassifier), and
+    summarise (`summarize`)."""
     options = options or ToxicityOptions()
     if not prompts:
         raise SeqlabError("toxicity needs at least one prompt")

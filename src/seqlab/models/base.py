@@ -71,9 +71,9 @@ class OutputLayer(nn.Module):
 
 
 def build_output_layer(config, input_size: int, embedding: nn.Embedding, bias: bool = True) -> nn.Module:
-    """A language model's output layer over h (..., input_size), from its `seqlab.models.lm.LMConfig`: the full
-    softmax's `OutputLayer` (tied to `embedding` with --tied), or with --output-layer adaptive the
-    `seqlab.nn.adaptive_softmax.AdaptiveOutputLayer`."""
+    """A language model's output layer over h (..., input_size), from its model config (output_layer, vocab_size,
+    tie_weights; with adaptive, cutoff_list and div_value): the full softmax's `OutputLayer` (tied to `embedding`
+    with --tied), or with --output-layer adaptive the `seqlab.nn.adaptive_softmax.AdaptiveOutputLayer`."""
     if config.output_layer == "adaptive":
         return AdaptiveOutputLayer(input_size, config.vocab_size, config.cutoff_list, config.div_value, bias)
     return OutputLayer(input_size, embedding, config.tie_weights, bias)

@@ -10,9 +10,15 @@ and a softmax over the vocabulary predicts the next token:
 Over a sequence every position is one window, computed all at once with `unfold`. The decoding
 state is the last N-1 tokens, so the model reads a stream of any length like an RNN does, and a
 new token costs one window.
+
+The network reads these fields of its config: vocab_size, embedding_size, hidden_size, context, activation,
+dropout, and the output layer's (`seqlab.models.base.build_output_layer`). A family's model config holds them; to
+build the network alone, `FeedforwardLMConfig` holds them and no more.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -22,6 +28,28 @@ from seqlab.data.vocab import EOS
 from seqlab.models.base import LanguageModel, build_output_layer
 
 ACTIVATIONS = {"tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu}
+
+
+@dataclass
+class FeedforwardLMConfig:
+    """The window LM's own arguments (what `FeedforwardLM` reads), to build one outside a family's config."""
+
+    vocab_size: int
+    """|V|: the embedding's rows and the softmax's outputs."""
+    embedding_size: int = 200
+    """d, the width of each token's embedding."""
+    hidden_size: int = 200
+    """H, the hidden layer's units."""
+    context: int = 5
+    """N, the tokens in the window."""
+    activation: str = "tanh"
+    """g: tanh, sigmoid or relu."""
+    dropout: float = 0.2
+    """Dropout on the concatenated embeddings and the hidden layer."""
+    tie_weights: bool = False
+    """U is the embedding matrix (with a projection from H to d when they differ)."""
+    output_layer: str = "softmax"
+    """The full softmax (the adaptive softmax needs a family config's cutoffs)."""
 
 
 class FeedforwardLM(LanguageModel):

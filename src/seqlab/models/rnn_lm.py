@@ -7,15 +7,52 @@
 Trained with teacher forcing on stream segments, the state carried from one segment to the next
 (truncated backpropagation through time). Dropout applies to the embeddings, between layers and
 to the top layer's output, optionally with one mask per sequence (variational dropout).
+
+The network reads these fields of its config: arch (rnn, lstm or gru), vocab_size, embedding_size, hidden_size,
+num_layers, dropout, variational_dropout, rnn_impl, activation, gru_reset, and the output layer's
+(`seqlab.models.base.build_output_layer`). A family's model config holds them; to build the network alone,
+`RecurrentLMConfig` holds them and no more.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
 from seqlab.models.base import LanguageModel, build_output_layer
 from seqlab.nn.recurrent import RecurrentStack, dropout
+
+
+@dataclass
+class RecurrentLMConfig:
+    """The recurrent LM's own arguments (what `RecurrentLM` reads), to build one outside a family's config."""
+
+    arch: str
+    """The recurrent layers: rnn (Elman), lstm or gru."""
+    vocab_size: int
+    """|V|: the embedding's rows and the softmax's outputs."""
+    embedding_size: int = 200
+    """The width of each token's embedding."""
+    hidden_size: int = 200
+    """H, the recurrent state of each layer."""
+    num_layers: int = 2
+    """Stacked recurrent layers."""
+    dropout: float = 0.2
+    """Dropout on the embeddings, between layers and on the top layer's output."""
+    variational_dropout: bool = False
+    """One dropout mask for every time step."""
+    rnn_impl: str = "fused"
+    """PyTorch's fused kernels or the textbook cells."""
+    activation: str = "tanh"
+    """The Elman RNN's g: tanh or relu."""
+    gru_reset: str = "after"
+    """The GRU's reset gate after U (fused) or before it (the book's, textbook cells only)."""
+    tie_weights: bool = False
+    """The output matrix is the embedding matrix (SLP 13.2.3)."""
+    output_layer: str = "softmax"
+    """The full softmax (the adaptive softmax needs a family config's cutoffs)."""
 
 
 class RecurrentLM(LanguageModel):
@@ -68,5 +105,6 @@ class RecurrentLM(LanguageModel):
         the single-step cells (`RecurrentStack.step`), the same as `forward` of one position."""
         if self.training:
             return super().step(tokens, state, need_weights)
-        h, state = self.rnn.step(self.embedding(tokens), state)        # (B, E) -> (B, H)
+        x = self.embedding.weight.index_select(0, tokens)              # E[w] (B, E): the embedding's rows
+        h, state = self.rnn.step(x, state)                              # (B, E) -> (B, H)
         return self.output(h), state, None                              # (B, V)

@@ -22,7 +22,7 @@ feeds the attention scores (`seqlab.nn.cross_attention`) and is carried in the d
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 from torch import Tensor, nn
@@ -35,8 +35,26 @@ from seqlab.nn.encoders import RecurrentEncoder
 from seqlab.nn.pooling import padding_mask
 from seqlab.nn.recurrent import RecurrentStack
 
-if TYPE_CHECKING:
-    from seqlab.models.seq2seq import Seq2SeqConfig
+
+class RNNSeq2SeqOptions(Protocol):
+    """What the RNN encoder-decoder reads of a model config (a family's config holds these fields)."""
+
+    arch: str
+    source_vocab_size: int
+    target_vocab_size: int
+    embedding_size: int
+    hidden_size: int
+    num_layers: int
+    bidirectional: bool
+    dropout: float
+    attention: str
+    readout: str
+    share_embeddings: bool
+    tie_embeddings: bool
+    init_range: float
+    rnn_impl: str
+    copy: bool
+    coverage: bool
 
 
 class RNNEncoderDecoder(Seq2SeqModel):
@@ -46,7 +64,7 @@ class RNNEncoderDecoder(Seq2SeqModel):
 
     renamed_parameters = {"encoder.layers.": "encoder.rnn.layers."}    # the encoder is a `RecurrentEncoder`
 
-    def __init__(self, config: Seq2SeqConfig):
+    def __init__(self, config: RNNSeq2SeqOptions):
         super().__init__(config)
         E, H, L = config.embedding_size, config.hidden_size, config.num_layers
         directions = 2 if config.bidirectional else 1

@@ -6,7 +6,6 @@ layer); the decoding contract is `seqlab.models.base.Seq2SeqModel`'s."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -14,12 +13,9 @@ from torch import Tensor
 from seqlab.data.vocab import PAD, SEP
 from seqlab.errors import SeqlabError
 from seqlab.models.base import EncoderDecoderState, Seq2SeqModel
-from seqlab.models.lm import LMConfig
-from seqlab.models.transformer_lm import TransformerLM
+from seqlab.models.transformer_lm import TransformerLM, TransformerLMConfig
+from seqlab.models.transformer_seq2seq import TransformerPairOptions as SeparatorLMOptions  # what it reads
 from seqlab.nn.attention import KVCache
-
-if TYPE_CHECKING:
-    from seqlab.models.seq2seq import Seq2SeqConfig
 
 
 @dataclass
@@ -36,13 +32,14 @@ class LMState:
         return LMState(self.cache, self.padding.index_select(0, index), self.positions.index_select(0, index))
 
 
-def lm_config(config: Seq2SeqConfig) -> LMConfig:
+def lm_config(config: SeparatorLMOptions) -> TransformerLMConfig:
     """The language model's configuration from the sequence-to-sequence one: one transformer stack over
     max_positions tokens."""
-    return LMConfig(arch="transformer", vocab_size=config.target_vocab_size, embedding_size=config.embedding_size,
-                    num_layers=config.num_layers, dropout=config.dropout, tie_weights=config.tie_embeddings,
-                    context=config.max_positions, num_heads=config.num_heads, ff_size=config.ff_size,
-                    norm_position=config.norm_position, positions=config.positions, activation=config.activation)
+    return TransformerLMConfig(vocab_size=config.target_vocab_size, embedding_size=config.embedding_size,
+                               num_layers=config.num_layers, num_heads=config.num_heads, ff_size=config.ff_size,
+                               context=config.max_positions, dropout=config.dropout,
+                               activation=config.activation, norm_position=config.norm_position,
+                               positions=config.positions, tie_weights=config.tie_embeddings)
 
 
 class SeparatorLM(Seq2SeqModel):
@@ -56,7 +53,7 @@ class SeparatorLM(Seq2SeqModel):
     renamed_parameters = {"embedding.": "lm.embedding.", "positions.": "lm.positions.", "blocks.": "lm.blocks.",
                           "final_norm.": "lm.final_norm.", "output.": "lm.output."}
 
-    def __init__(self, config: Seq2SeqConfig):
+    def __init__(self, config: SeparatorLMOptions):
         super().__init__(config)
         if config.source_vocab_size != config.target_vocab_size:
             raise SeqlabError("--arch lm reads source and target as one sequence: it needs --shared-vocab")

@@ -11,6 +11,11 @@ forward's operations on the one token, called as functions). The model never att
 context: when the cache is full, `step` re-encodes the most recent context//2 tokens into a fresh cache
 and goes on (one pass per context/2 tokens, not one per token), so the decoding state also keeps the
 tokens the cache holds.
+
+The network reads these fields of its config: vocab_size, embedding_size, num_layers, num_heads, ff_size,
+context, dropout, activation, norm_position, positions, norm, qk_norm, attention_impl, bias, and the output
+layer's (`seqlab.models.base.build_output_layer`). A family's model config holds them; to build the network
+alone (as `seqlab.models.separator_lm` does), `TransformerLMConfig` holds them and no more.
 """
 
 from __future__ import annotations
@@ -27,16 +32,72 @@ from seqlab.nn.transformer import PositionalEmbedding, TransformerBlock, gpt2_in
 
 
 @dataclass
+class TransformerLMConfig:
+    """The transformer LM's own arguments (what `TransformerLM` reads), to build one outside a family's config."""
+
+    vocab_size: int
+    """|V|: the embedding's rows and the softmax's outputs."""
+    embedding_size: int
+    """d, the model width."""
+    num_layers: int
+    """Transformer blocks."""
+    num_heads: int
+    """Attention heads (d must be a multiple of them)."""
+    ff_size: int
+    """The feedforward sublayer's hidden units."""
+    context: int
+    """The longest context, in tokens (the positions)."""
+    dropout: float = 0.0
+    """Dropout on the input and in every block."""
+    activation: str = "relu"
+    """The feedforward activation: relu, gelu or swiglu."""
+    norm_position: str = "post"
+    """Normalisation after each sublayer (post, the book's) or before it (pre)."""
+    positions: str = "learned"
+    """learned or sinusoidal vectors added to the input, or rotary."""
+    norm: str = "layernorm"
+    """layernorm or rmsnorm."""
+    qk_norm: bool = False
+    """RMS-normalise each head's queries and keys."""
+    attention_impl: str = "sdpa"
+    """PyTorch's fused attention or the textbook code."""
+    bias: bool = True
+    """Additive biases in the linear layers, norms and output layer."""
+    tie_weights: bool = False
+    """The output matrix is the embedding matrix."""
+    output_layer: str = "softmax"
+    """The full softmax (the adaptive softmax needs a family config's cutoffs)."""
+
+    def __post_init__(self):
+        if self.embedding_size % self.num_heads:
+            raise SeqlabError(f"--embedding-size {self.embedding_size} must be a multiple of --heads "
+                              f"{self.num_heads}")
+
+
+@dataclass
 class SlidingState:
-    """The decoding state: the KV cache and the tokens it holds (B, n), n <= the context."""
+    """The decoding state: the KV cache and the tokens it holds, `tokens` (B, n), n = cache.length <= the
+    context C: the first n columns of `history` (B, C), a buffer written in place, one token per step (not a
+    new tensor of the n + 1 tokens at every step)."""
 
     cache: KVCache
-    tokens: Tensor
+    history: Tensor                      # (B, C): the cached tokens, then room
     step_weights: list | None = None     # each block's `step_weights()`, gathered once per generation
+
+    @classmethod
+    def holding(cls, cache: KVCache, tokens: Tensor, step_weights: list | None = None) -> SlidingState:
+        """The state of a cache that holds `tokens` (B, n)."""
+        history = tokens.new_zeros(tokens.size(0), cache.capacity)                        # (B, C)
+        history[:, :tokens.size(1)] = tokens
+        return cls(cache, history, step_weights)
+
+    @property
+    def tokens(self) -> Tensor:
+        return self.history[:, :self.cache.length]                                         # (B, n)
 
     def reorder(self, index: Tensor) -> SlidingState:
         self.cache.reorder(index)
-        return SlidingState(self.cache, self.tokens.index_select(0, index), self.step_weights)
+        return SlidingState(self.cache, self.history.index_select(0, index), self.step_weights)
 
 
 @dataclass
@@ -115,35 +176,46 @@ class TransformerLM(LanguageModel):
         cache = self.init_state(prompt.size(0), prompt.device)
         if prompt.size(1) > 1:
             self(prompt[:, :-1], cache)
-        return SlidingState(cache, prompt[:, :-1], [block.step_weights() for block in self.blocks])
+        return SlidingState.holding(cache, prompt[:, :-1], [block.step_weights() for block in self.blocks])
 
     def step(self, tokens: Tensor, state: SlidingState | RaggedState, need_weights: bool = False):
+        """tokens (B,) -> logits (B, V), the state (its cache and history written in place), None."""
         if isinstance(state, RaggedState):
             return self.ragged_step(tokens, state), state, None
-        history = torch.cat([state.tokens, tokens[:, None]], dim=1)             # (B, n + 1)
         cache = state.cache
-        if cache.length < self.context_length and not self.training:
+        n = cache.length
+        if n < self.context_length and not self.training:
             # forward of one token, through the blocks' `step` (the same operations, as function calls)
+            state.history[:, n] = tokens                                         # the token joins the history
             weights = state.step_weights or [block.step_weights() for block in self.blocks]
+            state.step_weights = weights
             x = self.embedding.weight.index_select(0, tokens)                    # E[w] (B, D)
             rotation = None
             if self.rotary:
-                rotation = self.blocks[0].attention.rotary.at(cache.length)      # (cos, sin) of the position
+                rotation = self.blocks[0].attention.rotary.at(n)                 # (cos, sin) of the position
             else:
-                x = x + self.positions.at(cache.length)                          # E[w] + P
+                x = x + self.positions.at(n)                                     # E[w] + P
             for layer, block in enumerate(self.blocks):
                 x = block.step(x, cache, layer, weights[layer], rotation)        # (B, D)
             cache.advance(1)
-            return self.output(self.final_norm(x)), SlidingState(cache, history, weights), None   # (B, V)
-        if cache.length < self.context_length:
+            return self.output(self.final_norm(x)), state, None                  # (B, V)
+        if n < self.context_length:
+            state.history[:, n] = tokens
             logits, cache = self(tokens[:, None], cache)                         # (B, 1, V)
-            return logits[:, 0], SlidingState(cache, history), None
+            return logits[:, 0], state, None
+        history = torch.cat([state.tokens, tokens[:, None]], dim=1)             # (B, C + 1)
         keep = history[:, -max(1, self.context_length // 2):]                   # the cache is full: the recent half
         logits, cache = self(keep, self.init_state(keep.size(0), keep.device))   # (B, context//2, V)
-        return logits[:, -1], SlidingState(cache, keep, state.step_weights), None
+        return logits[:, -1], SlidingState.holding(cache, keep, state.step_weights), None
 
     def reorder_state(self, state: SlidingState | RaggedState, index: Tensor) -> SlidingState | RaggedState:
         return state.reorder(index)
+
+    def compiled_decoder(self):
+        """This model's decoding step compiled ahead of time for one row on the CPU (opt-in, tens of seconds to
+        build; `seqlab.models.compiled_decoding`): `generate_ids(model.compiled_decoder(), ...)` runs on it."""
+        from seqlab.models.compiled_decoding import CompiledTransformerDecoder
+        return CompiledTransformerDecoder(self)
 
     def fits(self, prompt_length: int, steps: int) -> bool:
         """Whether a prompt of `prompt_length` tokens and `steps` more stay within the context, so that its row

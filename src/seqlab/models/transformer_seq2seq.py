@@ -5,7 +5,7 @@ contract is `seqlab.models.base.Seq2SeqModel`'s."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 from torch import Tensor, nn
@@ -19,8 +19,30 @@ from seqlab.nn.encoders import TransformerEncoder
 from seqlab.nn.pooling import padding_mask
 from seqlab.nn.transformer import ACTIVATIONS, PositionalEmbedding, identity
 
-if TYPE_CHECKING:
-    from seqlab.models.seq2seq import Seq2SeqConfig
+
+class TransformerPairOptions(Protocol):
+    """What a transformer over a source and a target reads of a model config (a family's config holds these
+    fields): this encoder-decoder, and the separator LM (`seqlab.models.separator_lm`)."""
+
+    source_vocab_size: int
+    target_vocab_size: int
+    embedding_size: int
+    num_layers: int
+    num_heads: int
+    ff_size: int
+    max_positions: int
+    dropout: float
+    tie_embeddings: bool
+    norm_position: str
+    positions: str
+    activation: str
+
+
+class TransformerSeq2SeqOptions(TransformerPairOptions, Protocol):
+    """What the transformer encoder-decoder reads: the pair's options, and whether source and target share one
+    embedding."""
+
+    share_embeddings: bool
 
 
 class DecoderBlock(nn.Module):
@@ -57,7 +79,7 @@ class TransformerEncoderDecoder(Seq2SeqModel):
     # the encoder is a `TransformerEncoder` (its blocks and final norm)
     renamed_parameters = {"encoder.": "encoder.blocks.", "encoder_norm.": "encoder.final_norm."}
 
-    def __init__(self, config: Seq2SeqConfig):
+    def __init__(self, config: TransformerSeq2SeqOptions):
         super().__init__(config)
         d, L, P = config.embedding_size, config.num_layers, config.max_positions
         if config.share_embeddings and config.source_vocab_size != config.target_vocab_size:

@@ -11,7 +11,8 @@ and p(y | x) = exp s(y) / Z with Z = sum over all K^T sequences, computed by the
     alpha_t[j] = logsumexp_i (alpha_{t-1}[i] + A[i, j]) + e_t[j]
     log Z      = logsumexp_j (alpha_T[j] + end[j])
 
-Training minimises -log p(y | x) = log Z - s(y); decoding is Viterbi, the same recursion with max; each
+Training minimises -log p(y | x) = log Z - s(y); decoding is Viterbi, the same recursion with max
+(`seqlab.decoding.viterbi`, written once for these tensors and the numpy runtime); each
 token's tag probabilities are its marginals, from the forward and the backward algorithm
 (beta_t[i] = logsumexp_j (A[i, j] + e_{t+1}[j] + beta_{t+1}[j]), beta_T = end):
 p(y_t = j | x) = exp(alpha_t[j] + beta_t[j] - log Z).
@@ -27,6 +28,7 @@ import torch
 from torch import nn
 
 from seqlab.decoding import core
+from seqlab.decoding.viterbi import viterbi
 
 FORBIDDEN = -1e4
 
@@ -113,26 +115,33 @@ class CRF(nn.Module):
         return torch.exp(alpha + beta - log_z[:, None, None]) * mask[:, :, None]
 
     @torch.no_grad()
-    def decode(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Viterbi: the best tag sequence of each sentence, (B, T) (padded positions hold 0)."""
+    def decode(self, emissions: torch.Tensor, mask: torch.Tensor, trace: list | None = None) -> torch.Tensor:
+        """Viterbi: the best tag sequence of each sentence, (B, T) (padded positions hold 0), by the recursion
+        the numpy runtime shares (`seqlab.decoding.viterbi`), a window of steps at a time on a server.
+        `trace`: a list that gets the lattice's delta_t (B, K) of each step (`viterbi`'s)."""
         transitions, start, end = self._scores()
-        B, T, K = emissions.shape
-        delta = start + emissions[:, 0]                                      # (B, K)
-        pointers = []
-        for part in core.slices([B] * (T - 1), (id(self), "crf")):          # a window at a time on a server
-            for t in part:
-                t += 1
-                best, argbest = (delta[:, :, None] + transitions).max(dim=1)     # (B, K): best previous tag
-                pointers.append(argbest)
-                delta = torch.where(mask[:, t, None], best + emissions[:, t], delta)
-        last = (delta + end).argmax(dim=1)                                   # (B,)
-        lengths = mask.sum(1)
-        path = torch.zeros(B, T, dtype=torch.long, device=emissions.device)
-        tag = last
-        for t in range(T - 1, -1, -1):
-            inside = t < lengths                                            # (B,)
-            path[:, t] = torch.where(inside, tag, 0)
-            if t > 0:
-                previous = pointers[t - 1].gather(1, tag[:, None]).squeeze(1)
-                tag = torch.where(t < lengths, previous, tag)               # follow pointers inside only
+        path, _ = viterbi(emissions, mask, transitions, start, end, TorchLattice(emissions.device), (id(self), "crf"),
+                          trace)
         return path
+
+
+class TorchLattice:
+    """`seqlab.decoding.viterbi.LatticeOps` on PyTorch tensors on `device`."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+
+    def max(self, x: torch.Tensor, axis: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return x.max(dim=axis)
+
+    def argmax(self, x: torch.Tensor, axis: int) -> torch.Tensor:
+        return x.argmax(dim=axis)
+
+    def where(self, condition: torch.Tensor, x, y) -> torch.Tensor:
+        return torch.where(condition, x, y)
+
+    def pick(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        return x.gather(1, index[:, None]).squeeze(1)
+
+    def zeros(self, shape: tuple) -> torch.Tensor:
+        return torch.zeros(*shape, dtype=torch.long, device=self.device)

@@ -101,6 +101,8 @@ class CrossAttention(nn.Module):
         self.query = nn.Linear(d_model, d_model, bias=bias)           # W^Q
         self.key_value = nn.Linear(d_model, 2 * d_model, bias=bias)   # W^K, W^V, stacked
         self.out = nn.Linear(d_model, d_model, bias=bias)             # W^O
+        self.keep_weights = False           # `seqlab.nn.inside.attention_kept`: keep each head's weights
+        self.last_weights: Tensor | None = None        # (B, nh, T, S) of the last call that kept them
 
     def keys_values(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         """The encoder outputs (B, S, D) as keys and values (B, nh, S, hs), once per sentence."""
@@ -118,11 +120,13 @@ class CrossAttention(nn.Module):
         keep = source_mask[:, None, None, :]                                            # (B, 1, 1, S)
         p = self.dropout if self.training else 0.0
         weights = None
-        if need_weights:
+        if need_weights or self.keep_weights:
             scores = (q @ k.transpose(-2, -1) / math.sqrt(self.head_size)).masked_fill(~keep, float("-inf"))
             attn = torch.softmax(scores, dim=-1)                                        # (B, nh, T, S)
             y = attn @ v
-            weights = attn.mean(dim=1)                                                  # (B, T, S)
+            weights = attn.mean(dim=1) if need_weights else None                        # (B, T, S)
+            if self.keep_weights:
+                self.last_weights = attn
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=p)   # (B, nh, T, hs)
         return self.out(y.transpose(1, 2).reshape(B, T, D)), weights

@@ -80,6 +80,109 @@ def should_fuse(num_rows: int, vocab_size: int) -> bool:
             or 4 * num_rows * vocab_size >= FUSE_MIN_LOGITS_BYTES)
 
 
+BF16_CHUNK_BYTES = 64 * 2 ** 20  # bf16: rows per chunk so that one chunk's bf16 gradient stays within 64 MB ...
+MAX_BF16_CHUNK_ROWS = 1024       # ... and at most 1,024 rows (the wikitext-2 LSTM's 700 rows: one chunk)
+BF16_WIDTH_MULTIPLE = 32         # bf16 matmuls: the inner width padded to a multiple of 32 (AMX tiles)
+BF16_MIN_TARGET_PROB = 2.0 ** -120  # below this a target's bf16 probability is recomputed in fp32 (loss > 83 nats)
+
+
+def default_bf16_chunk_size(vocab_size: int) -> int:
+    """Rows per chunk on the bf16 path: 1,024, or fewer (a multiple of 8, at least 8) where their bf16
+    gradient would pass 64 MB (1,008 rows at V = 33,278).
+
+    Unlike the fp32 path, where each chunk's grad_weight is added into the fp32 (V, D) sum (a pass over
+    memory per chunk), here one chunk takes the whole batch: the three products run at M = 700 rows (AMX's
+    efficient sizes) and grad_weight is one product, rounded to bf16 once, as the plain path's is."""
+    rows = min(MAX_BF16_CHUNK_ROWS, BF16_CHUNK_BYTES // (2 * max(vocab_size, 1)))
+    return max(8, rows // 8 * 8)
+
+
+def _bf16_loss_and_grads(H: Tensor, W: Tensor, b: Tensor | None, y: Tensor, label_smoothing: float,
+                         chunk_size: int, needs_hidden: bool, needs_weight: bool, needs_bias: bool):
+    """The bf16 forward: (loss_sum fp32, grad_H (n, D), grad_W (V, D), grad_b (V,) or None each).
+
+    H (n, D), W (V, D), b (V,) or None, all bf16; y (n,) the counted targets. Per chunk of rows, three
+    passes over the (C, V) values besides the three products:
+
+      1. z = [h, 1, 0] [W, b, 0]^T: the bias folded into the product as one more column (no separate
+         bias pass), the width padded to a multiple of 32 (AMX: K = 200 ran at about half K = 224's speed);
+         grad_bias then comes out of grad_weight's product as its bias column (no sum over rows)
+      2. softmax(z) in place in the bf16 buffer, in fp32 inside PyTorch's kernel (max, sum of exp): the
+         gradient p, with no fp32 (C, V) copy
+      3. the loss -log p_y from each target's probability (fp32 arithmetic on the bf16 p_y: relative error
+         2^-9, at most 0.002 nats a row, a tenth of the rounding of the bf16 logits themselves); a target
+         whose probability underflows has its row's logits recomputed and its log-sum-exp taken in fp32;
+         p_y - 1 written at the targets (and - eps / V everywhere with label smoothing)
+
+    then grad_h = G [W, b, 0] and grad_[W, b, 0] = G^T [h, 1, 0], both bf16 products: one chunk (the default
+    takes up to 1,024 rows) gives them rounded once, as autocast's plain path does; with more chunks
+    grad_weight and grad_bias are summed over chunks in fp32."""
+    count, width = H.shape
+    vocab_size = W.size(0)
+    extra = 0 if b is None else 1
+    padded = -(-(width + extra) // BF16_WIDTH_MULTIPLE) * BF16_WIDTH_MULTIPLE
+    if padded != width:                                                     # one write each, no zero-fill
+        ones = [] if b is None else [H.new_ones(count, 1)]
+        W1 = torch.cat([W, *([] if b is None else [b[:, None]]), W.new_zeros(vocab_size, padded - width - extra)],
+                       dim=1)                                               # (V, K): [W, b, 0]
+        H1 = torch.cat([H, *ones, H.new_zeros(count, padded - width - extra)], dim=1)  # (n, K): [h, 1, 0]
+    else:
+        W1, H1 = W, H
+    chunk = min(chunk_size, count)
+    needs_product = needs_weight or needs_bias
+    grad_H1 = torch.empty(count, padded, dtype=H.dtype, device=H.device) if needs_hidden else None  # (n, K)
+    grad_W1 = None                                                          # (V, K): bf16 (one chunk) or fp32 sum
+    row_sums = None
+    if label_smoothing:                                                     # sum_c z_c = h . sum_c [W, b]_c
+        row_sums = H1.float() @ W1.sum(0, dtype=torch.float32)             # (n,)
+    loss_rows = torch.empty(count, dtype=torch.float32, device=H.device)   # -log p_y, a row each
+    target_logits = torch.empty(count, 1, dtype=torch.float32, device=H.device)  # z_y, a row each
+    buffer = torch.empty(chunk, vocab_size, dtype=H.dtype, device=H.device)  # (C, V) logits, then gradient
+    for start in range(0, count, chunk):
+        end = min(start + chunk, count)
+        h, target = H1[start:end], y[start:end, None]                       # (c, K), (c, 1)
+        z = buffer[: end - start]                                           # (c, V)
+        torch.mm(h, W1.t(), out=z)                                          # z = h W^T + b (SLP eq. 6.24)
+        target_logit = target_logits[start:end]                             # (c, 1)
+        target_logit.copy_(z.gather(1, target))
+        torch._softmax(z, -1, False, out=z)                                 # p = softmax(z), fp32 inside
+        target_prob = z.gather(1, target).float()                           # (c, 1)
+        nll = loss_rows[start:end, None]                                    # (c, 1)
+        torch.neg(torch.log(target_prob), out=nll)                          # -log p_y  (SLP eq. 6.27)
+        small = (target_prob < BF16_MIN_TARGET_PROB).squeeze(1).nonzero().squeeze(1)
+        if small.numel():                                                   # underflow: the exact log-sum-exp
+            exact = torch.logsumexp((h.index_select(0, small) @ W1.t()).float(), dim=-1, keepdim=True)
+            nll.index_copy_(0, small, exact - target_logit.index_select(0, small))
+            target_prob.index_copy_(0, small, torch.exp(target_logit.index_select(0, small) - exact))
+        if not (needs_hidden or needs_product):
+            continue
+        # dL/dz = p - (1 - eps) onehot(y) - eps / V, over the bf16 probabilities
+        if label_smoothing:
+            z.sub_(label_smoothing / vocab_size)
+        at_targets = torch.arange(end - start, device=z.device) * vocab_size + target.squeeze(1)  # (c,) flat
+        at_target = target_prob.squeeze(1) - (1 - label_smoothing) - label_smoothing / vocab_size     # (c,)
+        z.view(-1).index_put_((at_targets,), at_target.to(z.dtype))         # (scatter_ copied all of z)
+        if grad_H1 is not None:
+            torch.mm(z, W1, out=grad_H1[start:end])                         # dL/dh = G [W, b, 0]       (c, K)
+        if needs_product:
+            product = z.t() @ h                                             # G^T [h, 1, 0]             (V, K)
+            if start == 0 and end == count:
+                grad_W1 = product                                           # one chunk: rounded once, bf16
+            elif start == 0:
+                grad_W1 = product.float()
+            else:
+                grad_W1.add_(product)
+    if label_smoothing:
+        # (1 - eps) (-log p_y) + eps mean_c (-log p_c), and -log p_c = lse - z_c with lse = z_y - log p_y
+        loss_rows = ((1 - label_smoothing) * loss_rows
+                     + label_smoothing * (loss_rows + target_logits.squeeze(1) - row_sums / vocab_size))
+    loss_sum = loss_rows.sum()
+    grad_H = None if grad_H1 is None else grad_H1[:, :width].contiguous()
+    grad_W = None if grad_W1 is None or not needs_weight else grad_W1[:, :width]
+    grad_b = None if grad_W1 is None or not needs_bias else grad_W1[:, width]
+    return loss_sum, grad_H, grad_W, grad_b
+
+
 class _LinearCrossEntropy(torch.autograd.Function):
     """The fused forward (loss and, when asked, every gradient) and a backward that only scales."""
 
@@ -104,6 +207,13 @@ class _LinearCrossEntropy(torch.autograd.Function):
         H = hidden.to(compute_dtype) if all_kept else hidden.index_select(0, rows).to(compute_dtype)  # (n, D)
         y = targets if all_kept else targets.index_select(0, rows)         # (n,)
 
+        if compute_dtype == torch.bfloat16 and count:                       # bf16 (autocast): its own path
+            loss_sum, grad_H, grad_W, grad_b = _bf16_loss_and_grads(
+                H, W, b, y, label_smoothing, chunk_size or default_bf16_chunk_size(vocab_size),
+                compute_grads and needs_hidden, compute_grads and needs_weight, compute_grads and needs_bias)
+            return _LinearCrossEntropy._finish(ctx, hidden, weight, bias, rows, all_kept, count, compute_grads,
+                                               loss_sum, grad_H, grad_W, grad_b)
+        chunk_size = chunk_size or default_chunk_size(vocab_size)
         loss_sum = torch.zeros((), dtype=accumulate_dtype, device=hidden.device)
         if compute_grads:
             allocate = torch.empty if count else torch.zeros                # the first chunk writes them
@@ -160,6 +270,15 @@ class _LinearCrossEntropy(torch.autograd.Function):
                 elif grad_b is not None:
                     grad_b.add_(gradient.sum(dim=0))                        # (V,)
 
+        return _LinearCrossEntropy._finish(ctx, hidden, weight, bias, rows, all_kept, count, compute_grads,
+                                           loss_sum, grad_H if compute_grads else None,
+                                           grad_W if compute_grads else None, grad_b if compute_grads else None)
+
+    @staticmethod
+    def _finish(ctx, hidden: Tensor, weight: Tensor, bias: Tensor | None, rows: Tensor, all_kept: bool, count: int,
+                compute_grads: bool, loss_sum: Tensor, grad_H: Tensor | None, grad_W: Tensor | None,
+                grad_b: Tensor | None):
+        """Save what backward needs; return (loss_sum, count)."""
         ctx.set_materialize_grads(False)
         ctx.hidden_shape, ctx.all_kept = hidden.shape, all_kept
         ctx.dtypes = (hidden.dtype, weight.dtype, None if bias is None else bias.dtype)
@@ -216,10 +335,9 @@ def linear_cross_entropy(hidden: Tensor, weight: Tensor, bias: Tensor | None, ta
         raise SeqlabError(f"linear_cross_entropy: bias must be (V,) = ({weight.size(0)},), got {tuple(bias.shape)}")
     if not 0.0 <= label_smoothing <= 1.0:
         raise SeqlabError(f"linear_cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
-    chunk_size = default_chunk_size(weight.size(0)) if chunk_size is None else chunk_size
-    if chunk_size < 1:
+    if chunk_size is not None and chunk_size < 1:
         raise SeqlabError(f"linear_cross_entropy: chunk_size must be at least 1, got {chunk_size}")
     inputs = (hidden, weight) if bias is None else (hidden, weight, bias)
     compute_grads = torch.is_grad_enabled() and any(t.requires_grad for t in inputs)
     return _LinearCrossEntropy.apply(hidden, weight, bias, targets, ignore_index, float(label_smoothing),
-                                     int(chunk_size), compute_grads)
+                                     int(chunk_size or 0), compute_grads)

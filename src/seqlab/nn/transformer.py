@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqlab.errors import SeqlabError
-from seqlab.nn.attention import KVCache, MultiHeadAttention
+from seqlab.nn.attention import KVCache, MultiHeadAttention, affine, affine_arguments
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "swiglu": None}     # swiglu: `SwiGLU`, a gate on 2 x ff_size
 NORMS = ("layernorm", "rmsnorm")
@@ -113,11 +113,11 @@ class TransformerBlock(nn.Module):
 
     def step_weights(self) -> StepWeights:
         """The tensors `step` reads, gathered once per generation rather than looked up through their
-        modules at every token and layer."""
+        modules at every token and layer; each linear layer as `affine_arguments`."""
         first, _, second = self.feedforward
-        return StepWeights(norm_arguments(self.norm1), (self.attention.qkv.weight, self.attention.qkv.bias),
-                           (self.attention.out.weight, self.attention.out.bias), norm_arguments(self.norm2),
-                           (first.weight, first.bias), (second.weight, second.bias))
+        return StepWeights(norm_arguments(self.norm1), affine_arguments(self.attention.qkv),
+                           affine_arguments(self.attention.out), norm_arguments(self.norm2),
+                           affine_arguments(first), affine_arguments(second))
 
     def step(self, x: Tensor, cache: KVCache, layer: int, weights: StepWeights | None = None,
              rotation: tuple[Tensor, Tensor] | None = None, mask: Tensor | None = None) -> Tensor:
@@ -130,14 +130,14 @@ class TransformerBlock(nn.Module):
         norm1, norm2 = w.norm1[0], w.norm2[0]
         if self.pre_norm:
             x = x + self.attention.step(norm1(x, *w.norm1[1:]), cache, layer, w.qkv, w.out, rotation, mask)
-            return x + F.linear(self.activation(F.linear(norm2(x, *w.norm2[1:]), *w.ff1)), *w.ff2)
+            return x + affine(self.activation(affine(norm2(x, *w.norm2[1:]), *w.ff1)), *w.ff2)
         x = norm1(x + self.attention.step(x, cache, layer, w.qkv, w.out, rotation, mask), *w.norm1[1:])
-        return norm2(x + F.linear(self.activation(F.linear(x, *w.ff1)), *w.ff2), *w.norm2[1:])   # (B, D)
+        return norm2(x + affine(self.activation(affine(x, *w.ff1)), *w.ff2), *w.norm2[1:])   # (B, D)
 
 
 class StepWeights(NamedTuple):
-    """What one block's `step` reads: each norm's (function, its arguments after x), each linear's (weight,
-    bias): W^Q W^K W^V stacked, W^O, the feedforward's W1 and W2."""
+    """What one block's `step` reads: each norm's (function, its arguments after x), each linear's
+    `affine_arguments`: W^Q W^K W^V stacked, W^O, the feedforward's W1 and W2."""
 
     norm1: tuple
     qkv: tuple

@@ -5,8 +5,9 @@
 Each run is loaded once through the registry (`seqlab.load`) and named by its directory's name. The
 endpoints are the task families' (each family's `serve` part adds its own: a language model answers
 /v1/generate and /v1/score, a tagger /v1/tag, a classifier /v1/classify, a sequence-to-sequence model
-/v1/translate and /v1/summarize; OpenAI's GET /v1/models and POST /v1/completions are `seqlab.serve.compat`'s);
-this module holds what they share.
+/v1/translate and /v1/summarize, a language model OpenAI's POST /v1/completions too); this module holds what they
+share, OpenAI's GET /v1/models, which lists every model, and GET /v1/ui, the web page's forms as the families
+declare them (`seqlab.serve.ui`).
 Inference runs on one thread of its own (`seqlab.serve.scheduler`: a queue per model taken in turn, every search
 yielding at each step, work stopped at the request's deadline or when its client goes), so a slow request does
 not block the event loop, and PyTorch is called from one thread only: from the many threads of a pool, each
@@ -21,7 +22,7 @@ max_tokens or beam over the limits (413 for the body, 422 for the rest), an unkn
 endpoint the model's family does not answer (400), a missing or wrong API key (401), and anything the
 model refuses (a prompt longer than its context, ...: 422), a request past --request-timeout (504). On the
 OpenAI-compatible routes the error is OpenAI's {"error": {"message", "type", "param", "code"}}
-(`schemas.error_body`).
+(`shapes.error_body`).
 """
 
 from __future__ import annotations
@@ -40,18 +41,20 @@ from fastapi.staticfiles import StaticFiles
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-import seqlab.serve.compat as compat
 import seqlab.serve.schemas as schemas
+import seqlab.serve.shapes as shapes
 from seqlab.config import OptionError
 from seqlab.errors import SeqlabError
 from seqlab.registry import FAMILIES, load, run_family
 from seqlab.serve.batching import Batcher
+from seqlab.serve.explore import add_routes as add_explore_routes
 from seqlab.serve.limits import API_KEY_VARIABLE, ServeLimits, available_cores
 from seqlab.serve.metrics import Metrics, MetricsMiddleware
 from seqlab.serve.openapi import add_docs
-from seqlab.serve.routes import Routes
+from seqlab.serve.routes import Refused, Routes
 from seqlab.serve.scheduler import Cancelled, Scheduler, Watch
 from seqlab.serve.served import Served
+from seqlab.serve.ui import forms
 from seqlab.version import __version__
 
 
@@ -130,13 +133,31 @@ def create_app(runs: Iterable[str | Path] | dict[str, Served], limits: ServeLimi
     def prometheus() -> PlainTextResponse:
         return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4")
 
-    compat.add_routes(app, routes)                        # OpenAI's: GET /v1/models, POST /v1/completions
-    for family in FAMILIES.values():                      # each family's endpoints
+    add_model_routes(app, routes)                         # OpenAI's GET /v1/models
+    add_explore_routes(app, routes)                       # the explorer's /v1/explain
+    for family in FAMILIES.values():                      # each family's endpoints (the LM's OpenAI ones too)
         family.part("serve").add_routes(app, routes)
+    page_forms = forms(form for family in FAMILIES.values() for form in family.part("serve").FORMS)
+
+    @app.get("/v1/ui", include_in_schema=False)
+    def ui() -> dict:                                     # the page's forms, as the families declare them
+        return page_forms
     if cors_origins:                                      # outermost: a preflight carries no key
         app.add_middleware(CORS, allow_origins=cors_origins, allow_methods=list(CORS_METHODS),
                            allow_headers=list(CORS_HEADERS))
     return app
+
+
+def add_model_routes(app: FastAPI, routes: Routes) -> None:
+    """GET /v1/models and GET /v1/models/{model_id}: OpenAI's {"object": "list", "data": [...]} (`Served.info`)."""
+
+    @app.get("/v1/models", response_model=schemas.ModelsResponse)
+    def list_models() -> schemas.ModelsResponse:
+        return schemas.ModelsResponse(data=[m.info(routes.limits) for m in routes.models.values()])
+
+    @app.get("/v1/models/{model_id}", response_model=schemas.ModelInfo)
+    def retrieve_model(model_id: str) -> schemas.ModelInfo:
+        return routes.named(model_id).info(routes.limits)
 
 
 CORS_METHODS = ("GET", "POST")                      # what a page of an allowed origin may send (--cors-origin)
@@ -145,7 +166,7 @@ CORS_HEADERS = ("Authorization", "Content-Type")
 
 class CORS(CORSMiddleware):
     """Starlette's CORS middleware, whose refusal of a preflight (an origin not among --cors-origin, a method or a
-    header not allowed) is an error answer like every other (`schemas.error_body`: JSON in the route's shape,
+    header not allowed) is an error answer like every other (`shapes.error_body`: JSON in the route's shape,
     one line saying what was refused), not Starlette's plain text."""
 
     async def __call__(self, scope, receive, send):
@@ -189,14 +210,18 @@ def run_batch(models: dict[str, Served], key: tuple, items: list) -> list:
 
 def error_response(request: Request, status: int, message: str, param: str | None = None, code: str | None = None,
                    headers: dict | None = None) -> JSONResponse:
-    """An error answer in the shape of the request's route (`schemas.error_body`)."""
-    return JSONResponse(schemas.error_body(request.url.path, status, message, param, code), status_code=status,
+    """An error answer in the shape of the request's route (`shapes.error_body`)."""
+    return JSONResponse(shapes.error_body(request.url.path, status, message, param, code), status_code=status,
                         headers=headers)
 
 
 def add_error_handlers(app: FastAPI) -> None:
-    """Every error as {"error": one line} (OpenAI's shape on its routes, `schemas.error_body`): validation (422,
-    malformed JSON 400), HTTP errors, SeqlabError (422)."""
+    """Every error as {"error": one line} (OpenAI's shape on its routes, `shapes.error_body`): validation (422,
+    malformed JSON 400), HTTP errors, SeqlabError (422), `Refused` (its status, naming its field)."""
+
+    @app.exception_handler(Refused)
+    async def refused_field(request: Request, error: Refused) -> JSONResponse:
+        return error_response(request, error.status, error.message, error.param, error.code)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
@@ -347,8 +372,8 @@ class BodyLimit:
 
 async def send_error(send, path: str, status: int, message: str, headers: tuple = ()) -> None:
     """An error answer sent by an ASGI middleware, before the app (and its exception handlers) sees the request,
-    in the route's shape (`schemas.error_body`)."""
-    body = json.dumps(schemas.error_body(path, status, message)).encode()
+    in the route's shape (`shapes.error_body`)."""
+    body = json.dumps(shapes.error_body(path, status, message)).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                             *headers]})

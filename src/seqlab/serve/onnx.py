@@ -48,10 +48,10 @@ def load_exports(exports: Iterable[str | Path], threads: int = 0) -> dict[str, S
 @dataclass
 class OnnxServed(Served):
     """A loaded export: GET /v1/models reads its task and arch from the manifest, and counts its parameters.
-    It does not answer /v1/completions (`seqlab.serve.compat`), which runs on PyTorch."""
+    It answers none of OpenAI's endpoints (a language model's /v1/completions runs on PyTorch)."""
 
-    def completes(self) -> bool:
-        return False
+    def openai_endpoints(self) -> tuple[str, ...]:
+        return ()
 
     def arch(self) -> str:
         return str(self.trained.manifest.get("arch", ""))

@@ -32,6 +32,7 @@ from pydantic.json_schema import models_json_schema
 
 import seqlab.serve.schemas as schemas
 from seqlab.serve.limits import ServeLimits
+from seqlab.serve.shapes import openai_route
 
 SWAGGER_UI_VERSION = "5.35.0"           # static/vendor/swagger-ui/README.md: where the files come from
 VENDOR = "/static/vendor/swagger-ui"    # where the app's /static mount serves them
@@ -107,8 +108,9 @@ def honest(document: dict, secured: bool, limits: ServeLimits) -> dict:
             body = request_schema(operation, shapes)
             responses = operation.setdefault("responses", {})
             responses.pop("422", None)                           # FastAPI's {"detail": [...]}: never sent here
-            shape = "OpenAIError" if schemas.openai_route(path) else "Error"
-            for status in declared(path, operation, body, secured):
+            shape = "OpenAIError" if openai_route(path) else "Error"
+            own = [int(status) for status in responses if status.isdigit() and int(status) in ERRORS]
+            for status in sorted({*declared(path, operation, body, secured), *own}):
                 responses[str(status)] = error_response(status, shape)
             if secured and path.startswith("/v1/"):
                 operation["security"] = [{SECURITY_SCHEME: []}]
@@ -167,7 +169,9 @@ def bound(schema: dict, limit_name: str, limit: int) -> None:
 def declared(path: str, operation: dict, body: dict, secured: bool) -> list[int]:
     """The error statuses an operation on `path` can give: 408, 413 and 431 on every one (the HTTP server's
     limits and the body's, checked before any route); with a JSON body 400 and 422; 404 when the body or the
-    path names a model; on /v1, 401 when `secured` and 504 (the request's deadline)."""
+    path names a model; on /v1, 401 when `secured` and 504 (the request's deadline). A route declares any other
+    it gives in its `responses` (`responses={400: {}}`: GET /v1/explain/{model} of a family without views),
+    which `honest` writes as these are."""
     statuses = [408, 413, 431]
     if body:
         statuses += [400, 422]

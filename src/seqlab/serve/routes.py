@@ -1,6 +1,7 @@
 """What a family's HTTP endpoints are built on (each family's `serve` part adds its own, `add_routes(app,
 routes)`): `Routes` checks a request against the limits and finds its model, runs a call on the server's one
-inference thread, and gathers concurrent requests into batches; `events` streams text as server-sent events.
+inference thread, and gathers concurrent requests into batches; `events` streams text as server-sent events;
+`Refused` is an error answer naming the request's field (OpenAI's shape on OpenAI's routes).
 """
 
 from __future__ import annotations
@@ -9,15 +10,26 @@ import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fastapi import HTTPException, Request, Response
 
 import seqlab.serve.schemas as schemas
-from seqlab.registry import FAMILIES
 from seqlab.serve.batching import Batcher
 from seqlab.serve.limits import ServeLimits
 from seqlab.serve.scheduler import Cancelled, Scheduler, current_job
-from seqlab.serve.served import Served
+
+if TYPE_CHECKING:        # the app's (seqlab.serve.served reads the registry): only what the families call on it
+    from seqlab.serve.served import Served
+
+
+class Refused(Exception):
+    """A request refused: an error answer (`shapes.error_body`: in OpenAI's shape on OpenAI's routes) naming the
+    field at fault (`param`) and a short `code`."""
+
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.param, self.code = status, message, param, code
 
 
 @dataclass
@@ -39,6 +51,13 @@ class Routes:
         job = current_job()
         return await (future if job is None else job.wait(future))
 
+    def named(self, name: str) -> Served:
+        """The model of the name, or a 404 naming the field `model` (`Refused`)."""
+        if name not in self.models:
+            raise Refused(404, f"no model named {name!r}; this server has {', '.join(sorted(self.models))} "
+                               "(GET /v1/models)", "model", "model_not_found")
+        return self.models[name]
+
     def served(self, request: schemas.Request, endpoint: str) -> Served:
         """The request's model, checked to answer `endpoint`, and the request checked against the server's limits
         (its fields' `schemas.limited`: its texts, max_tokens, beam, ...)."""
@@ -50,7 +69,7 @@ class Routes:
         job = current_job()
         if job is not None:
             job.key = request.model                   # the scheduler's queue: one per model, taken in turn
-        answered = FAMILIES[model.task].endpoints
+        answered = model.answers()
         if endpoint not in answered:
             answers = " and ".join(f"POST /v1/{e}" for e in answered)
             raise HTTPException(400, f"model {request.model!r} is {model.title or 'a ' + model.task + ' model'}, "

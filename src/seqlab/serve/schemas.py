@@ -22,29 +22,27 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-# The routes that speak OpenAI's protocol (`seqlab.serve.compat`; the last two answer only why they are not
-# served): their errors are OpenAI's {"error": {"message", "type", "param", "code"}}; every other route's are
+# The server's own route of OpenAI's protocol (`seqlab.serve.app`); the families add theirs
+# (`seqlab.serve.shapes.openai_routes`).
+# Their errors are OpenAI's {"error": {"message", "type", "param", "code"}}; every other route's are
 # {"error": "one line"}.
-OPENAI_ROUTES = ("/v1/models", "/v1/completions", "/v1/chat/completions", "/v1/embeddings")
+OPENAI_ROUTES = ("/v1/models",)
 
 OPENAI_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                       404: "not_found_error", 408: "timeout_error", 413: "invalid_request_error",
                       422: "invalid_request_error", 429: "rate_limit_error", 504: "timeout_error"}
 
 
-def openai_route(path: str) -> bool:
-    """Whether `path` is one of `OPENAI_ROUTES` or below one (GET /v1/models/ID)."""
-    return any(path == route or path.startswith(route + "/") for route in OPENAI_ROUTES)
-
-
-def error_body(path: str, status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
-    """The JSON of an error answer on `path`: {"error": "one line"}, or on the OpenAI-compatible routes
-    (`OPENAI_ROUTES`) OpenAI's {"error": {"message", "type", "param", "code"}}."""
-    message = " ".join(str(message).split())
-    if not openai_route(path):
-        return {"error": message}
+def openai_error(status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
+    """The JSON of an error answer on a route of OpenAI's protocol: OpenAI's {"error": {"message", "type",
+    "param", "code"}} (which route speaks which shape: `seqlab.serve.shapes`)."""
     kind = OPENAI_ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+    return {"error": {"message": " ".join(str(message).split()), "type": kind, "param": param, "code": code}}
+
+
+def native_error(message: str) -> dict:
+    """The JSON of an error answer on seqlab's own routes: {"error": "one line"}."""
+    return {"error": " ".join(str(message).split())}
 
 
 # The largest integer every JSON reader holds exactly (JavaScript's Number.MAX_SAFE_INTEGER, and a JSON Schema
@@ -184,7 +182,8 @@ class ModelInfo(BaseModel):
     object: Literal["model"] = "model"
     created: int = Field(description="when the run or export directory was last written (Unix time)")
     owned_by: str = "seqlab"
-    task: str = Field(description="the task family: lm, tagger, classifier, seq2seq")
+    task: str = Field(description="the name of its task family (seqlab's own lm, tagger, classifier and seq2seq, or "
+                      "a family registered from outside)")
     arch: str
     parameters: int
     endpoints: list[str] = Field(description="the POST endpoints that answer it")
@@ -203,7 +202,7 @@ class ModelsResponse(BaseModel):
 
 
 class Error(BaseModel):
-    """An error on a native route (every route but `OPENAI_ROUTES`)."""
+    """An error on a native route (every route but `openai_routes()`)."""
 
     error: str = Field(description="what is wrong, in one line")
 
@@ -216,6 +215,6 @@ class OpenAIErrorDetail(BaseModel):
 
 
 class OpenAIError(BaseModel):
-    """An error on an OpenAI-compatible route (`OPENAI_ROUTES`), in OpenAI's shape."""
+    """An error on an OpenAI-compatible route (`openai_routes()`), in OpenAI's shape."""
 
     error: OpenAIErrorDetail

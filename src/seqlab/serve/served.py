@@ -25,13 +25,17 @@ class Served:
     title: str = ""          # how messages name the family: "a language model"
     summary: str = ""        # one sentence on the run (`seqlab.info.summary`)
 
-    def completes(self) -> bool:
-        """Whether it answers OpenAI's POST /v1/completions (`seqlab.serve.compat`): a model that generates."""
-        return FAMILIES[self.task].can("generate")
+    def openai_endpoints(self) -> tuple[str, ...]:
+        """The endpoints of OpenAI's API it answers (POST /v1/completions): its family's `openai_endpoints`."""
+        return FAMILIES[self.task].openai_endpoints
+
+    def answers(self) -> tuple[str, ...]:
+        """Its family's endpoints, by name (`generate`, `tag`, ...)."""
+        return FAMILIES[self.task].endpoints
 
     def endpoints(self) -> list[str]:
-        """The endpoints it answers: its family's, and /v1/completions where it `completes`."""
-        return [f"/v1/{e}" for e in FAMILIES[self.task].endpoints] + (["/v1/completions"] if self.completes() else [])
+        """The endpoints it answers: its family's, then the OpenAI ones it answers (`openai_endpoints`)."""
+        return [f"/v1/{e}" for e in (*FAMILIES[self.task].endpoints, *self.openai_endpoints())]
 
     def arch(self) -> str:
         return str(getattr(self.trained.config.model, FAMILIES[self.task].arch_option))

@@ -27,7 +27,7 @@ import httptools
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-import seqlab.serve.schemas as schemas
+import seqlab.serve.shapes as shapes
 from seqlab.serve.limits import ServeLimits
 
 
@@ -182,7 +182,7 @@ class LimitedProtocol(HttpToolsProtocol):
         self.refused = True
         self.stop_request()
         path = (self.scope or {}).get("path") or getattr(self, "url", b"").split(b"?")[0].decode("latin-1")
-        body = json.dumps(schemas.error_body(path, status, message)).encode()
+        body = json.dumps(shapes.error_body(path, status, message)).encode()
         head = [STATUS_LINE[status]]
         for name, value in self.server_state.default_headers:
             head += [name, b": ", value, b"\r\n"]

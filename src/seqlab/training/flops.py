@@ -36,6 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
 from seqlab.fileio import atomic_write_text
@@ -106,6 +107,49 @@ def count_flops(work: Callable[[], object]) -> int:
     with FlopCounterMode(display=False, custom_mapping=FORMULAS) as counter:
         work()
     return int(counter.get_total_flops())
+
+
+def _product_shapes(func, args) -> list[tuple[int, int, int]]:
+    """The (M, K, N) of the matrix products one forward op runs: M rows times a K x N matrix (a batched
+    product's batch counts in M; an RNN layer's rows are all its positions, times W and U; fused attention's
+    scores are (rows, head size, keys))."""
+    shape = [tuple(a.shape) if isinstance(a, torch.Tensor) else None for a in args]
+    if func in (aten.mm.default, aten.addmm.default, aten.addmm_.default):
+        a, b = (shape[0], shape[1]) if func == aten.mm.default else (shape[1], shape[2])
+        return [(a[0], a[1], b[1])]
+    if func in (aten.bmm.default, aten.baddbmm.default, aten.baddbmm_.default):
+        a, b = (shape[0], shape[1]) if func == aten.bmm.default else (shape[1], shape[2])
+        return [(a[0] * a[1], a[2], b[2])]
+    if getattr(aten, "mkldnn_rnn_layer", None) is not None and func == aten.mkldnn_rnn_layer.default:
+        rows = _tokens(shape[0])
+        return [(rows, w[1], w[0]) for w in (shape[1], shape[2])]
+    if getattr(aten, "_scaled_dot_product_flash_attention_for_cpu", None) is not None \
+            and func == aten._scaled_dot_product_flash_attention_for_cpu.default:
+        q, k = shape[0], shape[1]
+        rows = math.prod(q[:-1])
+        return [(rows, q[-1], k[-2]), (rows, k[-2], q[-1])]      # the scores Q K^T, then their mix of V
+    return []
+
+
+class recording_products(TorchDispatchMode):  # noqa: N801  (used as a context manager, as FlopCounterMode)
+    """Within it, the (M, K, N) of every matrix product run is appended to `shapes`."""
+
+    def __init__(self, shapes: list[tuple[int, int, int]]):
+        super().__init__()
+        self.shapes = shapes
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.shapes.extend(_product_shapes(func, args))
+        return func(*args, **(kwargs or {}))
+
+
+def product_shapes(work: Callable[[], object]) -> list[tuple[int, int, int]]:
+    """The (M, K, N) of every matrix product `work()` runs (a forward pass, say): what decides whether a
+    model's products run faster in bfloat16 (`seqlab.training.devices.resolve_precision`)."""
+    shapes: list[tuple[int, int, int]] = []
+    with recording_products(shapes):
+        work()
+    return shapes
 
 
 # ---------------------------------------------------------------------------- the peak
@@ -195,6 +239,43 @@ def peak(device: torch.device, dtype: torch.dtype = torch.float32, refresh: bool
 
 
 def precision_dtype(device: torch.device, precision: str) -> torch.dtype:
-    """The dtype the products run in under --precision (auto: bf16 on CUDA, fp32 elsewhere)."""
-    bf16 = precision == "bf16" or (precision == "auto" and device.type == "cuda")
+    """The dtype the products run in under a run's resolved precision (fp32 or bf16: the trainer's
+    `precision`). Unresolved `auto`, which has no model to decide by (`seqlab bench peak --precision auto`):
+    bf16 on CUDA and on a CPU with bfloat16 kernels (the peak a model that auto trains in bf16 is measured
+    against), fp32 elsewhere."""
+    if precision == "auto":
+        from seqlab.training.devices import cpu_supports_bf16
+
+        bf16 = device.type == "cuda" or (device.type == "cpu" and cpu_supports_bf16())
+    else:
+        bf16 = precision == "bf16"
     return torch.bfloat16 if bf16 else torch.float32
+
+
+def probe(model, task, next_batch: Callable, rows: int, device: torch.device, precision: str) -> tuple[int, int, list]:
+    """(model FLOPs, training units, the (M, K, N) of the forward pass's products) of one forward and backward of
+    `next_batch()` (on `device`) through `task.loss`, counted from the products' shapes (`count_flops`,
+    `recording_products`), on the bare model (not DDP's or torch.compile's wrapper), leaving no trace: the
+    gradients are dropped and the random state (dropout) restored, so training is unchanged."""
+    from seqlab.training.devices import autocast
+
+    rng = torch.get_rng_state()
+    cuda_rng = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+    shapes: list[tuple[int, int, int]] = []
+
+    def step():
+        state = task.initial_state(model, rows, device)
+        with autocast(device, precision), recording_products(shapes):
+            loss_sum, _, _ = task.loss(model, batch, state)
+        loss_sum.backward()
+
+    try:
+        batch = next_batch()
+        units = task.count(batch)
+        counted = count_flops(step)
+    finally:
+        model.zero_grad(set_to_none=True)
+        torch.set_rng_state(rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state(cuda_rng, device)
+    return counted, units, shapes

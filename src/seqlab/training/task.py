@@ -35,8 +35,8 @@ class Task(Protocol):
 
     name: str                      # its family's name (`seqlab.registry`), for messages
     unit: str                      # what `count` counts, for messages: "token", "document"
-    metric: str                    # the figure that picks the best weights and drives early stopping
-    lower_is_better: bool
+    metric: str                    # the figure that picks the best weights and drives early stopping (its
+                                   # direction: its declaration in `seqlab.metrics`)
     batch_unit: str                # what a batch row is, for messages: "35 tokens", "sentences", ...
     progress: bool | None          # a bar over evaluation batches (None: when stderr is a terminal); set by the trainer
     valid_data: Any                # what `evaluate` reads for the validation split

@@ -14,10 +14,8 @@ from checkpoint.safetensors, so the resumed run continues exactly as an uninterr
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import math
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -26,12 +24,13 @@ from pathlib import Path
 
 import torch
 
-from seqlab.config import check_fields, option
 from seqlab.errors import SeqlabError
-from seqlab.fileio import append_line, atomic_write_text, safetensors_metadata
+from seqlab.fileio import append_line, atomic_write_text
+from seqlab.metrics import lower_is_better
 from seqlab.models.base import Model
 from seqlab.progress import progress_bar, startup_seconds, tqdm  # tqdm: without the widget warning in a notebook
-from seqlab.training import distributed, flops
+from seqlab.runs.records import final_figures, finished_run, record_step
+from seqlab.training import devices, distributed, flops
 from seqlab.training.checkpoint import (
     load_model,
     load_model_tensors,
@@ -42,12 +41,18 @@ from seqlab.training.checkpoint import (
     save_model,
     save_tensors,
 )
+from seqlab.training.config import TrainConfig
+from seqlab.training.devices import (
+    autocast,
+    check_precision,
+    describe_precision,
+    resolve_precision,
+)
 from seqlab.training.memory import keep_freed_memory
-from seqlab.training.optim import OPTIMIZERS, SCHEDULES, Schedule, make_optimizer, set_lr
-from seqlab.training.output_loss import FUSED_OUTPUT
+from seqlab.training.optim import Schedule, make_optimizer, set_lr
 from seqlab.training.plots import plot_curves
 from seqlab.training.task import Task
-from seqlab.training.trackers import TRACKERS, Trackers, open_trackers
+from seqlab.training.trackers import Trackers, open_trackers
 
 
 def say(line: str) -> None:
@@ -58,142 +63,6 @@ def say(line: str) -> None:
 
 
 PROBE_STEPS = 20        # --time-schedule: the steps timed (from the 4th: the first ones warm up) to fix the schedule
-
-
-@dataclass
-class TrainConfig:
-    """How to train, for every task (saved in config.json under "train"; a task adds its own options in a
-    subclass, as the language models' `LMTrainOptions`)."""
-
-    output: str = option("runs/run", "run directory for the config, vocabulary, checkpoints and metrics")
-    epochs: int = option(10, "passes over the training data", at_least=1)
-    max_steps: int = option(0, "stop after this many optimizer steps (0: no limit)", at_least=0)
-    max_time: float = option(0.0, "a time cap: stop after this many seconds of training, evaluation included, "
-                                  "within one evaluation (0: no limit); the schedule follows the steps, never the "
-                                  "clock (see --time-schedule)", at_least=0)
-    time_schedule: bool = option(False, "with --max-time: fix the schedule's length from it, once: the first "
-                                        "steps' and an evaluation's measured times set the step count that fits "
-                                        "(seqlab compare's time budget)")
-    max_tokens: int = option(0, "a data budget: stop after this many training tokens, what the loss is summed over "
-                                "(documents for a classifier; 0: no limit); the cosine schedule decays over it",
-                             at_least=0)
-    batch_size: int = option(20, "sequences per optimizer step, over all processes", at_least=1)
-    eval_batch_size: int = option(10, "parallel streams (or windows) in evaluation", at_least=1)
-    optimizer: str = option("adamw", "optimizer (muon: Muon for the hidden matrices, AdamW for embeddings, the "
-                            "output layer, biases and gains, at one rate)", choices=OPTIMIZERS)
-    lr: float = option(1e-3, "base learning rate", above=0)
-    momentum: float = option(0.0, "SGD momentum", at_least=0, below=1)
-    weight_decay: float = option(0.0, "weight decay on matrices and embeddings (decoupled for adamw)", at_least=0)
-    beta1: float = option(0.9, "Adam beta1 (muon: of the AdamW part)", at_least=0, below=1,
-                          when={"optimizer": ("adam", "adamw", "muon")})
-    beta2: float = option(0.999, "Adam beta2 (muon: of the AdamW part)", at_least=0, below=1,
-                          when={"optimizer": ("adam", "adamw", "muon")})
-    schedule: str = option("cosine", "learning-rate schedule", choices=SCHEDULES)
-    warmup_steps: int = option(0, "linear warm-up steps", at_least=0)
-    lr_decay: float = option(0.25, "step/plateau schedules: multiply the rate by this", above=0, at_most=1,
-                             when={"schedule": ("step", "plateau")})
-    decay_start: int = option(0, "step schedule: the epoch (1-based) after which decay begins", at_least=0,
-                              when={"schedule": ("step",)})
-    min_lr: float = option(0.0, "cosine schedule: the final rate", at_least=0, when={"schedule": ("cosine",)})
-    grad_clip: float = option(1.0, "clip the gradient norm to this (0: no clipping)", at_least=0)
-    accumulate: int = option(1, "micro-batches per optimizer step (gradient accumulation)", at_least=1)
-    patience: int = option(0, "early stopping: evaluations without improvement before stopping (0: never)", at_least=0)
-    eval_every: int = option(0, "evaluate and checkpoint every N steps (0: at the end of each epoch)", at_least=0)
-    evaluations: int = option(0, "evaluate and checkpoint N times over the run, evenly spaced: the interval is the "
-                                 "run's step count / N, fixed at its first step (with --max-tokens, the steps the "
-                                 "first one's tokens foretell; with --time-schedule, once the count is fixed) (0: "
-                                 "by --eval-every)", at_least=0)
-    log: list[str] = option([], "experiment trackers the run also writes to: tensorboard (event files in "
-                                "RUN/tensorboard), mlflow (a local MLflow store beside the run; see --mlflow-uri)",
-                            choices=TRACKERS)
-    experiment: str = option("seqlab", "the experiment the trackers file the run under (MLflow's experiment, "
-                                       "created on first use; TensorBoard keeps each run in its own folder)")
-    mlflow_uri: str = option("", "MLflow tracking store (default: $MLFLOW_TRACKING_URI, else "
-                                 "sqlite:///PARENT/mlflow.db with artefacts in PARENT/mlruns, PARENT the run "
-                                 "directory's folder)")
-    log_every: int = option(50, "steps between training-loss records", at_least=1)
-    seed: int = option(1111, "random seed (initialisation, dropout, data order)", at_least=0, below=2**63)
-    device: str = option("auto", "auto (CUDA when present), cpu, cuda, cuda:N or mps")
-    precision: str = option("auto", "auto (bf16 autocast on CUDA, fp32 elsewhere), fp32 or bf16",
-                            choices=("auto", "fp32", "bf16"))
-    compile: bool = option(False, "torch.compile the model")
-    fused_output: str = option("auto", "language models and sequence-to-sequence: compute the output layer and its "
-                                       "loss together, chunk by chunk, never holding the logits (on), through the "
-                                       "logits (off), or as seqlab.nn.fused_output.should_fuse expects to be faster "
-                                       "for a batch's rows and the vocabulary (auto); the same loss either way",
-                               choices=FUSED_OUTPUT)
-    dist_timeout: float = option(distributed.DEFAULT_TIMEOUT, "under torchrun: seconds a process waits for a peer "
-                                 "that went silent (stopped, hung, its machine unreachable) or for the others to "
-                                 "join, before it ends the job with one line naming that rank; a peer busy alone "
-                                 "(rank 0 preparing the data or writing a checkpoint) is not silent",
-                                 at_least=1)
-    threads: int = option(0, "CPU threads for PyTorch (0: PyTorch's default, split between local processes)",
-                          at_least=0)
-    progress: bool = option(True, "show a progress bar")
-    keep_memory: bool = option(True, "on CPU (glibc), keep freed memory in the process for the next step "
-                               "instead of returning it to the system (saves ~15k page faults per step; "
-                               "see seqlab.training.memory)")
-    card_notes: str = option("", "a Markdown file of your own notes (intended use, data, caveats) copied into "
-                                 "the run's model card (MODEL_CARD.md)", file=True)
-
-    def __post_init__(self):
-        check_fields(self)
-        if self.min_lr > self.lr:
-            raise SeqlabError(f"--min-lr {self.min_lr} is above --lr {self.lr}: the cosine schedule decays from "
-                              "--lr down to --min-lr")
-        if self.time_schedule and not self.max_time:
-            raise SeqlabError("--time-schedule fixes the schedule's length from --max-time: give --max-time SECONDS "
-                              "too (or leave --time-schedule out: the schedule then follows the steps)")
-        if self.momentum and self.optimizer != "sgd":
-            raise SeqlabError(f"--momentum is for --optimizer sgd; {self.optimizer} has --beta1 and --beta2")
-
-
-def resolve_device(name: str) -> torch.device:
-    _, _, local_rank = distributed.world()
-    if name == "auto":
-        return torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise SeqlabError(f"--device {name!r} is not a device: use auto, cpu, cuda, cuda:N or mps") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise SeqlabError(f"--device {name}: CUDA is not available on this machine")
-    if device.type == "cuda" and device.index is None:
-        device = torch.device(f"cuda:{local_rank}")
-    return device
-
-
-@functools.cache
-def cpu_supports_bf16() -> bool:
-    """Whether this CPU trains in bfloat16: oneDNN's bf16 kernels (its LSTM among them) need AVX-512 or
-    AMX; on other x86 CPUs (e.g. an AMD EPYC without AVX-512) it has no bf16 LSTM primitive at all. Asks
-    oneDNN, then runs one tiny LSTM step under bf16 autocast to be sure."""
-    try:
-        if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
-            return False
-    except (AttributeError, RuntimeError):          # an older or a different build: let the probe decide
-        pass
-    try:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            output, _ = torch.nn.LSTM(4, 4, batch_first=True)(torch.randn(1, 2, 4))
-            (output.float().sum() + torch.nn.Linear(4, 1)(torch.randn(2, 4)).float().sum()).backward()
-    except RuntimeError:
-        return False
-    return True
-
-
-def check_precision(device: torch.device, precision: str) -> None:
-    """Refuse --precision bf16 on a CPU without bfloat16 kernels (one line, before any work)."""
-    if precision == "bf16" and device.type == "cpu" and not cpu_supports_bf16():
-        raise SeqlabError("--precision bf16: this CPU has no bfloat16 kernels (oneDNN needs AVX-512 or AMX); "
-                          "use --precision fp32 (the default on CPUs)")
-
-
-def autocast(device: torch.device, precision: str):
-    use_bf16 = precision == "bf16" or (precision == "auto" and device.type == "cuda")
-    if not use_bf16:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
 
 @dataclass
@@ -247,6 +116,10 @@ class Trainer:
         self._evals_seconds = 0.0                      # all of this session's evaluations' time
         self._best_eval: tuple[int, dict] | None = None   # (step, figures) of the best weights, evaluated here
         self.state = None
+        self.precision: str | None = None              # what the run computes in (fp32, bf16): fixed when it starts
+        self.precision_why = ""
+        self._precision_kept = False                   # --resume under auto: the precision the run started with
+        self._probed: tuple[int, int, list] | None = None   # `_probe`'s figures, once a session
         self.is_main = self.rank == 0
         self.trackers = Trackers()                     # --log: opened by fit (seqlab.training.trackers)
         if self.is_main:
@@ -267,6 +140,11 @@ class Trainer:
             if self.is_main:
                 say(f"resuming from step {pos.step:,} (of {self.total_steps:,}), epoch "
                     f"{min(pos.epoch + 1, cfg.epochs)} of {cfg.epochs}")
+        if self.precision is None:
+            self._resolve_precision()
+        if self.is_main:
+            say(f"precision: {describe_precision(self.precision, self.precision_why)}"
+                f"{', kept from the start of the run' if self._precision_kept else ''}")
         train_model = self._wrap(self.model)
         self.trackers = open_trackers(cfg, self.run_dir, resume, pos.step, self.is_main)
         bar = progress_bar(None, cfg.progress and self.is_main, total=self.total_steps, initial=pos.step,
@@ -456,7 +334,7 @@ class Trainer:
         for j, batch in enumerate(rows):
             sync = self.world == 1 or j == len(rows) - 1
             with contextlib.nullcontext() if sync else train_model.no_sync():
-                with autocast(self.device, cfg.precision):
+                with autocast(self.device, self.precision):
                     loss_sum, count, self.state = self.task.loss(train_model, batch.to(self.device), self.state)
                 if self.device.type == "cpu" and int(count) != row_counts[j]:    # free to check here
                     raise RuntimeError(f"the {self.task.name} task's loss is summed over {int(count)} items but its "
@@ -522,40 +400,42 @@ class Trainer:
         self._emit({"event": "log", **record})
         return self.task.progress_fields(record["loss"]) | fields
 
+    def _probe(self) -> tuple[int, int, list[tuple[int, int, int]]]:
+        """`flops.probe` of this process's rows of the next batch, once a session, in fp32 under --precision auto
+        (whatever it resolves to: a resumed run probes as the run it continues did), else as asked."""
+        if self._probed is None:
+            cfg, pos, task, mine = self.config, self.position, self.task, self.my_rows
+            self._probed = flops.probe(self.model, task, lambda: task.train_batches(pos.epoch)[pos.batch].rows(
+                mine.start, mine.stop).to(self.device), self.rows, self.device,
+                "fp32" if cfg.precision == "auto" else cfg.precision)
+        return self._probed
+
     def _measure_utilisation(self) -> tuple[float, float] | None:
-        """(model FLOPs per training unit, this process's peak FLOP/s) for the MFU of the logs and the bar
-        (`seqlab.training.flops`): one forward and backward of this process's rows of the next batch, counted
-        from the products' shapes, on the bare model (not DDP's or torch.compile's wrapper), leaving no trace:
-        the gradients are dropped and the random state (dropout) restored, so training is unchanged. The
-        peak comes from the cache (`seqlab bench peak`), measured on the first run of a machine."""
-        cfg, pos, task = self.config, self.position, self.task
-        rng = torch.get_rng_state()
-        cuda_rng = torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None
-
-        def step():
-            state = task.initial_state(self.model, self.rows, self.device)
-            with autocast(self.device, cfg.precision):
-                loss_sum, _, _ = task.loss(self.model, batch, state)
-            loss_sum.backward()
-
-        try:
-            batch = task.train_batches(pos.epoch)[pos.batch].rows(self.my_rows.start, self.my_rows.stop)
-            batch = batch.to(self.device)
-            units = task.count(batch)
-            counted = flops.count_flops(step)
-        finally:
-            self.model.zero_grad(set_to_none=True)
-            torch.set_rng_state(rng)
-            if cuda_rng is not None:
-                torch.cuda.set_rng_state(cuda_rng, self.device)
+        """(model FLOPs per training unit, this process's peak FLOP/s) for the MFU of the logs and the bar, from
+        `_probe`, against the peak of the precision in use. The peak comes from the cache (`seqlab bench peak`),
+        measured on the first run of a machine."""
+        counted, units, _ = self._probe()
         if not counted or not units:
             return None
-        value, measured = flops.peak(self.device, flops.precision_dtype(self.device, cfg.precision))
+        value, measured = flops.peak(self.device, flops.precision_dtype(self.device, self.precision))
         if self.is_main:
-            say(f"model FLOPs: {counted / units / 1e6:,.2f} M per {task.unit} (forward and backward, counted "
+            say(f"model FLOPs: {counted / units / 1e6:,.2f} M per {self.task.unit} (forward and backward, counted "
                        f"from the products' shapes); peak "
-                       f"{value / 1e9:,.1f} GFLOP/s{' (measured now, cached for the next runs)' if measured else ''}")
+                       f"{value / 1e9:,.1f} GFLOP/s{' (measured now, cached for the next runs)' if measured else ''}"
+                       f"{' (bf16 products)' if self.precision == 'bf16' else ''}")
         return counted / units, value
+
+    def _resolve_precision(self) -> None:
+        """Fix what the run computes in (`seqlab.training.devices.resolve_precision`): --precision auto decides by
+        the shapes of the products of one forward pass of the first batch (`_probe`, the pass the MFU counts)."""
+        chosen = resolve_precision(self.device, self.config.precision, lambda: self._probe()[2])
+        self.precision, self.precision_why = distributed.broadcast_object(chosen if self.is_main else None)
+
+    def _restore_precision(self, trainer: dict) -> None:
+        """--resume: under --precision auto, what the run computed in when it started (`devices.kept_precision`)."""
+        kept = devices.kept_precision(self.device, self.config.precision, trainer, self.run_dir)
+        if kept is not None:
+            (self.precision, self.precision_why), self._precision_kept = kept, True
 
     # ------------------------------------------------------------------ evaluation and checkpoints
 
@@ -581,7 +461,7 @@ class Trainer:
             raise SeqlabError(f"evaluation at step {pos.step} gave a {task.metric} of {value}: the model's outputs "
                               "are no longer finite numbers; lower --lr (or use --precision fp32), then --resume "
                               "from the last checkpoint or start again with --overwrite")
-        improved = pos.best is None or (value < pos.best if task.lower_is_better else value > pos.best)
+        improved = pos.best is None or (value < pos.best if lower_is_better(task.metric) else value > pos.best)
         if improved:
             pos.best, pos.best_step, pos.bad_evals = value, pos.step, 0
         else:
@@ -630,7 +510,8 @@ class Trainer:
                    "startup": pos.startup + self._startup,
                    "schedule": self.schedule.state_dict(), "world": self.world,
                    "time_schedule": self.time_schedule, "eval_interval": self.eval_interval,
-                   "state_is_tuple": isinstance(state, tuple)}
+                   "state_is_tuple": isinstance(state, tuple),
+                   "precision": self.precision, "precision_why": self.precision_why}
         if self.is_main:
             save_tensors(self.run_dir / "checkpoint.safetensors", tensors,
                          {"trainer": trainer, "optimizer": optimizer_meta})
@@ -655,6 +536,7 @@ class Trainer:
         if trainer.get("time_schedule"):
             self._set_time_schedule(trainer["time_schedule"])
         self.eval_interval = trainer.get("eval_interval")
+        self._restore_precision(trainer)
         parts = [tensors[f"state.{i}"] for i in range(len([k for k in tensors if k.startswith("state.")]))]
         if parts:
             dim = self.model.state_batch_dim
@@ -672,7 +554,7 @@ class Trainer:
                 file = self.run_dir / name
                 if file.exists():
                     kept = [line for line in file.read_text(encoding="utf-8").splitlines()
-                            if _record_step(line) <= pos.step]
+                            if record_step(line) <= pos.step]
                     atomic_write_text(file, "".join(line + "\n" for line in kept))
         distributed.barrier()
 
@@ -715,75 +597,3 @@ class Trainer:
         if self.callback is not None and self.is_main:
             self.callback(event)
 
-
-def finished_run(run_dir: str | Path, config: TrainConfig) -> str | None:
-    """Why `--resume` of the run in `run_dir` with the options `config` has nothing to do: its last session
-    ended with its final records (metrics.jsonl, at the checkpoint's step) and a limit that stopped it still
-    holds. One line that names the limits and how to train further; None when a resume has work to do (more
-    steps under a raised limit, or the final records of a run killed before it wrote them)."""
-    trainer = _checkpoint_position(run_dir)
-    if trainer is None or not final_figures(run_dir):
-        return None
-    step, fixed = trainer["step"], trainer.get("time_schedule")
-    if fixed and step >= fixed["total_steps"]:
-        return (f"{run_dir}: training already finished at step {step:,}, the length --time-schedule fixed, which a "
-                "resumed run keeps; nothing to do, the run is unchanged (train longer in a new run)")
-    epoch, bad_evals, tokens, elapsed = (trainer.get(k, 0) for k in ("epoch", "bad_evals", "tokens", "elapsed"))
-    reached = {}                                        # the limit to raise -> how it stopped the run
-    if config.max_steps and step >= config.max_steps:
-        reached["--max-steps"] = f"--max-steps {config.max_steps:,} reached"
-    if epoch >= config.epochs:
-        reached["--epochs"] = f"--epochs {config.epochs} done"
-    if config.patience and bad_evals >= config.patience:
-        reached["--patience"] = f"stopped early after {bad_evals} evaluations without improvement"
-    if config.max_tokens and tokens >= config.max_tokens:
-        reached["--max-tokens"] = f"--max-tokens {config.max_tokens:,} spent"
-    if config.max_time and elapsed >= config.max_time:
-        reached["--max-time"] = f"--max-time {config.max_time:g} s spent"
-    if not reached:
-        return None
-    return (f"{run_dir}: training already finished at step {step:,} ({'; '.join(reached.values())}); nothing to "
-            f"do, the run is unchanged. To train it further, --resume with a higher {' and '.join(reached)}")
-
-
-def final_figures(run_dir: str | Path) -> dict:
-    """The figures of the final records (metrics.jsonl) written when training ended at the checkpoint's step,
-    {split: figures} as `Trainer.fit` returns them; {} when training has not ended there."""
-    trainer = _checkpoint_position(run_dir)
-    try:
-        lines = (Path(run_dir) / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return {}
-    results = {}
-    for line in lines if trainer is not None else []:
-        with contextlib.suppress(json.JSONDecodeError):
-            record = json.loads(line)
-            if (isinstance(record, dict) and record.get("final") and record.get("split")
-                    and record.get("trained_steps") == trainer["step"]):
-                results[record["split"]] = {k: v for k, v in record.items()
-                                            if k not in ("step", "trained_steps", "split", "final")}
-    return results
-
-
-def _checkpoint_position(run_dir: str | Path) -> dict | None:
-    """The trainer's position written in the run's checkpoint.safetensors (its header alone); None without one."""
-    try:
-        trainer = json.loads(safetensors_metadata(Path(run_dir) / "checkpoint.safetensors")["trainer"])
-    except (KeyError, json.JSONDecodeError):
-        return None
-    return trainer if isinstance(trainer, dict) and isinstance(trainer.get("step"), int) else None
-
-
-def _record_step(line: str) -> float:
-    """The step of a metrics/log line; infinity for a blank or half-written line (dropped on resume)."""
-    try:
-        return json.loads(line).get("step", 0)
-    except (json.JSONDecodeError, AttributeError):
-        return math.inf
-
-
-def configure_threads(threads: int, device: torch.device) -> None:
-    if threads > 0:
-        torch.set_num_threads(threads)
-    elif device.type == "cpu" and int(os.environ.get("LOCAL_WORLD_SIZE", 1)) > 1:
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["LOCAL_WORLD_SIZE"])))

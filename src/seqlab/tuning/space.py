@@ -146,7 +146,7 @@ def search_space(task: str, arch: str, options: dict, user: dict | None = None, 
 
     part = family(task).part("compare")
     pipeline = family(task).pipeline
-    entries: dict = {**getattr(part, "SPACE", {}), **getattr(part, "ARCH_SPACE", {}).get(arch, {})}
+    entries: dict = {**part.SPACE, **part.ARCH_SPACE.get(arch, {})}
     space = {name: parse_param(name, entry, f"{task} search space") for name, entry in entries.items()}
     found = width_param(options) if width else None
     if found is not None:

@@ -38,9 +38,10 @@ import time
 from pathlib import Path
 
 from seqlab.errors import SeqlabError
-from seqlab.families.runs import RunLock, log
 from seqlab.fileio import atomic_write_json, atomic_write_text
+from seqlab.metrics import lower_is_better
 from seqlab.registry import family
+from seqlab.runs.directory import RunLock, log
 from seqlab.tuning.space import Param, search_space
 from seqlab.version import __version__
 
@@ -54,7 +55,6 @@ DEFAULT_TRIALS = 12
 DEFAULT_EVALUATIONS = 4               # evaluations per trial: what the pruner reads
 FAILURES_IN_A_ROW = 3                 # trials that fail one after another before the study gives up
 SET_BY_TUNE = ("output", "max_time", "max_tokens", "time_schedule", "resume")
-LOWER_IS_BETTER = ("perplexity", "loss", "bits_per_char", "bits_per_token", "cer", "wer")
 
 
 def import_optuna():
@@ -113,7 +113,7 @@ def tune(task: str, output: str | Path, given: dict | None = None, arch: str | N
         budget = {"epochs": given.pop("epochs")}
     given = absolute_files(task, given)
     metric = metric or found.metric
-    lower = metric in LOWER_IS_BETTER
+    lower = lower_is_better(metric)
     options = {**recipe(task, arch, size), **applicable_options(task, arch, size, given)}
     params = search_space(task, arch, options, space, width=width)
     fixed = [name for name in params if name in given]              # given by the user: fixed, not searched
@@ -297,12 +297,12 @@ class TrialRunner:
 
     def run(self, optuna, study, trial, resumed: bool = False) -> None:
         from seqlab.api import train
-        from seqlab.training.trainer import _checkpoint_position
+        from seqlab.runs.records import checkpoint_position
 
         run_dir = self.output / "trials" / f"{trial.number:04d}"
         params = dict(trial.params)
         trial.set_user_attr("run", f"trials/{trial.number:04d}")
-        earlier = (_checkpoint_position(run_dir) or {}) if resumed else {}
+        earlier = (checkpoint_position(run_dir) or {}) if resumed else {}
         resume = resumed and bool(earlier)
         log(f"trial {trial.number}{' (resumed)' if resume else ''}: "
             + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items()))
@@ -357,9 +357,9 @@ class TrialRunner:
         """The trial's wall time (this session's, plus the training time of sessions before a resume) and
         training tokens (its checkpoint's), in its user attributes: the study's --study-time and --study-tokens
         count them."""
-        from seqlab.training.trainer import _checkpoint_position
+        from seqlab.runs.records import checkpoint_position
 
-        position = _checkpoint_position(run_dir) or {}
+        position = checkpoint_position(run_dir) or {}
         trial.set_user_attr("duration_s", round(time.time() - started + float(earlier.get("elapsed", 0.0))
                                                 + float(earlier.get("startup", 0.0)), 3))
         trial.set_user_attr("tokens", int(position.get("tokens", 0)))

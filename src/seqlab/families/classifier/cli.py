@@ -9,12 +9,25 @@ import json
 from pathlib import Path
 
 from seqlab.cli.options import (
+    EvaluateOption,
     inference_command,
     require_file,
     write_chunk,
 )
 from seqlab.data.documents import FORMATS as DOCUMENT_FORMATS
 from seqlab.fileio import check_writable
+
+# the options of `seqlab evaluate` of its own (`Family.evaluate_options` names all it takes)
+EVALUATE_OPTIONS = (
+    EvaluateOption("--format", "the file's format (default: the training files')", choices=DOCUMENT_FORMATS),
+    EvaluateOption("--text-column", "the text's column (a header name or 0-based index) or JSON field (default: the "
+                   "run's --text-column, as training read its files)", metavar="COLUMN"),
+    EvaluateOption("--label-column", "the label's column or JSON field (default: the run's)", metavar="COLUMN"),
+    EvaluateOption("--header", "whether the file's first row names its columns (default: the run's --header)",
+                   choices=("auto", "yes", "no")),
+    EvaluateOption("--confusion-png", "where to draw the confusion matrix (default: DIR/confusion_<file name>.png; "
+                   "'none' for no picture)", metavar="PNG"),
+)
 
 
 def add_commands(commands) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from seqlab.compare.pages import DAMAGED_RUN, Figure, Section, one_line, safe_name
-from seqlab.info import read_records
+from seqlab.runs.records import read_records
 from seqlab.training.plots import plot_confusion
 
 # each architecture's model options at size "small" (`seqlab.compare.run.recipe` sizes them)

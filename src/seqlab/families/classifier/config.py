@@ -1,5 +1,5 @@
 """The options of `seqlab train classifier` (and `seqlab.ClassifierTrainConfig`): the labelled files and how
-they are read (data), the classifier (`seqlab.models.classifier.ClassifierConfig`) and how to train it (train),
+they are read (data), the classifier (`seqlab.families.classifier.model.ClassifierConfig`) and how to train it (train),
 saved as the three groups of a run's config.json; and the documents of a file read as the data options say."""
 
 from __future__ import annotations
@@ -11,20 +11,18 @@ from pathlib import Path
 from seqlab.config import check_fields, option
 from seqlab.data.documents import FORMATS, Columns, Document, document_reader
 from seqlab.data.stream import LineReader
-from seqlab.data.text_features import (
-    TOKENIZERS,
-)
+from seqlab.data.words import TOKENIZERS
 from seqlab.errors import SeqlabError
 from seqlab.families.classifier import FAMILY
+from seqlab.families.classifier.model import ClassifierConfig
 from seqlab.families.lm.features import (
     check_paths,
 )
-from seqlab.families.runs import (
+from seqlab.runs.directory import (
     read_run_config_as,
     resolve_run_config,
 )
-from seqlab.models.classifier import ClassifierConfig
-from seqlab.training.trainer import TrainConfig
+from seqlab.training.config import TrainConfig
 
 # what a classifier trains with unless told otherwise (the trainer's defaults suit language models)
 TRAIN_DEFAULTS = {"output": "runs/classifier", "epochs": 10, "batch_size": 32, "eval_batch_size": 128,

@@ -13,9 +13,10 @@ from pathlib import Path
 
 from seqlab.data.documents import Columns, Document, document_reader
 from seqlab.data.stream import LineReader
-from seqlab.data.text_features import FeatureExtractor, tokenize, with_ngrams
 from seqlab.data.vocab import Vocab
+from seqlab.data.words import tokenize, with_ngrams
 from seqlab.errors import SeqlabError
+from seqlab.families.classifier.features import FeatureExtractor
 
 CHUNK = 2048                   # documents a worker counts or encodes at a time
 PARQUET_MISSING = "reading Parquet needs pyarrow: pip install 'seqlab[parquet]'"

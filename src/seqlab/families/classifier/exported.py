@@ -6,15 +6,18 @@ from __future__ import annotations
 import numpy as np
 
 from seqlab.data.grouping import length_batches
-from seqlab.data.text_features import with_ngrams
+from seqlab.data.words import with_ngrams
 from seqlab.decoding import core
 from seqlab.decoding.numpy_search import softmax
 from seqlab.errors import SeqlabError
 from seqlab.export.session import Exported, pad
+from seqlab.families.classifier import FAMILY
 from seqlab.families.classifier.vocab import Prediction, read_document_vocabulary
 
 
 class ExportedClassifier(Exported):
+    family = FAMILY
+
     def __init__(self, export_dir, threads: int = 0):
         super().__init__(export_dir, threads)
         data = self.config["data"]
@@ -23,7 +26,11 @@ class ExportedClassifier(Exported):
 
     def encode(self, text: str) -> tuple[list[int] | None, list[float] | None]:
         v = self.vocabulary
-        tokens = v.cut(v.tokens(text))
+        return self.encode_tokens(v.cut(v.tokens(text)))
+
+    def encode_tokens(self, tokens: list[str]) -> tuple[list[int] | None, list[float] | None]:
+        """A document's tokens (already read and cut) -> its ids (with n-grams) and / or feature vector."""
+        v = self.vocabulary
         words = v.word_ids(with_ngrams(tokens, v.ngrams) if v.ngrams > 1 else tokens) if v.words else None
         return words, v.features.raw(tokens, None) if v.features else None
 
@@ -49,9 +56,13 @@ class ExportedClassifier(Exported):
         empty = [i for i, t in enumerate(texts) if not t.strip()]
         if empty:
             raise SeqlabError(f"text {empty[0] + 1} of {len(texts)} is empty; there is nothing to classify")
-        encoded = [self.encode(t) for t in texts]
+        return self.predict([self.encode(t) for t in texts], batch_size)
+
+    def predict(self, encoded: list, batch_size: int = 64) -> list[Prediction]:
+        """The `Prediction` of each encoded document (`encode`, `encode_tokens`), in order, in batches of similar
+        length."""
         labels = self.vocabulary.labels
-        results = [None] * len(texts)
+        results: list = [None] * len(encoded)
         lengths = [len(e[0]) if e[0] is not None else 0 for e in encoded]
         for group in length_batches(lengths, batch_size, None):
             for part in core.slices([max(1, lengths[i]) for i in group], (id(self), "classify")):   # on a server

@@ -132,7 +132,8 @@ def about(trained, manifest: dict) -> dict:
 def example(v, c) -> str:
     """The README's program: the classes of TEXTS, as `seqlab.families.classifier.exported.ExportedClassifier`
     finds them."""
-    from seqlab.data.text_features import _TAG, _WORD, NEGATIONS, PRONOUNS
+    from seqlab.data.words import _TAG, _WORD
+    from seqlab.families.classifier.features import NEGATIONS, PRONOUNS
 
     f = v.features
     cut = "" if not v.max_length else f"[:{v.max_length}]" if v.truncate == "head" else f"[-{v.max_length}:]"

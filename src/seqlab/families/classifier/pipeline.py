@@ -23,16 +23,12 @@ from pathlib import Path
 
 import torch
 
+from seqlab.contract import Pipeline
 from seqlab.data.documents import Document
 from seqlab.data.prepared_items import Items
-from seqlab.data.text_features import (
-    FeatureExtractor,
-    derive_lexicon,
-    read_lexicon,
-    with_ngrams,
-)
 from seqlab.data.vectors import fill_embeddings
 from seqlab.data.vocab import Vocab
+from seqlab.data.words import with_ngrams
 from seqlab.errors import SeqlabError
 from seqlab.families.classifier import FAMILY
 from seqlab.families.classifier.config import (
@@ -43,6 +39,8 @@ from seqlab.families.classifier.config import (
     resolve_classifier_config,
     uses_features,
 )
+from seqlab.families.classifier.features import FeatureExtractor, derive_lexicon, read_lexicon
+from seqlab.families.classifier.model import Classifier
 from seqlab.families.classifier.prepare import check_labels, for_run, prepared_vectors, prepared_vocabulary
 from seqlab.families.classifier.task import (
     ClassificationTask,
@@ -53,129 +51,138 @@ from seqlab.families.classifier.task import (
 )
 from seqlab.families.classifier.trained import TrainedClassifier
 from seqlab.families.classifier.vocab import read_document_vocabulary
-from seqlab.families.contract import Pipeline
 from seqlab.families.lm.features import (
     copy_lm_files,
     lm_features_note,
     load_lm_features,
     rebuild_lm_features,
 )
-from seqlab.families.runs import (
+from seqlab.fileio import atomic_write_json
+from seqlab.runs.directory import (
     check_sizes,
     load_best,
     log,
     refuse_fused_output,
     start_run,
-    train_in_run,
 )
-from seqlab.fileio import atomic_write_json
-from seqlab.models.classifier import Classifier
-from seqlab.progress import Reading, data_files
+from seqlab.runs.skeleton import Hooks, Run, train_family
 from seqlab.training import distributed
 from seqlab.training.plots import plot_confusion
-from seqlab.training.trainer import Trainer
 
 
 def train_classifier(config: ClassifierTrainConfig, resume: bool = False, overwrite: bool = False,
                      callback: Callable[[dict], None] | None = None) -> dict:
     """Train a classifier into `config.train.output`; return the final dev/test figures."""
-    return train_in_run(config, resume, overwrite, lambda config, run_dir, device: _train(
-        config, run_dir, device, resume, overwrite, callback))
+    return train_family(Training, config, resume, overwrite, callback)
 
 
-def _train(config: ClassifierTrainConfig, run_dir: Path, device, resume: bool, overwrite: bool, callback) -> dict:
-    data, model_config = config.data, config.model
-    if not data.prepared and (not data.train or not (data.dev or data.dev_fraction)):
-        raise SeqlabError("a classifier needs --train and --dev files (or --dev-fraction to hold out part of "
-                          "the training file), or a prepared folder (--data DIR)")
-    refuse_fused_output(config.train, "a classifier")
-    if data.lm_features and model_config.arch not in ("rnn", "lstm", "gru", "transformer"):
-        raise SeqlabError(f"--lm-features gives each token a vector for an encoder to read: use --arch lstm, gru, "
-                          f"rnn or transformer, not {model_config.arch}")
-    if model_config.arch != "features" and data.features != "builtin":
-        raise SeqlabError(f"--features {data.features} is for --arch features")
-    if data.ngrams > 1 and model_config.arch != "pooled":
-        raise SeqlabError("--ngrams is for --arch pooled (a bag of n-grams has no order for an encoder to read)")
-    if model_config.arch == "transformer":
-        limit = model_config.max_positions - (model_config.document_pooling == "cls")
-        if not data.max_length or data.max_length > limit:
-            if data.prepared:
-                raise SeqlabError(f"--arch transformer reads at most {limit} tokens: {data.prepared} was prepared "
-                                  f"with --max-length {data.max_length} (0: no limit); prepare it with --max-length "
-                                  f"{limit}")
-            data = dataclasses.replace(data, max_length=limit)
-            config = dataclasses.replace(config, data=data)
-    rank = distributed.world()[0]
-    reading = Reading(data_files(data), log)        # hashing, preparing or opening them can take minutes
-    prepared = for_run(config, run_dir, rank, distributed.barrier, log)
-    notes = prepared.manifest.get("notes", {})
-    for kind in ("holdout", "lexicon" if model_config.arch == "features" else "vectors"):
-        if kind in notes:
-            log(notes[kind])
-    if data.prepared and prepared.manifest.get("holdout_seed") not in (None, config.train.seed):
-        log(f"the development set is the one {data.prepared} holds out (drawn with --seed "
-            f"{prepared.manifest['holdout_seed']}), whatever this run's --seed")
-    vocabulary = prepared_vocabulary(prepared, data, model_config.arch)
-    vectors = None
-    if resume:
-        saved = read_vocabulary(run_dir, config)
-        if saved.labels != vocabulary.labels or (saved.words is not None and vocabulary.words is not None
-                                                 and saved.words.tokens != vocabulary.words.tokens):
-            raise SeqlabError(f"--resume: the prepared data ({prepared.folder}) has another vocabulary than the run "
-                              f"in {run_dir}; resume with the data the run was trained on")
-        vocabulary = saved
-    elif vocabulary.words is not None and (found := prepared_vectors(prepared)) is not None:
-        vectors = (torch.from_numpy(found[0]), torch.from_numpy(found[1]))
-        model_config = dataclasses.replace(model_config, embedding_size=vectors[0].size(1))
-    train_split = prepared.split("train")
-    counts = Counter(train_split.record.get("labels", {}))
-    lm_features = None
-    if data.lm_features:      # resumed: the run's own copies (the weights come back with the checkpoint)
-        lm_features = (rebuild_lm_features(run_dir, config.model.lm_feature_size) if resume
-                       else load_lm_features(data.lm_features))
-    vocabulary.keep_tokens = lm_features is not None
-    model_config = dataclasses.replace(
-        model_config, vocab_size=len(vocabulary.words) if vocabulary.words is not None else 0,
-        num_labels=len(vocabulary.labels), num_features=len(vocabulary.features.names) if vocabulary.features else 0,
-        lm_feature_size=lm_features.output_size if lm_features else 0)
-    config = dataclasses.replace(config, model=model_config)
-    torch.manual_seed(config.train.seed)
-    model = Classifier(model_config, lm_features)
-    if vectors is not None:
-        fill_embeddings(model.embedding, *vectors)
-    model = model.to(device)
-    splits = [prepared.split(name) for name in ("train", "dev", "test")]
-    for split in splits:
-        if split is not None:
-            message = Truncation(*split.record.get("truncation", (0, 0, 0))).report(
-                split.record.get("path", split.name), data.max_length, data.truncate)
-            if message:
-                log(message)
-    train, dev, test = (None if split is None else PreparedDocuments(
-        Items(split), vocabulary.words is not None, vocabulary.features is not None,
-        model if lm_features else None) for split in splits)
-    dev = dev.read(range(len(dev)))                 # evaluation holds its documents (LM features: once)
-    test = test.read(range(len(test))) if test is not None else None
-    reading.done(f"{len(train):,} training documents")
-    torch.manual_seed(config.train.seed + rank)
-    sizes = ", ".join(f"{label} {counts[label]:,}" for label in vocabulary.labels)
-    log(f"{len(train):,} training documents ({sizes}); "
-        f"{f'{len(vocabulary.words):,} words, ' if vocabulary.words is not None else ''}"
-        f"{len(vocabulary.labels)} classes; "
-        f"{model_config.arch} classifier with {model.num_parameters():,} parameters on {device}"
-        f"{lm_features_note(model) if lm_features else ''}")
-    if rank == 0 and not resume:
-        write_run_files(run_dir, config, vocabulary, overwrite)
-    distributed.barrier()
-    weights = class_weights(data.class_weights, vocabulary.labels, counts)
-    task = ClassificationTask(vocabulary, train, dev, test or None, config.train.batch_size,
-                              config.train.eval_batch_size, config.train.seed, weights, data.metric)
-    results = Trainer(task, model, config.train, run_dir, device, callback).fit(resume=resume)
-    if rank == 0:
-        for split, figures in results.items():
-            plot_confusion(figures["confusion"], vocabulary.labels, run_dir / f"confusion_{split}.png",
-                           f"{run_dir.name}: {split} ({figures['accuracy']:.2f}% accuracy)")
-    return results
+class Training(Hooks):
+    """The classifier's hooks of the training pipeline (`seqlab.runs.skeleton`)."""
+
+    def refuse(self, config: ClassifierTrainConfig) -> ClassifierTrainConfig:
+        data, model_config = config.data, config.model
+        if not data.prepared and (not data.train or not (data.dev or data.dev_fraction)):
+            raise SeqlabError("a classifier needs --train and --dev files (or --dev-fraction to hold out part of "
+                              "the training file), or a prepared folder (--data DIR)")
+        refuse_fused_output(config.train, "a classifier")
+        if data.lm_features and model_config.arch not in ("rnn", "lstm", "gru", "transformer"):
+            raise SeqlabError(f"--lm-features gives each token a vector for an encoder to read: use --arch lstm, "
+                              f"gru, rnn or transformer, not {model_config.arch}")
+        if model_config.arch != "features" and data.features != "builtin":
+            raise SeqlabError(f"--features {data.features} is for --arch features")
+        if data.ngrams > 1 and model_config.arch != "pooled":
+            raise SeqlabError("--ngrams is for --arch pooled (a bag of n-grams has no order for an encoder to read)")
+        if model_config.arch == "transformer":
+            limit = model_config.max_positions - (model_config.document_pooling == "cls")
+            if not data.max_length or data.max_length > limit:
+                if data.prepared:
+                    raise SeqlabError(f"--arch transformer reads at most {limit} tokens: {data.prepared} was "
+                                      f"prepared with --max-length {data.max_length} (0: no limit); prepare it with "
+                                      f"--max-length {limit}")
+                config = dataclasses.replace(config, data=dataclasses.replace(data, max_length=limit))
+        return config
+
+    def read(self, config: ClassifierTrainConfig, run: Run) -> ClassifierTrainConfig:
+        data, model_config, run_dir = config.data, config.model, run.run_dir
+        prepared = for_run(config, run_dir, run.rank, distributed.barrier, log)
+        notes = prepared.manifest.get("notes", {})
+        for kind in ("holdout", "lexicon" if model_config.arch == "features" else "vectors"):
+            if kind in notes:
+                log(notes[kind])
+        if data.prepared and prepared.manifest.get("holdout_seed") not in (None, config.train.seed):
+            log(f"the development set is the one {data.prepared} holds out (drawn with --seed "
+                f"{prepared.manifest['holdout_seed']}), whatever this run's --seed")
+        vocabulary = prepared_vocabulary(prepared, data, model_config.arch)
+        self.vectors = None
+        if run.resume:
+            saved = read_vocabulary(run_dir, config)
+            if saved.labels != vocabulary.labels or (saved.words is not None and vocabulary.words is not None
+                                                     and saved.words.tokens != vocabulary.words.tokens):
+                raise SeqlabError(f"--resume: the prepared data ({prepared.folder}) has another vocabulary than the "
+                                  f"run in {run_dir}; resume with the data the run was trained on")
+            vocabulary = saved
+        elif vocabulary.words is not None and (found := prepared_vectors(prepared)) is not None:
+            self.vectors = (torch.from_numpy(found[0]), torch.from_numpy(found[1]))
+            model_config = dataclasses.replace(model_config, embedding_size=self.vectors[0].size(1))
+        self.counts = Counter(prepared.split("train").record.get("labels", {}))
+        lm_features = None
+        if data.lm_features:      # resumed: the run's own copies (the weights come back with the checkpoint)
+            lm_features = (rebuild_lm_features(run_dir, config.model.lm_feature_size) if run.resume
+                           else load_lm_features(data.lm_features))
+        vocabulary.keep_tokens = lm_features is not None
+        model_config = dataclasses.replace(
+            model_config, vocab_size=len(vocabulary.words) if vocabulary.words is not None else 0,
+            num_labels=len(vocabulary.labels),
+            num_features=len(vocabulary.features.names) if vocabulary.features else 0,
+            lm_feature_size=lm_features.output_size if lm_features else 0)
+        self.prepared, self.vocabulary, self.lm_features = prepared, vocabulary, lm_features
+        return dataclasses.replace(config, model=model_config)
+
+    def build(self, config: ClassifierTrainConfig, run: Run) -> Classifier:
+        data, vocabulary, lm_features = config.data, self.vocabulary, self.lm_features
+        model = Classifier(config.model, lm_features)
+        if self.vectors is not None:
+            fill_embeddings(model.embedding, *self.vectors)
+        model = model.to(run.device)
+        splits = [self.prepared.split(name) for name in ("train", "dev", "test")]
+        for split in splits:
+            if split is not None:
+                message = Truncation(*split.record.get("truncation", (0, 0, 0))).report(
+                    split.record.get("path", split.name), data.max_length, data.truncate)
+                if message:
+                    log(message)
+        train, dev, test = (None if split is None else PreparedDocuments(
+            Items(split), vocabulary.words is not None, vocabulary.features is not None,
+            model if lm_features else None) for split in splits)
+        self.dev = dev.read(range(len(dev)))               # evaluation holds its documents (LM features: once)
+        self.test = test.read(range(len(test))) if test is not None else None
+        self.train = train
+        run.reading.done(f"{len(train):,} training documents")
+        return model
+
+    def task(self, config: ClassifierTrainConfig, model: Classifier, run: Run) -> ClassificationTask:
+        weights = class_weights(config.data.class_weights, self.vocabulary.labels, self.counts)
+        return ClassificationTask(self.vocabulary, self.train, self.dev, self.test or None, config.train.batch_size,
+                                  config.train.eval_batch_size, config.train.seed, weights, config.data.metric)
+
+    def describe(self, config: ClassifierTrainConfig, model: Classifier, task: ClassificationTask, run: Run) -> str:
+        vocabulary, counts = self.vocabulary, self.counts
+        sizes = ", ".join(f"{label} {counts[label]:,}" for label in vocabulary.labels)
+        return (f"{len(self.train):,} training documents ({sizes}); "
+                f"{f'{len(vocabulary.words):,} words, ' if vocabulary.words is not None else ''}"
+                f"{len(vocabulary.labels)} classes; "
+                f"{config.model.arch} classifier with {model.num_parameters():,} parameters on {run.device}"
+                f"{lm_features_note(model) if self.lm_features else ''}")
+
+    def write_run_files(self, config: ClassifierTrainConfig, run: Run) -> None:
+        write_run_files(run.run_dir, config, self.vocabulary, run.overwrite)
+
+    def finish(self, results: dict, run: Run) -> dict:
+        if run.rank == 0:
+            for split, figures in results.items():
+                plot_confusion(figures["confusion"], self.vocabulary.labels, run.run_dir / f"confusion_{split}.png",
+                               f"{run.run_dir.name}: {split} ({figures['accuracy']:.2f}% accuracy)")
+        return results
 
 
 def build_vocabulary(train: list[Document], token_lists: list[list[str]],

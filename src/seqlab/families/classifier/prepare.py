@@ -39,7 +39,6 @@ import numpy as np
 from seqlab.data.prepare_text import Source, Workers, workers_for
 from seqlab.data.prepared import Prepared, Writer, cached, id_dtype, source_record
 from seqlab.data.prepared_items import ItemWriter
-from seqlab.data.text_features import FeatureExtractor, derive_lexicon, read_lexicon
 from seqlab.data.vocab import Vocab
 from seqlab.errors import SeqlabError
 from seqlab.families.classifier.encode import (
@@ -51,6 +50,7 @@ from seqlab.families.classifier.encode import (
     read_documents,
     save_state,
 )
+from seqlab.families.classifier.features import FeatureExtractor, derive_lexicon, read_lexicon
 from seqlab.families.classifier.vocab import DocumentVocabulary
 from seqlab.fileio import check_input_file, file_sha256
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from pydantic import BaseModel
 
+import seqlab.serve.ui as ui
 from seqlab.serve.routes import Routes
 from seqlab.serve.schemas import WordsRequest
 
@@ -19,6 +20,10 @@ class ClassifyResult(BaseModel):
 class ClassifyResponse(BaseModel):
     model: str
     results: list[ClassifyResult]
+
+
+# the web page's form (`seqlab.serve.ui`): a bar per class
+FORMS = (ui.Form("classify", "bars", "Classes", "Text", "a warm and funny film"),)
 
 
 def add_routes(app: FastAPI, routes: Routes) -> None:

@@ -149,7 +149,6 @@ class ClassificationTask:
 
     name = "classifier"
     unit = "document"                        # what `count` counts
-    lower_is_better = False
     batch_unit = "documents"
     keep_predictions = False        # evaluate() then leaves (gold, predicted) class indices in self.predictions
     progress: bool | None = False      # a bar over evaluation batches (None: when stderr is a terminal)

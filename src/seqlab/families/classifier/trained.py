@@ -21,6 +21,7 @@ from seqlab.decoding import core
 from seqlab.errors import SeqlabError, place
 from seqlab.families.classifier import FAMILY
 from seqlab.families.classifier.config import ClassifierTrainConfig
+from seqlab.families.classifier.model import RECURRENT, Classifier
 from seqlab.families.classifier.task import (
     ClassificationTask,
     DocumentVocabulary,
@@ -31,9 +32,8 @@ from seqlab.families.classifier.task import (
     with_lm_features,
 )
 from seqlab.families.classifier.vocab import Prediction
-from seqlab.families.run_files import FromRun
-from seqlab.models.classifier import RECURRENT, Classifier
 from seqlab.progress import progress_bar
+from seqlab.runs.files import FromRun
 from seqlab.training.plots import plot_confusion
 
 

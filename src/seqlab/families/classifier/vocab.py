@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from seqlab.data.documents import Document
-from seqlab.data.text_features import FeatureExtractor, tokenize, with_ngrams
 from seqlab.data.vocab import PAD, UNK, Vocab
+from seqlab.data.words import tokenize, with_ngrams
 from seqlab.errors import DAMAGED, SeqlabError, where
+from seqlab.families.classifier.features import FeatureExtractor
 from seqlab.fileio import read_json
 
 if TYPE_CHECKING:

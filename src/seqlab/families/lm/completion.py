@@ -9,9 +9,10 @@ and the reason it ended, as the HTTP API answers them (`/v1/generate`, `/v1/comp
 - each prompt is read alone (`model.start`, one row), and the started states are merged into one batch
   (`model.merge_states`: an RNN's states side by side; a transformer's KV caches right-aligned, each row at its
   own positions, with a key padding mask over the empty slots);
-- every step runs the batch once; each row's token is then chosen with its own options: rows that share the
-  processors (temperature, top-k, top-p) are processed together, and a row with a seed draws from its own
-  generator, seeded as `generate` seeds it, so its draws are the ones it would make alone;
+- every step runs the batch once (the decoding core's one loop, `core.sampling_steps`); each row's token is then
+  chosen with its own options (`seqlab.decoding.sampling.RowDraws`): rows that share the processors (temperature,
+  top-k, top-p) are processed together, and a row with a seed draws from its own generator, seeded as `generate`
+  seeds it, so its draws are the ones it would make alone;
 - a row leaves the batch when it has its `max_tokens` (or its </s>, with `stop_at_eos`);
 - beam searches that share the beam, the length penalty and stop_at_eos run as one search over their prompts
   (`core.beam_steps`, the search of one prompt's `lm_beam`);
@@ -38,9 +39,9 @@ from seqlab.data.vocab import EOS, SPECIALS
 from seqlab.decoding import core
 from seqlab.decoding.core import best_first, checkpoint
 from seqlab.decoding.options import SamplingOptions
-from seqlab.decoding.processors import BlockTokens, process, processors_for
+from seqlab.decoding.sampling import RowDraws
+from seqlab.decoding.search import ModelDecoder, TorchOps, blocked_tokens, check_prompt, lm_beam_search, reading, seeded
 from seqlab.decoding.search import beam_steps as search_beam_steps
-from seqlab.decoding.search import blocked_tokens, check_prompt, lm_beam_search, reading, seeded
 from seqlab.errors import SeqlabError
 
 LINE_END = SPECIALS[EOS]        # </s>: how the vocabulary spells a line end
@@ -140,14 +141,13 @@ def decode_steps(trained, rows: list[Row], top_logprobs: int) -> Iterator[None]:
     tokens = torch.tensor([row.prompt_ids[-1] for row in rows], device=device)                 # (B,)
     for row in rows:
         row.generator = None if row.options.greedy else seeded(row.options.seed, device)
-    block = blocked_tokens(model)
+    steps = core.sampling_steps(ModelDecoder(model), TorchOps(device), state, tokens, blocked_tokens(model),
+                                RowDraws([row.options for row in rows], [row.generator for row in rows]))
     live = list(range(len(rows)))                            # the rows still in the batch, by index into `rows`
+    keep = None
     while live:
-        core.checkpoint()
-        logits, state, _ = model.step(tokens, state)                                          # (n, V)
-        blocked = block(logits)                                                               # (n, V)
+        chosen, logits, blocked, _ = steps.send(keep)                                         # (n,), (n, V)
         log_probs = torch.log_softmax(logits.float(), dim=-1)             # (n, V): the model's, as `score_texts`
-        chosen = choose_rows(blocked, [rows[i] for i in live])                                # (n,)
         picked = log_probs.gather(1, chosen[:, None])[:, 0].tolist()
         choosable = log_probs.masked_fill(blocked == float("-inf"), float("-inf"))           # (n, V)
         tops = choosable.topk(min(top_logprobs, choosable.size(-1)), dim=-1) if top_logprobs else None
@@ -167,41 +167,9 @@ def decode_steps(trained, rows: list[Row], top_logprobs: int) -> Iterator[None]:
         if len(keep) < len(live):                            # finished rows leave the batch
             if not keep:
                 return
-            index = torch.tensor(keep, device=device)
-            state = model.reorder_state(state, index)
-            chosen = chosen[index]
             live = [live[j] for j in keep]
-        tokens = chosen
-
-
-def choose_rows(blocked: torch.Tensor, rows: list[Row]) -> torch.Tensor:
-    """Each row's next token (n,) from its blocked logits (n, V), as `generate` chooses it alone: rows with the
-    same processors are processed together; greedy rows take the argmax; a seeded row draws from its own
-    generator, the others share one draw from PyTorch's."""
-    chosen = torch.empty(len(rows), dtype=torch.long, device=blocked.device)
-    groups: dict[tuple, list[int]] = defaultdict(list)
-    for j, row in enumerate(rows):
-        o = row.options
-        groups[(o.greedy, o.temperature, o.top_k, o.top_p)].append(j)
-    for members in groups.values():
-        first = rows[members[0]].options
-        sample = not first.greedy
-        rest = [p for p in processors_for(first, sample) if p != BlockTokens()]      # the block is the model's
-        index = torch.tensor(members, device=blocked.device)
-        scores = process(blocked.index_select(0, index), rest)                          # (m, V)
-        if not sample:
-            chosen[index] = scores.argmax(dim=-1)
-            continue
-        probs = scores.softmax(dim=-1)                                                  # (m, V)
-        shared = [k for k, j in enumerate(members) if rows[j].generator is None]
-        own = [k for k, j in enumerate(members) if rows[j].generator is not None]
-        if own:                                               # each seeded row's draw from its own generator
-            draws = [torch.multinomial(probs[k:k + 1], 1, generator=rows[members[k]].generator) for k in own]
-            chosen[index[torch.tensor(own, device=blocked.device)]] = torch.cat(draws)[:, 0]
-        if shared:
-            at = torch.tensor(shared, device=blocked.device)
-            chosen[index[at]] = torch.multinomial(probs.index_select(0, at), 1).squeeze(1)
-    return chosen
+        else:
+            keep = None
 
 
 def beam_rows(trained, rows: list[Row]) -> None:

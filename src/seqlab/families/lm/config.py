@@ -1,5 +1,5 @@
 """The options of `seqlab train lm` (and `seqlab.LMTrainConfig`): where the text comes from and how it
-becomes tokens (data), the model (`seqlab.models.lm.LMConfig`) and how to train it (train), saved as the three
+becomes tokens (data), the model (`seqlab.families.lm.model.LMConfig`) and how to train it (train), saved as the three
 groups of a run's config.json."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from seqlab.config import check_fields, option
 from seqlab.data.tokenizers import TOKENIZERS
 from seqlab.errors import SeqlabError
 from seqlab.families.lm import FAMILY
-from seqlab.families.runs import (
+from seqlab.families.lm.model import LMConfig
+from seqlab.runs.directory import (
     read_run_config_as,
     resolve_run_config,
 )
-from seqlab.models.lm import LMConfig
-from seqlab.training.trainer import TrainConfig
+from seqlab.training.config import TrainConfig
 
 
 @dataclass

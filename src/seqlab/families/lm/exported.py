@@ -26,10 +26,13 @@ from seqlab.decoding.core import checkpoint, text_pieces
 from seqlab.decoding.numpy_search import SamplingOptions, generate_ids, log_softmax
 from seqlab.decoding.options import prompt_too_long
 from seqlab.export.session import Exported
+from seqlab.families.lm import FAMILY
 from seqlab.families.lm.vocab import detokenize_lines, read_tokenizer_and_vocab, unknown_tokens_note
 
 
 class ExportedLM(Exported):
+    family = FAMILY
+
     def __init__(self, export_dir, threads: int = 0):
         super().__init__(export_dir, threads)
         self.tokenizer, self.vocab = read_tokenizer_and_vocab(self.files)
@@ -129,20 +132,30 @@ class ExportedLM(Exported):
             lines.pop()
         token_lines = self.tokenizer.tokenize_lines(lines)
         ids = [i for tokens in token_lines for i in [*self.vocab.encode(tokens), EOS]]
-        inputs = [EOS, *ids[:-1]]                    # inputs[p] predicts ids[p]
-        if self.context is None:                     # a state carried along the stream
-            state, logprobs = self.start(1), []
-            for token, target in zip(inputs, ids, strict=True):
-                checkpoint()                         # a server may run other work between two steps
-                logits, state = self.step(np.array([token], np.int64), state)
-                logprobs.append(float(log_softmax(logits.astype(np.float32))[0, target]))
-        else:
-            logprobs = self._window_logprobs(inputs, ids)
+        logprobs = [0.0] * len(ids)
+
+        def keep(p: int, row: np.ndarray) -> None:
+            logprobs[p] = float(row[ids[p]])
+
+        self.distributions(ids, keep)
         tokens = [t for line in token_lines for t in [*line, "</s>"]]
         return tokens, logprobs, ids, sum(len(line) for line in lines) + len(lines)
 
-    def _window_logprobs(self, inputs: list[int], ids: list[int]) -> list[float]:
-        """The transformer's log probabilities as `seqlab.data.batching.sliding_windows` scores them: windows
+    def distributions(self, ids: list[int], visit) -> None:
+        """The model's distribution over the vocabulary before each token of an id stream (one `</s>` per line),
+        read from a line start as `TrainedLM.distributions` reads it: `visit(p, log probabilities (V,) float32)`
+        for each position p, each once (a transformer's in the order its windows read them)."""
+        inputs = [EOS, *ids[:-1]]                    # inputs[p] predicts ids[p]
+        if self.context is not None:
+            return self._window_distributions(inputs, ids, visit)
+        state = self.start(1)                        # a state carried along the stream
+        for p, token in enumerate(inputs):
+            checkpoint()                             # a server may run other work between two steps
+            logits, state = self.step(np.array([token], np.int64), state)
+            visit(p, log_softmax(logits.astype(np.float32))[0])
+
+    def _window_distributions(self, inputs: list[int], ids: list[int], visit) -> None:
+        """The transformer's distributions as `seqlab.data.batching.sliding_windows` scores them: windows
         of `context` inputs every context / 2 tokens, each target scored in the first window holding it, from
         the inputs of that window up to it. Targets read through windows of the same width run as one batch."""
         context, n = self.context, len(ids)
@@ -157,7 +170,6 @@ class ExportedLM(Exported):
             if stop == n:
                 break
             start += stride
-        logprobs = [0.0] * n
         for width, group in reads.items():
             checkpoint()
             window = np.array([inputs[s:s + width] for s, _ in group], np.int64)            # (m, width)
@@ -165,8 +177,7 @@ class ExportedLM(Exported):
             logits, _ = self.step(window[:, -1], {"window": window[:, :-1]})                  # (m, V)
             lp = log_softmax(logits.astype(np.float32))
             for row, (_, p) in enumerate(group):
-                logprobs[p] = float(lp[row, ids[p]])
-        return logprobs
+                visit(p, lp[row])
 
     def score(self, text: str) -> list[tuple[str, float]]:
         """(token, natural-log probability) for every token of `text`, `</s>` at each line end (`TrainedLM.score`)."""

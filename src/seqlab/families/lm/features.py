@@ -89,8 +89,8 @@ def rebuild_lm_features(run_dir: Path, config_width: int) -> ContextualStringEmb
     if not config_width:
         return None
     from seqlab.families.lm.config import read_run_config
+    from seqlab.families.lm.model import build_lm
     from seqlab.families.lm.vocab import read_tokenizer_and_vocab
-    from seqlab.models.lm import build_lm
 
     models, vocabs = [], []
     for direction in DIRECTIONS:

@@ -61,7 +61,7 @@ from torch import Tensor, nn
 
 from seqlab.data.vocab import BOS, EOS, NEVER_GENERATED, PAD, SPECIALS, UNK
 from seqlab.errors import SeqlabError
-from seqlab.export import export_folder
+from seqlab.export.folder import export_folder
 from seqlab.export.tokens import bpe_state
 from seqlab.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text
 from seqlab.version import __version__
@@ -278,19 +278,20 @@ print(pipeline("text-generation", model=model, tokenizer=tokenizer)("To be", max
 def export_hf(run_dir: str | Path, output: str | Path, overwrite: bool = False) -> Path:
     """Export a transformer LM run with GPT-2's options to `output` (see the module's docstring); returns
     the export directory, which `from_pretrained` takes."""
+    from seqlab.families.lm import FAMILY
     from seqlab.families.lm.config import read_run_config
-    from seqlab.families.runs import read_run_json
-    from seqlab.registry import load, run_family
+    from seqlab.runs.directory import read_run_json
 
     run_dir, out = Path(run_dir), Path(output)
-    task = run_family(run_dir).name
-    arch = read_run_json(run_dir).get("model", {}).get("arch")
+    raw = read_run_json(run_dir)
+    task = raw.get("task", "lm")                              # runs from before "task" was recorded are LMs
+    arch = raw.get("model", {}).get("arch")
     if task != "lm" or arch != "transformer":
         held = f"{task} --arch {arch}" if arch else task
         raise SeqlabError(f"seqlab export --format hf: GPT-2 is a transformer language model (lm --arch "
                           f"transformer); {run_dir} holds {held}")
     check_gpt2_options(read_run_config(run_dir).model)       # before reading the weights
-    trained = load(run_dir)
+    trained = FAMILY.pipeline.load(run_dir, "cpu")
     model, model_config, context = trained.model, trained.config.model, trained.config.model.context
     config = gpt2_config(model, model_config)
     with export_folder(out, overwrite, run_dir, legacy_export_files) as folder:    # moved into place at the end

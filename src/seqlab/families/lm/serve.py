@@ -1,5 +1,6 @@
 """A language model over HTTP: POST /v1/generate (a prompt's continuation, whole or streamed as server-sent
-events) and POST /v1/score (each token's log probability, the text's perplexity and bits per character)."""
+events) and POST /v1/score (each token's log probability, the text's perplexity and bits per character), OpenAI's
+POST /v1/completions (`openai.py`), and the batches of all three (`run_batch`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+import seqlab.serve.ui as ui
 from seqlab.decoding.options import SamplingOptions
+from seqlab.families.lm import choices, openai
 from seqlab.serve.routes import SSE_HEADERS, Routes, events, json_answer
 from seqlab.serve.schemas import Request as ModelRequest
 from seqlab.serve.schemas import TextsRequest, limited, option_field
@@ -63,8 +66,20 @@ class ScoreResponse(BaseModel):
     results: list[ScoreResult]
 
 
+# the web page's forms (`seqlab.serve.ui`): a prompt's continuation as it streams, a text's log probabilities
+FORMS = (
+    ui.Form("generate", "stream", "Generated text", "Prompt", "ROMEO:", text="prompt", body={"stream": True},
+            groups=(ui.Group("sampling", "Sampling", (
+                ui.Field("max_tokens", "Max tokens", value=60, blank=60, min=0),
+                ui.Field("temperature", "Temperature", "number", value=0.8, blank=1, min=0.05, step=0.05),
+                ui.Field("top_k", "Top-k (0: all)", value=0, blank=0, min=0),
+                ui.Field("seed", "Seed (empty: random)", min=0, placeholder="random"))),)),
+    ui.Form("score", "token-scores", "Log-probabilities", "Text to score", "To be, or not to be"))
+
+
 def add_routes(app: FastAPI, routes: Routes) -> None:
-    """POST /v1/generate and /v1/score."""
+    """POST /v1/completions (OpenAI's, `openai.add_routes`), /v1/generate and /v1/score."""
+    openai.add_routes(app, routes)
 
     @app.post("/v1/generate", response_model=GenerateResponse,
               responses={200: {"content": {"text/event-stream": {}}}})
@@ -93,14 +108,12 @@ def add_routes(app: FastAPI, routes: Routes) -> None:
 
 def run_batch(trained, key: tuple, items: list) -> list:
     """One batch of the gathered requests (`seqlab.serve.batching`): for "completions", the choices of
-    /v1/completions requests of one shape (`seqlab.serve.compat.generate`); for "generate", (prompt, options) pairs ->
+    /v1/completions requests of one shape (`choices.generate`); for "generate", (prompt, options) pairs ->
     (text, warnings) each, decoded together (`TrainedLM.complete`: each row what the prompt gives alone); for
     "score", texts -> (token log probabilities, figures) each, scored together. An ONNX export's runtime runs
     them one by one."""
     if key[1] == "completions":                  # /v1/completions: key = (model, endpoint, top, tokens, echo, n)
-        from seqlab.serve.compat import generate
-
-        return generate(trained, [p for p, _ in items], [o for _, o in items], *key[2:])
+        return choices.generate(trained, [p for p, _ in items], [o for _, o in items], *key[2:])
     if key[1] == "generate":
         if hasattr(trained, "complete"):
             return [(c.text, c.warnings) for c in trained.complete([p for p, _ in items], [o for _, o in items])]

@@ -68,7 +68,7 @@ class LanguageModelingTask:
 
     name = "lm"
     unit = "token"                        # what `count` counts
-    metric, lower_is_better = "loss", True
+    metric = "loss"                       # what picks the best weights (its direction: `seqlab.metrics`)
     progress: bool | None = False      # a bar over evaluation batches (None: when stderr is a terminal)
 
     def __init__(self, model, train_ids, valid_ids: Tensor, test_ids: Tensor | None,

@@ -1,28 +1,30 @@
 """A trained language model's API (`seqlab.load(run)` of an LM run): `TrainedLM` scores text (perplexity,
-bits per character, each token's log probability) and continues prompts (greedy, sampled, beam search)."""
+bits per character, each token's log probability) and continues prompts (greedy, sampled, beam search). It
+offers the audits' capability (`seqlab.contract.Auditable`: `seqlab.harms` calls only those methods)."""
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
 
-from seqlab.data import lm_stream
 from seqlab.data.batching import StreamBatches, sliding_windows
 from seqlab.data.readers import count_characters, encode_lines, read_lines, read_stream
 from seqlab.data.tokenizers import Tokenizer
 from seqlab.data.vocab import EOS, UNK, Vocab
 from seqlab.decoding.core import checkpoint, text_pieces
-from seqlab.decoding.search import SamplingOptions, generate_ids
+from seqlab.decoding.search import SamplingOptions, decode_batch, generate_ids, sample_ids
 from seqlab.errors import SeqlabError, SeqlabWarning
 from seqlab.families.lm import FAMILY
+from seqlab.families.lm import stream as lm_stream
 from seqlab.families.lm.config import LMTrainConfig
 from seqlab.families.lm.task import evaluate_lm, summarize
 from seqlab.families.lm.vocab import detokenize_lines, reverse_lines, unknown_tokens_note
-from seqlab.families.run_files import FromRun
 from seqlab.progress import Reading, progress_bar
+from seqlab.runs.files import FromRun
 
 
 class TrainedLM(FromRun):
@@ -32,6 +34,28 @@ class TrainedLM(FromRun):
 
     def __init__(self, model, tokenizer: Tokenizer, vocab: Vocab, config: LMTrainConfig, device):
         self.model, self.tokenizer, self.vocab, self.config, self.device = model, tokenizer, vocab, config, device
+        self.decoder = None                  # `compile_decoding`'s compiled step, which sampling then runs on
+
+    def compile_decoding(self, say: Callable[[str], None] | None = None) -> TrainedLM:
+        """Compile this transformer's decoding step ahead of time (AOTInductor: tens of seconds, once) for
+        `generate` and `stream` to sample and decode greedily on (beam search keeps the model): ~1.4-1.6x the
+        tokens/s of the eager step at batch 1 on one CPU thread, the same tokens for the same seed except where
+        two tokens tie within float rounding (`seqlab.models.compiled_decoding`). `say` hears how it goes.
+        Returns self."""
+        compiled = getattr(self.model, "compiled_decoder", None)
+        if compiled is None:
+            raise SeqlabError(f"--compile: only a transformer's decoding step compiles; this run is "
+                              f"{self.config.model.arch!r}: generate without --compile")
+        if torch.device(self.device).type != "cpu":
+            raise SeqlabError(f"--compile: the compiled decoding step runs on the CPU, not {self.device}: "
+                              "generate with --device cpu, or without --compile")
+        began = time.perf_counter()
+        if say:
+            say("compiling the decoding step ahead of time (AOTInductor; tens of seconds) ...")
+        self.decoder = compiled()
+        if say:
+            say(f"compiled in {time.perf_counter() - began:.0f} s")
+        return self
 
     @property
     def unit(self) -> str:
@@ -90,7 +114,7 @@ class TrainedLM(FromRun):
         A .jsonl (.parquet) file is read as training reads one: the text of each record's field (column)
         `text_column`, by default the run's --text-column; a plain text file takes no `text_column`.
 
-        A text file is read twice and never held whole (`seqlab.data.lm_stream`): once to count its
+        A text file is read twice and never held whole (`seqlab.families.lm.stream`): once to count its
         tokens, then as the batches need it; the batches, and so the figures, are those
         `evaluate_ids` gives on the file's whole id stream (the recurrent state carried along each
         row of the stream; the transformer's overlapping windows). Records are read whole."""
@@ -142,8 +166,18 @@ class TrainedLM(FromRun):
         Tokens are the text's own; one the vocabulary lacks is scored as `<unk>`. A server's scheduler may run other
         work, or stop this one, between two windows (`core.checkpoint`)."""
         token_lines = self.tokenize(text)
-        ids = encode_lines(token_lines, self.vocab)
         logprobs = []
+        for log_probs, targets in self.distributions(encode_lines(token_lines, self.vocab)):
+            logprobs.extend(log_probs.gather(-1, targets[:, None])[:, 0].tolist())
+        tokens = [t for line in token_lines for t in [*line, "</s>"]]
+        return list(zip(tokens, logprobs, strict=True))
+
+    @torch.no_grad()
+    def distributions(self, ids: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """The model's distribution over the vocabulary before each token of an id stream (one `</s>` per line),
+        read from a line start as `score` reads it (the state carried along the stream; the transformer's
+        overlapping windows): per window, the natural-log probabilities (n, V) of its n scored positions and
+        their targets (n,), in the stream's order. A checkpoint between two windows (`core.checkpoint`)."""
         state = None
         for batch in self._batches(ids, 1, 0):
             checkpoint()
@@ -152,10 +186,8 @@ class TrainedLM(FromRun):
                 state = self.model.init_state(1, self.device)
             logits, new_state = self.model(batch.inputs, state if self.model.context_length is None else None)
             state = new_state if self.model.context_length is None else None
-            lp = torch.log_softmax(logits.float(), dim=-1).gather(-1, batch.targets.unsqueeze(-1)).squeeze(-1)
-            logprobs.extend(lp[batch.targets != 0].tolist())
-        tokens = [t for line in token_lines for t in [*line, "</s>"]]
-        return list(zip(tokens, logprobs, strict=True))
+            scored = batch.targets != 0                                                  # (1, T): not padding
+            yield torch.log_softmax(logits[scored].float(), dim=-1), batch.targets[scored]   # (n, V), (n,)
 
     def prompt_ids(self, prompt: str, truncate: bool = False, warn: Callable[[str], None] | None = None) -> list[int]:
         """`</s>` (a line start) + the prompt's tokens; unknown tokens become <unk> with a warning, given to
@@ -198,7 +230,8 @@ class TrainedLM(FromRun):
         self.check_generates()
         sampling = SamplingOptions(**options)
         context = self.prompt_ids(prompt, truncate_prompt, warn)
-        ids = generate_ids(self.model, context, sampling, self.device)
+        model = self.decoder if self.decoder is not None and sampling.beam == 1 else self.model
+        ids = generate_ids(model, context, sampling, self.device)
         return (yield from text_pieces(ids, context[1:], self.detokenize, sampling.stop_at_eos, sampling.beam > 1))
 
     def complete(self, prompts: list[str], options: list[dict | SamplingOptions] | dict | SamplingOptions,
@@ -225,6 +258,62 @@ class TrainedLM(FromRun):
         """The prompt's continuation as one string (see `SamplingOptions` for the options: `max_tokens`,
         `greedy`, `temperature`, `top_k`, `top_p`, `seed`, `stop_at_eos`, `beam`, `length_penalty`)."""
         return "".join(self.stream(prompt, **options))
+
+    # ------------------------------------------------------------ the audits' capability (`contract.Auditable`)
+
+    @property
+    def context_length(self) -> int | None:
+        return self.model.context_length
+
+    @property
+    def vocabulary_size(self) -> int:
+        return len(self.vocab)
+
+    @property
+    def carries_state(self) -> bool:
+        from seqlab.models.transformer_lm import TransformerLM
+
+        return not isinstance(self.model, TransformerLM)
+
+    @property
+    def state_batch_dim(self) -> int:
+        return self.model.state_batch_dim
+
+    def tokenize_lines(self, lines: list[str]) -> list[list[str]]:
+        """Each line's tokens as the tokenizer reads a training line (no reversal, no </s>)."""
+        return self.tokenizer.tokenize_lines(lines)
+
+    def token_ids(self, tokens: list[str]) -> list[int]:
+        return self.vocab.encode(tokens)
+
+    def sample(self, prompt: str, n: int, options: SamplingOptions) -> list[str]:
+        """`n` continuations of `prompt` sampled as one batch (`seqlab.decoding.search.sample_ids`: one generator
+        seeded with `options.seed`), each made text as `generate` makes it."""
+        context = self.prompt_ids(prompt)
+        return ["".join(text_pieces(ids, context[1:], self.detokenize, options.stop_at_eos, whole=False))
+                for ids in sample_ids(self.model, context, options, n, self.device)]
+
+    def continue_ids(self, prompts: torch.Tensor, steps: int, top_k: int = 0,
+                     generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """`seqlab.decoding.search.decode_batch` of the model."""
+        return decode_batch(self.model, prompts, steps, top_k, generator)
+
+    def initial_state(self, batch: int):
+        return self.model.init_state(batch, self.device)
+
+    def read_ids(self, ids: torch.Tensor, state=None):
+        """The model's logits (B, T, V) and state after `ids` (B, T), in evaluation mode."""
+        self.model.eval()
+        return self.model(ids) if state is None else self.model(ids, state)
+
+    @torch.no_grad()
+    def next_log_probs(self, sequences: torch.Tensor) -> torch.Tensor:
+        """Transformer: log P(next token | each sequence) (B, V), reading only the last position's output."""
+        model = self.model.eval()
+        sequences = sequences[:, -model.context_length:]
+        positions = torch.arange(sequences.size(1), device=sequences.device)
+        h = model.hidden(sequences, positions)[:, -1]                       # (B, D)
+        return torch.log_softmax(model.output(h).float(), dim=-1)          # (B, V)
 
 
 def text_source(path, what: str, column: str):

@@ -79,7 +79,7 @@ def read_units(path: str | Path, fmt: str = "tsv", fields: tuple[str, str] = ("s
                **options) -> dict:
     """A file's units (pairs of `fmt`, `fields` naming the source and target), their texts (the sources), for
     `seqlab.cards.datasheet.read_units`."""
-    from seqlab.data.parallel import read_paired
+    from seqlab.families.seq2seq.parallel import read_paired
 
     pairs = read_paired(path, fmt, *fields)
     return {"unit": "pairs", "units": len(pairs), "texts": [p.source for p in pairs], "labels": []}

@@ -8,16 +8,40 @@ import argparse
 import contextlib
 import json
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 from seqlab.cli.options import (
+    EvaluateOption,
     add_search_options,
     inference_command,
     search_options,
     write_chunk,
 )
+from seqlab.config import option
 from seqlab.errors import SeqlabError
+from seqlab.families.seq2seq.parallel import PAIRED_FORMATS
 from seqlab.fileio import check_writable
+
+
+@dataclass
+class Seq2SeqEvaluateOptions:
+    """The numeric options of `seqlab evaluate` for a sequence-to-sequence model (the decoding ones are
+    `SearchOptions`')."""
+
+    batch_size: int | None = option(None, "sentences decoded at once", at_least=1)
+
+
+# the options of `seqlab evaluate` of its own (`Family.evaluate_options` names all it takes)
+EVALUATE_OPTIONS = (
+    EvaluateOption("--src", "the sources, one per line", metavar="FILE"),
+    EvaluateOption("--tgt", "the reference targets, aligned with --src", metavar="FILE"),
+    EvaluateOption("--bleu-tokenize", "sacrebleu's tokenizer for BLEU; none for text tokenised already (default: "
+                   "13a)", choices=("13a", "none", "intl", "char"), value="13a"),
+    EvaluateOption("--hypotheses", "write the decoded outputs here", metavar="FILE"),
+    EvaluateOption("--format", "the file's format (default: the training files')", choices=PAIRED_FORMATS),
+    EvaluateOption("--batch-size", default="64 sentences", number=Seq2SeqEvaluateOptions),
+)
 
 
 def add_commands(commands) -> None:

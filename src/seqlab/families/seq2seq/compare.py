@@ -79,8 +79,8 @@ def sections(spec: dict, rows: list[dict], models: dict, winner, figures: Path) 
 
 def first_pairs(data, count: int) -> list:
     """The first `count` development pairs of a seq2seq run's data (aligned files or a file of pairs)."""
-    from seqlab.data.parallel import aligned_pairs, paired_reader
     from seqlab.data.stream import LineReader
+    from seqlab.families.seq2seq.parallel import aligned_pairs, paired_reader
 
     if data.dev_src:
         with LineReader(data.dev_src, "development source", stdin=False) as sources:

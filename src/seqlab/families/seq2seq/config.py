@@ -1,5 +1,5 @@
 """The options of `seqlab train seq2seq` (and `seqlab.Seq2SeqTrainConfig`): the pairs and how they are read
-and cut (data), the model (`seqlab.models.seq2seq.Seq2SeqConfig`) and how to train it (train), saved as the
+and cut (data), the model (`seqlab.families.seq2seq.model.Seq2SeqConfig`) and how to train it (train), saved as the
 three groups of a run's config.json; and the pairs of a split read as the data options say."""
 
 from __future__ import annotations
@@ -9,16 +9,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from seqlab.config import check_fields, option
-from seqlab.data.parallel import PAIRED_FORMATS, Pair
 from seqlab.data.tokenizers import RULE_TOKENIZERS, TOKENIZERS
 from seqlab.errors import SeqlabError
-from seqlab.families.runs import (
+from seqlab.families.seq2seq import FAMILY
+from seqlab.families.seq2seq.model import Seq2SeqConfig
+from seqlab.families.seq2seq.parallel import PAIRED_FORMATS, Pair
+from seqlab.runs.directory import (
     read_run_config_as,
     resolve_run_config,
 )
-from seqlab.families.seq2seq import FAMILY
-from seqlab.models.seq2seq import Seq2SeqConfig
-from seqlab.training.trainer import TrainConfig
+from seqlab.training.config import TrainConfig
 
 SIDE_TOKENIZERS = (*TOKENIZERS, *RULE_TOKENIZERS)
 TRAIN_DEFAULTS = {"output": "runs/seq2seq", "epochs": 10, "batch_size": 64, "eval_batch_size": 128,

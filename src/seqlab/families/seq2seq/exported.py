@@ -23,11 +23,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from seqlab.data.grouping import length_batches
-from seqlab.data.parallel import Pair
 from seqlab.data.vocab import BOS, PAD, SEP
 from seqlab.decoding.numpy_search import Hypothesis, SearchOptions, decode, max_lengths
 from seqlab.errors import SeqlabError
 from seqlab.export.session import Exported, pad
+from seqlab.families.seq2seq import FAMILY
+from seqlab.families.seq2seq.parallel import Pair
 from seqlab.families.seq2seq.vocab import LengthReport, Output, read_pair_vocabulary
 
 
@@ -42,6 +43,8 @@ class Decoded:
 
 
 class ExportedSeq2Seq(Exported):
+    family = FAMILY
+
     """A sequence-to-sequence export behind one step interface, every array batch-first (axis 0):
 
         memory = encode(sources)                        the encoder's outputs and mask (B, S), lengths (B,)
@@ -159,16 +162,17 @@ class ExportedSeq2Seq(Exported):
     # ------------------------------------------------------------------ the search, and greedy decoding
 
     def search(self, sources: list[list[int]], options: SearchOptions | None = None,
-               need_weights: bool = False) -> list[list[Hypothesis]]:
+               need_weights: bool = False, trace: list[dict] | None = None) -> list[list[Hypothesis]]:
         """Greedy decoding, sampling or beam search of one batch of source ids, by `seqlab.decoding.numpy_search`
         (seqlab.decoding.search's rules in numpy): `options.nbest` hypotheses per source, best first, each with its
-        attention over the source with `need_weights` (when the model attends)."""
+        attention over the source with `need_weights` (when the model attends); the beam's tree appended to
+        `trace`, if given (`seqlab.decoding.core.beam_steps`)."""
         options = options or SearchOptions()
         memory = self.encode(sources)
         lengths = memory["lengths"]
         return decode(SourceDecoder(self), (memory, self.start(memory)), lengths,
                       self.limits(lengths, options.max_length, options.length_cap), self.start_token, options,
-                      need_weights and self.attends)
+                      need_weights and self.attends, trace)
 
     def greedy(self, sources: list[list[int]], max_length: int = 0, attention: bool = False) -> list[Decoded]:
         """Greedy decoding of one batch of source ids (`seqlab.decoding.search.greedy`), with the attention weights of

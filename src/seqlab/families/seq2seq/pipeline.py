@@ -22,19 +22,9 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-import torch
-
-from seqlab.data.parallel import Pair
+from seqlab.contract import Pipeline
 from seqlab.data.tokenizers import make_tokenizer
 from seqlab.errors import SeqlabError
-from seqlab.families.contract import Pipeline
-from seqlab.families.runs import (
-    check_sizes,
-    load_best,
-    log,
-    start_run,
-    train_in_run,
-)
 from seqlab.families.seq2seq import FAMILY
 from seqlab.families.seq2seq.config import (
     CONFIG_GROUPS,
@@ -44,6 +34,8 @@ from seqlab.families.seq2seq.config import (
     resolve_lengths,
     resolve_seq2seq_config,
 )
+from seqlab.families.seq2seq.model import build_model
+from seqlab.families.seq2seq.parallel import Pair
 from seqlab.families.seq2seq.prepare import check_options, for_run, split_name, vocabulary_of
 from seqlab.families.seq2seq.prepared_pairs import PreparedPairs, read_targets
 from seqlab.families.seq2seq.prepared_pairs import read_pairs as read_prepared_pairs
@@ -52,85 +44,102 @@ from seqlab.families.seq2seq.text_checks import refuse_raw_text, text_warnings
 from seqlab.families.seq2seq.trained import TrainedSeq2Seq
 from seqlab.families.seq2seq.vocab import read_pair_vocabulary
 from seqlab.fileio import atomic_write_json
-from seqlab.models.seq2seq import build_model
-from seqlab.progress import Reading, data_files
+from seqlab.runs.directory import (
+    check_sizes,
+    load_best,
+    log,
+    start_run,
+)
+from seqlab.runs.skeleton import Hooks, Run, train_family
 from seqlab.training import distributed
-from seqlab.training.trainer import Trainer
 
 
 def train_seq2seq(config: Seq2SeqTrainConfig, resume: bool = False, overwrite: bool = False,
                   callback: Callable[[dict], None] | None = None) -> dict:
     """Train a sequence-to-sequence model into `config.train.output`; return the final dev/test figures."""
-    return train_in_run(config, resume, overwrite, lambda config, run_dir, device: _train(
-        config, run_dir, device, resume, overwrite, callback))
+    return train_family(Training, config, resume, overwrite, callback)
 
 
-def _train(config: Seq2SeqTrainConfig, run_dir: Path, device, resume: bool, overwrite: bool, callback) -> dict:
-    model_config = config.model
-    if model_config.arch == "lm" and not config.data.shared_vocab:
-        raise SeqlabError("--arch lm reads source <sep> target as one sequence: add --shared-vocab")
-    if model_config.share_embeddings and not config.data.shared_vocab:
-        raise SeqlabError("--share-embeddings needs one vocabulary for both sides: add --shared-vocab")
-    data = resolve_lengths(config.data, model_config)
-    config = dataclasses.replace(config, data=data)
-    rank = distributed.world()[0]
-    init = Path(model_config.init_from) if model_config.init_from and not resume else None
-    given = None                                  # the ids the weights were trained with
-    if resume:
-        given = read_vocabulary(run_dir, config)
-    elif init is not None:
-        given = read_vocabulary(init, read_run_config(init))
-    reading = Reading(data_files(data), log)        # hashing, preparing or opening them can take minutes
-    prepared = for_run(config, run_dir, given, rank, distributed.barrier, log)
-    vocabulary = vocabulary_of(prepared, model_config.arch == "lm", data.max_source_length, data.max_target_length)
-    if given is not None and (given.source_vocab.tokens != vocabulary.source_vocab.tokens or
-                              given.target_vocab.tokens != vocabulary.target_vocab.tokens):
-        what = f"--resume: the run in {run_dir}" if resume else f"--init-from {init}: that run"
-        raise SeqlabError(f"{what} has another vocabulary than the prepared data ({prepared.folder}); train from "
-                          "the data the run was trained on")
-    vocabulary.copy = model_config.copy          # each pair also as ids of the extended vocabulary (See et al.)
-    model_config = dataclasses.replace(model_config, source_vocab_size=len(vocabulary.source_vocab),
-                                       target_vocab_size=len(vocabulary.target_vocab))
-    config = dataclasses.replace(config, model=model_config)
-    reports = [LengthReport(), LengthReport(), LengthReport()]
-    train = PreparedPairs(prepared.split("train"), vocabulary, data.long_pairs, reports[0])
-    dev = read_prepared_pairs(prepared.split("dev"), vocabulary, reports[1])
-    test = read_prepared_pairs(prepared.split("test"), vocabulary, reports[2]) if prepared.split("test") else []
-    reading.done(f"{len(train):,} training pairs")
-    paths = [split_name(prepared, name) for name in ("train", "dev", "test")]
-    for report, path in zip(reports, paths, strict=True):
-        for message in report.messages(path, data.max_source_length, data.max_target_length):
-            log(message)
-    if not len(train):
-        raise SeqlabError(f"{paths[0]}: no training pair is within the length limits")
-    if not resume:                                  # every process: all of them stop
-        refuse_raw_text(prepared, vocabulary, data)
-    if rank == 0 and not resume:
-        for message in text_warnings(prepared, vocabulary, data):
-            warnings.warn(message, stacklevel=2)
-    decode = config.train.eval_decode            # the first pairs of dev (and test) decoded at every evaluation
-    references = [read_targets(prepared.split(name), vocabulary, decode) if decode and prepared.split(name) else []
-                  for name in ("dev", "test")]
-    torch.manual_seed(config.train.seed)
-    model = build_model(model_config)
-    if init is not None:
-        initialise_from(model, init)
-    model = model.to(device)
-    torch.manual_seed(config.train.seed + rank)
-    sides = (f"{len(vocabulary.source_vocab):,} tokens (shared)" if data.shared_vocab else
-             f"{len(vocabulary.source_vocab):,} source / {len(vocabulary.target_vocab):,} target tokens")
-    attention = f" with {model_config.attention} attention" if model_config.attention != "none" else ""
-    attention += " + copy" * model_config.copy + " + coverage" * model_config.coverage
-    task = Seq2SeqTask(vocabulary, train, dev, test or None, config.train.batch_size,
-                       config.train.eval_batch_size, config.train.seed, model_config.label_smoothing,
-                       model_config.arch == "lm" and model_config.lm_loss == "all", config.train.fused_output,
-                       model_config.coverage_weight if model_config.coverage else 0.0, *references)
-    log(f"{len(train):,} training pairs; vocabulary {sides}; {model_config.arch}{attention} with "
-        f"{model.num_parameters():,} parameters on {device}; {task.output_note}")
-    if rank == 0 and not resume:
-        write_run_files(run_dir, config, vocabulary, overwrite)
-    distributed.barrier()
-    return Trainer(task, model, config.train, run_dir, device, callback).fit(resume=resume)
+class Training(Hooks):
+    """The sequence-to-sequence hooks of the training pipeline (`seqlab.runs.skeleton`)."""
+
+    def refuse(self, config: Seq2SeqTrainConfig) -> Seq2SeqTrainConfig:
+        model_config = config.model
+        if model_config.arch == "lm" and not config.data.shared_vocab:
+            raise SeqlabError("--arch lm reads source <sep> target as one sequence: add --shared-vocab")
+        if model_config.share_embeddings and not config.data.shared_vocab:
+            raise SeqlabError("--share-embeddings needs one vocabulary for both sides: add --shared-vocab")
+        return dataclasses.replace(config, data=resolve_lengths(config.data, model_config))
+
+    def start(self, config: Seq2SeqTrainConfig, run: Run) -> None:
+        model_config = config.model
+        self.init = Path(model_config.init_from) if model_config.init_from and not run.resume else None
+        self.given = None                             # the ids the weights were trained with
+        if run.resume:
+            self.given = read_vocabulary(run.run_dir, config)
+        elif self.init is not None:
+            self.given = read_vocabulary(self.init, read_run_config(self.init))
+
+    def read(self, config: Seq2SeqTrainConfig, run: Run) -> Seq2SeqTrainConfig:
+        data, model_config, run_dir, given, init = config.data, config.model, run.run_dir, self.given, self.init
+        prepared = for_run(config, run_dir, given, run.rank, distributed.barrier, log)
+        vocabulary = vocabulary_of(prepared, model_config.arch == "lm", data.max_source_length,
+                                   data.max_target_length)
+        if given is not None and (given.source_vocab.tokens != vocabulary.source_vocab.tokens or
+                                  given.target_vocab.tokens != vocabulary.target_vocab.tokens):
+            what = f"--resume: the run in {run_dir}" if run.resume else f"--init-from {init}: that run"
+            raise SeqlabError(f"{what} has another vocabulary than the prepared data ({prepared.folder}); train "
+                              "from the data the run was trained on")
+        vocabulary.copy = model_config.copy          # each pair also as ids of the extended vocabulary (See et al.)
+        model_config = dataclasses.replace(model_config, source_vocab_size=len(vocabulary.source_vocab),
+                                           target_vocab_size=len(vocabulary.target_vocab))
+        reports = [LengthReport(), LengthReport(), LengthReport()]
+        self.train = PreparedPairs(prepared.split("train"), vocabulary, data.long_pairs, reports[0])
+        self.dev = read_prepared_pairs(prepared.split("dev"), vocabulary, reports[1])
+        self.test = (read_prepared_pairs(prepared.split("test"), vocabulary, reports[2]) if prepared.split("test")
+                     else [])
+        run.reading.done(f"{len(self.train):,} training pairs")
+        paths = [split_name(prepared, name) for name in ("train", "dev", "test")]
+        for report, path in zip(reports, paths, strict=True):
+            for message in report.messages(path, data.max_source_length, data.max_target_length):
+                log(message)
+        if not len(self.train):
+            raise SeqlabError(f"{paths[0]}: no training pair is within the length limits")
+        if not run.resume:                              # every process: all of them stop
+            refuse_raw_text(prepared, vocabulary, data)
+        if run.rank == 0 and not run.resume:
+            for message in text_warnings(prepared, vocabulary, data):
+                warnings.warn(message, stacklevel=2)
+        decode = config.train.eval_decode            # the first pairs of dev (and test) decoded at every evaluation
+        self.references = [read_targets(prepared.split(name), vocabulary, decode) if decode and prepared.split(name)
+                           else [] for name in ("dev", "test")]
+        self.vocabulary = vocabulary
+        return dataclasses.replace(config, model=model_config)
+
+    def build(self, config: Seq2SeqTrainConfig, run: Run):
+        model = build_model(config.model)
+        if self.init is not None:
+            initialise_from(model, self.init)
+        return model.to(run.device)
+
+    def task(self, config: Seq2SeqTrainConfig, model, run: Run) -> Seq2SeqTask:
+        model_config, train = config.model, config.train
+        return Seq2SeqTask(self.vocabulary, self.train, self.dev, self.test or None, train.batch_size,
+                           train.eval_batch_size, train.seed, model_config.label_smoothing,
+                           model_config.arch == "lm" and model_config.lm_loss == "all", train.fused_output,
+                           model_config.coverage_weight if model_config.coverage else 0.0, *self.references)
+
+    def describe(self, config: Seq2SeqTrainConfig, model, task: Seq2SeqTask, run: Run) -> str:
+        model_config, vocabulary = config.model, self.vocabulary
+        sides = (f"{len(vocabulary.source_vocab):,} tokens (shared)" if config.data.shared_vocab else
+                 f"{len(vocabulary.source_vocab):,} source / {len(vocabulary.target_vocab):,} target tokens")
+        attention = f" with {model_config.attention} attention" if model_config.attention != "none" else ""
+        attention += " + copy" * model_config.copy + " + coverage" * model_config.coverage
+        return (f"{len(self.train):,} training pairs; vocabulary {sides}; {model_config.arch}{attention} with "
+                f"{model.num_parameters():,} parameters on {run.device}; {task.output_note}")
+
+    def write_run_files(self, config: Seq2SeqTrainConfig, run: Run) -> None:
+        write_run_files(run.run_dir, config, self.vocabulary, run.overwrite)
 
 
 def initialise_from(model, run: Path) -> None:

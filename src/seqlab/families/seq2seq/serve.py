@@ -7,6 +7,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from pydantic import BaseModel, Field
 
+import seqlab.serve.ui as ui
 from seqlab.decoding.options import SearchOptions
 from seqlab.serve.routes import Routes
 from seqlab.serve.schemas import WordsRequest, option_field
@@ -33,6 +34,14 @@ class DecodeResult(BaseModel):
 class DecodeResponse(BaseModel):
     model: str
     results: list[DecodeResult]
+
+
+# the web page's forms (`seqlab.serve.ui`): the output and its attention over the source
+BEAM = (ui.Group("decoding", "Beam search", (ui.Field("beam", "Beam size (1: greedy)", value=3, blank=1, min=1),)),)
+FORMS = (ui.Form("translate", "decoded", "Translation", "Source sentence", "der hund sieht .", groups=BEAM,
+                 body={"attention": True}),
+         ui.Form("summarize", "decoded", "Summary", "Document", "a long text to summarise", groups=BEAM,
+                 body={"attention": True}))
 
 
 def add_routes(app: FastAPI, routes: Routes) -> None:

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from seqlab.data.parallel import Pair, aligned_pairs, paired_reader
 from seqlab.data.stream import LineReader
 from seqlab.errors import SeqlabError, place
+from seqlab.families.seq2seq.parallel import Pair, aligned_pairs, paired_reader
 from seqlab.fileio import check_input_file
 
 WHAT = {"train": "training", "dev": "development", "test": "test"}

@@ -121,7 +121,6 @@ class Seq2SeqTask:
 
     name = "seq2seq"
     unit = "token"                        # what `count` counts
-    lower_is_better = True
     metric = "loss"
     batch_unit = "pairs"
     progress: bool | None = False

@@ -15,21 +15,21 @@ from types import SimpleNamespace
 import torch
 
 from seqlab.data.limits import DEFAULT_MAX_TOKENS, InputLimit
-from seqlab.data.parallel import Pair, aligned_pairs, paired_reader
 from seqlab.data.sniff import EVALUATED
 from seqlab.data.stream import CHUNK_SIZE, LineReader, chunked, interactive
 from seqlab.data.vocab import UNK
 from seqlab.decoding.search import SearchOptions
 from seqlab.errors import SeqlabError, place
-from seqlab.families.run_files import FromRun
 from seqlab.families.seq2seq import FAMILY
 from seqlab.families.seq2seq.config import Seq2SeqTrainConfig
 from seqlab.families.seq2seq.outputs import decode_pairs
+from seqlab.families.seq2seq.parallel import Pair, aligned_pairs, paired_reader
 from seqlab.families.seq2seq.sources import is_parquet, parquet_pairs
 from seqlab.families.seq2seq.task import LengthReport, PairVocabulary, Seq2SeqTask, pair_batches
 from seqlab.families.seq2seq.vocab import Output
 from seqlab.metrics import CorpusScores, bleu, chrf, rouge
 from seqlab.progress import progress_bar
+from seqlab.runs.files import FromRun
 from seqlab.training.plots import plot_attention
 
 

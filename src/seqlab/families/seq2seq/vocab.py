@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from seqlab.data.parallel import Pair
 from seqlab.data.tokenizers import Tokenizer, tokenizer_from_dict
 from seqlab.data.vocab import BOS, EOS, PAD, SEP, UNK, Vocab
 from seqlab.errors import DAMAGED, SeqlabError, where
+from seqlab.families.seq2seq.parallel import Pair
 from seqlab.fileio import read_json
 
 if TYPE_CHECKING:

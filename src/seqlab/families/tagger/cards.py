@@ -32,7 +32,7 @@ def read_split(config, option: str) -> Split | None:
 def read_units(path: str | Path, fmt: str = "conllu", **options) -> dict:
     """A file's units (sentences of a `conll` / `conllu` file), their texts and tags, for
     `seqlab.cards.datasheet.read_units`."""
-    from seqlab.data.conll import read_labelled
+    from seqlab.families.tagger.conll import read_labelled
 
     sentences = read_labelled(path, fmt)
     return {"unit": "sentences", "units": len(sentences), "texts": [" ".join(s.tokens) for s in sentences],

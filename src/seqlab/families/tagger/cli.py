@@ -6,11 +6,29 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 
 from seqlab.cli.options import (
+    EvaluateOption,
     inference_command,
     require_file,
     write_chunk,
+)
+from seqlab.config import option
+from seqlab.families.tagger.conll import FORMATS as CONLL_FORMATS
+
+
+@dataclass
+class TaggerEvaluateOptions:
+    """The numeric options of `seqlab evaluate` for a tagger."""
+
+    confusions: int = option(10, "list this many of the most confused tag pairs", at_least=0)
+
+
+# the options of `seqlab evaluate` of its own (`Family.evaluate_options` names all it takes)
+EVALUATE_OPTIONS = (
+    EvaluateOption("--format", "the file's format (default: the training files')", choices=CONLL_FORMATS),
+    EvaluateOption("--confusions", number=TaggerEvaluateOptions),
 )
 
 

@@ -1,5 +1,5 @@
 """The options of `seqlab train tagger` (and `seqlab.TaggerTrainConfig`): the CoNLL files and how they are
-read (data), the tagger (`seqlab.models.tagger.TaggerConfig`) and how to train it (train), saved as the three
+read (data), the tagger (`seqlab.families.tagger.model.TaggerConfig`) and how to train it (train), saved as the three
 groups of a run's config.json; and the sentences of a file read as the data options say."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from seqlab.config import check_fields, option
-from seqlab.data.conll import FORMATS, Sentence, labelled_sentences, read_labelled
 from seqlab.data.stream import LineReader
 from seqlab.data.tags import (
     SCHEMES,
@@ -18,15 +17,16 @@ from seqlab.errors import SeqlabError
 from seqlab.families.lm.features import (
     check_paths,
 )
-from seqlab.families.runs import (
+from seqlab.families.tagger import FAMILY
+from seqlab.families.tagger.conll import FORMATS, Sentence, labelled_sentences, read_labelled
+from seqlab.families.tagger.model import TaggerConfig
+from seqlab.families.tagger.prepare import prepare_tags as prepare  # noqa: F401  (re-exported)
+from seqlab.families.tagger.prepare import refuse_stray_tags  # noqa: F401  (re-exported)
+from seqlab.runs.directory import (
     read_run_config_as,
     resolve_run_config,
 )
-from seqlab.families.tagger import FAMILY
-from seqlab.families.tagger.prepare import prepare_tags as prepare  # noqa: F401  (re-exported)
-from seqlab.families.tagger.prepare import refuse_stray_tags  # noqa: F401  (re-exported)
-from seqlab.models.tagger import TaggerConfig
-from seqlab.training.trainer import TrainConfig
+from seqlab.training.config import TrainConfig
 
 # what a tagger trains with unless told otherwise (the trainer's defaults suit language models): the rate of the
 # tuned recipes (configs/ud-pos-bilstm-char.yaml, conll2003-ner-bilstm-crf-char.yaml), which at 3 and 5 epochs

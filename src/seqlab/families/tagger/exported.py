@@ -12,29 +12,16 @@ from seqlab.data.grouping import length_batches
 from seqlab.data.vocab import PAD, UNK
 from seqlab.decoding import core
 from seqlab.decoding.numpy_search import softmax
+from seqlab.decoding.viterbi import NUMPY, viterbi
 from seqlab.errors import SeqlabError
 from seqlab.export.session import Exported, pad
+from seqlab.families.tagger import FAMILY
 from seqlab.families.tagger.vocab import read_tagger_vocabulary
 
 
 def logsumexp(x: np.ndarray, axis: int) -> np.ndarray:
     top = x.max(axis=axis, keepdims=True)
     return (top + np.log(np.exp(x - top).sum(axis=axis, keepdims=True))).squeeze(axis)
-
-
-def viterbi(emissions: np.ndarray, length: int, transitions: np.ndarray, start: np.ndarray,
-            end: np.ndarray) -> list[int]:
-    """The best tag sequence of one sentence's emissions (T, K) (SLP 17.4; `seqlab.nn.crf.CRF.decode`)."""
-    delta = start + emissions[0]                                                   # (K,)
-    pointers = []
-    for t in range(1, length):
-        scores = delta[:, None] + transitions                                      # (K, K)
-        pointers.append(scores.argmax(axis=0))
-        delta = scores.max(axis=0) + emissions[t]
-    tags = [int((delta + end).argmax())]
-    for back in reversed(pointers):
-        tags.append(int(back[tags[-1]]))
-    return tags[::-1]
 
 
 def crf_marginals(emissions: np.ndarray, length: int, transitions: np.ndarray, start: np.ndarray,
@@ -53,6 +40,8 @@ def crf_marginals(emissions: np.ndarray, length: int, transitions: np.ndarray, s
 
 
 class ExportedTagger(Exported):
+    family = FAMILY
+
     def __init__(self, export_dir, threads: int = 0):
         super().__init__(export_dir, threads)
         self.vocabulary, self.scheme, _ = read_tagger_vocabulary(self.files)
@@ -98,10 +87,14 @@ class ExportedTagger(Exported):
             for part in core.slices([lengths[k] for k in group], (id(self), "tag")):   # on a server: a few at a time
                 chunk = [order[group[j]] for j in part]
                 scores = self.emissions([sentences[i] for i in chunk])                 # (B, T, K)
+                if self.crf is not None:                          # Viterbi (SLP 17.4) of the batch, padding masked
+                    real = np.arange(scores.shape[1])[None, :] < np.array([len(sentences[i]) for i in chunk])[:, None]
+                    lattice = np.where(real[:, :, None], scores.astype(np.float64), 0.0)        # (B, T, K)
+                    paths, _ = viterbi(lattice, real, *self.crf, NUMPY)                         # (B, T)
                 for row, i in enumerate(chunk):
                     n = len(sentences[i])
                     if self.crf is not None:
-                        tags = viterbi(scores[row].astype(np.float64), n, *self.crf)
+                        tags = paths[row, :n].tolist()
                         p = crf_marginals(scores[row], n, *self.crf)
                     else:
                         p = softmax(scores[row, :n].astype(np.float32))

@@ -124,7 +124,8 @@ def about(trained, manifest: dict) -> dict:
 
 
 def example(v, crf: bool) -> str:
-    """The README's program: the tags of SENTENCE, as `seqlab.families.tagger.exported.ExportedTagger` finds them."""
+    """The README's program: the tags of SENTENCE, as `seqlab.families.tagger.exported.ExportedTagger` finds them
+    (its Viterbi lines held to `seqlab.decoding.viterbi`, path and score, by tests/test_viterbi.py)."""
     lookup = "index.get(w, index.get(w.lower(), 1))" if v.lowercase_fallback else "index.get(w, 1)"
     lines = [*(["import json", ""] if crf else []), "import numpy as np", "import onnxruntime as ort", "",
              f"vocab = {token_list('vocab.txt')}",

@@ -29,7 +29,6 @@ from pathlib import Path
 
 import numpy as np
 
-from seqlab.data.conll import Sentence, labelled_sentences
 from seqlab.data.prepare_text import SMALL, Workers
 from seqlab.data.prepared import Prepared, Writer, cached, check_given, id_dtype, source_record
 from seqlab.data.prepared_items import ItemWriter
@@ -37,6 +36,7 @@ from seqlab.data.stream import LineReader
 from seqlab.data.tags import convert, detect_scheme, invalid_positions, is_entity_tag, looks_like_entity_tags
 from seqlab.data.vocab import Vocab
 from seqlab.errors import SeqlabError, place
+from seqlab.families.tagger.conll import Sentence, labelled_sentences
 from seqlab.fileio import check_input_file, file_sha256
 
 FAMILY = "tagger"
@@ -49,8 +49,8 @@ CHUNK = 1024                                         # sentences a worker checks
 def prepare(data, output: str | Path, workers: int = 0, overwrite: bool = False, progress: bool = True,
             extra: dict | None = None, log=None) -> Path:
     """Prepare the splits of a `TaggerDataConfig` into `output` (see the module docstring)."""
-    from seqlab.families.runs import log as run_log
     from seqlab.progress import progress_bar
+    from seqlab.runs.directory import log as run_log
 
     log = log or run_log
     if not data.train or not data.dev:
@@ -159,7 +159,7 @@ def prepare_tags(sentences: list[Sentence], scheme: str, target: str, path: str,
     if scheme == "none":
         return
     if warn is None:
-        from seqlab.families.runs import log as warn
+        from seqlab.runs.directory import log as warn
     for sentence in sentences:
         bad = invalid_positions(sentence.labels, scheme)
         if bad:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from fastapi import FastAPI, Response
 from pydantic import BaseModel, Field
 
+import seqlab.serve.ui as ui
 from seqlab.data.tags import spans
 from seqlab.serve.routes import Routes, json_answer
 from seqlab.serve.schemas import TextsRequest
@@ -28,6 +29,11 @@ class TagResult(BaseModel):
 class TagResponse(BaseModel):
     model: str
     results: list[TagResult]
+
+
+# the web page's form (`seqlab.serve.ui`): each token's tag, the entity spans in a colour per type
+FORMS = (ui.Form("tag", "spans", "Tags", "Sentence (tokens split at spaces)", "Peter Blackburn visited New York .",
+                 style={"hues": {"PER": 12, "LOC": 140, "ORG": 220, "MISC": 285}}),)
 
 
 def add_routes(app: FastAPI, routes: Routes) -> None:

@@ -20,10 +20,10 @@ from torch import Tensor
 
 from seqlab.data import batching
 from seqlab.data.batching import RowBatch
-from seqlab.data.conll import Sentence
 from seqlab.data.tags import split_tag
 from seqlab.data.vocab import UNK
 from seqlab.errors import SeqlabError
+from seqlab.families.tagger.conll import Sentence
 from seqlab.families.tagger.vocab import UNKNOWN_LABEL, Encoded, TagBatch, TaggerVocabulary  # noqa: F401  (re-exported)
 from seqlab.metrics import PRF, span_scores
 from seqlab.nn.lm_features import LM_FEATURE_DTYPE  # noqa: F401  (re-exported)
@@ -171,7 +171,6 @@ class TaggingTask:
 
     name = "tagger"
     unit = "token"                        # what `count` counts
-    lower_is_better = False
     batch_unit = "sentences"
     keep_predictions = False        # evaluate() then leaves (gold, predicted) tag lists in self.predictions
     progress: bool | None = False   # a bar over evaluation batches (None: when stderr is a terminal)

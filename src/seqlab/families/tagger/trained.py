@@ -10,7 +10,6 @@ from pathlib import Path
 
 import torch
 
-from seqlab.data.conll import FORMATS, Sentence, labelled_sentences
 from seqlab.data.limits import DEFAULT_MAX_TOKENS, InputLimit
 from seqlab.data.sniff import EVALUATED
 from seqlab.data.stream import CHUNK_SIZE, LineReader, chunked, interactive
@@ -19,13 +18,14 @@ from seqlab.data.tags import (
 )
 from seqlab.decoding import core
 from seqlab.errors import SeqlabError, place
-from seqlab.families.run_files import FromRun
 from seqlab.families.tagger import FAMILY
 from seqlab.families.tagger.config import TaggerTrainConfig, prepare, refuse_stray_tags
+from seqlab.families.tagger.conll import FORMATS, Sentence, labelled_sentences
+from seqlab.families.tagger.model import Tagger
 from seqlab.families.tagger.task import TaggerVocabulary, TaggingTask, best_tags, length_batches, with_lm_features
 from seqlab.metrics import mistakes, most_confused
-from seqlab.models.tagger import Tagger
 from seqlab.progress import progress_bar
+from seqlab.runs.files import FromRun
 
 
 class TrainedTagger(FromRun):

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from seqlab.data.conll import Sentence
 from seqlab.data.tags import is_entity_tagset
 from seqlab.data.vocab import PAD, UNK, Vocab
 from seqlab.errors import DAMAGED, SeqlabError
+from seqlab.families.tagger.conll import Sentence
 from seqlab.fileio import read_json
 
 if TYPE_CHECKING:

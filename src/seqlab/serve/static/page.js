@@ -1,25 +1,14 @@
-// seqlab serve: the page at /. It asks this server's JSON API (/v1/...) and draws each task's answer:
-// generated text as it streams, log-probabilities, tags and entity spans, class bars, and a translation's
-// attention heat map. Plain JavaScript, no network beyond this server.
+// seqlab serve: the page at /. It asks this server's JSON API (/v1/...) and draws each answer with the view its
+// endpoint's form names: text as it streams, log-probabilities, tags and entity spans, class bars, an output and
+// its attention heat map. The forms are the families' (GET /v1/ui, `seqlab.serve.ui`): this page names no
+// endpoint. Plain JavaScript, no network beyond this server.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { models: {}, key: "" };
+const state = { models: {}, forms: {}, built: {}, key: "" };
 
-const PLACEHOLDERS = {
-  generate: "ROMEO:",
-  score: "To be, or not to be",
-  tag: "Peter Blackburn visited New York .",
-  classify: "a warm and funny film",
-  translate: "der hund sieht .",
-  summarize: "a long text to summarise",
-};
-const TEXT_LABELS = { generate: "Prompt", score: "Text to score", tag: "Sentence (tokens split at spaces)",
-  classify: "Text", translate: "Source sentence", summarize: "Document" };
-const ENTITY_HUES = { PER: 12, LOC: 140, ORG: 220, MISC: 285 };
-
-function hue(type) {
-  if (type in ENTITY_HUES) return ENTITY_HUES[type];
+function hue(type, hues = {}) {
+  if (type in hues) return hues[type];
   let h = 0;
   for (const c of type) h = (h * 31 + c.charCodeAt(0)) % 360;
   return h;
@@ -76,6 +65,10 @@ async function loadModels() {
   }
   if (!response.ok) throw await failure(response);
   const { data } = await response.json();                          // OpenAI's list: {"object": "list", "data": [...]}
+  const forms = await fetch("v1/ui", { headers: headers() });      // each endpoint's form, as its family declares it
+  if (!forms.ok) throw await failure(forms);
+  state.forms = (await forms.json()).forms;
+  state.built = {};
   const select = $("model");
   select.replaceChildren();
   state.models = {};
@@ -92,8 +85,8 @@ function selectModel() {
   const action = $("action");
   action.replaceChildren();
   for (const endpoint of model.endpoints) {
-    const name = endpoint.split("/").pop();
-    if (name in TEXT_LABELS) action.append(el("option", { value: name }, name));  // the ones this page draws
+    const name = endpoint.replace(/^\/v1\//, "");
+    if (name in state.forms) action.append(el("option", { value: name }, name));  // the ones with a form
   }
   const figures = Object.entries(model.metrics.test || model.metrics.valid || {})
     .filter(([, v]) => typeof v === "number" && !Number.isInteger(v)).slice(0, 3)     // figures, not counts
@@ -105,45 +98,68 @@ function selectModel() {
 }
 
 function selectAction() {
-  const action = $("action").value;
-  $("sampling").hidden = action !== "generate";
-  $("decoding").hidden = !["translate", "summarize"].includes(action);
-  $("text-label").textContent = TEXT_LABELS[action] || "Text";
-  $("text").placeholder = PLACEHOLDERS[action] || "";
+  const form = state.forms[$("action").value];
+  if (!form) return;
+  $("text-label").textContent = form.label || "Text";
+  $("text").placeholder = form.placeholder || "";
+  // each endpoint's fields built once, so that what was typed stays when another endpoint is shown and back
+  state.built[form.endpoint] ??= form.groups.map(groupNode);
+  $("fields").replaceChildren(...state.built[form.endpoint]);
 }
 
-// ---- requests ----
+// ---- forms ----
+
+const fieldId = (name) => name.replaceAll("_", "-");
+
+function groupNode(group) {
+  return el("fieldset", { id: group.id }, el("legend", {}, group.legend),
+    el("div", { class: "row wrap" }, ...group.fields.map(fieldNode)));
+}
+
+function fieldNode(field) {
+  const id = fieldId(field.name);
+  const props = { id, type: "number" };
+  for (const bound of ["min", "max", "step", "value"]) if (field[bound] != null) props[bound] = field[bound];
+  if (field.type === "number" && field.step == null) props.step = "any";
+  if (field.placeholder) props.placeholder = field.placeholder;
+  return el("div", { class: "field" }, el("label", { for: id }, field.label), el("input", props));
+}
 
 function number(id) {
   const value = $(id).value.trim();
   return value === "" ? null : Number(value);
 }
 
-function showOnly(id) {
-  for (const part of ["generate-output", "score-output", "tag-output", "classify-output", "decode-output"]) {
-    $(part).hidden = part !== id;
+// The request's JSON body: the model, the text under the form's key, what the form always sends, and each field's
+// number (an empty field sends its `blank`, or nothing when that is null).
+function requestBody(form, model, text) {
+  const body = { model, [form.text]: text, ...form.body };
+  for (const group of form.groups) {
+    for (const field of group.fields) {
+      const value = number(fieldId(field.name)) ?? field.blank;
+      if (value != null) body[field.name] = value;
+    }
   }
+  return body;
+}
+
+// ---- requests ----
+
+function showOnly(form) {
+  for (const view of Object.keys(VIEWS)) $(`${view}-output`).hidden = view !== form.view;
+  $(`${form.view}-output`).querySelector("h2").textContent = form.title;
   $("output").hidden = false;
 }
 
 async function run(event) {
   event.preventDefault();
   showError("");
-  const model = $("model").value;
-  const action = $("action").value;
-  const text = $("text").value;
+  const form = state.forms[$("action").value];
+  const body = requestBody(form, $("model").value, $("text").value);
   $("run").disabled = true;
   $("busy").textContent = "working…";
   try {
-    if (action === "generate") await generate(model, text);
-    else if (action === "score") drawScores((await post("v1/score", { model, text })).results[0]);
-    else if (action === "tag") drawTags((await post("v1/tag", { model, text })).results[0]);
-    else if (action === "classify") drawClasses((await post("v1/classify", { model, text })).results[0]);
-    else {
-      const beam = number("beam") ?? 1;
-      const answer = await post(`v1/${action}`, { model, text, beam, attention: true });
-      drawDecoded(answer.results[0], beam, action);
-    }
+    await VIEWS[form.view](form, body);
   } catch (error) {
     showError(error.message);
   } finally {
@@ -152,17 +168,26 @@ async function run(event) {
   }
 }
 
-// Generation streams as server-sent events over a POST, so it is read with fetch and a ReadableStream
-// (EventSource only does GET): `data: {"text": ...}` events, the last with its "finish_reason", then `data: [DONE]`.
-async function generate(model, prompt) {
-  const body = { model, prompt, stream: true, max_tokens: number("max-tokens") ?? 60,
-    temperature: number("temperature") ?? 1, top_k: number("top-k") ?? 0 };
-  const seed = number("seed");
-  if (seed !== null) body.seed = seed;
-  const response = await fetch("v1/generate", { method: "POST", headers: headers(), body: JSON.stringify(body) });
+// ---- views: each draws an answer (`seqlab.serve.ui.VIEWS` says what each reads) ----
+
+const answer = async (form, body) => (await post(`v1/${form.endpoint}`, body)).results[0];
+
+const VIEWS = {
+  stream: streamText,
+  "token-scores": async (form, body) => drawScores(form, await answer(form, body)),
+  spans: async (form, body) => drawTags(form, await answer(form, body)),
+  bars: async (form, body) => drawClasses(form, await answer(form, body)),
+  decoded: async (form, body) => drawDecoded(form, await answer(form, body), body),
+};
+
+// Text streams as server-sent events over a POST, so it is read with fetch and a ReadableStream (EventSource only
+// does GET): `data: {"text": ...}` events, the last with its "finish_reason", then `data: [DONE]`.
+async function streamText(form, body) {
+  const response = await fetch(`v1/${form.endpoint}`, { method: "POST", headers: headers(),
+    body: JSON.stringify(body) });
   if (!response.ok) throw await failure(response);
-  showOnly("generate-output");
-  $("prompt-echo").textContent = prompt;
+  showOnly(form);
+  $("prompt-echo").textContent = body[form.text];
   const out = $("continuation");
   out.textContent = "";
   const reader = response.body.getReader();
@@ -186,8 +211,8 @@ async function generate(model, prompt) {
   }
 }
 
-function drawScores(result) {
-  showOnly("score-output");
+function drawScores(form, result) {
+  showOnly(form);
   $("perplexity").textContent = result.perplexity.toFixed(2);
   $("bits").textContent = result.bits_per_char == null ? "" : `(${result.bits_per_char.toFixed(3)} bits per character)`;
   const body = $("scores").tBodies[0];
@@ -206,8 +231,9 @@ function tokenNode(token, tag, probability) {
     el("span", { class: "word" }, token), el("span", { class: "tag" }, tag));
 }
 
-function drawTags(result) {
-  showOnly("tag-output");
+function drawTags(form, result) {
+  showOnly(form);
+  const hues = (form.style || {}).hues || {};
   const line = $("tags");
   line.replaceChildren();
   const entities = result.entities || [];
@@ -217,7 +243,7 @@ function drawTags(result) {
     const entity = entities.find((e) => e.start === i && e.end > i);
     if (entity) {
       types.add(entity.type);
-      const mark = el("mark", { class: "entity", "data-type": entity.type, style: { "--hue": hue(entity.type) },
+      const mark = el("mark", { class: "entity", "data-type": entity.type, style: { "--hue": hue(entity.type, hues) },
         title: `${entity.type}: ${entity.text}` });
       for (let j = entity.start; j < entity.end; j++) {
         mark.append(tokenNode(result.tokens[j], result.tags[j], result.probabilities[j]));
@@ -230,11 +256,11 @@ function drawTags(result) {
       i += 1;
     }
   }
-  $("legend").replaceChildren(...[...types].sort().map((t) => el("li", { style: { "--hue": hue(t) } }, t)));
+  $("legend").replaceChildren(...[...types].sort().map((t) => el("li", { style: { "--hue": hue(t, hues) } }, t)));
 }
 
-function drawClasses(result) {
-  showOnly("classify-output");
+function drawClasses(form, result) {
+  showOnly(form);
   // the predicted label first, then the others from the most to the least likely
   const rows = Object.entries(result.probabilities)
     .sort(([a, p], [b, q]) => (b === result.label) - (a === result.label) || q - p);
@@ -248,25 +274,24 @@ function drawClasses(result) {
   }));
 }
 
-function drawDecoded(result, beam, action) {
-  showOnly("decode-output");
-  $("decode-title").textContent = action === "summarize" ? "Summary" : "Translation";
+function drawDecoded(form, result, sent) {
+  showOnly(form);
   $("decoded").textContent = result.text;
-  $("beam-used").textContent = String(beam);
+  $("beam-used").textContent = String(sent.beam ?? 1);
   $("decode-score").textContent = result.score.toFixed(3);
   const table = $("heatmap");
   table.replaceChildren();
   const source = result.source_tokens || [];
   table.append(el("thead", {}, el("tr", {}, el("th", {}, ""),
     ...source.map((t) => el("th", { scope: "col" }, t)))));
-  const body = el("tbody");
+  const rows = el("tbody");
   (result.attention || []).forEach((weights, row) => {
     const token = row < result.tokens.length ? result.tokens[row] : "</s>";
-    body.append(el("tr", {}, el("th", { scope: "row" }, token), ...weights.map((w, col) =>
+    rows.append(el("tr", {}, el("th", { scope: "row" }, token), ...weights.map((w, col) =>
       el("td", { class: "cell", "data-weight": w.toFixed(4), title: `${token} → ${source[col]}: ${w.toFixed(3)}`,
         style: { background: `rgba(47, 95, 208, ${Math.min(1, Math.max(0, w)).toFixed(3)})` } }))));
   });
-  table.append(body);
+  table.append(rows);
 }
 
 // ---- start ----
@@ -279,7 +304,20 @@ document.addEventListener("DOMContentLoaded", () => {
     event.preventDefault();
     state.key = $("api-key").value.trim();
     showError("");
-    loadModels().then(() => { $("key-form").hidden = true; }).catch((error) => showError(error.message));
+    refreshModels().then((loaded) => { if (loaded) $("key-form").hidden = true; });
   });
-  loadModels().catch((error) => showError(error.message));
+  refreshModels();
 });
+
+// The models (re)loaded, then "seqlab:models" told to the Explore tab (static/explore.js), with the error if any.
+async function refreshModels() {
+  let error = null;
+  try {
+    await loadModels();
+  } catch (problem) {
+    error = problem;
+    showError(problem.message);
+  }
+  document.dispatchEvent(new CustomEvent("seqlab:models", { detail: { error } }));
+  return error === null;
+}

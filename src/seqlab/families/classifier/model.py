@@ -36,6 +36,7 @@ from seqlab.data.vocab import BOS, PAD
 from seqlab.errors import SeqlabError
 from seqlab.models.base import Model
 from seqlab.nn.encoders import RecurrentEncoder, TransformerEncoder
+from seqlab.nn.feedforward import feedforward
 from seqlab.nn.lm_features import ContextualStringEmbeddings, check_width
 from seqlab.nn.pooling import COMBINE, max_pool, mean_pool
 
@@ -121,18 +122,6 @@ class ClassifierConfig:
     @property
     def outputs(self) -> int:
         return 1 if self.output_layer == "sigmoid" else self.num_labels
-
-
-def feedforward(inputs: int, hidden: int, layers: int, outputs: int, dropout: float) -> nn.Sequential:
-    """`layers` hidden ReLU layers of width `hidden` (none when hidden is 0), then a linear output
-    layer: h = ReLU(W x + b), z = U h (SLP eq. 6.19-6.20)."""
-    parts: list[nn.Module] = []
-    width = inputs
-    for _ in range(layers if hidden else 0):
-        parts += [nn.Linear(width, hidden), nn.ReLU(), nn.Dropout(dropout)]
-        width = hidden
-    parts.append(nn.Linear(width, outputs))
-    return nn.Sequential(*parts)
 
 
 class Classifier(Model):

@@ -11,7 +11,7 @@ Architectures (`arch`):
     lm            a decoder-only transformer language model over source ⊕ <sep> ⊕ target (SLP 9.4.1):
                   decoding reads the source, then writes the target after the separator.
 
-Each architecture is one file: `rnn_seq2seq.py`, `transformer_seq2seq.py`, `separator_lm.py`; their
+Each architecture is one file of `seqlab.models`: `rnn_seq2seq.py`, `transformer_seq2seq.py`, `separator_lm.py`; their
 training and decoding contract is `seqlab.models.base.Seq2SeqModel`.
 """
 

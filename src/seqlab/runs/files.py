@@ -6,10 +6,12 @@ module); the ONNX runtime reads an export's copies of them the same way, without
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from seqlab.contract import Family
 from seqlab.errors import SeqlabError
-from seqlab.families.contract import Family
 from seqlab.fileio import read_json, safetensors_metadata
 from seqlab.version import RUN_FORMAT_VERSION
 
@@ -80,3 +82,14 @@ class FromRun:
             raise SeqlabError(f"{path} describes other weights than {self.run_dir}/model.safetensors (or is damaged): "
                               f"`seqlab card {self.run_dir}` rewrites it")
         return card
+
+    def explain(self, text: str, views: Sequence[str] | str | None = None, **options: Any):
+        """Look inside the model as it reads `text` (`seqlab explore`'s views, as data a notebook can plot):
+        a `seqlab.contract.views.Explanation` of each view named in `views` (None: every view its architecture
+        has), with the `ExplainOptions` given by keyword (top_k=5, units=32, strategy="greedy", ...).
+
+            seqlab.load("runs/lm").explain("the cat sat").view("next-token").details[0]["alternatives"]
+        """
+        from seqlab.contract.views import explain
+
+        return explain(self, text, views, options, name=self.run_dir.name if self.run_dir else "")

@@ -15,15 +15,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from seqlab.config import coerce, file_fields, from_dict, inapplicable, read_config_file, to_dict
+from seqlab.contract import Family
 from seqlab.errors import DAMAGED, SeqlabError, SeqlabWarning, os_error_reason
-from seqlab.families.contract import Family
-from seqlab.families.run_files import not_a_run, read_run_json
 from seqlab.fileio import atomic_write_json, file_sha256, remove_stale_temporaries  # noqa: F401  (file_sha256: re-exported)
 from seqlab.owned import listing
 from seqlab.progress import command_clock
+from seqlab.runs.files import not_a_run, read_run_json
 from seqlab.training import distributed
 from seqlab.training.checkpoint import FORMAT_VERSION, load_model, load_tensors
-from seqlab.training.trainer import check_precision, configure_threads, resolve_device
+from seqlab.training.devices import check_precision, configure_threads, resolve_device
 from seqlab.version import __version__
 
 RESUME_OR_OVERWRITE = "--resume continues the run in --output and --overwrite replaces it: choose one"
@@ -273,12 +273,6 @@ def check_applicable(config, given: dict, command_line: set[str], option_groups:
             if problem and name not in command_line:
                 warnings.warn(f"config file {config_file}: {problem.removesuffix(': leave it out')}; it does nothing "
                               "here", SeqlabWarning, stacklevel=3)
-
-
-def read_run_config(run_dir: str | Path, family: Family):
-    """config.json as its family's config dataclass."""
-    pipeline = family.pipeline
-    return read_run_config_as(run_dir, family, pipeline.config, pipeline.groups)
 
 
 def read_run_config_as(run_dir: str | Path, family: Family, cls: type, groups: dict[str, type]):

@@ -1,9 +1,5 @@
-"""Documents -> tokens, n-grams and hand-built feature vectors, for the classifiers.
-
-Tokenizers: `whitespace` splits on whitespace (for pre-tokenized files such as SST); `words` first
-drops HTML tags (IMDB's "<br />"), then keeps runs of letters and digits with their inner
-apostrophes and hyphens ("don't", "re-imagining", "n't", "'s") and every other symbol as its own
-token.
+"""Documents -> hand-built feature vectors, for the classifiers (their tokens and n-grams:
+`seqlab.data.words`).
 
 The built-in features are those of the chapter's sentiment example (SLP 6.4.1, taken from the
 logistic-regression chapter's Fig. 5.2), generalised from two lexicons to one per class:
@@ -23,7 +19,6 @@ split's mean and standard deviation (kept in the run directory), so one learning
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,32 +29,8 @@ from seqlab.fileio import read_text
 if TYPE_CHECKING:
     from torch import Tensor
 
-TOKENIZERS = ("words", "whitespace")
 NEGATIONS = frozenset("no not n't never nothing nobody none neither nor nowhere cannot without".split())
 PRONOUNS = frozenset("i me my mine myself we us our ours ourselves you your yours yourself yourselves".split())
-
-_TAG = re.compile(r"<[^>]{0,40}>")
-_WORD = re.compile(r"\w+(?:['\-]\w+)*|'\w+|[^\w\s]")
-
-
-def tokenize(text: str, kind: str = "words", lowercase: bool = True) -> list[str]:
-    """One document -> its tokens."""
-    if lowercase:
-        text = text.lower()
-    if kind == "whitespace":
-        return text.split()
-    if kind != "words":
-        raise SeqlabError(f"--tokenizer {kind!r}: choose one of {', '.join(TOKENIZERS)}")
-    return _WORD.findall(_TAG.sub(" ", text))
-
-
-def with_ngrams(tokens: list[str], n: int) -> list[str]:
-    """The tokens followed by their 2- to n-grams ("a fine film" -> ..., "a fine", "fine film"); the
-    bag of n-grams of fastText (Joulin et al. 2017) for the pooled classifier."""
-    grams = list(tokens)
-    for size in range(2, n + 1):
-        grams += map(" ".join, zip(*(tokens[k:] for k in range(size)), strict=False))   # shifted copies
-    return grams
 
 
 def derive_lexicon(token_lists: list[list[str]], labels: list[str], size: int = 100,

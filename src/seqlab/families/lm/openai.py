@@ -1,20 +1,20 @@
-"""OpenAI's API beside seqlab's own, so that the clients and tools built on it work unchanged:
+"""A language model in OpenAI's API beside seqlab's own, so that the clients and tools built on it work unchanged:
 
     client = OpenAI(base_url="http://127.0.0.1:8000/v1", api_key="KEY or anything")
-    client.models.list()                                   # GET /v1/models: every model, seqlab's fields too
+    client.models.list()                                   # GET /v1/models (the server's: `seqlab.serve.app`)
     client.completions.create(model="lm", prompt="ROMEO:", max_tokens=20, temperature=0)
 
-- GET /v1/models and GET /v1/models/{id}: OpenAI's {"object": "list", "data": [...]} (`Served.info`);
-- POST /v1/completions (OpenAI's legacy text completions) for the models that generate (`Served.completes`):
-  one prompt or a list, `n` choices each, sampled (`temperature`, `top_p`, `seed`) or greedy (`temperature` 0),
-  cut at `stop` strings, streamed as server-sent events, with the tokens' log probabilities (`logprobs`,
-  `echo`) and the `usage`. The continuations are the family's `completion` part's (`complete`, one batch for
-  every choice; `complete_stream`, one choice at a time), the Python API's own.
+POST /v1/completions (OpenAI's legacy text completions) for the language models served on PyTorch (the family's
+`openai_endpoints`): one prompt or a list, `n` choices each, sampled (`temperature`, `top_p`, `seed`) or greedy
+(`temperature` 0), cut at `stop` strings, streamed as server-sent events, with the tokens' log probabilities
+(`logprobs`, `echo`) and the `usage`. The continuations are the family's `completion` part's (`complete`, one
+batch for every choice, run by the family's serve `run_batch`; `complete_stream`, one choice at a time), the
+Python API's own; `choices.py` makes them.
 
 What OpenAI's protocol has and these models cannot do is refused naming the field, never ignored: a 400 for
 `best_of` above 1, `logit_bias`, the presence and frequency penalties and `suffix`, a 422 for a token-id prompt;
 `user` is accepted and unused; chat completions and embeddings get a 404 saying so. Errors on these routes are
-OpenAI's {"error": {"message", "type", "param", "code"}} (`schemas.error_body`), so that the official client
+OpenAI's {"error": {"message", "type", "param", "code"}} (`schemas.openai_error`), so that the official client
 raises NotFoundError, BadRequestError, ... with the message.
 """
 
@@ -23,25 +23,28 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 import seqlab.serve.schemas as schemas
 from seqlab.decoding.options import SamplingOptions
 from seqlab.errors import SeqlabError
-from seqlab.registry import FAMILIES
-from seqlab.serve.routes import SSE_HEADERS, Routes
+from seqlab.families.lm import FAMILY
+from seqlab.families.lm.choices import Piece, StopCut, choice_stream, echo_piece
+from seqlab.serve.routes import SSE_HEADERS, Refused, Routes
 from seqlab.serve.scheduler import Cancelled, current_job
 from seqlab.serve.schemas import JSON_INTEGER, limited
-from seqlab.serve.served import Served
 
-# OpenAI's routes this server does not answer, and why: a 404 in OpenAI's shape, so that the client shows it
+if TYPE_CHECKING:
+    from seqlab.serve.served import Served
+
+# OpenAI's routes this server does not answer, and why: a 404 in OpenAI's shape, so that the client shows it (the
+# family's `openai_refused`)
 NOT_SERVED = {"/v1/chat/completions": "the models continue text, they are not chat models: use POST /v1/completions",
               "/v1/embeddings": "the models give no embeddings"}
 MAX_STOPS = 4                 # OpenAI's limit on stop strings
@@ -50,14 +53,6 @@ MAX_STOP_CHARS = 256          # seqlab's limit on a stop string's length (OpenAI
 MAX_LOGPROBS = 5              # OpenAI's limit on `logprobs`
 
 StopText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_STOP_CHARS)]
-
-
-class Refused(Exception):
-    """A request this protocol refuses: an error answer in OpenAI's shape naming the field (`param`)."""
-
-    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None):
-        super().__init__(message)
-        self.status, self.message, self.param, self.code = status, message, param, code
 
 
 # ------------------------------------------------------------------------------ the request and the answer
@@ -209,23 +204,9 @@ class CompletionResponse(BaseModel):
 
 
 def add_routes(app: FastAPI, routes: Routes) -> None:
-    """GET /v1/models, GET /v1/models/{model_id} and POST /v1/completions."""
-
-    @app.exception_handler(Refused)
-    async def refused(request: Request, error: Refused) -> JSONResponse:       # only OpenAI's routes raise it
-        return JSONResponse(schemas.error_body(request.url.path, error.status, error.message, error.param,
-                                               error.code), status_code=error.status)
-
+    """POST /v1/completions, and the 404s of OpenAI's routes not served (`NOT_SERVED`)."""
     for path, why in NOT_SERVED.items():
         app.post(path, include_in_schema=False)(not_served(f"POST {path} is not served here: {why}"))
-
-    @app.get("/v1/models", response_model=schemas.ModelsResponse)
-    def list_models() -> schemas.ModelsResponse:
-        return schemas.ModelsResponse(data=[m.info(routes.limits) for m in routes.models.values()])
-
-    @app.get("/v1/models/{model_id}", response_model=schemas.ModelInfo)
-    def retrieve_model(model_id: str) -> schemas.ModelInfo:
-        return find(routes.models, model_id).info(routes.limits)
 
     @app.post("/v1/completions", response_model=CompletionResponse,
               responses={200: {"content": {"text/event-stream": {}}}})
@@ -249,27 +230,19 @@ def not_served(message: str) -> Callable[[], None]:
     return route
 
 
-def find(models: dict[str, Served], name: str) -> Served:
-    if name not in models:
-        raise Refused(404, f"no model named {name!r}; this server has {', '.join(sorted(models))} (GET /v1/models)",
-                      "model", "model_not_found")
-    return models[name]
-
-
 def completing(routes: Routes, body: CompletionRequest) -> Served:
     """The request's model, checked to answer /v1/completions, and the request checked against the server's
     limits and what the models can do."""
-    served = find(routes.models, body.model)
+    served = routes.named(body.model)
     job = current_job()
     if job is not None:
         job.key = body.model                          # the scheduler's queue: one per model, taken in turn
-    if not served.completes():
-        family = FAMILIES[served.task]
-        if family.can("generate"):
+    if "completions" not in served.openai_endpoints():
+        if served.task == FAMILY.name:                # a language model whose runtime does not answer it
             raise Refused(400, f"model {body.model!r} is served from an ONNX export (--runtime onnx), which does not "
                                "answer /v1/completions: use POST /v1/generate, or serve its run directory",
                           "model", "unsupported_model")
-        answers = " and ".join(f"POST /v1/{e}" for e in family.endpoints)
+        answers = " and ".join(f"POST {e}" for e in served.endpoints())
         raise Refused(400, f"model {body.model!r} is {served.title or 'a ' + served.task + ' model'}, which does not "
                            f"answer /v1/completions (a language model's): use {answers}", "model",
                       "unsupported_model")
@@ -297,157 +270,6 @@ def choice_options(body: CompletionRequest) -> list[SamplingOptions]:
         return [SamplingOptions(max_tokens=body.max_tokens, greedy=True)] * body.n
     return [SamplingOptions(temperature=body.temperature, top_p=body.top_p, max_tokens=body.max_tokens,
                             seed=None if body.seed is None else body.seed + k) for k in range(body.n)]
-
-
-# ------------------------------------------------------------------------------ on the inference thread
-
-
-@dataclass
-class Piece:
-    """Text of one choice and, with logprobs, its tokens: what one answer or one chunk carries."""
-
-    text: str = ""
-    tokens: list[str] = field(default_factory=list)
-    logprobs: list[float | None] = field(default_factory=list)
-    top: list[dict[str, float] | None] = field(default_factory=list)
-    offsets: list[int] = field(default_factory=list)        # where each token's text begins in `text`
-    ids: int = 0                                            # tokens generated (the usage counts them)
-    prompt_tokens: int = 0
-    finish_reason: str = ""
-    warnings: list[str] = field(default_factory=list)
-
-    def extend(self, other: Piece) -> None:
-        shift = len(self.text)
-        self.text += other.text
-        self.tokens += other.tokens
-        self.logprobs += other.logprobs
-        self.top += other.top
-        self.offsets += [shift + at for at in other.offsets]
-
-
-def generate(trained, prompts: list[str], options: list[SamplingOptions], top: int, tokens: bool,
-             echo_scores: bool, n: int) -> list[tuple[Piece, Piece]]:
-    """Every choice at once (prompt i's n choices are rows i*n .. i*n+n-1), decoded in one batch by the family's
-    `complete`: for each, its prompt (`echo_piece`; with `echo_scores`, its tokens' log probabilities) and its
-    continuation (with `tokens`, its tokens' details: `continuation`)."""
-    completion = family_part(trained)
-    done = completion.complete(trained, prompts, options, top_logprobs=top)
-    firsts = range(0, len(prompts), n)                      # each prompt's first choice
-    echoed = {i: echo_piece(trained, prompts[i], echo_scores) for i in firsts}
-    before = {i: trained.vocab.decode(done[i].prompt_ids[1:]) if tokens else [] for i in firsts}
-    return [(echoed[i - i % n], continuation(trained, c, tokens, before[i - i % n])) for i, c in enumerate(done)]
-
-
-def choice_stream(trained, prompt: str, option: SamplingOptions, top: int, tokens: bool) -> Iterator[Piece]:
-    """One choice's continuation piece by piece (the family's `complete_stream`), with `tokens` each with its
-    tokens' details (`continuation`)."""
-    completion = family_part(trained)
-    before: list[str] | None = None
-    for made in completion.complete_stream(trained, prompt, option, top_logprobs=top):
-        if before is None:
-            before = trained.vocab.decode(made.prompt_ids[1:]) if tokens else []
-        piece = continuation(trained, made, tokens, before)
-        if tokens:
-            before += made.tokens
-        yield piece
-
-
-def family_part(trained):
-    """The family's `completion` part (its `complete` and `complete_stream`)."""
-    return FAMILIES[trained.family.name].part("completion")
-
-
-def continuation(trained, made, tokens: bool, before: list[str]) -> Piece:
-    """A `Completion` (or one piece of it) as a `Piece`: with `tokens`, its tokens as the text spells them, their
-    log probabilities, the most likely tokens at each step (and the one chosen) and where each token's text begins
-    (the family's `spell`; `before`: the tokens before them), for `logprobs`, and to cut at a stop string and count
-    the tokens up to it."""
-    piece = Piece(made.text, ids=len(made.ids), prompt_tokens=len(made.prompt_ids) - 1,
-                  finish_reason=made.finish_reason, warnings=list(made.warnings))
-    if tokens:
-        tops = made.top_logprobs or [{} for _ in made.tokens]
-        tops = [{**best, token: logprob} for best, token, logprob in zip(tops, made.tokens, made.logprobs,
-                                                                         strict=True)]
-        piece.tokens, piece.offsets, piece.top = family_part(trained).spell(trained, made.tokens, before, tops)
-        piece.logprobs = list(made.logprobs)
-    return piece
-
-
-def echo_piece(trained, prompt: str, logprobs: bool) -> Piece:
-    """The prompt as a choice's text begins with it (`echo`): with `logprobs`, its tokens as the text spells them
-    (the family's `spell`) and their log probabilities, /v1/score's for the same text, the first one's null
-    (OpenAI's: no token before it)."""
-    if not logprobs:
-        return Piece(prompt)
-    completion = family_part(trained)
-    tokens, scores = completion.prompt_logprobs(trained, prompt)
-    texts, offsets, _ = completion.spell(trained, tokens, [])
-    scores = [None, *scores[1:]] if scores else []
-    return Piece(prompt, texts, scores, [None if s is None else {t: s} for t, s in zip(texts, scores, strict=True)],
-                 offsets)
-
-
-# ------------------------------------------------------------------------------ stop strings
-
-
-class StopCut:
-    """A choice's continuation as its pieces come, cut before the first stop string: `add` gives what may be sent
-    now (text that may begin a stop string is held back until the next piece tells), `stopped` once a stop
-    string has appeared (nothing of it is sent), `rest` what is left at the end."""
-
-    def __init__(self, stops: list[str]):
-        self.stops = stops
-        self.text = ""                  # the continuation so far (cut at the stop string, once found)
-        self.sent = 0                   # characters of it given out
-        self.waiting = Piece()          # the tokens not given out yet (offsets in `text`)
-        self.starts: list[int] = []     # every token's offset, for the usage
-        self.generated = 0              # tokens generated
-        self.stop_end: int | None = None
-
-    @property
-    def stopped(self) -> bool:
-        return self.stop_end is not None
-
-    def add(self, piece: Piece) -> Piece:
-        if self.stopped:
-            return Piece()
-        begin = len(self.text)
-        self.text += piece.text
-        self.generated += piece.ids
-        self.starts += [begin + at for at in piece.offsets]
-        self.waiting.tokens += piece.tokens
-        self.waiting.logprobs += piece.logprobs
-        self.waiting.top += piece.top
-        self.waiting.offsets += [begin + at for at in piece.offsets]
-        found = [(at, at + len(stop)) for stop in self.stops if (at := self.text.find(stop, self.sent)) >= 0]
-        if found:
-            at, self.stop_end = min(found)
-            self.text = self.text[:at]
-            return self.give(at)
-        held = max((k for stop in self.stops for k in range(1, len(stop))
-                    if self.text.endswith(stop[:k]) and len(self.text) - k >= self.sent), default=0)
-        return self.give(len(self.text) - held)
-
-    def rest(self) -> Piece:
-        return self.give(len(self.text))
-
-    def give(self, end: int) -> Piece:
-        """The text up to `end` not given out yet, with the tokens that begin before `end` (at the end, all)."""
-        waiting, every = self.waiting, end == len(self.text) and not self.stopped
-        take = [i for i, at in enumerate(waiting.offsets) if at < end or every]
-        out = Piece(self.text[self.sent:end], [waiting.tokens[i] for i in take], [waiting.logprobs[i] for i in take],
-                    [waiting.top[i] for i in take], [waiting.offsets[i] - self.sent for i in take])
-        keep = [] if self.stopped else [i for i in range(len(waiting.offsets)) if i not in set(take)]
-        self.waiting = Piece(tokens=[waiting.tokens[i] for i in keep], logprobs=[waiting.logprobs[i] for i in keep],
-                             top=[waiting.top[i] for i in keep], offsets=[waiting.offsets[i] for i in keep])
-        self.sent = end
-        return out
-
-    def usage(self) -> int:
-        """The tokens generated, up to the one that ends the stop string."""
-        if not self.stopped or not self.starts:
-            return self.generated
-        return sum(1 for at in self.starts if at < self.stop_end)
 
 
 # ------------------------------------------------------------------------------ answers
@@ -511,7 +333,7 @@ def event(answer: BaseModel) -> str:
 
 def error_event(status: int, message: str) -> str:
     """An error in the middle of a stream, as an event of OpenAI's error (the official client raises it)."""
-    body = schemas.error_body("/v1/completions", status, message)
+    body = schemas.openai_error(status, message)
     return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
 
 
