@@ -61,7 +61,7 @@ def field_type(cls, f: dataclasses.Field):
     return hint
 
 
-def element_type(kind):
+def element_type(kind: typing.Any) -> typing.Any:
     """The element type of a list-valued option (int for `list[int]`), or None for a scalar one."""
     return typing.get_args(kind)[0] if typing.get_origin(kind) is list else None
 

@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from seqlab.cli.options import CommandOptions, add_number, add_runtime_options
+from seqlab.cli.options import CommandOptions, Commands, add_number, add_runtime_options
 from seqlab.config import option
 from seqlab.harms.toxicity import ToxicityOptions
 
@@ -43,7 +43,7 @@ class ExposureOptions:
     seed: int = option(0, "approximate: seed of the sample", at_least=0)
 
 
-def add_parser(commands) -> None:
+def add_parser(commands: Commands) -> None:
     """`seqlab audit KIND RUN ...`: one subcommand per audit (`COMMANDS`)."""
     audit = commands.add_parser("audit", help="measure a trained model's harms (SLP 9.5): toxic generation, social "
                                 "bias, memorisation, planted secrets")

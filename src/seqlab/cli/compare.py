@@ -9,9 +9,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from seqlab.cli.options import add_number, add_options
+from seqlab.cli.options import Commands, add_number, add_options
 from seqlab.cli.tune import Limits, add_budget, add_search
-from seqlab.compare.run import SIZES, recipes
+from seqlab.compare.recipes import SIZES, recipes
 from seqlab.config import option
 from seqlab.errors import SeqlabError
 from seqlab.registry import FAMILIES
@@ -27,7 +27,7 @@ class Budget:
                                              "schedule", at_least=1)
 
 
-def add_parser(commands) -> None:
+def add_parser(commands: Commands) -> None:
     """`seqlab compare TASK ... --output DIR` and `seqlab compare --report DIR`."""
     compare = commands.add_parser("compare", help="train every architecture of the chapters on your data under one "
                                   "budget (wall time or tokens), each into a run directory, then write one report "

@@ -10,6 +10,7 @@ import argparse
 import functools
 
 from seqlab.cli.options import (
+    Commands,
     EvaluateOption,
     add_input_options,
     add_number,
@@ -54,7 +55,7 @@ def add_family_option(parser: argparse.ArgumentParser, options: list[EvaluateOpt
     parser.add_argument(first.flag, metavar=first.metavar, choices=choices, default=first.value, help=text)
 
 
-def add_parser(commands) -> None:
+def add_parser(commands: Commands) -> None:
     evaluate = commands.add_parser("evaluate", allow_abbrev=False,      # options are checked by name
                                    help="score a trained model on a file: a language model's perplexity, a tagger's "
                                    "accuracy and entity F1, a classifier's accuracy, per-class F1 and confusion "

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import argparse
 
-from seqlab.cli.options import Number
+from seqlab.cli.options import Commands, Number
 from seqlab.errors import SeqlabError
 from seqlab.examples import SIZES, TASKS, write
 from seqlab.examples import command as train_command
 
 
-def add_parser(commands) -> None:
+def add_parser(commands: Commands) -> None:
     parser = commands.add_parser("examples", help="write a small example dataset of a task, and the command that "
                                  "trains on it")
     parser.add_argument("task", metavar="TASK", nargs="?", help=f"the task: {', '.join(TASKS)}")

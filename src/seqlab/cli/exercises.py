@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 
 import seqlab.exercises as book
-from seqlab.cli.options import Number
+from seqlab.cli.options import Commands, Number
 from seqlab.errors import SeqlabError
 
 
-def add_parser(commands) -> None:
+def add_parser(commands: Commands) -> None:
     parser = commands.add_parser("exercises", help="the tutorials' exercises: list, show, check an answer, a hint, "
                                  "the solution")
     parser.add_argument("tutorial", metavar="TUTORIAL", nargs="?", choices=book.TUTORIALS,

@@ -16,18 +16,22 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from seqlab.cli.options import add_number
+from seqlab.cli.options import Commands, add_number
 from seqlab.cli.serve import add_server_options
 from seqlab.contract.views import MAX_TEXT_CHARS, ExplainOptions, Explanation, View
 from seqlab.errors import SeqlabError
+
+if TYPE_CHECKING:
+    from seqlab.serve.served import Served
 
 # the server's limit of the same name as an option of the views (tokens generated step by step): `seqlab serve`
 # sets it; the explorer's server keeps its default
 SERVER_SKIPS = ("max_tokens",)
 
 
-def add_parser(commands) -> None:
+def add_parser(commands: Commands) -> None:
     """`seqlab explore RUN [RUN ...]`: the server with the page's Explore tab, or (--text) the views printed."""
     explore = commands.add_parser("explore", help="look inside trained models as they read a text: the page's "
                                   "Explore tab on a local server, or with --text the views printed here")
@@ -62,7 +66,7 @@ def add_parser(commands) -> None:
 
 def command(args: argparse.Namespace, text_flags: set[str], server_flags: set[str]) -> int:
     """`seqlab explore`: the options of one way checked not given with the other, then the server or --text."""
-    given = getattr(args, "given_options", set())
+    given: set[str] = getattr(args, "given_options", set())
     if args.text is None:
         stray = sorted(given & (text_flags - {"--text"}))
         if stray:
@@ -91,7 +95,7 @@ def serve_page(args: argparse.Namespace) -> int:
     return 0
 
 
-def refuse_viewless(models: dict) -> None:
+def refuse_viewless(models: dict[str, Served]) -> None:
     """Each loaded model's family has views (an `explain` part), or one line names the first that has none."""
     from seqlab.registry import FAMILIES
 
@@ -180,8 +184,8 @@ def explain_text(args: argparse.Namespace) -> int:
     found = [explain(served.trained, text, views, options, name) for name, served in models.items()]
     if args.json != "-":
         sys.stdout.write("\n".join(summary(explanation) for explanation in found))
-    data = [e.to_json() for e in found]
-    data = data[0] if len(data) == 1 else data
+    each = [e.to_json() for e in found]
+    data: dict[str, Any] | list[dict[str, Any]] = each[0] if len(each) == 1 else each
     if args.json == "-":
         sys.stdout.write(json.dumps(data, ensure_ascii=False, allow_nan=False) + "\n")
     elif args.json is not None:
@@ -206,7 +210,7 @@ def summary(explanation: Explanation) -> str:
     return "\n".join(lines) + "\n"
 
 
-def number(value) -> str:
+def number(value: object) -> str:
     """A value of a view, short: 4 significant digits (an integer as it is; None, NaN's JSON, as -)."""
     if value is None:
         return "-"

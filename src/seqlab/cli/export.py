@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from seqlab.cli.options import Commands
 from seqlab.registry import FAMILIES, run_family, titles
 
 
@@ -19,7 +20,7 @@ def formats() -> dict[str, list[str]]:
     return found
 
 
-def add_parser(commands) -> None:
+def add_parser(commands: Commands) -> None:
     """`seqlab export RUN --format onnx|... --output DIR`."""
     others = {fmt: names for fmt, names in formats().items() if fmt != "onnx"}
     export = commands.add_parser("export", help="export a trained run's inference graphs (ONNX), with its vocabulary "

@@ -38,9 +38,10 @@ import os
 import re
 import sys
 import warnings
+from typing import TextIO
 
 from seqlab.cli import serve
-from seqlab.cli.options import Parser
+from seqlab.cli.options import Commands, Parser
 from seqlab.errors import SeqlabError
 from seqlab.version import __version__
 
@@ -54,7 +55,7 @@ PACKAGES = {"torch": ("PyTorch", "torch"), "yaml": ("PyYAML", "pyyaml"), "rouge_
             "onnx": ("onnx", "'seqlab[export]'"), "onnxruntime": ("onnxruntime", "'seqlab[export]'")}
 
 
-def top_parser(note: str = "") -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
+def top_parser(note: str = "") -> tuple[argparse.ArgumentParser, Commands]:
     """seqlab's parser, --version, and the action its commands are added to."""
     parser = Parser(prog="seqlab", description="Train, evaluate and decode the neural sequence models of Jurafsky & "
                     f"Martin's SLP chapters.{note}")
@@ -112,7 +113,9 @@ def missing_requirements() -> list[str]:
     for requirement in requirements:
         if ";" in requirement:                   # an extra's, or one for other Pythons
             continue
-        name = re.match(r"[A-Za-z0-9._-]+", requirement).group()
+        match = re.match(r"[A-Za-z0-9._-]+", requirement)
+        assert match is not None, requirement    # a requirement starts with its distribution's name
+        name = match.group()
         try:
             importlib.metadata.distribution(name)
         except importlib.metadata.PackageNotFoundError:
@@ -151,7 +154,8 @@ def without(package: tuple[str, str]) -> argparse.ArgumentParser:
     return parser
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None):
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: TextIO | None = None, line: str | None = None) -> None:
     print(f"seqlab: warning: {message}", file=sys.stderr)
 
 
@@ -182,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
             import torch
 
             torch.set_num_threads(args.threads)
-        code = args.handler(args)
+        code: int = args.handler(args)
         sys.stdout.flush()            # a full disk or a closed pipe shows here, not after main has returned
         return code
     except SeqlabError as error:

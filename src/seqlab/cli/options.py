@@ -9,8 +9,10 @@ import argparse
 import dataclasses
 import difflib
 import sys
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, NoReturn, TypeAlias
 
 from seqlab.config import element_type, field_default, field_type, option, range_text, value_problem
 from seqlab.data.limits import CHARS_PER_TOKEN, DEFAULT_MAX_TOKENS, LONG_INPUT, MIN_LINE_CHARS
@@ -19,6 +21,8 @@ from seqlab.decoding.options import SearchOptions
 from seqlab.errors import SeqlabError
 
 UNREAD_BY = "_seqlab_unread_by"        # the namespace attribute naming the parser that left arguments unread
+Commands: TypeAlias = "argparse._SubParsersAction[Parser]"   # what subcommands are added to (a Parser's)
+Handler: TypeAlias = Callable[[argparse.Namespace], int]       # what runs a command: its exit status
 
 
 class Parser(argparse.ArgumentParser):
@@ -27,20 +31,20 @@ class Parser(argparse.ArgumentParser):
     An unknown option is named by the subcommand that could not read it, with its nearest option:
     `seqlab train lm: error: unknown option --epoch; did you mean --epochs? (see seqlab train lm --help)`."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
-    def parse_known_args(self, args=None, namespace=None):
+    def parse_known_args(self, args: Iterable[str] | None = None, namespace: Any = None) -> tuple[Any, list[str]]:
         namespace, extras = super().parse_known_args(args, namespace)
         if extras and not hasattr(namespace, UNREAD_BY):       # the innermost subcommand's parser returns first
             setattr(namespace, UNREAD_BY, self)
         return namespace, extras
 
-    def parse_args(self, args=None, namespace=None):
+    def parse_args(self, args: Iterable[str] | None = None, namespace: Any = None) -> Any:
         namespace, extras = self.parse_known_args(args, namespace)
         if extras:
             parser = getattr(namespace, UNREAD_BY, self)
@@ -62,18 +66,18 @@ class Parser(argparse.ArgumentParser):
 class Number:
     """An argparse type: an int or a finite float within a range (the keywords of `seqlab.config.option`)."""
 
-    def __init__(self, kind: type, **bounds):
+    def __init__(self, kind: type, **bounds: Any) -> None:
         self.kind, self.bounds = kind, bounds
         self.__name__ = kind.__name__          # argparse names the type in its messages
 
     @classmethod
-    def of(cls, config_class, name: str) -> Number:
+    def of(cls, config_class: type, name: str) -> Number:
         """The type of a config field, with its range."""
         f = {f.name: f for f in dataclasses.fields(config_class)}[name]
         return cls(field_type(config_class, f), **{k: f.metadata.get(k) for k in ("at_least", "above", "at_most",
                                                                                    "below")})
 
-    def __call__(self, text: str):
+    def __call__(self, text: str) -> Any:
         try:
             value = self.kind(text)
         except ValueError:
@@ -85,7 +89,8 @@ class Number:
         return value
 
 
-def add_options(parser: argparse.ArgumentParser, cls, title: str, skip=(), defaults=None) -> None:
+def add_options(parser: argparse.ArgumentParser, cls: type, title: str, skip: Sequence[str] = (),
+                defaults: dict[str, Any] | None = None) -> None:
     """Every field of a config dataclass as an option of `parser`, under `title`, given only when the user
     gives it (a config file and config.json fill the rest): `seqlab train` and `seqlab compare`."""
     group = parser.add_argument_group(title)
@@ -104,7 +109,7 @@ def add_options(parser: argparse.ArgumentParser, cls, title: str, skip=(), defau
             shown = f"{shown}; " * bool(shown) + f"with --{condition.replace('_', '-')} {'/'.join(map(str, values))}"
         shown = f" ({shown})" if shown else ""
         help_text = (f.metadata.get("help", "") + shown).replace("%", "%%")
-        kwargs = {"dest": f.name, "default": argparse.SUPPRESS, "help": help_text}
+        kwargs: dict[str, Any] = {"dest": f.name, "default": argparse.SUPPRESS, "help": help_text}
         if kind is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
         elif element_type(kind) is not None:           # a list-valued option: `--canary-repeats 1 4 16 64`
@@ -122,7 +127,8 @@ def add_options(parser: argparse.ArgumentParser, cls, title: str, skip=(), defau
         group.add_argument(*names, **kwargs)
 
 
-def add_number(parser, cls, name: str, *, default=dataclasses.MISSING, help: str | None = None,
+def add_number(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, name: str, *,
+               default: Any = dataclasses.MISSING, help: str | None = None,
                flags: tuple[str, ...] = (), metavar: str | None = None) -> None:
     """A numeric option from a field of a config dataclass, the one place it is declared: its help (or
     `help`), its range-checked type and its default (unless `default` says otherwise). `flags`: other names
@@ -132,10 +138,9 @@ def add_number(parser, cls, name: str, *, default=dataclasses.MISSING, help: str
     kind = field_type(cls, f)
     item = element_type(kind)
     shown = "; ".join(part for part in ("" if value is None else f"default: {value}", range_text(f.metadata)) if part)
-    kwargs = {"type": Number(item or kind, **{k: f.metadata.get(k) for k in ("at_least", "above", "at_most",
-                                                                            "below")}),
-              "default": value, "help": f"{help or f.metadata['help']} ({shown})".replace("%", "%%"),
-              "dest": name}
+    bounds = {k: f.metadata.get(k) for k in ("at_least", "above", "at_most", "below")}
+    kwargs: dict[str, Any] = {"type": Number(item or kind, **bounds), "default": value,
+                              "help": f"{help or f.metadata['help']} ({shown})".replace("%", "%%"), "dest": name}
     if item is not None:
         kwargs["nargs"] = "+"
     if metavar:
@@ -210,8 +215,9 @@ def require_file(args: argparse.Namespace) -> None:
         raise SeqlabError("seqlab evaluate DIR FILE: the file to score is missing")
 
 
-def inference_command(commands, name: str, help: str, reads: str, formats: dict[str, tuple[tuple, str]],
-                      unit: str, handler, long_source: bool = False) -> argparse.ArgumentParser:
+def inference_command(commands: Commands, name: str, help: str, reads: str,
+                      formats: dict[str, tuple[tuple[str, ...], str]], unit: str, handler: Handler,
+                      long_source: bool = False) -> argparse.ArgumentParser:
     """An inference command of a family (`seqlab tag DIR [FILE]`, ...): the run directory, the file (`reads`:
     what a line of it is; standard input by default), --input-format and --output-format (`formats`:
     {option: (choices, help)}, the first choice the default; --input-format also takes `auto`, its default,
@@ -295,4 +301,6 @@ def field_help(option: EvaluateOption) -> str:
     """A numeric option's help from its config field."""
     if option.number is None:
         return ""
-    return {f.name: f for f in dataclasses.fields(option.number)}[option.flag[2:].replace("-", "_")].metadata["help"]
+    field = {f.name: f for f in dataclasses.fields(option.number)}[option.flag[2:].replace("-", "_")]
+    text: str = field.metadata["help"]
+    return text

@@ -10,11 +10,11 @@ import argparse
 import dataclasses
 import sys
 
-from seqlab.cli.options import Number, add_options
+from seqlab.cli.options import Commands, Number, add_options
 from seqlab.registry import FAMILIES, family
 
 
-def add_parser(commands) -> None:
+def add_parser(commands: Commands) -> None:
     prepare = commands.add_parser("prepare", help="tokenize training data once into memory-mapped shards")
     prepare.add_argument("--verify", metavar="DIR", default="", help="check a prepared folder instead: hash every "
                          "file again and compare it with the SHA-256 its manifest lists (a run hashes only the files "

@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from seqlab.cli.options import CommandOptions, add_number, add_runtime_options, run_dir_argument
+from seqlab.cli.options import CommandOptions, Commands, add_number, add_runtime_options, run_dir_argument
 from seqlab.config import option
 
 
@@ -22,7 +22,7 @@ class CardOptions:
                                   "prediction pass)", at_least=0)
 
 
-def add_info_command(commands) -> None:
+def add_info_command(commands: Commands) -> None:
     """`seqlab info DIR [--json]`."""
     info = commands.add_parser("info", help="what a run directory holds: task, model, parameters, data files, "
                                "training options and progress, and the command that made it")
@@ -40,7 +40,7 @@ def info_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_card_command(commands) -> None:
+def add_card_command(commands: Commands) -> None:
     """`seqlab card RUN [--format markdown|json]`."""
     card = commands.add_parser("card", help="write (or rewrite) a trained run's model card, MODEL_CARD.md and "
                                "model_card.json (Mitchell et al. 2019: model details, training data with its "
@@ -60,7 +60,8 @@ def add_card_command(commands) -> None:
 
 def card_command(args: argparse.Namespace) -> int:
     """`seqlab card`: `seqlab.cards.card.make_card` under the run's lock, then the card printed."""
-    from seqlab.cards.card import NOTES, make_card, read_card_notes, to_markdown
+    from seqlab.cards.card import NOTES, make_card, read_card_notes
+    from seqlab.cards.markdown import to_markdown
     from seqlab.fileio import atomic_write_text
     from seqlab.runs.directory import RunLock, read_run_json
 
@@ -76,7 +77,7 @@ def card_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_bench_command(commands) -> None:
+def add_bench_command(commands: Commands) -> None:
     """`seqlab bench peak`: this machine's matrix-product peak, the figure every run's MFU is a share of."""
     bench = commands.add_parser("bench", help="measure this machine: its matrix-product peak (FLOP/s), which the "
                                 "model-FLOPs utilisation (MFU) of every run's log and progress bar is a share of")
@@ -113,7 +114,7 @@ def bench_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(commands) -> None:
+def add_parser(commands: Commands) -> None:
     """`seqlab info`, `seqlab bench` and `seqlab card`, in the order --help lists them."""
     add_info_command(commands)
     add_bench_command(commands)

@@ -9,12 +9,19 @@ import dataclasses
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from seqlab.cli.options import CommandOptions, Parser, add_number, add_runtime_options
+from seqlab.cli.options import CommandOptions, Commands, Parser, add_number, add_runtime_options
 from seqlab.config import option
 from seqlab.errors import SeqlabError
 from seqlab.serve.limits import API_KEY_VARIABLE, ServeLimits, available_cores  # noqa: F401  (re-exported)
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from seqlab.serve.served import Served
 
 
 @dataclass
@@ -32,7 +39,7 @@ def parser() -> argparse.ArgumentParser:
     return alone
 
 
-def add_parser(commands) -> None:
+def add_parser(commands: Commands) -> None:
     """`seqlab serve RUN [RUN ...]`: the HTTP API over trained runs."""
     serve = commands.add_parser("serve", help="serve trained models of any task over HTTP: a JSON API (OpenAPI "
                                 "page at /docs) on 127.0.0.1 unless told otherwise")
@@ -78,7 +85,7 @@ def command(args: argparse.Namespace) -> int:
     return 0
 
 
-def start(args: argparse.Namespace, check=None):
+def start(args: argparse.Namespace, check: Callable[[dict[str, Served]], object] | None = None) -> FastAPI:
     """The app of the server options in `args` (`add_server_options`; limits it lacks keep their defaults), the
     address checked free first; `check(models)` sees the loaded models before the app is made."""
     import socket
@@ -112,7 +119,7 @@ def start(args: argparse.Namespace, check=None):
     return app
 
 
-def run(app, args: argparse.Namespace) -> None:
+def run(app: FastAPI, args: argparse.Namespace) -> None:
     """Serve `app` (`start`'s) until interrupted."""
     from seqlab.serve.server import serve
 

@@ -9,13 +9,13 @@ import os
 import sys
 from pathlib import Path
 
-from seqlab.cli.options import add_options
+from seqlab.cli.options import Commands, add_options
 from seqlab.config import config_task
 from seqlab.errors import SeqlabError
 from seqlab.registry import FAMILIES, family
 
 
-def add_parser(commands) -> None:
+def add_parser(commands: Commands) -> None:
     train = commands.add_parser("train", help="train a model")
     tasks = train.add_subparsers(dest="task", required=True, metavar="TASK")
     for name, found in FAMILIES.items():

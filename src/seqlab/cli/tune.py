@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from seqlab.cli.options import add_number, add_options
+from seqlab.cli.options import Commands, add_number, add_options
 from seqlab.compare.recipes import SIZES, recipes
 from seqlab.config import option
 from seqlab.registry import FAMILIES
@@ -39,7 +39,7 @@ class Limits:
                                      "gives their mean, spread and a bootstrap interval", at_least=1, at_most=100)
 
 
-def add_budget(parser, prefix: str = "") -> None:
+def add_budget(parser: argparse.ArgumentParser, prefix: str = "") -> None:
     """--budget TIME | --budget-tokens N | --budget-epochs N (with `prefix`: --tune-budget ...)."""
     group = parser.add_mutually_exclusive_group()
     group.add_argument(f"--{prefix}budget", metavar="TIME", dest=f"{prefix.replace('-', '_')}budget",
@@ -49,7 +49,7 @@ def add_budget(parser, prefix: str = "") -> None:
         add_number(group, Limits, prefix.replace("-", "_") + name, metavar="N")
 
 
-def add_search(parser, evaluations: str = "evaluations") -> None:
+def add_search(parser: argparse.ArgumentParser, evaluations: str = "evaluations") -> None:
     """The options `seqlab tune` and `seqlab compare --tune-trials` share: the space and the pruner."""
     parser.add_argument("--space", metavar="FILE", help="a YAML search space of your own: 'lr: {low: 1.0e-4, high: "
                         "1.0e-2, log: true}', 'hidden_size: [128, 256]', 'weight_decay: null' (leave out), an "
@@ -60,7 +60,7 @@ def add_search(parser, evaluations: str = "evaluations") -> None:
     add_number(parser, Limits, evaluations, metavar="N")
 
 
-def add_parser(commands) -> None:
+def add_parser(commands: Commands) -> None:
     tune = commands.add_parser("tune", help="search an architecture's options on your data with Optuna (TPE, "
                                "pruning, resumable in SQLite), then write the best as a config for seqlab train")
     kinds = tune.add_subparsers(dest="task", metavar="TASK")
