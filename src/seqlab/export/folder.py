@@ -78,7 +78,8 @@ def export_files(out: Path, legacy: Legacy | None = None) -> set[str] | None:
         manifest = None
     if isinstance(manifest, dict) and isinstance(manifest.get("format"), str) and \
             isinstance(manifest.get("files"), list) and all(isinstance(f, str) for f in manifest["files"]):
-        graphs = manifest.get("graphs") if isinstance(manifest.get("graphs"), dict) else {}
+        graphs_entry = manifest.get("graphs")
+        graphs = graphs_entry if isinstance(graphs_entry, dict) else {}
         named = [graph["file"] for graph in graphs.values() if isinstance(graph, dict)
                  and isinstance(graph.get("file"), str)]
         return {MANIFEST, *manifest["files"], *named}

@@ -12,7 +12,9 @@ import os
 import sys
 import tempfile
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -24,7 +26,7 @@ class Graph(nn.Module):
     """What every exported graph wraps: the trained model, whose `forward` the graph's calls (a family's
     graph modules subclass it, one per graph)."""
 
-    def __init__(self, model):
+    def __init__(self, model: nn.Module) -> None:
         super().__init__()
         self.model = model
 
@@ -35,7 +37,7 @@ def layers_first(h: Tensor) -> Tensor:
 
 
 @contextlib.contextmanager
-def quiet_stderr():
+def quiet_stderr() -> Iterator[None]:
     """File descriptor 2 to a temporary file while the exporter runs: its C++ side warns that the packed
     sequences' ops have no shape inference (they become the RNN ops' sequence_lens, checked by the tests);
     what it wrote is shown if the export fails."""
@@ -55,8 +57,8 @@ def quiet_stderr():
             os.close(saved)
 
 
-def export_graph(module: nn.Module, args: tuple, path: Path, inputs: list[str], outputs: list[str],
-                 axes: dict[str, dict[int, str]]) -> dict:
+def export_graph(module: nn.Module, args: tuple[Any, ...], path: Path, inputs: list[str], outputs: list[str],
+                 axes: dict[str, dict[int, str]]) -> dict[str, Any]:
     """One graph to `path` (the TorchScript-based exporter, `dynamo=False`: torch 2.13's default dynamo
     exporter needs onnxscript, which seqlab does not depend on, and the recurrent encoders' packed sequences
     export as ONNX's own RNN ops with per-row lengths only through this one); its file, inputs and outputs,
@@ -70,7 +72,7 @@ def export_graph(module: nn.Module, args: tuple, path: Path, inputs: list[str], 
     return {"file": path.name, "inputs": inputs, "outputs": outputs, "doc": doc}
 
 
-def annotate(path: Path, doc: str, metadata: dict) -> None:
+def annotate(path: Path, doc: str, metadata: dict[str, Any]) -> None:
     """Describe the graph at `path` inside the file: its doc_string, seqlab as its producer, and `metadata`
     as its metadata_props (values that are not strings as JSON). The weights stay where they are (an
     external-data file, past 2 GB, is left untouched)."""

@@ -10,6 +10,7 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 from seqlab.errors import SeqlabError
 from seqlab.fileio import escape, outward_link, read_json
@@ -19,7 +20,7 @@ READS = (2, 3)            # 2: the same graphs, seqlab's files beside them
 SEQLAB_FILES = "seqlab"   # the folder of the run's own tokenizer, vocabulary and label files (format 3)
 
 
-def read_manifest(export_dir: str | Path) -> dict:
+def read_manifest(export_dir: str | Path) -> dict[str, Any]:
     """The manifest of an export this seqlab can run (a format version it reads), every path it names
     confined to the export's folder. A missing folder, a folder without manifest.json (a run directory among
     them) and a manifest.json that is no regular file (a FIFO is refused without being opened) are refused
@@ -56,20 +57,20 @@ def read_manifest(export_dir: str | Path) -> dict:
     return manifest
 
 
-def seqlab_files(export_dir: str | Path, manifest: dict) -> Path:
+def seqlab_files(export_dir: str | Path, manifest: dict[str, Any]) -> Path:
     """The folder of the run's own files that seqlab's runtime reads: seqlab/ (format 3), or the export
     folder itself (format 2)."""
     return Path(export_dir) / SEQLAB_FILES if manifest.get("format_version", 2) >= 3 else Path(export_dir)
 
 
-def named_paths(manifest: dict) -> list:
+def named_paths(manifest: dict[str, Any]) -> list[Any]:
     """Every path the manifest names: each graph's "file" and each entry of "files"."""
     files = manifest.get("files", [])
     return [graph.get("file") for graph in manifest["graphs"].values()] + (files if isinstance(files, list)
                                                                             else [files])
 
 
-def confine(export_dir: str | Path, manifest: dict) -> None:
+def confine(export_dir: str | Path, manifest: dict[str, Any]) -> None:
     """Refuse, in one line, a manifest that names a path outside the export folder (absolute, through `..`,
     or a link that leads out), and a link anywhere in the folder that leads out of it: loading an export
     reads only what the folder holds."""
@@ -125,7 +126,7 @@ def regular(path: Path) -> None:
                           "wrote; export the run again")
 
 
-def check_files(export_dir: str | Path, manifest: dict) -> None:
+def check_files(export_dir: str | Path, manifest: dict[str, Any]) -> None:
     """Refuse, in one line naming the file, an export whose runtime would fail on a file: a graph missing, or
     not a regular file; a file the manifest names that is not a regular file (nothing is opened); config.json
     or a file of the run's own (seqlab/) missing, empty, or not a JSON object."""
@@ -141,7 +142,8 @@ def check_files(export_dir: str | Path, manifest: dict) -> None:
     files = seqlab_files(export_dir, manifest)
     for path in files.glob("*.json"):                 # what the family's readers look for, listed or not
         regular(path)
-    listed = manifest.get("files") if isinstance(manifest.get("files"), list) else []
+    files_entry = manifest.get("files")
+    listed = files_entry if isinstance(files_entry, list) else []
     read = {"config.json", *(name for name in listed if name.endswith(".json") and name != "manifest.json"
                              and (export_dir / name).parent == files)}
     for name in sorted(read):

@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -42,6 +43,10 @@ from seqlab.fileio import atomic_write_json
 from seqlab.nn.attention import MultiHeadAttention
 from seqlab.nn.recurrent import RecurrentStack
 from seqlab.version import __version__
+
+if TYPE_CHECKING:
+    from seqlab.contract import Family
+    from seqlab.contract.parts import GraphsPart
 
 # the run's files seqlab's runtime reads (those that exist), copied into seqlab/: vocabulary, tokenizer, labels
 RUN_FILES = ("vocab.json", "tokenizer.json", "labels.json", "chars.json", "features.json")
@@ -59,7 +64,7 @@ def prepare_for_export(model: nn.Module) -> None:
             module.impl = "textbook"
 
 
-def without_local_paths(value):
+def without_local_paths(value: Any) -> Any:
     """`value` (config.json's JSON) with every absolute path (POSIX, Windows or ~) reduced to its file name: an
     export says which files a run was trained on, not where they lay on the machine that trained it."""
     if isinstance(value, dict):
@@ -110,7 +115,8 @@ def legacy_exports(folder: Path) -> set[str] | None:
     return None
 
 
-def write_export(run_dir: Path, out: Path, family, graphs, saved: dict, trained) -> None:
+def write_export(run_dir: Path, out: Path, family: Family, graphs: GraphsPart, saved: dict[str, Any],
+                 trained: Any) -> None:
     """The export of the loaded run `trained` into the empty folder `out` (see the module's docstring)."""
     from seqlab.info import count_parameters
 

@@ -24,7 +24,7 @@ class Truncated(ValueError):
     """The bytes end inside a field."""
 
 
-def varint(data, position: int) -> tuple[int, int]:
+def varint(data: bytes | memoryview, position: int) -> tuple[int, int]:
     """The varint at `position` and the position after it."""
     value = 0
     for shift in range(0, 70, 7):
@@ -38,20 +38,21 @@ def varint(data, position: int) -> tuple[int, int]:
     raise ValueError("a varint of more than ten bytes")
 
 
-def fields(data) -> Iterator[tuple[int, int, int | memoryview]]:
+def fields(data: bytes | memoryview) -> Iterator[tuple[int, int, int | memoryview]]:
     """Each field of one message: (number, wire type, value: an int for a varint, else its bytes). Raises
     Truncated where the bytes end inside a field, ValueError at a wire type protocol buffers do not have."""
-    data = memoryview(data)
+    view = memoryview(data)
     position = 0
-    while position < len(data):
-        tag, position = varint(data, position)
+    while position < len(view):
+        tag, position = varint(view, position)
         number, wire = tag >> 3, tag & 7
+        value: int | memoryview
         if wire == 0:
-            value, position = varint(data, position)
+            value, position = varint(view, position)
         elif wire in (1, 2, 5):
-            size, position = (8, position) if wire == 1 else (4, position) if wire == 5 else varint(data, position)
-            value, position = data[position:position + size], position + size
-            if position > len(data):
+            size, position = (8, position) if wire == 1 else (4, position) if wire == 5 else varint(view, position)
+            value, position = view[position:position + size], position + size
+            if position > len(view):
                 raise Truncated
         else:
             raise ValueError(f"wire type {wire}")
@@ -82,22 +83,26 @@ def float_initializers(data: bytes) -> Iterator[tuple[tuple[int, ...], bytes]]:
     for number, wire, graph in fields(data):
         if (number, wire) != (GRAPH, 2):
             continue
+        assert isinstance(graph, memoryview)                     # wire type 2: its bytes
         for item, item_wire, tensor in fields(graph):
             if (item, item_wire) != (INITIALIZER, 2):
                 continue
-            dims, data_type, stored = [], 0, []
-            for field, field_wire, value in fields(tensor):
+            assert isinstance(tensor, memoryview)
+            dims: list[int] = []
+            data_type: int | memoryview = 0
+            stored: list[bytes] = []
+            for field, _, value in fields(tensor):
                 if field == DIMS:                                # repeated int64: packed, or one field each
-                    dims += [value] if field_wire == 0 else list(packed(value))
+                    dims += [value] if isinstance(value, int) else list(packed(value))   # a varint: wire type 0
                 elif field == DATA_TYPE:
                     data_type = value
                 elif field in (FLOAT_DATA, INT32_DATA, RAW_DATA):
-                    stored.append(bytes(value) if field_wire != 0 else value.to_bytes(8, "little"))
+                    stored.append(value.to_bytes(8, "little") if isinstance(value, int) else bytes(value))
             if data_type in WEIGHTS:
                 yield tuple(dims), b"".join(stored)
 
 
-def packed(data) -> Iterator[int]:
+def packed(data: memoryview) -> Iterator[int]:
     """The varints of a packed repeated field."""
     position = 0
     while position < len(data):

@@ -22,9 +22,13 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from seqlab.fileio import atomic_write_text
 from seqlab.version import __version__
+
+if TYPE_CHECKING:
+    from seqlab.contract import Family
 
 DTYPES = {1: "float32", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 9: "bool", 10: "float16",
           11: "float64", 16: "bfloat16"}
@@ -47,7 +51,7 @@ def signature(path: Path) -> tuple[str, list[tuple[str, str, str, str]]]:
 
     model = onnx.load(str(path), load_external_data=False)
 
-    def shape(value) -> str:
+    def shape(value: Any) -> str:
         dims = [d.dim_param or (str(d.dim_value) if d.HasField("dim_value") else "?")
                 for d in value.type.tensor_type.shape.dim]
         return f"({dims[0]},)" if len(dims) == 1 else f"({', '.join(dims)})"
@@ -67,7 +71,7 @@ def cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def readme(out: Path, family, manifest: dict, files: dict[str, str], about: dict) -> str:
+def readme(out: Path, family: Family, manifest: dict[str, Any], files: dict[str, str], about: dict[str, Any]) -> str:
     """The README.md of the export in `out` (see the module's docstring)."""
     graphs = {name: signature(out / graph["file"]) for name, graph in manifest["graphs"].items()}
     described = {graph["file"]: f"the {name} graph: {doc}" for (name, (doc, _)), graph in
@@ -100,7 +104,8 @@ def readme(out: Path, family, manifest: dict, files: dict[str, str], about: dict
     return "\n".join(lines)
 
 
-def write_readme(out: Path, family, manifest: dict, files: dict[str, str], about: dict) -> None:
+def write_readme(out: Path, family: Family, manifest: dict[str, Any], files: dict[str, str],
+                 about: dict[str, Any]) -> None:
     atomic_write_text(out / "README.md", readme(out, family, manifest, files, about))
 
 

@@ -26,15 +26,19 @@ formed as the PyTorch API forms them (`length_batches`, shortest first).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from seqlab.errors import DAMAGED, SeqlabError
 from seqlab.export.manifest import read_manifest
+
+if TYPE_CHECKING:
+    from seqlab.export.session import Exported
 
 # how the families' readers of a run's files end the message of a damaged one, meant for a run directory
 RUN_ADVICE = "retrain into this directory with --overwrite"
 
 
-def load_export(export_dir: str | Path, threads: int = 0):
+def load_export(export_dir: str | Path, threads: int = 0) -> Exported:
     """An export directory as its family's runtime: an `ExportedClassifier`, `ExportedTagger`, `ExportedLM` or
     `ExportedSeq2Seq`. Whatever keeps it from loading (a file missing, damaged, or not a regular file; a graph
     truncated or not ONNX; config.json without what the family reads) is a SeqlabError of one line."""

@@ -24,9 +24,10 @@ from seqlab.runs.files import read_run_json
 
 if TYPE_CHECKING:
     from seqlab.contract import Family
+    from seqlab.contract.views import Explanation
 
 
-def onnxruntime():
+def onnxruntime() -> Any:                   # the module (untyped: it has no stubs)
     try:
         import onnxruntime
     except ImportError:
@@ -57,14 +58,14 @@ class Exported:
         self.sessions = {name: open_graph(ort, self.dir / graph["file"], options, graph)
                          for name, graph in self.manifest["graphs"].items()}
 
-    def explain(self, text: str, views: Sequence[str] | str | None = None, **options: Any):
+    def explain(self, text: str, views: Sequence[str] | str | None = None, **options: Any) -> Explanation:
         """`seqlab explore`'s views that an export can give (those its family declares `exported`), as
         `FromRun.explain` gives them of a run."""
         from seqlab.contract.views import explain
 
         return explain(self, text, views, options, name=self.dir.name)
 
-    def run(self, graph: str, values: dict) -> dict[str, np.ndarray]:
+    def run(self, graph: str, values: dict[str, Any]) -> dict[str, np.ndarray]:
         """Run one graph on the values it takes (by input name) -> its outputs by name. An input the graph
         cannot take is a SeqlabError of one line (a server answers it with a 422, not a 500)."""
         session = self.sessions[graph]
@@ -83,9 +84,10 @@ class Exported:
         """The model's parameters: the manifest's count (exports since it was recorded), or the float
         initializers of its graphs, each distinct tensor once (a weight that two graphs hold counts once), plus
         what the runtime holds outside the graphs (`extra_parameters`: a CRF's scores)."""
-        if isinstance(self.manifest.get("parameters"), int):
-            return self.manifest["parameters"]
-        seen: set[tuple] = set()
+        counted = self.manifest.get("parameters")
+        if isinstance(counted, int):
+            return counted
+        seen: set[tuple[tuple[int, ...], bytes]] = set()
         for graph in self.manifest["graphs"].values():
             seen.update(float_initializers((self.dir / graph["file"]).read_bytes()))
         return sum(math.prod(shape) for shape, _ in seen) + self.extra_parameters
@@ -98,7 +100,7 @@ def from_onnxruntime(error: Exception) -> bool:
     return type(error).__module__ == "onnxruntime.capi.onnxruntime_pybind11_state"
 
 
-def open_graph(ort, path: Path, options, graph: dict):
+def open_graph(ort: Any, path: Path, options: Any, graph: dict[str, Any]) -> Any:
     """An onnxruntime session of one graph file (`graph`: its manifest entry). A file onnxruntime cannot load,
     and a graph whose inputs or outputs are not those the manifest names (another export's graph in its
     place), are refused in one line naming the file."""

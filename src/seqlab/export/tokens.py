@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from seqlab.data.vocab import SPECIALS, Vocab
 from seqlab.errors import SeqlabError
@@ -38,10 +39,10 @@ def read_tokens(path: Path) -> list[str]:
         return file.read().split("\n")[:-1]
 
 
-def bpe_state(tokenizer, vocab: Vocab) -> dict:
+def bpe_state(tokenizer: Any, vocab: Vocab) -> dict[str, Any]:
     """The `tokenizers` state of seqlab's BPE `tokenizer` (a `seqlab.data.tokenizers.BPETokenizer`) with the ids of
     `vocab`, the run's vocabulary: the specials at 0-4 and every BPE piece after them."""
-    state = json.loads(tokenizer.hf.to_str())
+    state: dict[str, Any] = json.loads(tokenizer.hf.to_str())
     pieces = state["model"]["vocab"]
     missing = [piece for piece in pieces if piece not in vocab.index]
     if missing:
@@ -50,7 +51,7 @@ def bpe_state(tokenizer, vocab: Vocab) -> dict:
     return state
 
 
-def bpe_tokenizer(tokenizer, vocab: Vocab):
+def bpe_tokenizer(tokenizer: Any, vocab: Vocab) -> Any:
     """A `tokenizers.Tokenizer` that reads one line of text as seqlab's BPE does (`tokenize`, then the
     vocabulary's ids; no specials added) and decodes ids back as its `detokenize` does: the line with a
     space before it (a Prepend normalizer; seqlab's `_prefix_space`), byte-level pieces, and that space
