@@ -14,6 +14,7 @@ import dataclasses
 import shlex
 import textwrap
 from pathlib import Path
+from typing import Any
 
 from seqlab.config import field_default, file_fields, inapplicable
 from seqlab.contract import Family
@@ -41,7 +42,7 @@ HEADER_KEYS = ("format", "format_version", "sha256", "step")
 LABEL_WIDTH = 12
 
 
-def run_info(run_dir: str | Path) -> dict:
+def run_info(run_dir: str | Path) -> dict[str, Any]:
     """What the run directory holds, as a JSON-serialisable dict (see `format_info` for its parts). A
     missing or damaged run directory raises a SeqlabError; a run that has not reached its first evaluation
     (no model.safetensors) has "trained": false and "parameters": None."""
@@ -60,7 +61,8 @@ def run_info(run_dir: str | Path) -> dict:
     steps = max((r["step"] for r in records + logged if isinstance(r.get("step"), int)), default=0)
     epochs = [r["epoch"] for r in evaluations + logged if isinstance(r.get("epoch"), int)]
     elapsed = [r["elapsed_s"] for r in records if isinstance(r.get("elapsed_s"), (int, float))]
-    digests = raw.get("data_sha256") if isinstance(raw.get("data_sha256"), dict) else {}
+    recorded = raw.get("data_sha256")
+    digests = recorded if isinstance(recorded, dict) else {}
     return {
         "run_dir": str(run_dir),
         "task": family.name,
@@ -97,23 +99,23 @@ def count_parameters(weights: Path) -> tuple[int, str | None]:
     return count, next((key for key in header if key not in HEADER_KEYS), None)
 
 
-def applicable(obj) -> list[str]:
+def applicable(obj: Any) -> list[str]:
     """The fields of a config group that act with its other values (not refused by `inapplicable`)."""
     return [f.name for f in dataclasses.fields(obj) if not inapplicable(obj, [f.name])]
 
 
-def defaults_of(cls, overrides: dict) -> dict:
+def defaults_of(cls: type, overrides: dict[str, Any]) -> dict[str, Any]:
     """{field: default} of a config dataclass, `overrides` (a task's train_defaults) over its own."""
     return {f.name: overrides.get(f.name, field_default(f)) for f in dataclasses.fields(cls)}
 
 
-def shown(obj, names: list[str], always: tuple[str, ...], overrides: dict) -> dict:
+def shown(obj: Any, names: list[str], always: tuple[str, ...], overrides: dict[str, Any]) -> dict[str, Any]:
     """The options among `names` worth a line: those in `always`, and those off their default."""
     defaults = defaults_of(type(obj), overrides)
     return {name: getattr(obj, name) for name in names if name in always or getattr(obj, name) != defaults[name]}
 
 
-def train_command(family: Family, config) -> str:
+def train_command(family: Family, config: Any) -> str:
     """`seqlab train TASK --option value ...`: a command that trains this configuration again. It names
     the options that differ from the task's defaults (the input files as config.json records them), leaving
     out the model fields set from the data, options that do nothing with the rest (the command line refuses
@@ -131,7 +133,7 @@ def train_command(family: Family, config) -> str:
     return shlex.join(argv)
 
 
-def minimal(cls, obj, names: list[str], base: dict) -> list[str]:
+def minimal(cls: type, obj: Any, names: list[str], base: dict[str, Any]) -> list[str]:
     """`names` less those whose value the config sets by itself from the others (`__post_init__`)."""
     kept = list(names)
     for name in names:
@@ -145,7 +147,7 @@ def minimal(cls, obj, names: list[str], base: dict) -> list[str]:
     return kept
 
 
-def option_tokens(f: dataclasses.Field, value) -> list[str]:
+def option_tokens(f: dataclasses.Field[Any], value: Any) -> list[str]:
     """A config field's value as command-line words: `--tied`, `--no-bias`, `--lr 0.001`."""
     flag = f.metadata.get("flag") or f.name.replace("_", "-")
     if isinstance(value, bool):
@@ -155,7 +157,7 @@ def option_tokens(f: dataclasses.Field, value) -> list[str]:
     return [f"--{flag}", str(value)]
 
 
-def format_info(info: dict) -> str:
+def format_info(info: dict[str, Any]) -> str:
     """`run_info`'s dict as aligned text, one screen for a typical run."""
     lines: list[str] = []
 
@@ -197,9 +199,9 @@ def format_info(info: dict) -> str:
     return "\n".join(lines)
 
 
-def options_text(options: dict, thousands: bool = False) -> str:
+def options_text(options: dict[str, Any], thousands: bool = False) -> str:
     """`arch lstm, hidden_size 650, tie_weights true`."""
-    def value(v) -> str:
+    def value(v: Any) -> str:
         if isinstance(v, bool):
             return "true" if v else "false"
         if isinstance(v, int) and thousands:
@@ -208,13 +210,13 @@ def options_text(options: dict, thousands: bool = False) -> str:
     return ", ".join(f"{name} {value(v)}" for name, v in options.items())
 
 
-def figures_text(record: dict) -> str:
+def figures_text(record: dict[str, Any]) -> str:
     """The scores of a metrics record (not its counts, tables or bookkeeping): `loss 4.1153  perplexity 61.27`."""
     return "  ".join(f"{name} {number(value)}" for name, value in record.items()
                      if name not in BOOKKEEPING and isinstance(value, float))
 
 
-def progress_text(info: dict) -> str:
+def progress_text(info: dict[str, Any]) -> str:
     """`step 8 of 8, epoch 1 of 10; best loss 4.1153 at step 8 (valid)`."""
     progress, training = info["progress"], info["training"]
     limit = training.get("max_steps")
@@ -229,7 +231,7 @@ def progress_text(info: dict) -> str:
     return text
 
 
-def finished_note(run_dir: Path, config) -> str | None:
+def finished_note(run_dir: Path, config: Any) -> str | None:
     """Why training has ended and how to train further (`seqlab.runs.records.finished_run`: what `--resume`
     says of the run with its own options), or None while a resume has work to do."""
     from seqlab.runs.records import finished_run
@@ -242,7 +244,7 @@ def finished_note(run_dir: Path, config) -> str | None:
     return f"{ended}; {further[0].lower()}{further[1:]}"
 
 
-def summary(info: dict) -> str:
+def summary(info: dict[str, Any]) -> str:
     """One sentence on the run, for GET /v1/models: `a classifier (lstm, 5,455,502 parameters) trained for 400
     steps on sst/train.txt; valid accuracy 65.83`."""
     arch = info["model"].get("arch") or info["model"].get("encoder")

@@ -15,6 +15,7 @@ gives the same interval.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -62,9 +63,9 @@ class Items:
         self.index = {name: i for i, name in enumerate(self.columns)}
         self.rows: list[np.ndarray] = []
         self.figures: dict[str, Callable[[np.ndarray], np.ndarray]] = {}
-        self.collect: Callable[[list, list], None] = self.add
+        self.collect: Callable[..., None] = self.add       # add(rows), or a task's (gold, predicted)
 
-    def add(self, rows) -> None:
+    def add(self, rows: Any) -> None:
         rows = np.asarray(rows, dtype=np.float64).reshape(-1, len(self.columns))
         if len(rows):
             self.rows.append(rows)
@@ -81,7 +82,7 @@ class Items:
         sums = self.stats.sum(axis=0, keepdims=True)
         return {name: float(f(sums)[0]) for name, f in self.figures.items()}
 
-    def intervals(self, values: dict[str, float], resamples: int, seed: int, confidence: float) -> dict:
+    def intervals(self, values: dict[str, float], resamples: int, seed: int, confidence: float) -> dict[str, Any]:
         """{figure: value, low, high, ...}: `values` are the pipeline's own figures."""
         stats = self.stats
         if not len(stats):
@@ -97,14 +98,16 @@ class Items:
 
 def ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
     """100 a / b, and 0 where b is 0 (as `seqlab.metrics.PRF` reads an empty denominator)."""
-    return np.divide(100.0 * numerator, denominator, out=np.zeros_like(numerator, dtype=np.float64),
-                     where=denominator != 0)
+    shares: np.ndarray = np.divide(100.0 * numerator, denominator, out=np.zeros_like(numerator, dtype=np.float64),
+                                   where=denominator != 0)
+    return shares
 
 
 def f1(precision: np.ndarray, recall: np.ndarray) -> np.ndarray:
     """F1 = 2PR / (P + R), 0 where P + R is 0 (`seqlab.metrics.PRF.f1`)."""
     total = precision + recall
-    return np.divide(2 * precision * recall, total, out=np.zeros_like(total), where=total != 0)
+    scores: np.ndarray = np.divide(2 * precision * recall, total, out=np.zeros_like(total), where=total != 0)
+    return scores
 
 
 

@@ -31,6 +31,7 @@ import os
 import platform
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from seqlab.cards.data import training_data
 from seqlab.cards.markdown import to_markdown
@@ -40,6 +41,9 @@ from seqlab.fileio import atomic_write_json, atomic_write_text, read_json, read_
 from seqlab.harms import AUDITS
 from seqlab.version import __version__
 
+if TYPE_CHECKING:
+    import torch
+
 CARD_MD, CARD_JSON, NOTES, ENVIRONMENT, CANARIES = ("MODEL_CARD.md", "model_card.json", "card_notes.md",
                                                      "environment.json", "canaries.json")
 CARD_FORMAT = 1
@@ -47,8 +51,8 @@ CARD_FORMAT = 1
 
 # ---------------------------------------------------------------------------- building
 
-def build_card(run_dir: str | Path, trained=None, intervals: bool = True, resamples: int = 1000, seed: int = 0,
-               device: str = "cpu", progress: bool | None = False) -> dict:
+def build_card(run_dir: str | Path, trained: Any = None, intervals: bool = True, resamples: int = 1000, seed: int = 0,
+               device: str = "cpu", progress: bool | None = False) -> dict[str, Any]:
     """The model card of a trained run, as a JSON-serialisable dict. `trained` is the loaded model
     (`seqlab.load(run_dir)`), loaded here if not given; `intervals` adds bootstrap intervals to the
     evaluation (one prediction pass over each evaluation file)."""
@@ -92,7 +96,7 @@ def build_card(run_dir: str | Path, trained=None, intervals: bool = True, resamp
     }
 
 
-def _figures(record: dict) -> dict:
+def _figures(record: dict[str, Any]) -> dict[str, Any]:
     from seqlab.info import BOOKKEEPING
     return {k: v for k, v in record.items() if k not in BOOKKEEPING and isinstance(v, (int, float))}
 
@@ -102,7 +106,7 @@ def weights_digest(run_dir: Path) -> str | None:
     return safetensors_metadata(run_dir / "model.safetensors").get("sha256")
 
 
-def model_details(run_dir: Path, info: dict, config) -> dict:
+def model_details(run_dir: Path, info: dict[str, Any], config: Any) -> dict[str, Any]:
     """Task, architecture, sizes, configuration, versions, dates, device and how long training took: the wall
     time from each session's start (the command's clock, `seqlab.progress.command_clock`) to its last
     checkpoint, and of it the start-up (to the first step: the data, the vocabulary, the model); tokens/s is
@@ -143,7 +147,7 @@ def model_details(run_dir: Path, info: dict, config) -> dict:
     }
 
 
-def training_precision(trainer: dict) -> str | None:
+def training_precision(trainer: dict[str, Any]) -> str | None:
     """What the run computed in, as its checkpoint records it (`bf16 autocast (auto: ...)`); None for a run of
     a seqlab that did not record it."""
     from seqlab.training.devices import describe_precision
@@ -153,7 +157,7 @@ def training_precision(trainer: dict) -> str | None:
     return describe_precision(trainer["precision"], str(trainer.get("precision_why") or "as asked"))
 
 
-def read_environment(run_dir: Path) -> dict:
+def read_environment(run_dir: Path) -> dict[str, Any]:
     path = run_dir / ENVIRONMENT
     if not path.exists():
         return {}
@@ -164,7 +168,7 @@ def read_environment(run_dir: Path) -> dict:
     return found if isinstance(found, dict) and isinstance(found.get("sessions"), list) else {}
 
 
-def record_session(run_dir: Path, device, resume: bool) -> None:
+def record_session(run_dir: Path, device: str | torch.device, resume: bool) -> None:
     """Append this training session (when, where, on what) to RUN/environment.json: the card's device."""
     import torch
 
@@ -192,7 +196,7 @@ def cpu_name() -> str:
 # ---------------------------------------------------------------------------- training data
 
 
-def canaries(run_dir: Path) -> dict | None:
+def canaries(run_dir: Path) -> dict[str, Any] | None:
     """That canaries were inserted (template, how many, their repeats), never their values."""
     path = run_dir / CANARIES
     if not path.exists():
@@ -248,7 +252,7 @@ def finish_training(run_dir: str | Path, device: str, resume: bool, notes: str |
                       f"`seqlab card {run_dir}` writes it", SeqlabWarning, stacklevel=2)
 
 
-def audits(run_dir: Path) -> dict:
+def audits(run_dir: Path) -> dict[str, Any]:
     """The audits run on this model (RUN/audits/*.json): their headline figures and commands."""
     folder = run_dir / "audits"
     out = {}
@@ -263,7 +267,7 @@ def audits(run_dir: Path) -> dict:
     return out
 
 
-def headline(name: str, result: dict) -> dict:
+def headline(name: str, result: dict[str, Any]) -> dict[str, Any]:
     """The figures of an audit's result a card shows."""
     if name == "crows_pairs":
         overall = result.get("overall", {})
@@ -287,7 +291,7 @@ def missing_audits(run_dir: Path, family: Family) -> list[str]:
             and (canaries_planted or not audit.canaries) and audit.file not in done]
 
 
-def caveats(config, data: dict) -> list[str]:
+def caveats(config: Any, data: dict[str, Any]) -> list[str]:
     """What a reader should keep in mind, from the data: its size, domain, overlaps and unseen words."""
     out = []
     train = data["splits"].get("train", {})
@@ -315,7 +319,7 @@ def caveats(config, data: dict) -> list[str]:
 
 # ---------------------------------------------------------------------------- writing and reading
 
-def write_card(run_dir: str | Path, card: dict) -> dict[str, Path]:
+def write_card(run_dir: str | Path, card: dict[str, Any]) -> dict[str, Path]:
     """MODEL_CARD.md and model_card.json, each written atomically."""
     run_dir = Path(run_dir)
     atomic_write_json(run_dir / CARD_JSON, card)
@@ -323,13 +327,13 @@ def write_card(run_dir: str | Path, card: dict) -> dict[str, Path]:
     return {"markdown": run_dir / CARD_MD, "json": run_dir / CARD_JSON}
 
 
-def make_card(run_dir: str | Path, trained=None, **options) -> tuple[dict, dict[str, Path]]:
+def make_card(run_dir: str | Path, trained: Any = None, **options: Any) -> tuple[dict[str, Any], dict[str, Path]]:
     """Build the card (`build_card`) and write it; return (card, paths)."""
     card = build_card(run_dir, trained, **options)
     return card, write_card(run_dir, card)
 
 
-def read_card(run_dir: str | Path, trained=None) -> dict:
+def read_card(run_dir: str | Path, trained: Any = None) -> dict[str, Any]:
     """The run's card: model_card.json when it describes the current weights, else built afresh (not
     written: `seqlab card RUN` writes it)."""
     run_dir = Path(run_dir)

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from seqlab.cards import datasheet as sheets
 from seqlab.cards.splits import OOVCount, Split, unit_tokens
 from seqlab.contract import Family
 
 
-def training_data(family: Family, config) -> dict:
+def training_data(family: Family, config: Any) -> dict[str, Any]:
     """The datasheet section: per file its sheet; per split its units, labels, duplicates and
     contamination by train (each split read by the family's `cards` part); or, when the family says what
     its data was without files (a language model on the bundled corpus), its own sheet.
@@ -44,7 +45,7 @@ def training_data(family: Family, config) -> dict:
         for option, path in split.files.items():
             units = figures[name].units if len(split.files) == 1 or option == split.name else None
             files[option] = sheets.file_sheet(path, option, family.unit if units is not None else "lines", units)
-    out = {"unit": family.unit, "files": files, "splits": {}, "contamination": {}, "oov": {}}
+    out: dict[str, Any] = {"unit": family.unit, "files": files, "splits": {}, "contamination": {}, "oov": {}}
     for name in splits:
         out["splits"][name] = figures[name].sheet()
     if train is not None:
@@ -67,7 +68,7 @@ class SplitFigures:
         self.duplicates = {side: sheets.DuplicateCount() for side in split.sides}
         self.known: dict[str, set[str]] = {}
 
-    def read(self, want: list | None = None, scan: list | None = None) -> None:
+    def read(self, want: list[Any] | None = None, scan: list[Any] | None = None) -> None:
         """One pass over the split: its own figures, and each side's lines given to `want` (an evaluation
         split's, to look for) or to `scan` (the training split's, looked through; their tokens kept)."""
         sides = self.split.sides
@@ -87,11 +88,12 @@ class SplitFigures:
                     scan[k].scan(text)
                     self.known[side].update(unit_tokens(text, scan[k].unit))
 
-    def sheet(self) -> dict:
+    def sheet(self) -> dict[str, Any]:
         return {"units": self.units, **({"labels": sheets.label_distribution(self.labels)} if self.labels else {}),
                 "duplicates": {side: count.result() for side, count in self.duplicates.items()}}
 
-    def check(self, indexes: dict, known: dict[str, set[str]]) -> dict[str, tuple[dict, dict]]:
+    def check(self, indexes: dict[str, Any],
+              known: dict[str, set[str]]) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
         """An evaluation split read again: per side of the training split, its contamination (against what
         the training text held of it) and its out-of-vocabulary rate."""
         sides = [side for side in indexes if side in self.split.sides]
@@ -106,7 +108,7 @@ class SplitFigures:
         return {side: (tallies[side].result(), unseen[side].result()) for side in sides}
 
 
-def prepared_sheet(folder: str, family: Family) -> dict:
+def prepared_sheet(folder: str, family: Family) -> dict[str, Any]:
     """A run trained from a prepared folder (--data): what its manifest says (the sources with their bytes and
     SHA-256, each split's units and ids); the data are not read again, so no duplicates or contamination."""
     import json
@@ -125,8 +127,8 @@ def prepared_sheet(folder: str, family: Family) -> dict:
             "files": {}, "sources": sources, "splits": splits, "contamination": {}, "oov": {}}
 
 
-def read_units(path: str | Path, task: str, fmt: str = "text", columns=None,
-               fields: tuple[str, str] = ("source", "target")) -> dict:
+def read_units(path: str | Path, task: str, fmt: str = "text", columns: Any = None,
+               fields: tuple[str, str] = ("source", "target")) -> dict[str, Any]:
     """A family's units of a file, their texts (for contamination) and labels, read by seqlab's own readers
     (the family's `cards` part: `read_units`): a language model's lines; a tagger's sentences of a `conll` /
     `conllu` file (labels: its tags); a classifier's documents of `fmt` (labels: its classes); a

@@ -40,6 +40,7 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -69,7 +70,7 @@ def iter_lines(path: str | Path) -> Iterator[str]:
                 yield text
 
 
-def character_classes(text: str) -> dict:
+def character_classes(text: str) -> dict[str, Any]:
     """Counts of characters by class and the most frequent non-ASCII characters.
 
     ASCII characters fall into letters, digits, whitespace (space, tab, newline, CR, VT, FF),
@@ -79,7 +80,7 @@ def character_classes(text: str) -> dict:
     return classes_of(Counter(text), len(text))
 
 
-def classes_of(counts: Counter, characters: int) -> dict:
+def classes_of(counts: Counter[str], characters: int) -> dict[str, Any]:
     """`character_classes` of a text whose characters `counts` counts (`characters` in all)."""
     classes = dict.fromkeys(CHARACTER_CLASSES, 0)
     non_ascii: Counter[str] = Counter()
@@ -103,7 +104,7 @@ def classes_of(counts: Counter, characters: int) -> dict:
                               for char, count in top]}
 
 
-def duplicate_lines(lines: Iterable[str]) -> dict:
+def duplicate_lines(lines: Iterable[str]) -> dict[str, Any]:
     """Lines (already normalised, non-blank) that repeat an earlier line, and their share."""
     seen: set[str] = set()
     total = duplicates = 0
@@ -121,13 +122,13 @@ class DuplicateCount:
     written out), and the duplicates are the hashes seen before once all are in. Two different lines with the
     same 64-bit hash would count as one duplicate: about n^2 / 2^65 of them among n lines (1e-7 at 2M)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.hashes = array("q")
 
     def add(self, line: str) -> None:
         self.hashes.append(hash(line))
 
-    def result(self) -> dict:
+    def result(self) -> dict[str, Any]:
         hashes = np.array(self.hashes, dtype=np.int64)      # (lines,): sorted in place, equal ones side by side
         hashes.sort()
         total = len(hashes)
@@ -140,7 +141,7 @@ LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")   # where st
 
 
 def file_sheet(path: str | Path, name: str, unit: str = "lines", units: int | None = None,
-               tokenize: Callable[[str], list[str]] = str.split) -> dict:
+               tokenize: Callable[[str], list[str]] = str.split) -> dict[str, Any]:
     """One data file's datasheet figures, read in blocks (memory: the types, 8 bytes a line, one block).
 
     `unit` names what one example of the task is (sentences, documents, pairs, lines); `units` is
@@ -149,7 +150,7 @@ def file_sheet(path: str | Path, name: str, unit: str = "lines", units: int | No
     bytes replaced); tokens and types come from `tokenize` applied to each line.
     """
     path = Path(path)
-    digest, size, characters, counts = hashlib.sha256(), 0, 0, Counter()
+    digest, size, characters, counts = hashlib.sha256(), 0, 0, Counter[str]()
     lines = tokens = 0
     types: set[str] = set()
     duplicates = DuplicateCount()
@@ -184,7 +185,7 @@ def file_sheet(path: str | Path, name: str, unit: str = "lines", units: int | No
             "duplicates": duplicates.result()}
 
 
-def label_distribution(labels: Iterable[str] | Counter) -> dict[str, int]:
+def label_distribution(labels: Iterable[str] | Counter[str]) -> dict[str, int]:
     """{label: count}, most frequent first (ties in label order), for tags or class labels (or their Counter)."""
     counts = labels if isinstance(labels, Counter) else Counter(labels)
     return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
@@ -218,7 +219,7 @@ class TrainIndex:
                 self.texts.add(text)
                 self.ngrams.update(_ngram_hashes(_units(text, unit), self.n, unit))
 
-    def check(self, eval_lines: Iterable[str]) -> dict:
+    def check(self, eval_lines: Iterable[str]) -> dict[str, Any]:
         """Contamination of the eval lines against this index (see `contamination`)."""
         tally = Tally(self.n, self.unit)
         for line in eval_lines:
@@ -250,7 +251,7 @@ class Tally:
             self.ngram += overlaps
             self.long_ngram += overlaps
 
-    def result(self) -> dict:
+    def result(self) -> dict[str, Any]:
         total, short = self.total, self.short
         return {"n": self.n, "unit": self.unit, "eval_lines": total, "short_lines": short,
                 "verbatim": self.verbatim, "verbatim_share": self.verbatim / total if total else 0.0,
@@ -302,7 +303,7 @@ class EvalIndex:
 
 
 def contamination(train_lines: Iterable[str], eval_lines: Iterable[str], n: int | None = None,
-                  unit: str = "word") -> dict:
+                  unit: str = "word") -> dict[str, Any]:
     """GPT-3's contamination check (Brown et al. 2020, appendix C) of eval lines against train.
 
     `verbatim`: eval lines whose normalised text is a whole train line. `ngram`: eval lines that
@@ -317,7 +318,7 @@ def contamination(train_lines: Iterable[str], eval_lines: Iterable[str], n: int 
 def datasheet(files: dict[str, str | Path], train: str = "train", unit_name: str = "lines",
               units: dict[str, int] | None = None, labels: dict[str, Iterable[str]] | None = None,
               tokenize: Callable[[str], list[str]] = str.split, n: int | None = None,
-              unit: str = "word") -> dict:
+              unit: str = "word") -> dict[str, Any]:
     """The training-data section: a sheet per file, label distributions, and contamination.
 
     `files` maps split names to paths; `train` names the training split, against which every
@@ -347,7 +348,7 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("`", "'")
 
 
-def to_markdown(sheet: dict) -> str:
+def to_markdown(sheet: dict[str, Any]) -> str:
     """The section as Markdown: a table per file, its labels, then contamination against train."""
     out = ["## Training data", ""]
     for name, file in sheet["files"].items():

@@ -27,6 +27,7 @@ perplexity is not a sum of per-line terms that could be resampled.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from seqlab.cards.bootstrap import Items
 from seqlab.contract import Family
@@ -35,8 +36,8 @@ from seqlab.errors import SeqlabError
 CHECK = 1e-6            # how close f(all items) must come to the pipeline's own figure (float rounding)
 
 
-def evaluation_intervals(trained, path: str | Path, resamples: int = 1000, seed: int = 0,
-                         confidence: float = 0.95, progress: bool | None = None, **read_options) -> dict:
+def evaluation_intervals(trained: Any, path: str | Path, resamples: int = 1000, seed: int = 0,
+                         confidence: float = 0.95, progress: bool | None = None, **read_options: Any) -> dict[str, Any]:
     """{figure: {"value", "low", "high", "unit", "items", "resamples", "confidence"}} for the file at
     `path` scored by `trained` (what `seqlab.load(run)` returns), with the options of its pipeline's
     evaluate (`read_options`: fmt, chunk_size, max_input_length, ...; for seq2seq also target, options
@@ -75,8 +76,8 @@ def check(items: Items, values: dict[str, float], path: str) -> None:
 
 
 
-def split_intervals(trained, resamples: int = 1000, seed: int = 0, confidence: float = 0.95,
-                    progress: bool | None = None) -> dict:
+def split_intervals(trained: Any, resamples: int = 1000, seed: int = 0, confidence: float = 0.95,
+                    progress: bool | None = None) -> dict[str, Any]:
     """{split: evaluation_intervals} for the evaluation files of the run's config, by the names of its
     metrics.jsonl: "valid" (--dev) and "test" (--test). Each is read as training read it (the run's
     --format; seq2seq: a file of pairs or --dev-src / --dev-tgt; decoding as `seqlab evaluate`, beam 5).

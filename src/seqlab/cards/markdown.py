@@ -4,13 +4,14 @@ their order, the training data section after Gebru et al.'s datasheets."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 
-def _row(*cells) -> str:
+def _row(*cells: object) -> str:
     return "| " + " | ".join(str(cell) for cell in cells) + " |"
 
 
-def _number(value, digits: int = 4) -> str:
+def _number(value: object, digits: int = 4) -> str:
     if value is None:
         return "-"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -20,7 +21,7 @@ def _number(value, digits: int = 4) -> str:
     return f"{value:,.0f}" if abs(value) >= 10 ** digits else f"{value:.{digits}g}"
 
 
-def _duration(seconds) -> str:
+def _duration(seconds: object) -> str:
     if not isinstance(seconds, (int, float)):
         return "-"
     minutes, secs = divmod(int(round(seconds)), 60)
@@ -28,14 +29,14 @@ def _duration(seconds) -> str:
     return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min {secs:02d} s" if minutes else f"{seconds:.1f} s"
 
 
-def _wall_time(details: dict) -> str:
+def _wall_time(details: dict[str, Any]) -> str:
     """`5 min 12 s, of which start-up 41.0 s` (a card of an earlier seqlab: the duration alone)."""
     startup = details.get("startup_s")
     return _duration(details["wall_time_s"]) + (f", of which start-up {_duration(startup)}"
                                                 if isinstance(startup, (int, float)) else "")
 
 
-def to_markdown(card: dict) -> str:
+def to_markdown(card: dict[str, Any]) -> str:
     """The card as Markdown, the sections of Mitchell et al. (2019) in their order."""
     details, data, evaluation = card["model_details"], card["training_data"], card["evaluation"]
     use, ethics = card["intended_use"], card["ethical_considerations"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from seqlab.cards import datasheet as sheets
 
@@ -59,13 +60,13 @@ class OOVCount:
                 self.unseen += 1
                 self.unseen_types.add(token)
 
-    def result(self) -> dict:
+    def result(self) -> dict[str, Any]:
         return {"unit": self.unit, "tokens": self.tokens, "unseen_tokens": self.unseen,
                 "token_rate": self.unseen / self.tokens if self.tokens else 0.0,
                 "types": len(self.types), "unseen_types": len(self.unseen_types)}
 
 
-def oov_rate(texts: list[str], known: set[str], unit: str = "word") -> dict:
+def oov_rate(texts: list[str], known: set[str], unit: str = "word") -> dict[str, Any]:
     """Tokens (characters, for character models) of `texts` never seen in the training split's texts: as a
     share of the tokens, and the number of such types."""
     tokens = tokens_of(texts, unit)
@@ -77,17 +78,17 @@ def oov_rate(texts: list[str], known: set[str], unit: str = "word") -> dict:
 
 # What most families' `cards` parts say (they import these under the contract's names):
 
-def word_units(config, side: str) -> str:
+def word_units(config: Any, side: str) -> str:
     """`side_unit`: every side is compared by words (13-grams)."""
     return "word"
 
 
-def no_own_sheet(config) -> None:
+def no_own_sheet(config: Any) -> None:
     """`training_data`: the family's files, read as every family's (`training_data` above)."""
     return None
 
 
-def one_file(data, option: str) -> tuple[str, dict, list[str]] | None:
+def one_file(data: Any, option: str) -> tuple[str, dict[str, Any], list[str]] | None:
     """`evaluation_file`: the split's one file (its data option's value), no options for its evaluation."""
     path = getattr(data, option, "")
     return (path, {}, [path]) if path else None

@@ -13,6 +13,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from seqlab.errors import DAMAGED, SeqlabError
 from seqlab.runs.records import duration, number
@@ -39,7 +40,7 @@ class Section:
     ("table", headers, rows) or ("figure", Figure)."""
 
     title: str
-    blocks: list = field(default_factory=list)
+    blocks: list[Any] = field(default_factory=list)
     grid: bool = False                      # HTML: its figures side by side (small ones, such as confusion matrices)
 
     def text(self, words: str) -> None:
@@ -50,7 +51,7 @@ class Section:
             self.blocks.append(("figure", figure))
 
 
-def table_cells(rows: list[dict], metric: str) -> tuple[list[str], list[list[str]]]:
+def table_cells(rows: list[dict[str, Any]], metric: str) -> tuple[list[str], list[list[str]]]:
     """The table's headers and cells as text."""
     headers = ["", "architecture", "parameters", "tokens/s", "wall time", "best step", f"valid {metric}",
                f"test {metric}", "status"]
@@ -74,7 +75,7 @@ def figure(value, speed: bool = False) -> str:
     return number(value)
 
 
-def legend(spec: dict) -> str:
+def legend(spec: dict[str, Any]) -> str:
     """What the table's columns are."""
     seeds = spec.get("seeds_headline") is not None        # several seeds: the rows are the first seed's runs
     return (f"valid / test {spec['metric']}: the final records of each run's metrics.jsonl (its best weights, "
@@ -85,7 +86,7 @@ def legend(spec: dict) -> str:
                                                     "The winner has the best valid figure among the finished runs."))
 
 
-def headline(spec: dict, rows: list[dict], winner: dict | None) -> str:
+def headline(spec: dict[str, Any], rows: list[dict[str, Any]], winner: dict[str, Any] | None) -> str:
     if isinstance(spec.get("seeds_headline"), str):       # several seeds: the Seeds section's verdict
         return spec["seeds_headline"]
     metric, better = spec["metric"], "lower" if spec["lower_is_better"] else "higher"
@@ -96,7 +97,7 @@ def headline(spec: dict, rows: list[dict], winner: dict | None) -> str:
     return f"Winner: {winner['arch']}, valid {metric} {figure(winner['valid'])} ({better} is better{tie})."
 
 
-def subtitle(spec: dict) -> str:
+def subtitle(spec: dict[str, Any]) -> str:
     budget = spec.get("budget") if isinstance(spec.get("budget"), dict) else {}
     parts = [f"task {spec['task']}"]
     parts += [f"budget {duration(v) if k == 'time_s' and is_number(v) else figure(v)} {'' if k == 'time_s' else k}"
@@ -117,7 +118,7 @@ def md_table(headers: list[str], cells: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in cells]
 
 
-def render_markdown(spec: dict, rows: list[dict], winner, sections: list[Section], directory: Path) -> str:
+def render_markdown(spec: dict[str, Any], rows: list[dict[str, Any]], winner, sections: list[Section], directory: Path) -> str:
     """report.md: the table, then each section, figures as relative links."""
     lines = [f"# seqlab compare: {spec['task']}", "", md_cell(subtitle(spec)), "",
              f"**{md_cell(headline(spec, rows, winner))}**", ""]
@@ -156,7 +157,7 @@ code { background: #f3f3f3; padding: 0.1em 0.3em; }
 """
 
 
-def render_html(spec: dict, rows: list[dict], winner, sections: list[Section]) -> str:
+def render_html(spec: dict[str, Any], rows: list[dict[str, Any]], winner, sections: list[Section]) -> str:
     """report.html: self-contained (inline CSS, images as data: URIs), the winner highlighted, figures
     right after the table."""
     e = html.escape

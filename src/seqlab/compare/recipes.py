@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from seqlab.config import inapplicable
 from seqlab.errors import SeqlabError
 from seqlab.registry import family
@@ -16,7 +18,7 @@ WIDTH = {"tiny": 16, "small": 1, "medium": 2}     # tiny: fixed 16 units (tests,
 SIZED = ("embedding_size", "hidden_size", "ff_size")
 
 
-def check_given(task: str, given: dict, reserved: tuple[str, ...], command: str, instead: str) -> None:
+def check_given(task: str, given: dict[str, Any], reserved: tuple[str, ...], command: str, instead: str) -> None:
     """The options given to `seqlab compare` or `seqlab tune`: none of those the command sets itself (`reserved`;
     `instead` says what to give), and each an option of the task."""
     for name in reserved:
@@ -36,7 +38,7 @@ def archs(task: str) -> tuple[str, ...]:
     return tuple(recipes(task))
 
 
-def recipe(task: str, arch: str, size: str) -> dict:
+def recipe(task: str, arch: str, size: str) -> dict[str, Any]:
     """The model and training options of one architecture at one size."""
     comparing = family(task).part("compare")
     if arch not in comparing.RECIPES:
@@ -55,7 +57,7 @@ def recipe(task: str, arch: str, size: str) -> dict:
     return comparing.resize(options, size)
 
 
-def entry_options(task: str, name: str, size: str, variants: dict) -> tuple[dict, dict]:
+def entry_options(task: str, name: str, size: str, variants: dict[str, Any]) -> tuple[dict[str, Any], dict]:
     """(the options a compared entry starts from, the options of its own that win over the user's shared
     ones): an architecture's recipe and nothing; or a variant's recipe (none: seqlab train's defaults) and
     the variant's options."""
@@ -66,7 +68,7 @@ def entry_options(task: str, name: str, size: str, variants: dict) -> tuple[dict
     return (recipe(task, base, size) if base else {}), own
 
 
-def applicable_options(task: str, arch: str, size: str, given: dict, variants: dict | None = None) -> dict:
+def applicable_options(task: str, arch: str, size: str, given: dict[str, Any], variants: dict[str, Any] | None = None) -> dict[str, Any]:
     """Of the options the user gave, those that act on this architecture (`--heads` does nothing for an LSTM:
     left out for it, not refused)."""
     pipeline = family(task).pipeline

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from seqlab.compare import seeds
 from seqlab.compare.pages import DAMAGED_RUN, Figure, Section, is_number, one_line, render_html, render_markdown
@@ -41,7 +42,7 @@ from seqlab.runs.records import number, read_records
 from seqlab.training.plots import save_png
 
 
-def build_report(directory: str | Path, progress: bool | None = None) -> dict:
+def build_report(directory: str | Path, progress: bool | None = None) -> dict[str, Any]:
     """Write DIR/report.md, DIR/report.html and DIR/figures/*.png for the compare directory DIR; return
     {"markdown": path, "html": path, "table": rows} (a row per architecture: `run_row`). `progress`: a
     bar over the models (None: when stderr is a terminal; False: none). A missing DIR or compare.json
@@ -77,7 +78,7 @@ def build_report(directory: str | Path, progress: bool | None = None) -> dict:
     return {"markdown": markdown_path, "html": html_path, "table": rows}
 
 
-def variants_section(spec: dict) -> Section:
+def variants_section(spec: dict[str, Any]) -> Section:
     """What each of the user's variants is: the recipe it starts from and its own options."""
     section = Section("Variants")
     section.text("Each variant starts from a recipe (or from seqlab train's defaults), takes the options shared by "
@@ -91,7 +92,7 @@ def variants_section(spec: dict) -> Section:
     return section
 
 
-def read_spec(directory: Path) -> dict:
+def read_spec(directory: Path) -> dict[str, Any]:
     """compare.json, checked, with its defaults: "runs" ({arch: path}; default runs/<arch> for each of
     "archs"), "metric" (the task's usual figure) and "lower_is_better" (its declaration in `seqlab.metrics`)."""
     if not directory.exists():
@@ -116,7 +117,7 @@ def read_spec(directory: Path) -> dict:
             "lower_is_better": lower if isinstance(lower, bool) else lower_is_better(metric)}
 
 
-def run_row(directory: Path, arch: str, path: str, metric: str) -> dict:
+def run_row(directory: Path, arch: str, path: str, metric: str) -> dict[str, Any]:
     """One architecture's line of the table. "status": finished (a final valid record), not finished, not
     started (no run yet) or damaged (its files, or its config.json as its task's config, cannot be read;
     "note" says why, and the figures that could be read are shown). The figures come from the run's
@@ -173,7 +174,7 @@ def run_row(directory: Path, arch: str, path: str, metric: str) -> dict:
     return row
 
 
-def trainer_position(run_dir: Path) -> dict:
+def trainer_position(run_dir: Path) -> dict[str, Any]:
     """The trainer's position saved in checkpoint.safetensors' header (tokens seen, elapsed seconds) with
     tokens_per_s = tokens / elapsed; {} when there is none."""
     try:
@@ -193,7 +194,7 @@ def first_number(*values):
     return next((v for v in values if is_number(v)), None)
 
 
-def read_card(run_dir: Path) -> dict:
+def read_card(run_dir: Path) -> dict[str, Any]:
     """model_card.json's model_details, if the card is of the weights now in model.safetensors; else {}."""
     path = run_dir / "model_card.json"
     if not path.exists():
@@ -209,7 +210,7 @@ def read_card(run_dir: Path) -> dict:
     return card["model_details"]
 
 
-def pick_winner(rows: list[dict], lower_is_better: bool) -> dict | None:
+def pick_winner(rows: list[dict[str, Any]], lower_is_better: bool) -> dict[str, Any] | None:
     """The finished row with the best valid figure (the first of a tie), marked "winner"; None if none."""
     ranked = [r for r in rows if r["status"] == "finished" and r["valid"] is not None]
     if not ranked:
@@ -219,7 +220,7 @@ def pick_winner(rows: list[dict], lower_is_better: bool) -> dict | None:
     return winner
 
 
-def load_models(rows: list[dict], progress: bool | None) -> dict:
+def load_models(rows: list[dict[str, Any]], progress: bool | None) -> dict[str, Any]:
     """{arch: the trained model} for each run with weights; a run that fails to load gets a note."""
     from seqlab.registry import load
 
@@ -243,7 +244,7 @@ def pyplot():
     return plt
 
 
-def plot_validation(rows: list[dict], metric: str, path: Path) -> Figure | None:
+def plot_validation(rows: list[dict[str, Any]], metric: str, path: Path) -> Figure | None:
     """The valid figure of each run's evaluations against optimizer steps and against wall time."""
     shown = [r for r in rows if r["evaluations"]]
     if not shown:
@@ -270,7 +271,7 @@ def plot_validation(rows: list[dict], metric: str, path: Path) -> Figure | None:
     return Figure(f"valid {metric} against steps and wall time", save_png(fig, path))
 
 
-def plot_speed(rows: list[dict], metric: str, path: Path) -> Figure | None:
+def plot_speed(rows: list[dict[str, Any]], metric: str, path: Path) -> Figure | None:
     """Speed against quality: each finished run's training tokens/s and its valid figure."""
     shown = [r for r in rows if r["status"] == "finished" and r["valid"] is not None and r["tokens_per_s"]]
     if not shown:

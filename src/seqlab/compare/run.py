@@ -28,6 +28,7 @@ from __future__ import annotations
 import datetime
 import re
 from pathlib import Path
+from typing import Any
 
 from seqlab.compare.recipes import (  # noqa: F401  (archs, SIZES: re-exported)
     SIZES,
@@ -62,7 +63,7 @@ VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 SET_BY_COMPARE = ("output", "max_time", "max_tokens", "time_schedule", "resume")
 
 
-def check_variants(task: str, variants: dict | None, source: str = "variants") -> dict:
+def check_variants(task: str, variants: dict[str, Any] | None, source: str = "variants") -> dict[str, Any]:
     """Variants of the user's own: {name: {"recipe": one of the task's architectures (optional), option:
     value, ...}}, option names as in a config file (`num_layers`, `crf`). Returns them with dashes in option
     names made underscores; anything else is a SeqlabError naming the variant and what to change."""
@@ -98,7 +99,7 @@ def check_variants(task: str, variants: dict | None, source: str = "variants") -
     return checked
 
 
-def read_variants(path: str | Path) -> dict:
+def read_variants(path: str | Path) -> dict[str, Any]:
     """A --variants file: YAML (or JSON), a mapping from each variant's name to its options (`check_variants`
     checks them). A missing, empty, binary or non-UTF-8 file is refused by `read_text`."""
     import yaml
@@ -114,7 +115,7 @@ def read_variants(path: str | Path) -> dict:
         raise SeqlabError(f"{path}{where}: not valid YAML ({getattr(error, 'problem', None) or error})") from None
 
 
-def run_config(task: str, arch: str, size: str, given: dict, budget: dict, output: Path, variants: dict | None = None):
+def run_config(task: str, arch: str, size: str, given: dict[str, Any], budget: dict[str, Any], output: Path, variants: dict[str, Any] | None = None):
     """The config of one architecture's (or variant's) run: its recipe, then every option the user gave that
     acts on it, then a variant's own options, then the budget and its run directory."""
     pipeline = family(task).pipeline
@@ -128,12 +129,12 @@ def run_config(task: str, arch: str, size: str, given: dict, budget: dict, outpu
     return config
 
 
-def compare(task: str, output: str | Path, given: dict | None = None, arch_names: list[str] | tuple = (),
+def compare(task: str, output: str | Path, given: dict[str, Any] | None = None, arch_names: list[str] | tuple = (),
             budget_s: float | None = None, budget_tokens: int | None = None, size: str = "small",
             prompt: str | None = None, command: str | None = None, report: bool = True,
-            variants: dict | None = None, budget_epochs: int | None = None, seeds: int | None = None,
-            tune_trials: int | None = None, tune_budget: dict | None = None, space: dict | None = None,
-            pruner: str = "median", tune_evaluations: int = 4) -> dict:
+            variants: dict[str, Any] | None = None, budget_epochs: int | None = None, seeds: int | None = None,
+            tune_trials: int | None = None, tune_budget: dict[str, Any] | None = None, space: dict[str, Any] | None = None,
+            pruner: str = "median", tune_evaluations: int = 4) -> dict[str, Any]:
     """Train every architecture of `arch_names` (default: all of the task's, or none when `variants` are
     given) and every variant of `variants` ({name: {"recipe": ARCH, option: value}}) under one budget
     (wall time, training tokens or epochs) into OUTPUT/runs/NAME, resuming what an earlier compare left, then
@@ -247,7 +248,7 @@ def run_path(name: str, seeds: list[int] | None, seed: int | None = None) -> str
     return f"runs/{name}/seed-{seeds[0] if seed is None else seed}"
 
 
-def trial_budget_options(tune_budget: dict | None, budget: dict) -> dict:
+def trial_budget_options(tune_budget: dict[str, Any] | None, budget: dict[str, Any]) -> dict[str, Any]:
     """Each tuning trial's budget as `seqlab.tuning.study.tune` takes it: the one given, else the comparison's."""
     if tune_budget:
         given = {k: v for k, v in tune_budget.items() if v is not None}
@@ -262,7 +263,7 @@ def trial_budget_options(tune_budget: dict | None, budget: dict) -> dict:
     return {"budget_epochs": budget["epochs"]}
 
 
-def tune_architecture(task: str, output: Path, name: str, size: str, given: dict, tuning: dict) -> dict:
+def tune_architecture(task: str, output: Path, name: str, size: str, given: dict[str, Any], tuning: dict[str, Any]) -> dict[str, Any]:
     """Search `name`'s options with `seqlab tune` into OUTPUT/tune/NAME (resumed where a killed compare left it;
     done already, it trains nothing) and return the best trial's options. The width stays the recipe's at the
     comparison's --size unless the --space file names it: the models keep comparable sizes."""
@@ -276,9 +277,9 @@ def tune_architecture(task: str, output: Path, name: str, size: str, given: dict
     return best_options(folder)
 
 
-def start_plan(output: Path, task: str, names: list[str], budget: dict, size: str, given: dict,
-               prompt: str | None, command: str | None, variants: dict | None = None,
-               seeds: list[int] | None = None, tuning: dict | None = None) -> dict:
+def start_plan(output: Path, task: str, names: list[str], budget: dict[str, Any], size: str, given: dict[str, Any],
+               prompt: str | None, command: str | None, variants: dict[str, Any] | None = None,
+               seeds: list[int] | None = None, tuning: dict[str, Any] | None = None) -> dict[str, Any]:
     """DIR/compare.json: a new plan, or the one an earlier compare of the same task wrote (resumed as planned;
     a different task, budget, size, options, variants, seeds or tuning in DIR is refused rather than mixed).
     With seeds, "seed_runs" names each seed's run and "runs" the first seed's; with tuning, "tuning" names
@@ -322,7 +323,7 @@ def start_plan(output: Path, task: str, names: list[str], budget: dict, size: st
     return plan
 
 
-def seed_layout(names: list[str], seeds: list[int] | None, tuning: dict | None) -> dict:
+def seed_layout(names: list[str], seeds: list[int] | None, tuning: dict[str, Any] | None) -> dict[str, Any]:
     """compare.json's "seed_runs" ({name: {seed: its run}}) and "tuning" ({name: its study folder})."""
     layout = {}
     if seeds is not None:

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -58,12 +59,12 @@ CACHE = "compare_items.npz"         # in each seed run's directory: its per-item
 CHECK = 1e-6                        # how close the items' figure must come to the run's final record
 
 
-def several(spec: dict) -> bool:
+def several(spec: dict[str, Any]) -> bool:
     """Whether compare.json names more than one seed (one seed, or none: the report of one run per arch)."""
     return isinstance(spec.get("seeds"), list) and len(spec["seeds"]) > 1
 
 
-def seed_runs(spec: dict) -> dict[str, list[tuple[str, str]]]:
+def seed_runs(spec: dict[str, Any]) -> dict[str, list[tuple[str, str]]]:
     """{arch: [(seed, run path relative to DIR)]}, in the order of "seeds": "seed_runs", else runs/ARCH/seed-S."""
     given = spec.get("seed_runs") if isinstance(spec.get("seed_runs"), dict) else {}
     seeds = [str(seed) for seed in spec["seeds"]]
@@ -106,7 +107,7 @@ def seed_interval(figures: list[float], replicates: list[np.ndarray] | None = No
     return percentile_interval(theta, confidence)
 
 
-def verdict(archs: list[dict], lower_is_better: bool) -> dict:
+def verdict(archs: list[dict[str, Any]], lower_is_better: bool) -> dict[str, Any]:
     """Of the architectures with a mean ({"arch", "mean", "low", "high"}; low/high None without an interval):
     "best" (the best mean, the first of a tie), "winner" (the best, only where its interval is disjoint
     from every other's), "overlapping" (the architectures whose intervals overlap the best's) and
@@ -125,8 +126,8 @@ def verdict(archs: list[dict], lower_is_better: bool) -> dict:
 
 # ---------------------------------------------------------------------------------------------- the seeds' figures
 
-def seed_statistics(spec: dict, rows: dict[str, list[tuple[str, dict]]], progress: bool | None = None,
-                    resamples: int = RESAMPLES, seed: int = 0, confidence: float = CONFIDENCE) -> dict:
+def seed_statistics(spec: dict[str, Any], rows: dict[str, list[tuple[str, dict]]], progress: bool | None = None,
+                    resamples: int = RESAMPLES, seed: int = 0, confidence: float = CONFIDENCE) -> dict[str, Any]:
     """What the Seeds section shows, from each architecture's seed runs as the report's table reads a run
     ({arch: [(seed, `seqlab.compare.report.run_row`)]}, in the order of `seed_runs`): {"split", "metric",
     "lower_is_better", "seeds", "resamples", "items" (n, or None: seeds alone), "unit", "why" (why seeds
@@ -162,8 +163,8 @@ def seed_statistics(spec: dict, rows: dict[str, list[tuple[str, dict]]], progres
             "unit": items["unit"] if items else None, "why": why, "archs": archs, **verdict(archs, lower)}
 
 
-def item_statistics(runs: list[dict], family, split: str, metric: str, resamples: int, seed: int,
-                    progress: bool | None) -> tuple[dict | None, str]:
+def item_statistics(runs: list[dict[str, Any]], family, split: str, metric: str, resamples: int, seed: int,
+                    progress: bool | None) -> tuple[dict[str, Any] | None, str]:
     """Each counted seed run's `item_replicates` (set as run["replicates"]), from its cache or scored;
     ({"n", "unit"}, "") when every run has them, each reproducing its final record, all of the same file;
     else (None, why the bootstrap is over seeds alone). Scoring stops at the first run without them."""
@@ -186,7 +187,7 @@ def item_statistics(runs: list[dict], family, split: str, metric: str, resamples
 
 
 def run_items(run_dir: Path, family, option: str | None, split: str, metric: str, resamples: int, seed: int,
-              progress: bool | None) -> dict | str:
+              progress: bool | None) -> dict[str, Any] | str:
     """One seed run's {"replicates" (B,), "n", "unit", "figure" (on every item once), "files" (their
     SHA-256)}, from run_dir/CACHE when its key matches (the weights' SHA-256, the split, its files and the
     figure), else scored (`score_items`) and cached; a string says why it has none."""
@@ -223,7 +224,7 @@ def run_items(run_dir: Path, family, option: str | None, split: str, metric: str
     return found.get("none", {**found, "files": sorted(key["files"].values())})
 
 
-def score_items(run_dir: Path, path: str, options: dict, progress: bool | None):
+def score_items(run_dir: Path, path: str, options: dict[str, Any], progress: bool | None):
     """The run's best weights scoring the file: (the items, the evaluation's figures) as the family's
     `interval_items` gives them (checked: the items reproduce the figures), or None."""
     from seqlab.cards.intervals import check
@@ -236,7 +237,7 @@ def score_items(run_dir: Path, path: str, options: dict, progress: bool | None):
     return found
 
 
-def read_cache(path: Path, key: dict) -> dict | str | None:
+def read_cache(path: Path, key: dict[str, Any]) -> dict[str, Any] | str | None:
     """The cached result for `key` (a dict, or the string saying why there are no items); None when there is
     no cache, it is damaged, or it is of other weights, split, file or figure."""
     try:
@@ -251,7 +252,7 @@ def read_cache(path: Path, key: dict) -> dict | str | None:
         return None
 
 
-def write_cache(path: Path, key: dict, stats: np.ndarray, found: dict) -> None:
+def write_cache(path: Path, key: dict[str, Any], stats: np.ndarray, found: dict[str, Any]) -> None:
     """run_dir/CACHE: the per-item statistics (n, k), the replicate figures (B,) and what they are of. A
     run directory that cannot be written keeps no cache (the report is the same; the next build scores again)."""
     meta = {"key": key, **{k: v for k, v in found.items() if k != "replicates"}}
@@ -268,7 +269,7 @@ def write_cache(path: Path, key: dict, stats: np.ndarray, found: dict) -> None:
 
 # ---------------------------------------------------------------------------------------------- the Seeds section
 
-def mark_winner(rows: list[dict], found: dict) -> dict | None:
+def mark_winner(rows: list[dict[str, Any]], found: dict[str, Any]) -> dict[str, Any] | None:
     """The table's winner mark on the Seeds verdict's winner only (none where the difference is within seed
     noise); returns its row."""
     for row in rows:
@@ -276,11 +277,11 @@ def mark_winner(rows: list[dict], found: dict) -> dict | None:
     return next((row for row in rows if row["winner"]), None)
 
 
-def better(found: dict) -> str:
+def better(found: dict[str, Any]) -> str:
     return "lower" if found["lower_is_better"] else "higher"
 
 
-def headline(found: dict) -> str | None:
+def headline(found: dict[str, Any]) -> str | None:
     """The report's headline with several seeds (None when no seed run has finished: the usual one)."""
     if found["best"] is None:
         return None
@@ -298,11 +299,11 @@ def headline(found: dict) -> str | None:
             f"seeds for an interval: it cannot be told from seed noise ({better(found)} is better).")
 
 
-def interval_text(arch: dict) -> str:
+def interval_text(arch: dict[str, Any]) -> str:
     return f"{figure(arch['low'])} – {figure(arch['high'])}" if arch["low"] is not None else "—"
 
 
-def row_verdict(arch: dict, found: dict) -> str:
+def row_verdict(arch: dict[str, Any], found: dict[str, Any]) -> str:
     if arch["mean"] is None:
         return "no finished seed"
     if arch["arch"] == found["winner"]:
@@ -316,7 +317,7 @@ def row_verdict(arch: dict, found: dict) -> str:
     return "apart from the best"
 
 
-def seeds_section(found: dict, figures: Path) -> Section:
+def seeds_section(found: dict[str, Any], figures: Path) -> Section:
     """The table (each seed's figure, mean ± sd, the 95% interval, the verdict), what the interval is, and
     the picture: each seed a dot, the interval a bar."""
     section = Section("Seeds")
@@ -359,7 +360,7 @@ def seeds_section(found: dict, figures: Path) -> Section:
     return section
 
 
-def verdict_text(found: dict) -> str:
+def verdict_text(found: dict[str, Any]) -> str:
     if found["best"] is None:
         return "No seed run has finished yet: no means, no intervals."
     if found["winner"] is not None:
@@ -375,7 +376,7 @@ def verdict_text(found: dict) -> str:
             "difference cannot be told from seed noise; no winner is marked.")
 
 
-def plot_seeds(found: dict, path: Path) -> Figure | None:
+def plot_seeds(found: dict[str, Any], path: Path) -> Figure | None:
     """Per architecture (a line each): every seed's figure a dot, the 95% interval a bar, the mean a tick."""
     shown = [a for a in found["archs"] if a["count"]]
     if not shown:
@@ -408,7 +409,7 @@ def plot_seeds(found: dict, path: Path) -> Figure | None:
 STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING")
 
 
-def read_tuning(folder: Path) -> dict:
+def read_tuning(folder: Path) -> dict[str, Any]:
     """folder/tune.json with its trials checked and filled in ("value", "duration_s" a number or None,
     "intermediate" [[step, value]], "params" a dict); a SeqlabError for a missing or damaged file."""
     path = folder / "tune.json"
@@ -434,7 +435,7 @@ def option_text(value) -> str:
     return f"{value:.3g}" if isinstance(value, float) else json.dumps(value)
 
 
-def tuning_section(directory: Path, spec: dict, figures: Path) -> Section:
+def tuning_section(directory: Path, spec: dict[str, Any], figures: Path) -> Section:
     """Per architecture: the trial values over trials, and a table of the best value and options, the trial
     counts, the tuning wall time and the estimate of what pruning saved."""
     from seqlab.tuning.study import plot_history, pruning_saved

@@ -32,6 +32,7 @@ import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -118,7 +119,7 @@ def create_app(runs: Iterable[str | Path] | dict[str, Served], limits: ServeLimi
     routes = Routes(models, limits, inference, batcher)           # the API key: KeyCheck, before the routes
 
     @app.get("/healthz")
-    def healthz() -> dict:
+    def healthz() -> dict[str, Any]:
         return {"status": "ok", "models": len(models)}
 
     # The web page at / (static/: HTML, CSS and JavaScript that ask /v1 like any client; no key needed to load it)
@@ -140,7 +141,7 @@ def create_app(runs: Iterable[str | Path] | dict[str, Served], limits: ServeLimi
     page_forms = forms(form for family in FAMILIES.values() for form in family.part("serve").FORMS)
 
     @app.get("/v1/ui", include_in_schema=False)
-    def ui() -> dict:                                     # the page's forms, as the families declare them
+    def ui() -> dict[str, Any]:                                     # the page's forms, as the families declare them
         return page_forms
     if cors_origins:                                      # outermost: a preflight carries no key
         app.add_middleware(CORS, allow_origins=cors_origins, allow_methods=list(CORS_METHODS),
@@ -201,7 +202,7 @@ def check_origins(origins: Iterable[str]) -> list[str]:
     return checked
 
 
-def run_batch(models: dict[str, Served], key: tuple, items: list) -> list:
+def run_batch(models: dict[str, Served], key: tuple, items: list[Any]) -> list[Any]:
     """One forward pass over the gathered texts of a batch (`Batcher`): `key` is (model, endpoint, options),
     and the model's family runs it (its `serve` part's `run_batch`)."""
     served = models[key[0]]
@@ -209,7 +210,7 @@ def run_batch(models: dict[str, Served], key: tuple, items: list) -> list:
 
 
 def error_response(request: Request, status: int, message: str, param: str | None = None, code: str | None = None,
-                   headers: dict | None = None) -> JSONResponse:
+                   headers: dict[str, Any] | None = None) -> JSONResponse:
     """An error answer in the shape of the request's route (`shapes.error_body`)."""
     return JSONResponse(shapes.error_body(request.url.path, status, message, param, code), status_code=status,
                         headers=headers)
@@ -259,13 +260,13 @@ UNION_MEMBERS = {"str": "a string", "int": "an integer", "float": "a number", "b
                  "list[str]": "a list of strings", "none": "null"}
 
 
-def validation_problem(problems: list[dict]) -> tuple[str, str]:
+def validation_problem(problems: list[dict[str, Any]]) -> tuple[str, str]:
     """The first problem pydantic found in a request, as (where: the field's path or "the body", what is wrong
     in words), the value named when it is short: "max_tokens", 'expects an integer, got "5"'. A union field's
     members are not part of its path: a value no member takes is "text: expects a string or a list of
     strings, got 5"; a value one member took further is named where that member stopped ("text.1"), and one a
     member took but found out of its bounds (an empty list) is named as that member found it."""
-    def path(problem: dict) -> list:
+    def path(problem: dict[str, Any]) -> list[Any]:
         return [part for part in problem.get("loc", ()) if part != "body" and member(part) is None]
 
     if not problems:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from seqlab.errors import SeqlabError
 from seqlab.registry import family
@@ -104,7 +105,7 @@ def parse_param(name: str, entry, source: str) -> Param:
     return Param(name, float(low) if not integer else low, float(high) if not integer else high, log, integer)
 
 
-def read_space(path: str | Path) -> dict:
+def read_space(path: str | Path) -> dict[str, Any]:
     """A --space file: YAML, a mapping (module docstring). A missing, empty or unreadable file, or one that is
     not YAML, is a SeqlabError."""
     import yaml
@@ -124,7 +125,7 @@ def read_space(path: str | Path) -> dict:
     return loaded
 
 
-def width_param(options: dict) -> Param | None:
+def width_param(options: dict[str, Any]) -> Param | None:
     """The recipe's width (hidden_size, else embedding_size) at 0.5x-2x its value, each a multiple of the
     heads of a transformer (its width must divide among them), as a set of values."""
     name = next((n for n in WIDTH_OPTIONS if isinstance(options.get(n), int)), None)
@@ -135,7 +136,7 @@ def width_param(options: dict) -> Param | None:
     return Param(name, choices=tuple(values))
 
 
-def search_space(task: str, arch: str, options: dict, user: dict | None = None, width: bool = True,
+def search_space(task: str, arch: str, options: dict[str, Any], user: dict[str, Any] | None = None, width: bool = True,
                  source: str = "--space") -> dict[str, Param]:
     """{option: Param} for the architecture `arch` of the task's compare recipes, whose options at the run's size
     are `options`: the family's SPACE, its ARCH_SPACE[arch], the width (`width`: not in a comparison), then
@@ -146,7 +147,7 @@ def search_space(task: str, arch: str, options: dict, user: dict | None = None, 
 
     part = family(task).part("compare")
     pipeline = family(task).pipeline
-    entries: dict = {**part.SPACE, **part.ARCH_SPACE.get(arch, {})}
+    entries: dict[str, Any] = {**part.SPACE, **part.ARCH_SPACE.get(arch, {})}
     space = {name: parse_param(name, entry, f"{task} search space") for name, entry in entries.items()}
     found = width_param(options) if width else None
     if found is not None:
@@ -176,7 +177,7 @@ def search_space(task: str, arch: str, options: dict, user: dict | None = None, 
     return space
 
 
-def check_applies(task: str, arch: str, options: dict, param: Param, source: str) -> None:
+def check_applies(task: str, arch: str, options: dict[str, Any], param: Param, source: str) -> None:
     """An option that does nothing for this architecture (heads for an LSTM) cannot be searched: its trials
     would differ in nothing; refused, naming the option."""
     from seqlab.config import inapplicable

@@ -36,6 +36,7 @@ import math
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 from seqlab.errors import SeqlabError
 from seqlab.fileio import atomic_write_json, atomic_write_text
@@ -67,7 +68,7 @@ def import_optuna():
     return optuna
 
 
-def trial_budget(budget_s: float | None, budget_tokens: int | None, budget_epochs: int | None) -> dict:
+def trial_budget(budget_s: float | None, budget_tokens: int | None, budget_epochs: int | None) -> dict[str, Any]:
     """Each trial's training budget as run options: wall time (its step count fixed once from the measured speed,
     `--time-schedule`), training tokens, or epochs (the default: one)."""
     if sum(b is not None for b in (budget_s, budget_tokens, budget_epochs)) > 1:
@@ -87,11 +88,11 @@ def trial_budget(budget_s: float | None, budget_tokens: int | None, budget_epoch
     return {"epochs": int(epochs)}
 
 
-def tune(task: str, output: str | Path, given: dict | None = None, arch: str | None = None,
+def tune(task: str, output: str | Path, given: dict[str, Any] | None = None, arch: str | None = None,
          trials: int = DEFAULT_TRIALS, study_time: float | None = None, study_tokens: int | None = None,
          budget_s: float | None = None, budget_tokens: int | None = None, budget_epochs: int | None = None,
-         size: str = "small", space: dict | None = None, metric: str | None = None, pruner: str = "median",
-         evaluations: int = DEFAULT_EVALUATIONS, width: bool = True, command: str | None = None) -> dict:
+         size: str = "small", space: dict[str, Any] | None = None, metric: str | None = None, pruner: str = "median",
+         evaluations: int = DEFAULT_EVALUATIONS, width: bool = True, command: str | None = None) -> dict[str, Any]:
     """Search the options of the architecture `arch` (one of the task's compare recipes) on the data and options
     `given` (a config file's option names: train=, dev=, lr=, ...) into OUTPUT (module docstring); returns the
     summary written to OUTPUT/tune.json ("best": the best trial's number, value and options)."""
@@ -156,7 +157,7 @@ def tune(task: str, output: str | Path, given: dict | None = None, arch: str | N
     return summary
 
 
-def recipe_values(task: str, options: dict, params: dict[str, Param]) -> dict:
+def recipe_values(task: str, options: dict[str, Any], params: dict[str, Param]) -> dict[str, Any]:
     """{searched option: its value in the recipe}: the recipe's own, else `seqlab train`'s default."""
     import dataclasses
 
@@ -190,7 +191,7 @@ def check_limits(trials: int | None, study_time: float | None, study_tokens: int
         raise SeqlabError(f"--pruner {pruner!r}: median or none")
 
 
-def absolute_files(task: str, given: dict) -> dict:
+def absolute_files(task: str, given: dict[str, Any]) -> dict[str, Any]:
     """The data files given, checked (before any trial) and made absolute, so that a resumed study finds them
     from any folder and its plan compares equal."""
     from seqlab.config import file_fields
@@ -210,7 +211,7 @@ def describe_limits(trials, study_time, study_tokens) -> str:
     return "at most " + ", ".join(p for p in parts if p)
 
 
-def describe_budget(budget: dict) -> str:
+def describe_budget(budget: dict[str, Any]) -> str:
     if "max_time" in budget:
         return f"{budget['max_time']:g} s"
     if "max_tokens" in budget:
@@ -218,7 +219,7 @@ def describe_budget(budget: dict) -> str:
     return f"{budget['epochs']} epoch{'s' if budget['epochs'] != 1 else ''}"
 
 
-def open_study(optuna, output: Path, plan: dict, lower: bool, seed: int, trials: int | None, pruner: str):
+def open_study(optuna, output: Path, plan: dict[str, Any], lower: bool, seed: int, trials: int | None, pruner: str):
     """The study in OUTPUT/study.db: created with `plan` in its user attributes, or loaded when they are the
     same (another task, architecture or plan there is a SeqlabError)."""
     storage = optuna.storages.RDBStorage(f"sqlite:///{(output / STUDY_FILE).resolve()}")
@@ -255,12 +256,12 @@ def session_sampler(optuna, seed: int, trials: int, startup: int):
     return optuna.samplers.TPESampler(seed=seed + trials, n_startup_trials=startup, multivariate=True)
 
 
-def stale_trials(optuna, study) -> list:
+def stale_trials(optuna, study) -> list[Any]:
     """Trials left RUNNING by a killed study (the folder's lock says no other process runs it)."""
     return [t for t in study.get_trials() if t.state == optuna.trial.TrialState.RUNNING]
 
 
-def finished(optuna, study) -> list:
+def finished(optuna, study) -> list[Any]:
     states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL)
     return [t for t in study.get_trials() if t.state in states]
 
@@ -278,13 +279,13 @@ class TrialRunner:
     a width the architecture refuses); FAILURES_IN_A_ROW failures one after another, or the recipe's own trial
     failing, stop the study with the error (the data or the options are at fault, not the trial)."""
 
-    def __init__(self, task: str, output: Path, options: dict, params: dict[str, Param], budget: dict,
-                 metric: str, evaluations: int, given: dict):
+    def __init__(self, task: str, output: Path, options: dict[str, Any], params: dict[str, Param], budget: dict[str, Any],
+                 metric: str, evaluations: int, given: dict[str, Any]):
         self.task, self.output, self.options, self.params = task, output, options, params
         self.budget, self.metric, self.evaluations, self.given = budget, metric, evaluations, given
         self.failures = 0
 
-    def config(self, trial_params: dict, run_dir: Path):
+    def config(self, trial_params: dict[str, Any], run_dir: Path):
         pipeline = family(self.task).pipeline
         groups = pipeline.option_groups
         options = {k: v for k, v in {**self.options, **trial_params}.items() if k in groups}
@@ -309,7 +310,7 @@ class TrialRunner:
         started = time.time()
         reported = {int(step) for step in trial.storage.get_trial(trial._trial_id).intermediate_values}
 
-        def prune(event: dict) -> None:
+        def prune(event: dict[str, Any]) -> None:
             value = event.get(self.metric)
             if event.get("event") != "evaluate" or not isinstance(value, (int, float)) or not math.isfinite(value):
                 return
@@ -353,7 +354,7 @@ class TrialRunner:
             study.tell(trial, state=state)
         write_summary(optuna, study, self.output, study.user_attrs.get("plan") or {}, None, None)
 
-    def record(self, trial, run_dir: Path, started: float, earlier: dict) -> None:
+    def record(self, trial, run_dir: Path, started: float, earlier: dict[str, Any]) -> None:
         """The trial's wall time (this session's, plus the training time of sessions before a resume) and
         training tokens (its checkpoint's), in its user attributes: the study's --study-time and --study-tokens
         count them."""
@@ -367,7 +368,7 @@ class TrialRunner:
 
 # ------------------------------------------------------------------------------------------ the summary
 
-def trial_rows(optuna, study) -> list[dict]:
+def trial_rows(optuna, study) -> list[dict[str, Any]]:
     rows = []
     for t in study.get_trials():
         rows.append({"number": t.number, "state": t.state.name,
@@ -380,7 +381,7 @@ def trial_rows(optuna, study) -> list[dict]:
     return rows
 
 
-def pruning_saved(rows: list[dict]) -> float | None:
+def pruning_saved(rows: list[dict[str, Any]]) -> float | None:
     """An estimate of the training time pruning saved: for each pruned trial, the median complete trial's
     duration less its own (never below 0); None without a complete and a pruned trial."""
     complete = [r["duration_s"] for r in rows if r["state"] == "COMPLETE" and r["duration_s"] is not None]
@@ -391,7 +392,7 @@ def pruning_saved(rows: list[dict]) -> float | None:
     return round(sum(max(0.0, median - d) for d in pruned), 1)
 
 
-def write_summary(optuna, study, output: Path, plan: dict, command: str | None, wall_s: float | None) -> dict:
+def write_summary(optuna, study, output: Path, plan: dict[str, Any], command: str | None, wall_s: float | None) -> dict[str, Any]:
     """OUTPUT/tune.json, tune.md, history.png and best.yaml from the study as it stands."""
     rows = trial_rows(optuna, study)
     complete = [r for r in rows if r["state"] == "COMPLETE"]
@@ -417,7 +418,7 @@ def write_summary(optuna, study, output: Path, plan: dict, command: str | None, 
     return summary
 
 
-def best_options(output: str | Path) -> dict:
+def best_options(output: str | Path) -> dict[str, Any]:
     """The options of the best trial of the study in OUTPUT (its tune.json): the searched ones."""
     from seqlab.fileio import read_json
 
@@ -427,7 +428,7 @@ def best_options(output: str | Path) -> dict:
     return dict(summary["best"]["params"])
 
 
-def write_best_config(output: Path, plan: dict, best: dict) -> None:
+def write_best_config(output: Path, plan: dict[str, Any], best: dict[str, Any]) -> None:
     """OUTPUT/best.yaml: the best trial's run options (the recipe, the options given and the options found)
     grouped as a config file for `seqlab train --config`, with its family (`task:`, which `seqlab train --config
     best.yaml` reads when the command names none) and the full training length instead of the trials' budget
@@ -470,7 +471,7 @@ def write_best_config(output: Path, plan: dict, best: dict) -> None:
     atomic_write_text(output / BEST, header + yaml.safe_dump({"task": task, **grouped}, sort_keys=False))
 
 
-def full_length(budget: dict, default_epochs: int) -> int:
+def full_length(budget: dict[str, Any], default_epochs: int) -> int:
     """The epochs of a full run of the options a study found: `seqlab train`'s default for the family
     (`default_epochs`), or the trials' own epochs when they trained for more (a time or token budget caps
     epochs the trials never reached: not a length)."""
@@ -479,7 +480,7 @@ def full_length(budget: dict, default_epochs: int) -> int:
     return max(int(default_epochs), int(budget.get("epochs", 1)))
 
 
-def trial_flags(budget: dict, evaluations: int) -> str:
+def trial_flags(budget: dict[str, Any], evaluations: int) -> str:
     """The options that give `seqlab train --config best.yaml` a trial's budget again: `--epochs 1`,
     `--max-time 300 --time-schedule --epochs 1000`, `--max-tokens N --epochs 1000`; with --evaluations N."""
     if "max_time" in budget:
@@ -497,7 +498,7 @@ def number_text(value) -> str:
     return str(value)
 
 
-def summary_markdown(summary: dict) -> str:
+def summary_markdown(summary: dict[str, Any]) -> str:
     best = summary["best"]
     lines = [f"# Tuning {summary['arch']} for {summary['task']}", ""]
     lines.append(f"{len(summary['trials'])} trials ({summary['complete']} complete, {summary['pruned']} pruned, "
@@ -531,7 +532,7 @@ def summary_markdown(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def plot_history(summary: dict, path: Path, ax=None) -> Path | None:
+def plot_history(summary: dict[str, Any], path: Path, ax=None) -> Path | None:
     """Trial values over trials: complete trials as dots, pruned ones as crosses at the last value they reported,
     the best so far as a line. Drawn on `ax` when given (the compare report's grid), else saved to `path`."""
     import matplotlib
