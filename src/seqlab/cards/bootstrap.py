@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 
-def resample_sums(stats: np.ndarray, resamples: int, seed: int, block: int = 4_000_000) -> np.ndarray:
+def resample_sums(stats: np.ndarray, resamples: int, seed: int | np.random.Generator,
+                  block: int = 4_000_000) -> np.ndarray:
     """(B, k): for each of B resamples of the n rows of `stats` (n, k), drawn with replacement, the
     column sums of the rows drawn. The draws are `default_rng(seed).integers(0, n, size=(B, n))`,
     made a block of resamples at a time (the same numbers: the generator's stream does not depend on

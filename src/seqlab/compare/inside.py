@@ -24,6 +24,7 @@ from __future__ import annotations
 import textwrap
 import warnings
 from pathlib import Path
+from typing import Any, TypeAlias
 
 import torch
 from torch import Tensor
@@ -35,6 +36,7 @@ from seqlab.training.plots import save_png
 
 MAX_TOKENS = 40          # beyond this the token labels of a heat map stop being legible
 MAX_UNITS = 64           # hidden units shown (the first ones); the rest are said to be left out
+Panel: TypeAlias = tuple[Tensor, str, str, float, float]     # (matrix (T, H), label, colour map, vmin, vmax)
 
 # What each picture shows, with the book's names and equations.
 GATE_NAMES = {           # key, the book's name, its equation, what 1 means
@@ -46,7 +48,7 @@ GATE_NAMES = {           # key, the book's name, its equation, what 1 means
 }
 
 
-def sample_ids(trained_lm, text: str, max_tokens: int = MAX_TOKENS) -> list[int]:
+def sample_ids(trained_lm: Any, text: str, max_tokens: int = MAX_TOKENS) -> list[int]:
     """`</s>` (a line start) + the text's tokens by the model's own tokenizer and vocabulary, at most
     `max_tokens` ids in all (and at most the transformer's context)."""
     if max_tokens < 2:
@@ -55,13 +57,13 @@ def sample_ids(trained_lm, text: str, max_tokens: int = MAX_TOKENS) -> list[int]
         raise SeqlabError("the sample text for the pictures is empty: give a sentence")
     with warnings.catch_warnings():           # words the model never saw are drawn as <unk>, which the labels show
         warnings.simplefilter("ignore", SeqlabWarning)
-        ids = trained_lm.prompt_ids(text)                                # [</s>, tokens...]
+        ids: list[int] = trained_lm.prompt_ids(text)                     # [</s>, tokens...]
     context = trained_lm.model.context_length
     limit = max_tokens if context is None else min(max_tokens, context)
     return ids[:limit]
 
 
-def token_labels(trained_lm, ids: list[int]) -> list[str]:
+def token_labels(trained_lm: Any, ids: list[int]) -> list[str]:
     """Tick labels: each token as text (BPE pieces detokenized), a space as '␣', a line end as </s>."""
     labels = []
     for token in trained_lm.vocab.decode(ids):
@@ -74,7 +76,7 @@ def token_labels(trained_lm, ids: list[int]) -> list[str]:
 
 
 @torch.no_grad()
-def recurrent_gates(trained_lm, ids: list[int], check: bool = True) -> list[dict[str, Tensor]]:
+def recurrent_gates(trained_lm: Any, ids: list[int], check: bool = True) -> list[dict[str, Tensor]]:
     """Per layer of a recurrent LM, what each token does inside it: {"h": (T, H)} and the gates, each
     (T, H): LSTM "i", "f", "o" and the context "c"; GRU "z" (the book's sense) and "r"; Elman only "h".
 
@@ -82,7 +84,7 @@ def recurrent_gates(trained_lm, ids: list[int], check: bool = True) -> list[dict
     layer below's outputs (eval mode: no dropout): `seqlab.nn.inside.recurrent_record`. With `check`, each
     layer's h is compared with the fused layer's output on the same input and a difference above its TOLERANCE
     is an error: the pictures are then of the model that is used, not of a reimplementation."""
-    model = float_cpu(trained_lm.model)
+    model: Any = float_cpu(trained_lm.model)                                    # a recurrent LM's
     stack = getattr(model, "rnn", None)
     if stack is None:
         raise SeqlabError(f"a {type(model).__name__} has no recurrent layers to look inside")
@@ -98,7 +100,7 @@ def recurrent_gates(trained_lm, ids: list[int], check: bool = True) -> list[dict
 
 
 @torch.no_grad()
-def attention_weights(trained_lm, ids: list[int], check: bool = True) -> list[Tensor]:
+def attention_weights(trained_lm: Any, ids: list[int], check: bool = True) -> list[Tensor]:
     """Per block of a transformer LM, its causal self-attention weights (nh, T, T), row i the
     distribution of query i over keys j <= i (SLP eqs. 9.20-9.21).
 
@@ -128,7 +130,7 @@ def entropy(weights: Tensor) -> Tensor:
     return -(weights * weights.clamp_min(1e-12).log()).sum(-1).mean(-1)       # (nh,)
 
 
-def pictures(trained_lm, text: str, folder: str | Path, max_tokens: int = MAX_TOKENS,
+def pictures(trained_lm: Any, text: str, folder: str | Path, max_tokens: int = MAX_TOKENS,
              max_units: int = MAX_UNITS, layer: int | None = None, head: int | None = None
              ) -> list[tuple[str, Path]]:
     """Draw what the model does inside on `text` as PNGs in `folder`; return (title, path) pairs.
@@ -154,7 +156,7 @@ def pictures(trained_lm, text: str, folder: str | Path, max_tokens: int = MAX_TO
     return drawn
 
 
-def _recurrent_panels(arch: str, layer: int, found: dict[str, Tensor], activation: str):
+def _recurrent_panels(arch: str, layer: int, found: dict[str, Tensor], activation: str) -> tuple[str, list[Panel]]:
     """A figure's title and its panels: (matrix (T, H), label, colour map, vmin, vmax) each."""
     if arch == "rnn":
         top = 1.0 if activation == "tanh" else max(float(found["h"].max()), 1e-6)
@@ -171,7 +173,7 @@ def _recurrent_panels(arch: str, layer: int, found: dict[str, Tensor], activatio
     return f"GRU layer {layer}: {names} per token (SLP eqs. 9.10-9.13)", panels
 
 
-def _heat_maps(panels, labels: list[str], path: Path, title: str, max_units: int) -> Path:
+def _heat_maps(panels: list[Panel], labels: list[str], path: Path, title: str, max_units: int) -> Path:
     """Panels stacked in one figure: tokens on x (their text as tick labels), hidden units on y."""
     import matplotlib
 
@@ -198,7 +200,7 @@ def _heat_maps(panels, labels: list[str], path: Path, title: str, max_units: int
     return save_png(fig, path)
 
 
-def _attention_picture(trained_lm, ids: list[int], labels: list[str], folder: Path, layer: int | None,
+def _attention_picture(trained_lm: Any, ids: list[int], labels: list[str], folder: Path, layer: int | None,
                        head: int | None) -> tuple[str, Path]:
     weights = attention_weights(trained_lm, ids)                            # L x (nh, T, T)
     L, heads = len(weights), weights[0].size(0)

@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from seqlab.errors import DAMAGED, SeqlabError
 from seqlab.runs.records import duration, number
@@ -66,7 +66,7 @@ def table_cells(rows: list[dict[str, Any]], metric: str) -> tuple[list[str], lis
     return headers, cells
 
 
-def figure(value, speed: bool = False) -> str:
+def figure(value: object, speed: bool = False) -> str:
     """A figure of the table: `6,398`, `61.56`, `4.1201`; tokens/s without decimals from 100; — if none."""
     if not is_number(value):
         return "—"
@@ -87,8 +87,9 @@ def legend(spec: dict[str, Any]) -> str:
 
 
 def headline(spec: dict[str, Any], rows: list[dict[str, Any]], winner: dict[str, Any] | None) -> str:
-    if isinstance(spec.get("seeds_headline"), str):       # several seeds: the Seeds section's verdict
-        return spec["seeds_headline"]
+    verdict = spec.get("seeds_headline")
+    if isinstance(verdict, str):                          # several seeds: the Seeds section's verdict
+        return verdict
     metric, better = spec["metric"], "lower" if spec["lower_is_better"] else "higher"
     if winner is None:
         return f"No run has finished yet: no winner (ranked by valid {metric}, {better} is better)."
@@ -98,7 +99,8 @@ def headline(spec: dict[str, Any], rows: list[dict[str, Any]], winner: dict[str,
 
 
 def subtitle(spec: dict[str, Any]) -> str:
-    budget = spec.get("budget") if isinstance(spec.get("budget"), dict) else {}
+    given = spec.get("budget")
+    budget = given if isinstance(given, dict) else {}
     parts = [f"task {spec['task']}"]
     parts += [f"budget {duration(v) if k == 'time_s' and is_number(v) else figure(v)} {'' if k == 'time_s' else k}"
               .strip() for k, v in budget.items()]
@@ -118,7 +120,8 @@ def md_table(headers: list[str], cells: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in cells]
 
 
-def render_markdown(spec: dict[str, Any], rows: list[dict[str, Any]], winner, sections: list[Section], directory: Path) -> str:
+def render_markdown(spec: dict[str, Any], rows: list[dict[str, Any]], winner: dict[str, Any] | None,
+                    sections: list[Section], directory: Path) -> str:
     """report.md: the table, then each section, figures as relative links."""
     lines = [f"# seqlab compare: {spec['task']}", "", md_cell(subtitle(spec)), "",
              f"**{md_cell(headline(spec, rows, winner))}**", ""]
@@ -157,7 +160,8 @@ code { background: #f3f3f3; padding: 0.1em 0.3em; }
 """
 
 
-def render_html(spec: dict[str, Any], rows: list[dict[str, Any]], winner, sections: list[Section]) -> str:
+def render_html(spec: dict[str, Any], rows: list[dict[str, Any]], winner: dict[str, Any] | None,
+                sections: list[Section]) -> str:
     """report.html: self-contained (inline CSS, images as data: URIs), the winner highlighted, figures
     right after the table."""
     e = html.escape
@@ -205,7 +209,7 @@ def inline_figure(fig: Figure) -> str:
             f"<figcaption>{e(fig.title)}</figcaption></figure>")
 
 
-def is_number(value) -> bool:
+def is_number(value: object) -> TypeGuard[float]:                # an int or a float, not a bool
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 

@@ -29,7 +29,7 @@ def check_given(task: str, given: dict[str, Any], reserved: tuple[str, ...], com
         raise SeqlabError(f"unknown option {unknown[0]!r} for seqlab {command} {task}")
 
 
-def recipes(task: str) -> dict[str, dict]:
+def recipes(task: str) -> dict[str, dict[str, Any]]:
     """{architecture: its model options at size "small"} of a family (its `compare` part's RECIPES)."""
     return family(task).part("compare").RECIPES
 
@@ -57,7 +57,7 @@ def recipe(task: str, arch: str, size: str) -> dict[str, Any]:
     return comparing.resize(options, size)
 
 
-def entry_options(task: str, name: str, size: str, variants: dict[str, Any]) -> tuple[dict[str, Any], dict]:
+def entry_options(task: str, name: str, size: str, variants: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the options a compared entry starts from, the options of its own that win over the user's shared
     ones): an architecture's recipe and nothing; or a variant's recipe (none: seqlab train's defaults) and
     the variant's options."""
@@ -68,7 +68,8 @@ def entry_options(task: str, name: str, size: str, variants: dict[str, Any]) -> 
     return (recipe(task, base, size) if base else {}), own
 
 
-def applicable_options(task: str, arch: str, size: str, given: dict[str, Any], variants: dict[str, Any] | None = None) -> dict[str, Any]:
+def applicable_options(task: str, arch: str, size: str, given: dict[str, Any],
+                       variants: dict[str, Any] | None = None) -> dict[str, Any]:
     """Of the options the user gave, those that act on this architecture (`--heads` does nothing for an LSTM:
     left out for it, not refused)."""
     pipeline = family(task).pipeline

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from seqlab.compare import seeds
@@ -106,9 +107,10 @@ def read_spec(directory: Path) -> dict[str, Any]:
     if not isinstance(spec, dict) or spec.get("task") not in FAMILIES:
         task = spec.get("task") if isinstance(spec, dict) else None
         raise SeqlabError(f"{path}: the task {task!r} is not one of {', '.join(FAMILIES)}")
-    archs = spec.get("archs") if isinstance(spec.get("archs"), list) else []
-    runs = spec.get("runs") if isinstance(spec.get("runs"), dict) else {}
-    runs = {str(arch): str(runs.get(arch, f"runs/{arch}")) for arch in [*archs, *runs]}
+    listed, named = spec.get("archs"), spec.get("runs")
+    archs = listed if isinstance(listed, list) else []
+    given = named if isinstance(named, dict) else {}
+    runs = {str(arch): str(given.get(arch, f"runs/{arch}")) for arch in [*archs, *given]}
     if not runs:
         raise SeqlabError(f"{path} names no architectures (its \"archs\" and \"runs\" are empty)")
     metric = spec["metric"] if isinstance(spec.get("metric"), str) else FAMILIES[spec["task"]].metric
@@ -127,9 +129,9 @@ def run_row(directory: Path, arch: str, path: str, metric: str) -> dict[str, Any
     checkpoint.safetensors (tokens seen / elapsed), else train_log.jsonl's tokens_per_s and the last
     evaluation's elapsed_s."""
     run_dir = directory / path
-    row = {"arch": arch, "run_dir": str(run_dir), "status": "not started", "note": "", "parameters": None,
-           "tokens_per_s": None, "wall_time_s": None, "best_step": None, "steps": 0, "valid": None,
-           "test": None, "last_valid": None, "winner": False, "evaluations": []}
+    row: dict[str, Any] = {"arch": arch, "run_dir": str(run_dir), "status": "not started", "note": "",
+                           "parameters": None, "tokens_per_s": None, "wall_time_s": None, "best_step": None, "steps": 0,
+                           "valid": None, "test": None, "last_valid": None, "winner": False, "evaluations": []}
     if not (run_dir / "config.json").exists():
         row["note"] = f"no run in {path}" if not run_dir.exists() else f"{path} has no config.json yet"
         return row
@@ -189,7 +191,7 @@ def trainer_position(run_dir: Path) -> dict[str, Any]:
     return trainer
 
 
-def first_number(*values):
+def first_number(*values: object) -> float | None:
     """The first of `values` that is a number (None if none is)."""
     return next((v for v in values if is_number(v)), None)
 
@@ -207,7 +209,8 @@ def read_card(run_dir: Path) -> dict[str, Any]:
     if not isinstance(card, dict) or card.get("weights_sha256") != weights or not isinstance(
             card.get("model_details"), dict):
         return {}
-    return card["model_details"]
+    details: dict[str, Any] = card["model_details"]
+    return details
 
 
 def pick_winner(rows: list[dict[str, Any]], lower_is_better: bool) -> dict[str, Any] | None:
@@ -236,7 +239,7 @@ def load_models(rows: list[dict[str, Any]], progress: bool | None) -> dict[str, 
 
 # ---------------------------------------------------------------------------------------------- figures
 
-def pyplot():
+def pyplot() -> ModuleType:
     import matplotlib
 
     matplotlib.use("Agg")

@@ -61,6 +61,7 @@ def parse_budget(text: str, flag: str = "--budget") -> float:
 
 VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 SET_BY_COMPARE = ("output", "max_time", "max_tokens", "time_schedule", "resume")
+NO_SEEDS: tuple[None] = (None,)  # without --seeds: one run per architecture, of its config's seed
 
 
 def check_variants(task: str, variants: dict[str, Any] | None, source: str = "variants") -> dict[str, Any]:
@@ -108,14 +109,16 @@ def read_variants(path: str | Path) -> dict[str, Any]:
 
     path = Path(path)
     try:
-        return yaml.safe_load(read_text(path, "--variants file"))
+        variants: dict[str, Any] = yaml.safe_load(read_text(path, "--variants file"))     # checked by check_variants
+        return variants
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise SeqlabError(f"{path}{where}: not valid YAML ({getattr(error, 'problem', None) or error})") from None
 
 
-def run_config(task: str, arch: str, size: str, given: dict[str, Any], budget: dict[str, Any], output: Path, variants: dict[str, Any] | None = None):
+def run_config(task: str, arch: str, size: str, given: dict[str, Any], budget: dict[str, Any], output: Path,
+               variants: dict[str, Any] | None = None) -> Any:
     """The config of one architecture's (or variant's) run: its recipe, then every option the user gave that
     acts on it, then a variant's own options, then the budget and its run directory."""
     pipeline = family(task).pipeline
@@ -129,12 +132,13 @@ def run_config(task: str, arch: str, size: str, given: dict[str, Any], budget: d
     return config
 
 
-def compare(task: str, output: str | Path, given: dict[str, Any] | None = None, arch_names: list[str] | tuple = (),
+def compare(task: str, output: str | Path, given: dict[str, Any] | None = None,
+            arch_names: list[str] | tuple[str, ...] = (),
             budget_s: float | None = None, budget_tokens: int | None = None, size: str = "small",
             prompt: str | None = None, command: str | None = None, report: bool = True,
             variants: dict[str, Any] | None = None, budget_epochs: int | None = None, seeds: int | None = None,
-            tune_trials: int | None = None, tune_budget: dict[str, Any] | None = None, space: dict[str, Any] | None = None,
-            pruner: str = "median", tune_evaluations: int = 4) -> dict[str, Any]:
+            tune_trials: int | None = None, tune_budget: dict[str, Any] | None = None,
+            space: dict[str, Any] | None = None, pruner: str = "median", tune_evaluations: int = 4) -> dict[str, Any]:
     """Train every architecture of `arch_names` (default: all of the task's, or none when `variants` are
     given) and every variant of `variants` ({name: {"recipe": ARCH, option: value}}) under one budget
     (wall time, training tokens or epochs) into OUTPUT/runs/NAME, resuming what an earlier compare left, then
@@ -179,6 +183,7 @@ def compare(task: str, output: str | Path, given: dict[str, Any] | None = None, 
         if given.get(name):
             check_input_file(Path(given[name]), f"--{name.replace('_', '-')}")     # before any model trains
             given[name] = str(Path(given[name]).resolve())
+    budget: dict[str, Any]
     if budget_tokens is not None:
         budget = {"max_tokens": budget_tokens}
     elif budget_epochs is not None:
@@ -213,7 +218,7 @@ def compare(task: str, output: str | Path, given: dict[str, Any] | None = None, 
         found = {}
         if tuning:
             found = tune_architecture(task, output, name, size, given, tuning)
-        for seed in seed_list or [None]:
+        for seed in seed_list or NO_SEEDS:
             done += 1
             run_dir = output / run_path(name, seed_list, seed)
             label = f"[{done}/{total}] {name}" + (f", seed {seed}" if seed is not None else "")
@@ -263,7 +268,8 @@ def trial_budget_options(tune_budget: dict[str, Any] | None, budget: dict[str, A
     return {"budget_epochs": budget["epochs"]}
 
 
-def tune_architecture(task: str, output: Path, name: str, size: str, given: dict[str, Any], tuning: dict[str, Any]) -> dict[str, Any]:
+def tune_architecture(task: str, output: Path, name: str, size: str, given: dict[str, Any],
+                      tuning: dict[str, Any]) -> dict[str, Any]:
     """Search `name`'s options with `seqlab tune` into OUTPUT/tune/NAME (resumed where a killed compare left it;
     done already, it trains nothing) and return the best trial's options. The width stays the recipe's at the
     comparison's --size unless the --space file names it: the models keep comparable sizes."""
@@ -286,9 +292,9 @@ def start_plan(output: Path, task: str, names: list[str], budget: dict[str, Any]
     each architecture's study folder."""
     path = output / PLAN
     variants = variants or {}
-    wanted = {"task": task, "budget": {BUDGET_NAMES[k]: v for k, v in budget.items()}, "size": size,
-              "options": given, **({"seeds": seeds} if seeds is not None else {}),
-              **({"tune": tuning} if tuning is not None else {})}
+    wanted: dict[str, Any] = {"task": task, "budget": {BUDGET_NAMES[k]: v for k, v in budget.items()}, "size": size,
+                              "options": given, **({"seeds": seeds} if seeds is not None else {}),
+                              **({"tune": tuning} if tuning is not None else {})}
     for key in ("seeds", "tune"):                         # given before and not now (or the other way): differs
         wanted.setdefault(key, None)
     if path.exists():
@@ -299,7 +305,8 @@ def start_plan(output: Path, task: str, names: list[str], budget: dict[str, Any]
                               f"{plan.get(differs) if isinstance(plan, dict) else '?'!r}); choose another --output, "
                               "or give the same options to resume it")
         planned = plan.get("variants") or {}
-        archs = plan.get("archs") if isinstance(plan.get("archs"), list) else []
+        listed = plan.get("archs")
+        archs = listed if isinstance(listed, list) else []
         for name in names:
             if name in archs and planned.get(name) != variants.get(name):
                 raise SeqlabError(f"{output} holds a comparison planned differently ({name!r} was planned as "
@@ -325,7 +332,7 @@ def start_plan(output: Path, task: str, names: list[str], budget: dict[str, Any]
 
 def seed_layout(names: list[str], seeds: list[int] | None, tuning: dict[str, Any] | None) -> dict[str, Any]:
     """compare.json's "seed_runs" ({name: {seed: its run}}) and "tuning" ({name: its study folder})."""
-    layout = {}
+    layout: dict[str, Any] = {}
     if seeds is not None:
         layout["seed_runs"] = {name: {str(s): run_path(name, seeds, s) for s in seeds} for name in names}
     if tuning is not None:

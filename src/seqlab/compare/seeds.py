@@ -40,18 +40,22 @@ estimate of the training time pruning saved (`pruning_saved`).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from seqlab.cards.bootstrap import percentile_interval, resample_sums
+from seqlab.cards.bootstrap import Items, percentile_interval, resample_sums
 from seqlab.compare.pages import DAMAGED_RUN, Figure, Section, figure, is_number, one_line, safe_name
 from seqlab.errors import SeqlabError
 from seqlab.fileio import atomic_write, file_sha256, read_json, safetensors_metadata
 from seqlab.registry import FAMILIES, run_config
 from seqlab.runs.records import duration
 from seqlab.training.plots import save_png
+
+if TYPE_CHECKING:
+    from seqlab.contract import Family
 
 RESAMPLES = 2000
 CONFIDENCE = 0.95
@@ -66,11 +70,13 @@ def several(spec: dict[str, Any]) -> bool:
 
 def seed_runs(spec: dict[str, Any]) -> dict[str, list[tuple[str, str]]]:
     """{arch: [(seed, run path relative to DIR)]}, in the order of "seeds": "seed_runs", else runs/ARCH/seed-S."""
-    given = spec.get("seed_runs") if isinstance(spec.get("seed_runs"), dict) else {}
+    named = spec.get("seed_runs")
+    given = named if isinstance(named, dict) else {}
     seeds = [str(seed) for seed in spec["seeds"]]
     runs = {}
     for arch in spec["runs"]:
-        mine = given.get(arch) if isinstance(given.get(arch), dict) else {}
+        own = given.get(arch)
+        mine = own if isinstance(own, dict) else {}
         runs[arch] = [(seed, str(mine.get(seed, f"runs/{arch}/seed-{seed}"))) for seed in seeds]
     return runs
 
@@ -83,7 +89,8 @@ def streams(seed: int) -> tuple[np.random.Generator, np.random.Generator]:
     return items, seeds
 
 
-def item_replicates(stats: np.ndarray, figure_of_sums, resamples: int = RESAMPLES, seed: int = 0) -> np.ndarray:
+def item_replicates(stats: np.ndarray, figure_of_sums: Callable[[np.ndarray], np.ndarray], resamples: int = RESAMPLES,
+                    seed: int = 0) -> np.ndarray:
     """(B,): one seed run's figure on each replicate's items, f(sum_k s_(i_bk)), from its per-item statistics
     `stats` (n, k) and the figure of summed statistics `figure_of_sums` ((B, k) -> (B,)). The draw of items
     depends only on n, B and `seed`: every run scored on the same file gets the same one."""
@@ -126,8 +133,9 @@ def verdict(archs: list[dict[str, Any]], lower_is_better: bool) -> dict[str, Any
 
 # ---------------------------------------------------------------------------------------------- the seeds' figures
 
-def seed_statistics(spec: dict[str, Any], rows: dict[str, list[tuple[str, dict]]], progress: bool | None = None,
-                    resamples: int = RESAMPLES, seed: int = 0, confidence: float = CONFIDENCE) -> dict[str, Any]:
+def seed_statistics(spec: dict[str, Any], rows: dict[str, list[tuple[str, dict[str, Any]]]],
+                    progress: bool | None = None, resamples: int = RESAMPLES, seed: int = 0,
+                    confidence: float = CONFIDENCE) -> dict[str, Any]:
     """What the Seeds section shows, from each architecture's seed runs as the report's table reads a run
     ({arch: [(seed, `seqlab.compare.report.run_row`)]}, in the order of `seed_runs`): {"split", "metric",
     "lower_is_better", "seeds", "resamples", "items" (n, or None: seeds alone), "unit", "why" (why seeds
@@ -136,9 +144,9 @@ def seed_statistics(spec: dict[str, Any], rows: dict[str, list[tuple[str, dict]]
     metric, lower = spec["metric"], spec["lower_is_better"]
     finished = [row for entries in rows.values() for _, row in entries if row["status"] == "finished"]
     split = "test" if finished and all(row["test"] is not None for row in finished) else "valid"
-    archs = []
+    archs: list[dict[str, Any]] = []
     for arch, entries in rows.items():
-        runs = []
+        runs: list[dict[str, Any]] = []
         for s, row in entries:
             counted = row["status"] == "finished" and row[split] is not None
             note = row["note"] or ("" if counted else f"its final {split} record has no {metric}")
@@ -163,7 +171,7 @@ def seed_statistics(spec: dict[str, Any], rows: dict[str, list[tuple[str, dict]]
             "unit": items["unit"] if items else None, "why": why, "archs": archs, **verdict(archs, lower)}
 
 
-def item_statistics(runs: list[dict[str, Any]], family, split: str, metric: str, resamples: int, seed: int,
+def item_statistics(runs: list[dict[str, Any]], family: Family, split: str, metric: str, resamples: int, seed: int,
                     progress: bool | None) -> tuple[dict[str, Any] | None, str]:
     """Each counted seed run's `item_replicates` (set as run["replicates"]), from its cache or scored;
     ({"n", "unit"}, "") when every run has them, each reproducing its final record, all of the same file;
@@ -186,7 +194,7 @@ def item_statistics(runs: list[dict[str, Any]], family, split: str, metric: str,
     return {"n": files.pop()[0], "unit": unit}, ""
 
 
-def run_items(run_dir: Path, family, option: str | None, split: str, metric: str, resamples: int, seed: int,
+def run_items(run_dir: Path, family: Family, option: str | None, split: str, metric: str, resamples: int, seed: int,
               progress: bool | None) -> dict[str, Any] | str:
     """One seed run's {"replicates" (B,), "n", "unit", "figure" (on every item once), "files" (their
     SHA-256)}, from run_dir/CACHE when its key matches (the weights' SHA-256, the split, its files and the
@@ -203,9 +211,10 @@ def run_items(run_dir: Path, family, option: str | None, split: str, metric: str
         if missing:
             return f"{run_dir}: its {split} file {missing[0]} is no longer there"
         weights = run_dir / "model.safetensors"
-        key = {"weights_sha256": safetensors_metadata(weights).get("sha256") or file_sha256(weights, "weights"),
-               "split": split, "files": {str(f): file_sha256(f, f"{split} file") for f in files},
-               "metric": metric, "resamples": resamples, "seed": seed}
+        digest = safetensors_metadata(weights).get("sha256") or file_sha256(weights, "weights")
+        key: dict[str, Any] = {"weights_sha256": digest, "split": split,
+                               "files": {str(f): file_sha256(f, f"{split} file") for f in files},
+                               "metric": metric, "resamples": resamples, "seed": seed}
         cached = read_cache(run_dir / CACHE, key)
         if cached is not None:
             return cached if isinstance(cached, str) else {**cached, "files": sorted(key["files"].values())}
@@ -215,23 +224,27 @@ def run_items(run_dir: Path, family, option: str | None, split: str, metric: str
     if scored is None:
         return f"{family.title}'s evaluation gives no per-item statistics of the {split} file"
     items, values = scored
+    outcome: dict[str, Any]
     if metric not in items.figures:
-        found = {"none": f"the per-item statistics give {', '.join(items.figures)} but not {metric}"}
+        outcome = {"none": f"the per-item statistics give {', '.join(items.figures)} but not {metric}"}
     else:
-        found = {"replicates": item_replicates(items.stats, items.figures[metric], resamples, seed),
-                 "n": len(items.stats), "unit": items.unit, "figure": float(items.full()[metric])}
-    write_cache(run_dir / CACHE, key, items.stats, found)
-    return found.get("none", {**found, "files": sorted(key["files"].values())})
+        outcome = {"replicates": item_replicates(items.stats, items.figures[metric], resamples, seed),
+                   "n": len(items.stats), "unit": items.unit, "figure": float(items.full()[metric])}
+    write_cache(run_dir / CACHE, key, items.stats, outcome)
+    result: dict[str, Any] | str = outcome.get("none", {**outcome, "files": sorted(key["files"].values())})
+    return result
 
 
-def score_items(run_dir: Path, path: str, options: dict[str, Any], progress: bool | None):
+def score_items(run_dir: Path, path: str, options: dict[str, Any],
+                progress: bool | None) -> tuple[Items, dict[str, Any]] | None:
     """The run's best weights scoring the file: (the items, the evaluation's figures) as the family's
     `interval_items` gives them (checked: the items reproduce the figures), or None."""
     from seqlab.cards.intervals import check
     from seqlab.registry import load
 
     trained = load(run_dir)
-    found = trained.family.part("cards").interval_items(trained, path, progress, dict(options))
+    found: tuple[Items, dict[str, Any]] | None = trained.family.part("cards").interval_items(trained, path, progress,
+                                                                                            dict(options))
     if found is not None:
         check(*found, str(path))
     return found
@@ -246,7 +259,8 @@ def read_cache(path: Path, key: dict[str, Any]) -> dict[str, Any] | str | None:
             if saved.get("key") != key:
                 return None
             if "none" in saved:
-                return saved["none"]
+                why: str = saved["none"]
+                return why
             return {"replicates": data["replicates"], "n": saved["n"], "unit": saved["unit"], "figure": saved["figure"]}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
@@ -420,7 +434,8 @@ def read_tuning(folder: Path) -> dict[str, Any]:
     for trial in summary["trials"]:
         if not isinstance(trial, dict) or trial.get("state") not in STATES or not is_number(trial.get("number")):
             continue
-        steps = trial.get("intermediate") if isinstance(trial.get("intermediate"), list) else []
+        reported = trial.get("intermediate")
+        steps = reported if isinstance(reported, list) else []
         trials.append({**trial, "value": trial.get("value") if is_number(trial.get("value")) else None,
                        "duration_s": trial.get("duration_s") if is_number(trial.get("duration_s")) else None,
                        "params": trial.get("params") if isinstance(trial.get("params"), dict) else {},
@@ -431,7 +446,7 @@ def read_tuning(folder: Path) -> dict[str, Any]:
             "direction": "maximize" if summary.get("direction") == "maximize" else "minimize"}
 
 
-def option_text(value) -> str:
+def option_text(value: object) -> str:
     return f"{value:.3g}" if isinstance(value, float) else json.dumps(value)
 
 
@@ -460,7 +475,8 @@ def tuning_section(directory: Path, spec: dict[str, Any], figures: Path) -> Sect
         wall = summary.get("wall_s")
         best_text = (f"{figure(best['value'])} (trial {best.get('number')})" if isinstance(best, dict) and
                      is_number(best.get("value")) else "no complete trial")
-        params = best.get("params") if isinstance(best, dict) and isinstance(best.get("params"), dict) else {}
+        chosen = best.get("params") if isinstance(best, dict) else None
+        params = chosen if isinstance(chosen, dict) else {}
         cells.append([str(arch), best_text, ", ".join(f"{k}={option_text(v)}" for k, v in params.items()) or "—",
                       str(count["COMPLETE"]), str(count["PRUNED"]),
                       str(count["FAIL"]) + (f" ({count['RUNNING']} running)" if count["RUNNING"] else ""),
@@ -468,6 +484,7 @@ def tuning_section(directory: Path, spec: dict[str, Any], figures: Path) -> Sect
                       "—" if saved is None else f"≈ {duration(saved)}"])
         if trials:
             path = plot_history({**summary, "arch": str(arch)}, figures / f"tuning-{safe_name(str(arch))}.png")
+            assert path is not None                                      # saved there: no axes given
             pictures.append(Figure(f"{arch}: valid {summary['metric']} of each trial "
                                    f"({'lower' if summary['direction'] == 'minimize' else 'higher'} is better)", path))
     section.blocks.append(("table", headers, cells))
