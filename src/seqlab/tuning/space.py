@@ -20,10 +20,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from seqlab.errors import SeqlabError
 from seqlab.registry import family
+
+if TYPE_CHECKING:
+    from optuna.distributions import BaseDistribution
 
 WIDTH_FACTORS = (0.5, 1.0, 1.5, 2.0)
 WIDTH_OPTIONS = ("hidden_size", "embedding_size")         # the first the recipe has is its width
@@ -39,22 +42,24 @@ class Param:
     high: float | None = None
     log: bool = False
     integer: bool = False
-    choices: tuple | None = None
+    choices: tuple[Any, ...] | None = None
 
-    def distribution(self):
+    def distribution(self) -> BaseDistribution:
         """The Optuna distribution it is sampled from."""
         import optuna
 
         if self.choices is not None:
             return optuna.distributions.CategoricalDistribution(self.choices)
+        assert self.low is not None and self.high is not None        # a range: low and high, no choices
         if self.integer:
             return optuna.distributions.IntDistribution(int(self.low), int(self.high), log=self.log)
         return optuna.distributions.FloatDistribution(self.low, self.high, log=self.log)
 
-    def holds(self, value) -> bool:
+    def holds(self, value: object) -> bool:
         """Whether `value` lies in the space (the recipe's own value, tried first, must)."""
         if self.choices is not None:
             return value in self.choices
+        assert self.low is not None and self.high is not None
         return isinstance(value, (int, float)) and not isinstance(value, bool) and self.low <= value <= self.high \
             and (not self.integer or float(value).is_integer())
 
@@ -64,14 +69,14 @@ class Param:
         return f"{self.low:g} to {self.high:g}" + (" (log)" if self.log else "") + (" (integers)" if self.integer
                                                                                     else "")
 
-    def as_entry(self):
+    def as_entry(self) -> list[Any] | dict[str, Any]:
         """The YAML form it was given in (tune.json and the summary record the space so)."""
         if self.choices is not None:
             return list(self.choices)
         return {"low": self.low, "high": self.high, **({"log": True} if self.log else {})}
 
 
-def parse_param(name: str, entry, source: str) -> Param:
+def parse_param(name: str, entry: object, source: str) -> Param:
     """A space entry (a mapping with low/high[/log], or a list of values) -> Param; anything else, an empty or
     reversed range, a log range reaching 0, or an empty list is a SeqlabError naming `source` and the option."""
     where = f"{source}: {name}"

@@ -36,7 +36,8 @@ import math
 import statistics
 import time
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from seqlab.errors import SeqlabError
 from seqlab.fileio import atomic_write_json, atomic_write_text
@@ -45,6 +46,11 @@ from seqlab.registry import family
 from seqlab.runs.directory import RunLock, log
 from seqlab.tuning.space import Param, search_space
 from seqlab.version import __version__
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from optuna import Study
+    from optuna.trial import FrozenTrial, Trial
 
 STUDY_FILE = "study.db"
 SUMMARY = "tune.json"
@@ -58,7 +64,7 @@ FAILURES_IN_A_ROW = 3                 # trials that fail one after another befor
 SET_BY_TUNE = ("output", "max_time", "max_tokens", "time_schedule", "resume")
 
 
-def import_optuna():
+def import_optuna() -> ModuleType:
     """Optuna, or a SeqlabError naming the extra that installs it."""
     try:
         import optuna
@@ -205,7 +211,7 @@ def absolute_files(task: str, given: dict[str, Any]) -> dict[str, Any]:
     return given
 
 
-def describe_limits(trials, study_time, study_tokens) -> str:
+def describe_limits(trials: int | None, study_time: float | None, study_tokens: int | None) -> str:
     parts = [f"{trials} trials" if trials else None, f"{study_time:g} s" if study_time else None,
              f"{study_tokens:,} tokens" if study_tokens else None]
     return "at most " + ", ".join(p for p in parts if p)
@@ -219,7 +225,8 @@ def describe_budget(budget: dict[str, Any]) -> str:
     return f"{budget['epochs']} epoch{'s' if budget['epochs'] != 1 else ''}"
 
 
-def open_study(optuna, output: Path, plan: dict[str, Any], lower: bool, seed: int, trials: int | None, pruner: str):
+def open_study(optuna: ModuleType, output: Path, plan: dict[str, Any], lower: bool, seed: int, trials: int | None,
+               pruner: str) -> Study:
     """The study in OUTPUT/study.db: created with `plan` in its user attributes, or loaded when they are the
     same (another task, architecture or plan there is a SeqlabError)."""
     storage = optuna.storages.RDBStorage(f"sqlite:///{(output / STUDY_FILE).resolve()}")
@@ -228,7 +235,7 @@ def open_study(optuna, output: Path, plan: dict[str, Any], lower: bool, seed: in
         optuna.pruners.NopPruner()
     names = optuna.study.get_all_study_names(storage)
     if STUDY_NAME in names:
-        study = optuna.load_study(study_name=STUDY_NAME, storage=storage, sampler=None, pruner=pruning)
+        study: Study = optuna.load_study(study_name=STUDY_NAME, storage=storage, sampler=None, pruner=pruning)
         study.sampler = session_sampler(optuna, seed, len(study.trials), startup)
         held = study.user_attrs.get("plan") or {}
         if held.get("task") != plan["task"]:
@@ -248,7 +255,7 @@ def open_study(optuna, output: Path, plan: dict[str, Any], lower: bool, seed: in
     return study
 
 
-def session_sampler(optuna, seed: int, trials: int, startup: int):
+def session_sampler(optuna: ModuleType, seed: int, trials: int, startup: int) -> Any:     # a TPESampler
     """The TPE sampler of one session of a study that holds `trials` trials already, seeded with `seed` + `trials`:
     a study run without a break draws as it always did, and a resumed one does not draw again what the
     session before it drew (one seed for every session would propose the killed session's trials once more,
@@ -256,17 +263,18 @@ def session_sampler(optuna, seed: int, trials: int, startup: int):
     return optuna.samplers.TPESampler(seed=seed + trials, n_startup_trials=startup, multivariate=True)
 
 
-def stale_trials(optuna, study) -> list[Any]:
+def stale_trials(optuna: ModuleType, study: Study) -> list[FrozenTrial]:
     """Trials left RUNNING by a killed study (the folder's lock says no other process runs it)."""
     return [t for t in study.get_trials() if t.state == optuna.trial.TrialState.RUNNING]
 
 
-def finished(optuna, study) -> list[Any]:
+def finished(optuna: ModuleType, study: Study) -> list[FrozenTrial]:
     states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL)
     return [t for t in study.get_trials() if t.state in states]
 
 
-def limit_reached(optuna, study, trials, study_time, study_tokens) -> bool:
+def limit_reached(optuna: ModuleType, study: Study, trials: int | None, study_time: float | None,
+                  study_tokens: int | None) -> bool:
     done = finished(optuna, study)
     return bool((trials and len(done) >= trials)
                 or (study_time and sum(t.user_attrs.get("duration_s", 0.0) for t in done) >= study_time)
@@ -279,24 +287,24 @@ class TrialRunner:
     a width the architecture refuses); FAILURES_IN_A_ROW failures one after another, or the recipe's own trial
     failing, stop the study with the error (the data or the options are at fault, not the trial)."""
 
-    def __init__(self, task: str, output: Path, options: dict[str, Any], params: dict[str, Param], budget: dict[str, Any],
-                 metric: str, evaluations: int, given: dict[str, Any]):
+    def __init__(self, task: str, output: Path, options: dict[str, Any], params: dict[str, Param],
+                 budget: dict[str, Any], metric: str, evaluations: int, given: dict[str, Any]) -> None:
         self.task, self.output, self.options, self.params = task, output, options, params
         self.budget, self.metric, self.evaluations, self.given = budget, metric, evaluations, given
         self.failures = 0
 
-    def config(self, trial_params: dict[str, Any], run_dir: Path):
+    def config(self, trial_params: dict[str, Any], run_dir: Path) -> Any:
         pipeline = family(self.task).pipeline
         groups = pipeline.option_groups
         options = {k: v for k, v in {**self.options, **trial_params}.items() if k in groups}
-        extra = {}
+        extra: dict[str, Any] = {}
         if self.evaluations and not options.get("eval_every") and "evaluations" in groups:
             extra["evaluations"] = self.evaluations
         if "experiment" in groups and "experiment" not in self.given:
             extra["experiment"] = f"tune {self.output.resolve().name}"
         return pipeline.resolve(None, {**options, **extra, "output": str(run_dir), **self.budget}, resume=False)
 
-    def run(self, optuna, study, trial, resumed: bool = False) -> None:
+    def run(self, optuna: ModuleType, study: Study, trial: Trial, resumed: bool = False) -> None:
         from seqlab.api import train
         from seqlab.runs.records import checkpoint_position
 
@@ -347,6 +355,7 @@ class TrialRunner:
                 raise SeqlabError(f"{why} failed, so the data or the options are at fault: {error}") from None
         self.record(trial, run_dir, started, earlier)
         if state == optuna.trial.TrialState.COMPLETE:
+            assert value is not None                                   # complete: a finite number
             study.tell(trial, float(value))
             log(f"trial {trial.number}: valid {self.metric} {value:.4g} (best so far "
                 f"{study.best_value:.4g}, trial {study.best_trial.number})")
@@ -354,7 +363,7 @@ class TrialRunner:
             study.tell(trial, state=state)
         write_summary(optuna, study, self.output, study.user_attrs.get("plan") or {}, None, None)
 
-    def record(self, trial, run_dir: Path, started: float, earlier: dict[str, Any]) -> None:
+    def record(self, trial: Trial, run_dir: Path, started: float, earlier: dict[str, Any]) -> None:
         """The trial's wall time (this session's, plus the training time of sessions before a resume) and
         training tokens (its checkpoint's), in its user attributes: the study's --study-time and --study-tokens
         count them."""
@@ -368,7 +377,7 @@ class TrialRunner:
 
 # ------------------------------------------------------------------------------------------ the summary
 
-def trial_rows(optuna, study) -> list[dict[str, Any]]:
+def trial_rows(optuna: ModuleType, study: Study) -> list[dict[str, Any]]:
     rows = []
     for t in study.get_trials():
         rows.append({"number": t.number, "state": t.state.name,
@@ -389,10 +398,12 @@ def pruning_saved(rows: list[dict[str, Any]]) -> float | None:
     if not complete or not pruned:
         return None
     median = statistics.median(complete)
-    return round(sum(max(0.0, median - d) for d in pruned), 1)
+    saved: float = round(sum(max(0.0, median - d) for d in pruned), 1)
+    return saved
 
 
-def write_summary(optuna, study, output: Path, plan: dict[str, Any], command: str | None, wall_s: float | None) -> dict[str, Any]:
+def write_summary(optuna: ModuleType, study: Study, output: Path, plan: dict[str, Any], command: str | None,
+                  wall_s: float | None) -> dict[str, Any]:
     """OUTPUT/tune.json, tune.md, history.png and best.yaml from the study as it stands."""
     rows = trial_rows(optuna, study)
     complete = [r for r in rows if r["state"] == "COMPLETE"]
@@ -439,6 +450,7 @@ def write_best_config(output: Path, plan: dict[str, Any], best: dict[str, Any]) 
 
     config = read_json(output / best["run"] / "config.json", "the best trial's config")
     task = plan.get("task")
+    assert task is not None                                         # a study's plan names its task (open_study)
     pipeline = family(task).pipeline
     given = plan.get("options") or {}
     budget = plan.get("budget") or {"epochs": 1}
@@ -452,7 +464,8 @@ def write_best_config(output: Path, plan: dict[str, Any], best: dict[str, Any]) 
             defaults[group].update(pipeline.train_defaults)
     grouped = {}
     for group in pipeline.groups:
-        values = config.get(group) if isinstance(config.get(group), dict) else {}
+        held = config.get(group)
+        values = held if isinstance(held, dict) else {}
         kept = {k: v for k, v in values.items() if k not in skip and k in pipeline.option_groups
                 and (k in best["params"] or k in given or v != defaults[group].get(k))}
         if group == "train":
@@ -492,7 +505,7 @@ def trial_flags(budget: dict[str, Any], evaluations: int) -> str:
     return flags + (f" --evaluations {evaluations}" if evaluations else "")
 
 
-def number_text(value) -> str:
+def number_text(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
@@ -532,7 +545,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def plot_history(summary: dict[str, Any], path: Path, ax=None) -> Path | None:
+def plot_history(summary: dict[str, Any], path: Path, ax: Axes | None = None) -> Path | None:
     """Trial values over trials: complete trials as dots, pruned ones as crosses at the last value they reported,
     the best so far as a line. Drawn on `ax` when given (the compare report's grid), else saved to `path`."""
     import matplotlib
@@ -544,7 +557,7 @@ def plot_history(summary: dict[str, Any], path: Path, ax=None) -> Path | None:
 
     rows = summary["trials"]
     own = ax is None
-    if own:
+    if ax is None:
         fig, ax = plt.subplots(figsize=(6, 3.6), dpi=110)
     lower = summary["direction"] == "minimize"
     done = [(r["number"], r["value"]) for r in rows if r["state"] == "COMPLETE"]
