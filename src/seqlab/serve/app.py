@@ -30,7 +30,7 @@ from __future__ import annotations
 import hmac
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +41,14 @@ from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import seqlab.serve.schemas as schemas
 import seqlab.serve.shapes as shapes
 from seqlab.config import OptionError
 from seqlab.errors import SeqlabError
 from seqlab.registry import FAMILIES, load, run_family
-from seqlab.serve.batching import Batcher
+from seqlab.serve.batching import Batcher, Key
 from seqlab.serve.explore import add_routes as add_explore_routes
 from seqlab.serve.limits import API_KEY_VARIABLE, ServeLimits, available_cores
 from seqlab.serve.metrics import Metrics, MetricsMiddleware
@@ -170,7 +171,7 @@ class CORS(CORSMiddleware):
     header not allowed) is an error answer like every other (`shapes.error_body`: JSON in the route's shape,
     one line saying what was refused), not Starlette's plain text."""
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = Headers(scope=scope)
         if scope["type"] != "http" or scope["method"] != "OPTIONS" or "origin" not in headers or \
                 "access-control-request-method" not in headers:
@@ -202,7 +203,7 @@ def check_origins(origins: Iterable[str]) -> list[str]:
     return checked
 
 
-def run_batch(models: dict[str, Served], key: tuple, items: list[Any]) -> list[Any]:
+def run_batch(models: dict[str, Served], key: Key, items: list[Any]) -> list[Any]:
     """One forward pass over the gathered texts of a batch (`Batcher`): `key` is (model, endpoint, options),
     and the model's family runs it (its `serve` part's `run_batch`)."""
     served = models[key[0]]
@@ -260,7 +261,7 @@ UNION_MEMBERS = {"str": "a string", "int": "an integer", "float": "a number", "b
                  "list[str]": "a list of strings", "none": "null"}
 
 
-def validation_problem(problems: list[dict[str, Any]]) -> tuple[str, str]:
+def validation_problem(problems: Sequence[dict[str, Any]]) -> tuple[str, str]:
     """The first problem pydantic found in a request, as (where: the field's path or "the body", what is wrong
     in words), the value named when it is short: "max_tokens", 'expects an integer, got "5"'. A union field's
     members are not part of its path: a value no member takes is "text: expects a string or a list of
@@ -277,7 +278,7 @@ def validation_problem(problems: list[dict[str, Any]]) -> tuple[str, str]:
     problem = max(bounded or alike, key=lambda p: len(path(p)))         # else the member that got furthest
     where = ".".join(str(part) for part in path(problem)) or "the body"
     kind, value = problem.get("type"), problem.get("input")
-    members = [member(part) for p in alike for part in p.get("loc", ()) if member(part) is not None]
+    members = [kind for p in alike for part in p.get("loc", ()) if (kind := member(part)) is not None]
     if kind == "missing":
         return where, "is required"
     if kind == "extra_forbidden":
@@ -293,7 +294,7 @@ def validation_problem(problems: list[dict[str, Any]]) -> tuple[str, str]:
     return where, message + (f", got {shown(value)}" if isinstance(value, (int, float, str)) else "")
 
 
-def member(part) -> str | None:
+def member(part: object) -> str | None:
     """What a union's member takes, in words ("a list of strings"), when `part` of an error's location is the tag
     pydantic gives that member ("list[str]"; "list[constrained-str]", a list of `schemas.Text`); else None."""
     if not isinstance(part, str):
@@ -312,7 +313,7 @@ BOUNDS = {
     "too_long": lambda value, ctx: f"has {ctx.get('actual_length')} items; at most {ctx.get('max_length')}"}
 
 
-def shown(value) -> str:
+def shown(value: object) -> str:
     """A request's value as JSON, cut short (`"5"`, `true`, `1e+308`), or its kind ("a list", "an object")."""
     if isinstance(value, (list, tuple)):
         return "a list"
@@ -334,10 +335,10 @@ class BodyLimit:
     """ASGI middleware: a request body over `limit` bytes gets 413 before the app reads it all (by its
     Content-Length, or counted as it arrives)."""
 
-    def __init__(self, app, limit: int):
+    def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app, self.limit = app, limit
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         length = dict(scope.get("headers") or ()).get(b"content-length")
@@ -350,7 +351,7 @@ class BodyLimit:
         received = 0
         started = False
 
-        async def counted():
+        async def counted() -> Message:
             nonlocal received
             message = await receive()
             if message["type"] == "http.request":
@@ -359,7 +360,7 @@ class BodyLimit:
                     raise BodyTooLarge(self.limit)
             return message
 
-        async def sending(message):
+        async def sending(message: Message) -> None:
             nonlocal started
             started = started or message["type"] == "http.response.start"
             await send(message)
@@ -371,7 +372,8 @@ class BodyLimit:
                 await send_error(send, scope["path"], 413, error.detail)
 
 
-async def send_error(send, path: str, status: int, message: str, headers: tuple = ()) -> None:
+async def send_error(send: Send, path: str, status: int, message: str,
+                     headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
     """An error answer sent by an ASGI middleware, before the app (and its exception handlers) sees the request,
     in the route's shape (`shapes.error_body`)."""
     body = json.dumps(shapes.error_body(path, status, message)).encode()
@@ -389,22 +391,23 @@ class KeyCheck:
 
     message = "a valid API key is needed: send the header 'Authorization: Bearer KEY'"
 
-    def __init__(self, app, key: str | None):
+    def __init__(self, app: ASGIApp, key: str | None) -> None:
         self.app, self.key = app, None if key is None else key.encode()
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or self.key is None or not self.guarded(scope) or self.allowed(scope):
             return await self.app(scope, receive, send)
         await send_error(send, scope["path"], 401, self.message, ((b"www-authenticate", b"Bearer"),))
 
     @staticmethod
-    def guarded(scope) -> bool:
+    def guarded(scope: Scope) -> bool:
         path = scope["path"]
         preflight = scope["method"] == "OPTIONS" and any(k == b"access-control-request-method"
                                                          for k, _ in scope["headers"])
         return (path == "/v1" or path.startswith("/v1/")) and not preflight
 
-    def allowed(self, scope) -> bool:
+    def allowed(self, scope: Scope) -> bool:
+        assert self.key is not None                        # asked only with a key (__call__)
         given = next((value for name, value in scope["headers"] if name == b"authorization"), b"")
         scheme, _, token = given.partition(b" ")
         return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self.key)

@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict, deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from typing import Any, TypeAlias
 
 from seqlab.serve.scheduler import CURRENT, Cancelled, Jobs, current_job
+
+Key: TypeAlias = "tuple[Any, ...]"    # (model, endpoint, options that must agree), hashable: what a batch is under
 
 
 @dataclass
@@ -37,16 +40,16 @@ class Batcher:
     """`work(key, items) -> outputs` (one output per item) run on gathered batches in `executor` (the
     server's inference thread); `observe(key, n)` is told each batch's size (for /metrics)."""
 
-    def __init__(self, work: Callable[[Hashable, list], list], max_batch: int, max_wait: float, executor: Executor,
-                 observe: Callable[[Hashable, int], None] | None = None, long_after: float = 0.1):
+    def __init__(self, work: Callable[[Key, list], list], max_batch: int, max_wait: float, executor: Executor,
+                 observe: Callable[[Key, int], None] | None = None, long_after: float = 0.1):
         self.work, self.max_batch, self.max_wait, self.observe = work, max_batch, max_wait, observe
         self.executor, self.long_after = executor, long_after
-        self.queues: dict[Hashable, deque[Job]] = defaultdict(deque)
-        self.workers: dict[Hashable, asyncio.Task] = {}
-        self.company: dict[Hashable, bool] = {}                     # did the key's last batch hold several jobs?
-        self.long: dict[Hashable, asyncio.Future] = {}              # the key's long batch running beside the next
+        self.queues: dict[Key, deque[Job]] = defaultdict(deque)
+        self.workers: dict[Key, asyncio.Task] = {}
+        self.company: dict[Key, bool] = {}                          # did the key's last batch hold several jobs?
+        self.long: dict[Key, asyncio.Future] = {}                   # the key's long batch running beside the next
 
-    async def submit(self, key: Hashable, items: list) -> list:
+    async def submit(self, key: Key, items: list) -> list:
         """The outputs of `items`, computed in a batch with whatever else is waiting under `key`."""
         request = current_job()
         job = Job(list(items), asyncio.get_running_loop().create_future(), request)
@@ -57,7 +60,7 @@ class Batcher:
             return await job.future
         return await request.wait(job.future)
 
-    async def drain(self, key: Hashable) -> None:
+    async def drain(self, key: Key) -> None:
         queue = self.queues[key]
         while queue:
             if self.max_wait > 0 and self.company.get(key) and sum(len(job.items) for job in queue) < self.max_batch:
@@ -83,7 +86,7 @@ class Batcher:
             else:
                 self.long[key] = running
 
-    async def run(self, key: Hashable, jobs: list[Job]) -> None:
+    async def run(self, key: Key, jobs: list[Job]) -> None:
         items = [item for job in jobs for item in job.items]
         if self.observe is not None:
             self.observe(key, len(items))
