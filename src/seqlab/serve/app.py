@@ -278,7 +278,7 @@ def validation_problem(problems: Sequence[dict[str, Any]]) -> tuple[str, str]:
     problem = max(bounded or alike, key=lambda p: len(path(p)))         # else the member that got furthest
     where = ".".join(str(part) for part in path(problem)) or "the body"
     kind, value = problem.get("type"), problem.get("input")
-    members = [kind for p in alike for part in p.get("loc", ()) if (kind := member(part)) is not None]
+    members = [m for m in (member(part) for p in alike for part in p.get("loc", ())) if m is not None]
     if kind == "missing":
         return where, "is required"
     if kind == "extra_forbidden":
