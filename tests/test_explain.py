@@ -120,6 +120,36 @@ def test_inside_recurrent_record_equals_the_textbook_cell_and_the_fused_stack(ce
         assert layers[0][1][name].shape == (6, 7)
 
 
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_explain_gate_panels_norms_are_the_norms_of_the_models_own_hidden_states(cell, bidirectional):
+    """Each group's strip is ||h_t|| over all H units (not only the units shown) of the hidden states the stack's
+    own forward pass returns, layer by layer (each fused layer's output, caught by a hook), direction by direction."""
+    torch.manual_seed(0)
+    stack = RecurrentStack(cell, 5, 7, num_layers=2, bidirectional=bidirectional).eval()
+    x = torch.randn(1, 6, 5)
+    outputs: list[torch.Tensor] = []
+    hooks = [layer.register_forward_hook(lambda module, args, out: outputs.append(out[0])) for layer in stack.layers]
+    try:
+        with torch.no_grad():
+            top, _ = stack(x)                                                 # (1, T, dirs*H)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert torch.equal(outputs[-1], top)
+    panels, _ = views.gate_panels(recurrent_record(stack, x), cell, list("abcdef"), units=3)
+    for l, output in enumerate(outputs, start=1):
+        for d, direction in enumerate(["forward", "backward"][: stack.directions]):
+            h = output[0, :, d * 7:(d + 1) * 7]                               # (T, H)
+            expected = torch.linalg.vector_norm(h, dim=-1).tolist()           # (T,)
+            group = [p for p in panels if p.group == f"layer {l} {direction}"]
+            assert len(group) == 1 + len(views.GATES[cell]) and len(group[0].rows) == 3      # 3 of 7 units shown
+            for panel in group:
+                assert panel.strip == pytest.approx(expected, abs=1e-5) and "all 7 units" in panel.strip_label
+    shown = View.of(ViewSpec("gates", "matrix", "Gates", "", why_not_exported="-"), panels=panels).to_json(4)
+    assert shown["panels"][0]["strip"] == [float(f"{v:.4g}") for v in panels[0].strip]
+
+
 def test_inside_recurrent_record_refuses_a_textbook_cell_that_is_not_the_model():
     stack = RecurrentStack("lstm", 3, 4).eval()
     x = torch.randn(1, 5, 3)

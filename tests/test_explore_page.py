@@ -74,8 +74,9 @@ def units_view(tokens: list[str], units: int = 256) -> View:
             values = [[math.sin(0.37 * u * (t + 1)) * (u % 7) / 7 for t in range(len(tokens))] for u in range(units)]
             if low == 0:
                 values = [[(v + 1) / 2 for v in row] for row in values]
+            norms = [math.sqrt(t + 1.0) for t in range(len(tokens))]           # the group's strip, in each panel
             panels.append(Panel(f"{group}: {what}", [f"unit {u}" for u in range(units)], list(tokens), values,
-                                range=(low, 1.0), group=group))
+                                range=(low, 1.0), group=group, strip=norms, strip_label="||h_t|| over 512 units"))
     return View.of(SPECS[1], panels=panels, note=f"the {units} of 512 units that vary most")
 
 
@@ -420,6 +421,82 @@ def test_explore_page_draws_each_kind_and_its_controls(browser, toy):
         closed(page)
 
 
+def firing(row: list[float | None], start: int, end: int) -> float | None:
+    """LSTMVis's rule as the page ranks units by it: the mean inside columns start..end minus the mean outside."""
+    inside = [v for c, v in enumerate(row) if v is not None and start <= c <= end]
+    outside = [v for c, v in enumerate(row) if v is not None and not start <= c <= end]
+    if not inside:
+        return None
+    return sum(inside) / len(inside) - (sum(outside) / len(outside) if outside else 0)
+
+
+def ranked(panel: dict, start: int, end: int) -> list[str]:
+    """A panel's units (of the server's JSON), highest `firing` first."""
+    scores = [firing(row, start, end) for row in panel["values"]]
+    order = sorted(range(len(scores)), key=lambda r: -(scores[r] if scores[r] is not None else -math.inf))
+    return [panel["rows"][r] for r in order]
+
+
+def test_explore_page_ranks_the_units_that_fire_on_a_selected_range_under_the_norms_strip(browser, toy):
+    url, _ = toy
+    page = open_explore(browser, url)
+    try:
+        page.select_option("#explore-model", "toy")
+        page.select_option("#explore-example", "0")
+        with page.expect_response(lambda r: r.url.endswith("/v1/explain") and r.request.method == "POST") as sent:
+            page.click("#explore-run")
+        page.wait_for_function("!document.getElementById('explore-run').disabled")
+        panels = next(v for v in sent.value.json()["views"] if v["name"] == "cells")["panels"]
+        cells = "#view-cells canvas.cells"
+
+        # the strip above the cells: its values on hover, its legend
+        size = page.eval_on_selector(cells, "c => [c.dataset.left, c.dataset.stripTop, c.dataset.cw, "
+                                            "c.dataset.stripHeight, c.dataset.top].map(Number)")
+        left, strip_top, cw, strip_height, top = size
+        assert strip_top + strip_height < top
+        page.hover(cells, position={"x": left + 2.5 * cw, "y": strip_top + strip_height / 2})
+        tip = page.inner_text("#view-cells .tip")
+        assert tip.startswith("||h_t|| over 512 units · sat: ") and float(tip.split(": ")[1]) == pytest.approx(
+            panels[0]["strip"][2], abs=1e-4)
+        assert "||h_t|| over 512 units" in page.inner_text("#view-cells .heat")
+
+        # a drag over columns 2-4: the units ranked by LSTMVis's rule on them, the top ones listed
+        page.locator(cells).scroll_into_view_if_needed()
+        box = page.locator(cells).bounding_box()
+        start, end = cell_at(page, "cells", 0, 1), cell_at(page, "cells", 3, 3)
+        page.mouse.move(box["x"] + start["x"], box["y"] + start["y"])
+        page.mouse.down()
+        page.mouse.move(box["x"] + end["x"], box["y"] + end["y"], steps=4)
+        page.mouse.up()
+        assert page.input_value("#m-cells-sort") == "range"
+        assert page.get_attribute(cells, "data-range") == "[1,3]"
+        assert order(page, "cells") == ranked(panels[0], 1, 3)
+        listed = page.eval_on_selector_all("#view-cells ol.firing-units li", "ls => ls.map(l => l.dataset.row)")
+        assert listed == ranked(panels[0], 1, 3)[:10]
+        assert "columns 2-4 (cat sat on)" in page.inner_text("#view-cells .firing")
+        page.select_option("#m-cells-panel", "1")                       # the gate's values, the same range
+        assert order(page, "cells") == ranked(panels[1], 1, 3)
+
+        # a click sorts by its column; a shift-click then selects from it
+        page.click(cells, position=cell_at(page, "cells", 0, 4))
+        assert page.input_value("#m-cells-sort") == "column" and page.locator("#view-cells .firing").count() == 0
+        page.click(cells, position=cell_at(page, "cells", 0, 0), modifiers=["Shift"])
+        assert page.get_attribute(cells, "data-range") == "[0,4]"
+        assert order(page, "cells") == ranked(panels[1], 0, 4)
+        page.focus(cells)                                                # the keyboard: Shift+Enter from there
+        page.keyboard.press("Enter")                                      # column 1: the anchor
+        page.focus(cells)
+        for key in ("ArrowRight", "ArrowRight", "ArrowRight", "ArrowRight", "ArrowRight"):
+            page.keyboard.press(key)
+        page.keyboard.press("Shift+Enter")
+        assert page.get_attribute(cells, "data-range") == "[0,5]"
+        assert order(page, "cells") == ranked(panels[1], 0, 5)            # every column: the mean alone
+        page.fill("#m-cells-search", "1-9")
+        assert order(page, "cells") == [u for u in ranked(panels[1], 0, 5) if 1 <= int(u.split()[1]) <= 9]
+    finally:
+        closed(page)
+
+
 def test_explore_page_draws_a_one_token_text_and_shows_errors_in_one_line(browser, toy):
     url, app = toy
     page = open_explore(browser, url)
@@ -544,6 +621,7 @@ def check_drawn(page, view) -> None:
         canvas = f"{box} canvas.cells"
         assert page.get_attribute(canvas, "data-cols") == str(len(first.cols))
         assert sorted(page.eval_on_selector(canvas, "c => JSON.parse(c.dataset.order)")) == sorted(first.rows)
+        assert (page.get_attribute(canvas, "data-strip-top") is not None) == (first.strip is not None)   # ||h_t||
         groups = list(dict.fromkeys(p.group for p in view.panels))
         if len(groups) > 1:                                              # another layer / direction
             page.select_option(f"#m-{view.name}-group", groups[-1])

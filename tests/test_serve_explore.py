@@ -2,11 +2,13 @@
 views, options and texts to try, POST /v1/explain answers an `Explanation` equal to the Python API's, and every bad
 request is answered with its status and one line in the route's shape: 404 an unknown model, 422 a text over the
 server's limit, an option out of range, an unknown option or view, an empty text; 400 a model of a family without
-views; each status declared by the OpenAPI document the server serves."""
+views; each status declared by the OpenAPI document the server serves; and, as every endpoint, 504 past the
+server's deadline with the work stopped."""
 
 from __future__ import annotations
 
 import json
+import time
 
 import httpx
 import pytest
@@ -83,3 +85,40 @@ def test_serve_explore_lists_each_models_views_and_explains_as_the_python_api(se
         own = json.loads(json.dumps(own))
         found.pop("seconds"), own.pop("seconds")
         assert found == own, name
+
+
+def test_serve_explore_past_the_deadline_answers_504_and_stops_its_work(serve_runs):
+    """As /v1/translate and /v1/score do (tests/test_serve_scheduler.py, test_serve_slices.py): an explanation past
+    the server's request_timeout is answered 504 in one line at the deadline, and its work stops at its next
+    checkpoint (the beam search's next step) instead of running on, on the inference thread."""
+    from seqlab.serve.app import create_app, load_runs
+    from seqlab.serve.limits import ServeLimits
+
+    app = create_app(load_runs([serve_runs["de-en"]]), ServeLimits(request_timeout=0.5))
+    model = app.state.models["de-en"].trained.model
+    step, steps = model.step, []
+
+    def slow(*args, **kwargs):                      # a long search on a tiny model: 0.1 s a step
+        steps.append(time.monotonic())
+        time.sleep(0.1)
+        return step(*args, **kwargs)
+
+    model.step = slow
+    server, url = serving(app)
+    try:
+        stopped = app.state.scheduler.stopped["deadline"]
+        began = time.perf_counter()
+        answer = httpx.post(f"{url}/v1/explain", json={"model": "de-en", "text": "ein mann und eine frau " * 4,
+                                                       "views": ["beam-tree"], "options": {"beam": 16}}, timeout=30)
+        seconds = time.perf_counter() - began
+        refused(answer, 504, "limit of 0.5 s")
+        assert "its work was stopped" in answer.json()["error"] and seconds < 1.5, seconds
+        waited = time.perf_counter()
+        while app.state.scheduler.stopped["deadline"] == stopped and time.perf_counter() - waited < 1.0:
+            time.sleep(0.02)
+        assert app.state.scheduler.stopped["deadline"] == stopped + 1           # stopped at its next step
+        ran = len(steps)
+        time.sleep(0.3)
+        assert len(steps) == ran and 0 < ran < 20, ran                          # and not a step since
+    finally:
+        server.should_exit = True

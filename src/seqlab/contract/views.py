@@ -8,8 +8,9 @@ The kinds, each drawn by one function of the page (`static/explore.js`) whatever
              hover, its details: the top-k alternatives with their probabilities, the rank of the actual token
     matrix   panels of a heat map (rows x columns, e.g. units x tokens, a layer's gate; queries x keys, one head's
              attention; tokens x labels, a tagger's scores; tokens x classes, a classifier's prefixes), each
-             with its value range, an optional highlighted path (the Viterbi path) and, where rows and columns
-             are both tokens, a line view (`lines`)
+             with its value range, an optional highlighted path (the Viterbi path), an optional strip of a value
+             per column above it (a layer's hidden-state norms ||h_t||) and, where rows and columns are both
+             tokens, a line view (`lines`)
     bars     one distribution: a bar per label (a classifier's classes)
     tree     a search's tree (a beam's kept and dropped candidates, step by step) and its finished hypotheses
              ranked
@@ -138,11 +139,16 @@ class Panel:
     range: tuple[float, float] | None = None     # the colour scale's ends (None: the values' own)
     path: list[int] | None = None                # a highlighted cell per row (its column): the Viterbi path
     group: str = ""                              # panels of one group are chosen between (a layer, a head)
+    strip: list[float] | None = None             # a value per column, drawn as a strip above the heat map
+    strip_label: str = ""                        # what the strip's values are ("||h_t||, over all 64 units")
 
     def __post_init__(self) -> None:
         if len(self.values) != len(self.rows) or any(len(row) != len(self.cols) for row in self.values):
             raise ValueError(f"panel {self.title!r}: {len(self.values)} rows of values for {len(self.rows)} "
                              f"labels, each of {len(self.cols)} columns")
+        if self.strip is not None and len(self.strip) != len(self.cols):
+            raise ValueError(f"panel {self.title!r}: a strip of {len(self.strip)} values for {len(self.cols)} "
+                             "columns")
 
 
 @dataclass
@@ -194,15 +200,16 @@ class View:
                             f"server holds at most {MAX_CELLS:,} numbers (ask for fewer tokens or views; "
                             "`explain` in Python gives them all)")
                     out["note"] = f"{self.note}; {left}" if self.note else left
-                value = [{**dataclasses.asdict(p), "values": _finite(p.values, digits)} for p in shown]
+                value = [{**dataclasses.asdict(p), "values": _finite(p.values, digits),
+                          "strip": _finite(p.strip, digits)} for p in shown]
             elif key != "tokens" and key != "labels" and key != "label":
                 value = _finite(value, digits)
             out[key] = value
         return out
 
     def cells(self) -> list[int]:
-        """The numbers each of its panels holds (a matrix's; [] for the other kinds)."""
-        return [len(p.rows) * len(p.cols) for p in self.panels]
+        """The numbers each of its panels holds, its strip's too (a matrix's; [] for the other kinds)."""
+        return [(len(p.rows) + (p.strip is not None)) * len(p.cols) for p in self.panels]
 
     @classmethod
     def of(cls, spec: ViewSpec, **fields: Any) -> View:
@@ -281,7 +288,8 @@ def gate_panels(layers: Sequence[Sequence[dict[str, Any]]], cell: str, columns: 
     (per layer, per direction: {"h": (T, H), and the cell's `GATES`}, tensors or arrays): per layer and direction
     (the group "layer L forward" or "backward", after `stack`: "encoder "), the hidden state h (range -1..1 where
     `bounded`: tanh) and each gate (0..1; the LSTM's context c its own), rows the `units` units whose h varies
-    most over the text (the same in each panel of a group, "unit N" by their index), columns the tokens; and
+    most over the text (the same in each panel of a group, "unit N" by their index), columns the tokens, and
+    above each the group's strip of hidden-state norms ||h_t|| (over all H units, the ones not shown too); and
     the note saying how many units of how many are shown."""
     panels, notes = [], []
     name, equation = HIDDEN[cell]
@@ -291,13 +299,16 @@ def gate_panels(layers: Sequence[Sequence[dict[str, Any]]], cell: str, columns: 
             h = _rows(found["h"])                                               # (H, T)
             kept = top_units(h, units)
             labels = [f"unit {u}" for u in kept]
+            norms = {"strip": _finite([math.hypot(*at) for at in zip(*h, strict=True)], digits),   # (T,)
+                     "strip_label": f"||h_t||, the hidden state's norm over all {len(h)} units"}
             panels.append(Panel(f"{group}: {name} ({equation})", labels, list(columns),
-                                _finite([h[u] for u in kept], digits), (-1.0, 1.0) if bounded else None, group=group))
+                                _finite([h[u] for u in kept], digits), (-1.0, 1.0) if bounded else None, group=group,
+                                **norms))
             for key, title, eq in GATES[cell]:
                 values = _rows(found[key])
                 panels.append(Panel(f"{group}: {title} ({eq})", labels, list(columns),
                                     _finite([values[u] for u in kept], digits), None if key == "c" else (0.0, 1.0),
-                                    group=group))
+                                    group=group, **norms))
             if len(kept) < len(h):
                 notes.append(f"{stack}the {len(kept)} of {len(h)} units whose hidden state varies most over the text "
                              "(the same in each panel of a layer)")

@@ -120,6 +120,9 @@ class PanelBody(BaseModel):
     range: list[float] | None = Field(description="the colour scale's ends (null: the values' own)")
     path: list[int] | None = Field(description="a highlighted column per row (a Viterbi path), or null")
     group: str = Field(description="panels of one group are chosen between (a layer, a head)")
+    strip: Numbers | None = Field(None, description="a value per column drawn above the heat map (a recurrent "
+                                                    "layer's hidden-state norms ||h_t||), or null")
+    strip_label: str = Field("", description="what the strip's values are")
 
 
 class ViewBody(BaseModel):

@@ -124,13 +124,15 @@ function drawBars(view, box) {
       el("span", { class: "bar-value" }, percent(p))))));
 }
 
-// ---- matrix: a heat map per panel (canvas), chosen by group and panel; units sorted and searched; lines ----
+// ---- matrix: a heat map per panel (canvas), chosen by group and panel; units sorted and searched (by the value at
+// a clicked column, or by how they fire on a selected range of columns: LSTMVis's rule); a strip above (a layer's
+// hidden-state norms); lines ----
 
 const UNIT = /^unit (\d+)$/;
 
 function drawMatrix(view, box) {
   const groups = [...new Set(view.panels.map((p) => p.group))];
-  const ui = { group: groups[0], panel: 0, sort: "index", column: null, search: "", mode: "heat" };
+  const ui = { group: groups[0], panel: 0, sort: "index", column: null, range: null, search: "", mode: "heat" };
   const inGroup = () => view.panels.filter((p) => p.group === ui.group);
   const controls = el("div", { class: "controls row wrap" });
   const figure = el("div", { class: "figure" });
@@ -154,7 +156,8 @@ function drawMatrix(view, box) {
   const units = view.panels.some((p) => p.rows.length && p.rows.every((r) => UNIT.test(r)));
   const sortSelect = el("select", { id: `${uid}-sort`, class: "sort-select" },
     el("option", { value: "index" }, "unit number"), el("option", { value: "variance" }, "variance, largest first"),
-    el("option", { value: "column", disabled: "" }, "value at a clicked column"));
+    el("option", { value: "column", disabled: "" }, "value at a clicked column"),
+    el("option", { value: "range", disabled: "" }, "firing in a selected range"));
   const search = el("input", { id: `${uid}-search`, class: "unit-search", type: "search",
     placeholder: "e.g. 17, 3-10", autocomplete: "off" });
   if (units) {
@@ -184,21 +187,34 @@ function drawMatrix(view, box) {
     const panel = inGroup()[ui.panel];
     if (!panel) return figure.replaceChildren(el("p", { class: "muted" }, "(no panel)"));
     const order = rowOrder(panel, ui);
+    const byColumn = sortSelect.querySelector("[value=column]"), byRange = sortSelect.querySelector("[value=range]");
     if (units) {
       sortSelect.value = ui.sort;
-      sortSelect.lastChild.disabled = ui.column == null;
-      sortSelect.lastChild.textContent = ui.column == null ? "value at a clicked column" :
+      byColumn.disabled = ui.column == null;
+      byColumn.textContent = ui.column == null ? "value at a clicked column" :
         `value at column ${ui.column + 1} (${shownToken(panel.cols[ui.column] ?? "")})`;
+      byRange.disabled = ui.range == null;
+      byRange.textContent = ui.range == null ? "firing in a selected range" :
+        `firing in columns ${ui.range[0] + 1}-${ui.range[1] + 1}`;
     }
-    const pick = (column) => {
+    // a click sorts the units by its column; a drag over the columns, or a shift-click from the last clicked
+    // column, selects a range and ranks the units by how they fire in it
+    const pick = (column, to = column) => {
       if (!units) return;
-      ui.sort = "column";
-      ui.column = column;
+      if (to === column) {
+        ui.sort = "column";
+        ui.column = column;
+      } else {
+        ui.sort = "range";
+        ui.range = [Math.min(column, to), Math.max(column, to)];
+      }
       render();
     };
     const focused = figure.contains(document.activeElement);        // the keyboard stays on the heat map
+    const range = ui.sort === "range" ? ui.range : null;
     figure.replaceChildren(el("h3", { class: "panel-title" }, panel.title),
-      ui.mode === "lines" ? lines(panel) : heatmap(panel, order, pick));
+      ui.mode === "lines" ? lines(panel) : heatmap(panel, order, pick, ui.column, range));
+    if (units && range && ui.mode !== "lines") figure.append(firingList(panel, order, range));
     if (focused && figure.querySelector("canvas")) figure.querySelector("canvas").focus();
   }
   render();
@@ -209,6 +225,35 @@ function variance(row) {
   if (!seen.length) return 0;
   const mean = seen.reduce((a, b) => a + b, 0) / seen.length;
   return seen.reduce((a, b) => a + (b - mean) ** 2, 0) / seen.length;
+}
+
+// LSTMVis's "which units fire on this pattern" (Strobelt et al., 2018), as one score per unit: the mean of its
+// values on the selected columns from..to minus its mean on the other columns (missing values skipped; null when
+// it has none inside; the mean inside alone when the range holds every column). Units are ranked by it, highest
+// first: those on inside the range and off outside it come first.
+function firing(row, from, to) {
+  let inside = 0, counted = 0, outside = 0, others = 0;
+  row.forEach((v, c) => {
+    if (v == null) return;
+    if (c >= from && c <= to) { inside += v; counted += 1; } else { outside += v; others += 1; }
+  });
+  if (!counted) return null;
+  return inside / counted - (others ? outside / others : 0);
+}
+
+const FIRING_LISTED = 10;
+
+// the units that fire most on the selected range, listed with their scores (the heat map shows them first)
+function firingList(panel, order, range) {
+  const [from, to] = range;
+  const words = panel.cols.slice(from, to + 1).map(shownToken).join(" ");
+  const top = order.slice(0, FIRING_LISTED);
+  return el("div", { class: "firing" },
+    el("p", {}, `The units that fire most on columns ${from + 1}-${to + 1} (`, el("code", {}, words),
+      `), by the mean inside the range minus the mean outside it:`),
+    el("ol", { class: "firing-units", "aria-label": "units ranked by how they fire on the selected range" },
+      ...top.map((r) => el("li", { "data-row": panel.rows[r] }, el("span", {}, panel.rows[r]),
+        el("span", { class: "firing-score" }, fixed(firing(panel.values[r], from, to)))))));
 }
 
 // the rows shown, in their order: units filtered by the search ("17", "3-10", "17, 40") and sorted as chosen
@@ -229,6 +274,10 @@ function rowOrder(panel, ui) {
   if (ui.sort === "variance") order.sort((a, b) => variance(panel.values[b]) - variance(panel.values[a]));
   else if (ui.sort === "column" && ui.column != null) {
     order.sort((a, b) => (panel.values[b][ui.column] ?? -Infinity) - (panel.values[a][ui.column] ?? -Infinity));
+  } else if (ui.sort === "range" && ui.range) {
+    const score = order.map((r) => firing(panel.values[r], ...ui.range) ?? -Infinity);
+    const at = new Map(order.map((r, i) => [r, score[i]]));
+    order.sort((a, b) => at.get(b) - at.get(a));
   } else order.sort((a, b) => unit(a) - unit(b));
   return order;
 }
@@ -241,8 +290,12 @@ function largest(panel) {
   return best;
 }
 
-function heatmap(panel, order, pick) {
+// the heat map of a panel's rows in `order`, its strip (if it has one) a band above the cells; `pick(column)` on a
+// click (the keyboard's Enter), `pick(from, to)` on a drag over columns or a shift-click from `anchor` (the last
+// clicked column; Shift+Enter from the keyboard); `range` [from, to] is outlined
+function heatmap(panel, order, pick, anchor = null, range = null) {
   const scale = scaleOf(panel.values.flat(), panel.range);
+  const strip = panel.strip ? { scale: scaleOf(panel.strip, null), height: 14, gap: 6 } : null;
   const rows = order.length, cols = panel.cols.length;
   const wrap = el("div", { class: "heat" });
   if (!rows || !cols) {
@@ -253,8 +306,9 @@ function heatmap(panel, order, pick) {
   const measure = document.createElement("canvas").getContext("2d");
   measure.font = font;
   const width = (labels) => Math.min(140, Math.max(0, ...labels.map((l) => measure.measureText(shownToken(l)).width)));
-  const left = Math.ceil(width(order.map((r) => panel.rows[r]))) + 8;
-  const top = Math.ceil(width(panel.cols)) + 8;
+  const left = Math.ceil(width([...order.map((r) => panel.rows[r]), ...(strip ? ["‖h‖"] : [])])) + 8;
+  const labelled = Math.ceil(width(panel.cols)) + 8;                 // the column labels' height
+  const top = labelled + (strip ? strip.height + strip.gap : 0);     // the cells' top
   const room = Math.max(300, (document.getElementById("explore-results").clientWidth || 900) - left - 24);
   const cw = Math.max(3, Math.min(28, Math.floor(room / cols)));
   const ch = rows <= 40 ? Math.min(Math.max(cw, 14), 24) : Math.max(3, Math.min(16, Math.floor(720 / rows)));
@@ -263,8 +317,11 @@ function heatmap(panel, order, pick) {
   const canvas = el("canvas", { class: "cells", role: "img", tabindex: "0", "data-rows": String(rows),
     "data-cols": String(cols), "data-order": JSON.stringify(order.map((r) => panel.rows[r])),
     "data-left": String(left), "data-top": String(top), "data-cw": String(cw), "data-ch": String(ch),
+    ...(strip ? { "data-strip-top": String(labelled), "data-strip-height": String(strip.height) } : {}),
+    ...(range ? { "data-range": JSON.stringify(range) } : {}),
     "aria-label": `${panel.title}: ${panel.rows.length} rows by ${cols} columns` + (best ? `; the largest value, ` +
-      `${fixed(best.value)}, at ${panel.rows[best.row]} and ${panel.cols[best.col]}` : "") });
+      `${fixed(best.value)}, at ${panel.rows[best.row]} and ${panel.cols[best.col]}` : "") +
+      (strip ? `; above them, ${panel.strip_label || "a value per column"}` : "") });
   const ratio = window.devicePixelRatio || 1;
   canvas.width = W * ratio;
   canvas.height = H * ratio;
@@ -280,10 +337,11 @@ function heatmap(panel, order, pick) {
   order.forEach((r, y) => {
     if (y % every(ch) === 0) ctx.fillText(shownToken(panel.rows[r]), left - 4, top + y * ch + ch / 2, 140);
   });
+  if (strip) ctx.fillText("‖h‖", left - 4, labelled + strip.height / 2, 140);
   ctx.textAlign = "left";
   for (let c = 0; c < cols; c += every(cw)) {
     ctx.save();
-    ctx.translate(left + c * cw + cw / 2, top - 4);
+    ctx.translate(left + c * cw + cw / 2, labelled - 4);
     ctx.rotate(-Math.PI / 2);
     ctx.fillText(shownToken(panel.cols[c]), 0, 0, 140);
     ctx.restore();
@@ -292,6 +350,20 @@ function heatmap(panel, order, pick) {
     ctx.fillStyle = scale.colour(v);
     ctx.fillRect(left + c * cw, top + y * ch, cw, ch);
   }));
+  if (strip) {                                                       // the strip: its own scale
+    panel.strip.forEach((v, c) => {
+      ctx.fillStyle = strip.scale.colour(v);
+      ctx.fillRect(left + c * cw, labelled, cw, strip.height);
+    });
+  }
+  if (range) {                                                       // the selected range outlined, strip to foot
+    ctx.strokeStyle = "#e8590c";
+    ctx.lineWidth = 2;
+    ctx.setLineDash([4, 2]);
+    ctx.strokeRect(left + range[0] * cw + 1, labelled + 1, (range[1] - range[0] + 1) * cw - 2, top - labelled +
+      rows * ch - 2);
+    ctx.setLineDash([]);
+  }
   if (panel.path) {                                                  // the path's cells outlined (Viterbi)
     ctx.strokeStyle = "#e8590c";
     ctx.lineWidth = 2;
@@ -305,7 +377,9 @@ function heatmap(panel, order, pick) {
     const box = canvas.getBoundingClientRect();
     const x = event.clientX - box.left - left, y = event.clientY - box.top - top;
     const c = Math.floor(x / cw), row = Math.floor(y / ch);
-    return { c: c >= 0 && c < cols ? c : null, y: row >= 0 && row < rows && x >= 0 ? row : null, box };
+    const onStrip = strip && y < -strip.gap && y >= -strip.gap - strip.height;
+    return { c: c >= 0 && c < cols ? c : null, y: row >= 0 && row < rows && x >= 0 ? row : null, onStrip,
+      clamped: Math.min(cols - 1, Math.max(0, c)) };
   };
   const showCell = (y, c, px, py) => {
     const r = order[y];
@@ -315,8 +389,15 @@ function heatmap(panel, order, pick) {
     tip.style.top = `${py + 14}px`;
     tip.hidden = false;
   };
+  const showStrip = (c, px, py) => {
+    tip.textContent = `${panel.strip_label || "strip"} · ${shownToken(panel.cols[c])}: ${fixed(panel.strip[c], 4)}`;
+    tip.style.left = `${px + 14}px`;
+    tip.style.top = `${py + 14}px`;
+    tip.hidden = false;
+  };
   canvas.addEventListener("mousemove", (event) => {
-    const { c, y } = cell(event);
+    const { c, y, onStrip } = cell(event);
+    if (c != null && onStrip) { showStrip(c, event.offsetX, event.offsetY); return; }
     if (c == null || y == null) { tip.hidden = true; return; }
     showCell(y, c, event.offsetX, event.offsetY);
   });
@@ -326,7 +407,7 @@ function heatmap(panel, order, pick) {
   canvas.addEventListener("focus", () => showCell(cursor.y, cursor.c, left + cursor.c * cw, top + cursor.y * ch));
   canvas.addEventListener("blur", () => { tip.hidden = true; });
   canvas.addEventListener("keydown", (event) => {
-    if (event.key === "Enter") { pick(cursor.c); return; }
+    if (event.key === "Enter") { pick(event.shiftKey && anchor != null ? anchor : cursor.c, cursor.c); return; }
     const move = moves[event.key];
     if (!move) return;
     event.preventDefault();
@@ -335,10 +416,18 @@ function heatmap(panel, order, pick) {
     showCell(cursor.y, cursor.c, left + cursor.c * cw, top + cursor.y * ch);
   });
   canvas.addEventListener("mouseleave", () => { tip.hidden = true; });
-  canvas.addEventListener("click", (event) => {
+  // press on a column and release on another: that range; a click: its column (with Shift: from `anchor` to it)
+  canvas.addEventListener("mousedown", (event) => {
     const { c } = cell(event);
-    if (c != null) pick(c);
+    if (c == null || event.button !== 0) return;
+    event.preventDefault();                                          // no text selected while dragging
+    window.addEventListener("mouseup", (up) => {
+      const to = cell(up).clamped;
+      if (to !== c) pick(c, to);
+      else pick(up.shiftKey && anchor != null ? anchor : c, c);
+    }, { once: true });
   });
+  if (strip) wrap.append(legend(strip.scale, `‖h‖ strip: ${panel.strip_label || "a value per column"}`));
   wrap.append(legend(scale, panel.range ? "value (fixed scale)" : "value"),
     el("div", { class: "canvas-box" }, canvas, tip));
   return wrap;
