@@ -978,6 +978,10 @@ ENTRIES += [
           "tokens (`--budget-tokens`) or of epochs (`--budget-epochs`), exactly one; the budget in epochs sets "
           "`--epochs`, and a time is written as `90s`, `5m` or `1.5h`.",
           "Give exactly one budget option, and leave `--epochs` out."),
+    Entry(COMPARING, r"tuning/study\.py", r"plan names no task", "A study whose plan names no task",
+          "A study's folder keeps its plan (the task, the architecture, the options) in `study.db` from the first "
+          "trial on; this one has no task in it, so it was damaged or written by hand.",
+          "Start the study again in a new folder, or with `--overwrite`."),
     Entry(COMPARING, r"compare/run\.py", r"^‹source›: (give a mapping|variant)", "Variants of a comparison",
           "`--variants` (a YAML mapping, inline or a file) maps a variant's name (letters, digits, `.`, `_`, `-`; "
           "it names a run directory) to its options: a `recipe` among the task's architectures, and options as in "

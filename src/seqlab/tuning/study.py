@@ -450,7 +450,8 @@ def write_best_config(output: Path, plan: dict[str, Any], best: dict[str, Any]) 
 
     config = read_json(output / best["run"] / "config.json", "the best trial's config")
     task = plan.get("task")
-    assert task is not None                                         # a study's plan names its task (open_study)
+    if not isinstance(task, str):                                   # open_study writes it: a damaged study
+        raise SeqlabError(f"{output}: the study's plan names no task; start the study again with --overwrite")
     pipeline = family(task).pipeline
     given = plan.get("options") or {}
     budget = plan.get("budget") or {"epochs": 1}
