@@ -29,7 +29,8 @@ TINY = {"embedding_size": 8, "hidden_size": 8, "dropout": 0.0, "batch_size": 2, 
 RUNS = {"crf": {"encoder": "lstm", "crf": True, "num_layers": 2},                 # bidirectional, char BiLSTM
         "soft": {"encoder": "gru", "crf": False, "char_features": "none"},
         "transformer": {"encoder": "transformer", "crf": False, "num_heads": 2, "max_positions": 8,
-                        "char_features": "cnn"}}
+                        "char_features": "cnn"},
+        "window": {"encoder": "window", "crf": True, "window": 1, "char_features": "none"}}   # feedforward + CRF
 SENTENCE = "Peter Blackburn visited Zorgland in New York ."
 
 
@@ -185,6 +186,18 @@ def test_explain_tagger_attention_rows_are_distributions_and_long_texts_are_cut(
         assert np.array(panel.values).sum(axis=1) == pytest.approx(np.ones(8), abs=1e-5)
     long = taggers["soft"].explain(" ".join(["word"] * (MAX_TOKENS + 3)), "tags")
     assert long.truncated and len(long.tokens) == MAX_TOKENS
+
+
+def test_explain_tagger_window_encoder_has_the_crf_views_and_no_inside_ones(taggers):
+    """The feedforward window encoder (under a CRF here) has no recurrence and no attention:
+    its views are the tags, the scores, the transitions and the lattice, the lattice's path its tags."""
+    tagger = taggers["window"]
+    found = tagger.explain(SENTENCE)
+    assert [v.name for v in found.views] == ["tags", "label-scores", "transitions", "lattice"]
+    labels = tagger.vocabulary.labels
+    assert [labels[k] for k in found.view("lattice").panels[0].path] == [t for t, _ in tagger.tag(SENTENCE.split())]
+    with pytest.raises(SeqlabError, match="no view 'gates'"):
+        tagger.explain(SENTENCE, "gates")
 
 
 def test_explain_tagger_refuses_bad_input_in_one_line(taggers):
