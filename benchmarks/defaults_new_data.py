@@ -210,14 +210,14 @@ def figures(task: str, output: Path, data_dir: Path, threads: int) -> tuple[str,
     return describe_seq2seq(model.config), result
 
 
-def run_one(name: str, data_dir: Path, work: Path, threads: int) -> list[dict]:
+def run_one(name: str, data_dir: Path, work: Path, threads: int, precision: str | None = None) -> list[dict]:
     spec = RUNS[name]
     output = work / name
     data, note = data_options(spec.task, data_dir, work)
     epochs = spec.epochs or EPOCHS[spec.task]
     budget = ["--epochs", str(epochs)] if epochs else []
     command = [*COMMANDS[spec.task], *spec.options, *data, *budget, "--output", str(output), "--overwrite",
-               "--threads", str(threads), "--no-progress"]
+               "--threads", str(threads), "--no-progress", *(["--precision", precision] if precision else [])]
     print("seqlab " + " ".join(command), file=sys.stderr, flush=True)
     start = time.time()
     code = seqlab_main(command)
@@ -276,6 +276,9 @@ def main() -> int:
     parser.add_argument("--work-dir", default="runs/bench/defaults-new-data",
                         help="run directories and the Davidson split")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default=None,
+                        help="train with this --precision (default: seqlab's own, auto: bf16 on a CPU with bf16 "
+                             "kernels for the large models)")
     args = parser.parse_args()
     if args.list:
         for name, spec in RUNS.items():
@@ -287,7 +290,7 @@ def main() -> int:
         parser.error(f"--run: choose among {', '.join(RUNS)} or all" + (f" (unknown: {unknown})" if unknown else ""))
     work = Path(args.work_dir)
     for name in names:
-        records = run_one(name, Path(args.data_dir), work, args.threads)
+        records = run_one(name, Path(args.data_dir), work, args.threads, args.precision)
         with open(work / "results.lock", "w") as lock:           # runs of two queues may finish together
             fcntl.flock(lock, fcntl.LOCK_EX)
             path = RESULTS / f"{RESULTS_NAME}.json"

@@ -169,6 +169,13 @@ def test_an_output_drifts_only_beyond_the_stated_tolerance_with_times_and_paths_
     table = "| arch | tokens/s | wall time | valid accuracy |\n|---|---|---|---|\n| window | 3,513 | 2.05 s | 69.04 |"
     assert notebooks.drift(table, table.replace("3,513", "9,000").replace("2.05", "7.5")) is None
     assert "69.04" in notebooks.drift(table, table.replace("69.04", "50.0"))
+    amx = ("precision: fp32 (auto: this CPU has AMX-BF16, AVX512-BF16, but only 20% of the model's product FLOPs "
+           "are in products large enough to run faster in bf16 (it takes 75%))\nmodel FLOPs: 3.92 M per token; "
+           "peak 1,381.4 GFLOP/s (bf16 products)\nloss 3.3637")
+    other = ("precision: fp32 (auto: this CPU has no bfloat16 kernels)\nmodel FLOPs: 3.92 M per token; "
+             "peak 97.1 GFLOP/s\n")
+    assert notebooks.drift(amx, other + "loss 3.3637") is None                  # the CPU's kernels, not the page's
+    assert "3.3637" in notebooks.drift(amx, other + "loss 3.9")
     trials = "| trial | value | s | tokens |\n|---:|---:|---:|---:|\n| 1 | 16.51 | 1 | 3,382 |"   # a column named `s`
     assert notebooks.drift(trials, trials.replace("| 1 | 3,382", "| 2 | 3,382")) is None
     assert "3382" in notebooks.drift(trials, trials.replace("3,382", "4,000"))

@@ -493,6 +493,10 @@ MASKS = [
     (re.compile(r"(\d[\d,]*\.?\d*)\s*(ms|µs|us|s|sec|secs|seconds|min|mins|minutes|h|hours)\b"), "‹time›"),
     (re.compile(r"(\d[\d,]*\.?\d*)\s*(B|KB|kB|MB|GB|KiB|MiB|GiB)\b"), "‹size›"),
     (re.compile(r"\bpid \d+|port \d+|127\.0\.0\.1:\d+|localhost:\d+"), "‹process›"),
+    # --precision auto's choice and its reason name the CPU's bf16 kernels (AMX-BF16, AVX512-BF16, none), and a
+    # large model's choice itself moves with them: the machine's, like its peak (the rule: tests/test_devices.py)
+    (re.compile(r"^precision: (fp32|bf16 autocast) \(auto: .*$", re.M), "precision: ‹auto›"),
+    (re.compile(r" \(bf16 products\)"), ""),
 ]
 FIGURE_TEXT = r"[-+]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"    # 1,234.5e-3
 # a value whose key says it is a time or a speed, in a printed dict or JSON ('elapsed': 3.73, "wall_s": 12.1, "mfu":
