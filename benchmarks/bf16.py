@@ -153,6 +153,9 @@ def main() -> None:
               "to compare")
         return
     device = f"{device_name('cpu')}; {bf16_flags()}"
+    from seqlab.training.devices import cpu_bf16_flags
+    # rows of a CPU with AVX512-BF16 but no AMX (e.g. AMD Zen 4) are kept beside the AMX ones, not over them
+    kernels = "" if "amx_bf16" in cpu_bf16_flags() else ", AVX512-BF16 without AMX"
     records = []
     with tempfile.TemporaryDirectory() as tmp:
         chosen = [r for r in recipes(args.data_dir, Path(tmp), args.quick)
@@ -179,7 +182,7 @@ def main() -> None:
                   flush=True)
             common = {"task": recipe["family"], "dataset": recipe["dataset"], "split": "train", "arch": recipe["arch"],
                       "device": device, "epochs": None}
-            config = f"{recipe['name']}, {steps} steps, 1 thread"
+            config = f"{recipe['name']}, {steps} steps, 1 thread{kernels}"
             records.append(record(**common, config=f"{config}: bf16 autocast / fp32", metric="speedup",
                                   value=round(speedup, 3), tokens_per_s=round(bf16["tokens_per_s"]),
                                   note=f"auto picks {runs['auto']['chosen']}; CPU-time ratio {cpu_ratio:.2f}"))
@@ -203,7 +206,7 @@ def main() -> None:
               f"GFLOP/s = {share:.1%} of the measured bf16 matmul peak {peak / 1e9:.1f} GFLOP/s")
         records.append(record(task="lm", dataset="wikitext-2", split="train", arch="output layer",
                               config="fused output layer 700 x 200 x 33,278, forward + backward, bf16 autocast, "
-                                     "against the measured bf16 matmul peak (512^3), 1 thread", metric="mfu",
+                                     f"against the measured bf16 matmul peak (512^3), 1 thread{kernels}", metric="mfu",
                               value=round(100 * share, 2), device=device, note=f"peak {peak / 1e9:.1f} GFLOP/s"))
     if not args.quick:
         path = write_records("bf16", records, "bfloat16 autocast against fp32 on the CPU",
