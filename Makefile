@@ -21,8 +21,11 @@ demo: install
 	@echo "---- a sample from the trained model:"
 	$(BIN)/seqlab generate runs/demo --prompt "ROMEO:" --max-tokens 300 --temperature 0.8 --seed 1
 
+# the default suite spread over the machine's cores (pytest-xdist, a whole file to one worker so that its trained
+# fixtures are made once), at most 4 workers (each holds PyTorch); TEST_WORKERS=0 runs it in this process
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ "$$n" -gt 4 ] && n=4; echo $$n)
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 test-slow: install
 	$(BIN)/python -m pytest -q -m slow
