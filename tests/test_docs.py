@@ -176,6 +176,9 @@ def test_an_output_drifts_only_beyond_the_stated_tolerance_with_times_and_paths_
              "peak 97.1 GFLOP/s\n")
     assert notebooks.drift(amx, other + "loss 3.3637") is None                  # the CPU's kernels, not the page's
     assert "3.3637" in notebooks.drift(amx, other + "loss 3.9")
+    sessions = "environment.json   279 bytes\n{'device': 'cpu: Intel(R) Xeon(R) Processor, 1 threads'}"
+    amd = sessions.replace("279", "261").replace("Intel(R) Xeon(R) Processor", "AMD EPYC")
+    assert notebooks.drift(sessions, amd) is None                                # the machine's name, and its length
     trials = "| trial | value | s | tokens |\n|---:|---:|---:|---:|\n| 1 | 16.51 | 1 | 3,382 |"   # a column named `s`
     assert notebooks.drift(trials, trials.replace("| 1 | 3,382", "| 2 | 3,382")) is None
     assert "3382" in notebooks.drift(trials, trials.replace("3,382", "4,000"))

@@ -491,7 +491,9 @@ MASKS = [
     (re.compile(r"(\d[\d,]*\.?\d*)\s*[kMGTP]?FLOP/s\b"), "‹rate›"),                 # the machine's speed
     (re.compile(r"\bMFU\s*(\d[\d,]*\.?\d*)\s*%|(\d[\d,]*\.?\d*)\s*%\s*MFU"), "‹MFU›"),
     (re.compile(r"(\d[\d,]*\.?\d*)\s*(ms|µs|us|s|sec|secs|seconds|min|mins|minutes|h|hours)\b"), "‹time›"),
-    (re.compile(r"(\d[\d,]*\.?\d*)\s*(B|KB|kB|MB|GB|KiB|MiB|GiB)\b"), "‹size›"),
+    (re.compile(r"(\d[\d,]*\.?\d*)\s*(B|KB|kB|MB|GB|KiB|MiB|GiB|bytes)\b"), "‹size›"),
+    # the CPU's model name, as environment.json and the benchmark rows write it ("AMD EPYC, 1 threads of 2 cores")
+    (re.compile(r"\b(Intel\(R\)|AMD|Apple|ARM|Neoverse)[^,'\"\n]*(?=, \d+ threads?\b)"), "‹cpu›"),
     (re.compile(r"\bpid \d+|port \d+|127\.0\.0\.1:\d+|localhost:\d+"), "‹process›"),
     # --precision auto's choice and its reason name the CPU's bf16 kernels (AMX-BF16, AVX512-BF16, none), and a
     # large model's choice itself moves with them: the machine's, like its peak (the rule: tests/test_devices.py)
